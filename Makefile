@@ -1,0 +1,34 @@
+# The two commands of the README, and a few more. Everything that these need
+# and a fresh Debian 12 machine lacks is installed by scripts/install-deps.sh.
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all build demo check bench install clean deps
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh build
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMLPROF_BUILD_EXAMPLES=ON -DMLPROF_BUILD_BENCH=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Profiles the bundled CNN inference: prints its statistics and the trace's path.
+demo: build
+	@mkdir -p $(BUILD)/demo
+	@cd $(BUILD)/demo && MLPROF_FILENAME=cnn_trace.json ../cnn_infer
+
+# Every test: a normal build, then ASan+UBSan and TSan builds, and the viewer test.
+check:
+	@bash scripts/check.sh
+
+bench: build
+	@$(BUILD)/bench_core
+
+install: build
+	@cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

@@ -1,0 +1,403 @@
+/*
+ * mlprof.h - the public C API of libmlprof, the mlprof profiler library.
+ *
+ * One header is all a user includes. It has two layers:
+ *   - exported functions over opaque handles (the ABI), documented below;
+ *   - inline macros on top (MLPROF_BEGIN, MLPROF_ZONE, ...) that cost one load and
+ *     one unlikely branch when the profiler is not recording. Define MLPROF_DISABLE
+ *     before including this header to make every macro vanish at compile time.
+ *
+ * Thread-safety: unless a function says otherwise, every function may be called
+ * from any thread at any time. Recording functions (begin/end, counters, markers,
+ * arguments, scopes) take no lock, allocate nothing and make no system call once
+ * a thread has recorded its first event.
+ *
+ * Errors: functions that can fail return an int status (MLPROF_OK or a negative
+ * MLPROF_E* code) and set a per-thread message, read with mlprof_last_error().
+ * Functions returning handles return NULL on failure and set the message.
+ */
+#ifndef MLPROF_MLPROF_H
+#define MLPROF_MLPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ version */
+
+#define MLPROF_VERSION_MAJOR 0
+#define MLPROF_VERSION_MINOR 1
+#define MLPROF_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, comparable with mlprof_version(). */
+#define MLPROF_VERSION_NUMBER \
+    (MLPROF_VERSION_MAJOR * 10000 + MLPROF_VERSION_MINOR * 100 + MLPROF_VERSION_PATCH)
+#define MLPROF_VERSION_STRING "0.1.0"
+
+#if defined(_WIN32)
+#define MLPROF_API
+#elif defined(__GNUC__)
+#define MLPROF_API __attribute__((visibility("default")))
+#else
+#define MLPROF_API
+#endif
+
+/* The version of the library actually loaded, as MLPROF_VERSION_NUMBER. */
+MLPROF_API unsigned mlprof_version(void);
+/* The version of the library actually loaded, as "MAJOR.MINOR.PATCH". */
+MLPROF_API const char *mlprof_version_string(void);
+
+/* ------------------------------------------------------------------- errors */
+
+/* One table gives the codes, their names and their messages. */
+#define MLPROF_ERRNO_MAP(X)                                                       \
+    X(OK, 0, "success")                                                           \
+    X(EINVAL, -1, "invalid argument")                                             \
+    X(EKEY, -2, "unknown configuration key")                                      \
+    X(EVALUE, -3, "bad configuration value")                                      \
+    X(ESTATE, -4, "not allowed in the profiler's current state")                  \
+    X(EIO, -5, "input/output error")                                              \
+    X(ENOMEM, -6, "out of memory")                                                \
+    X(EPARSE, -7, "malformed input")                                              \
+    X(EUNSUPPORTED, -8, "not supported on this system")                           \
+    X(ELIMIT, -9, "a fixed limit was reached")
+
+typedef enum mlprof_status {
+#define MLPROF_I_ERRNO_ENUM(name, code, msg) MLPROF_##name = code,
+    MLPROF_ERRNO_MAP(MLPROF_I_ERRNO_ENUM)
+#undef MLPROF_I_ERRNO_ENUM
+} mlprof_status;
+
+/* The message for a status code ("unknown error" for a code not in the table). */
+MLPROF_API const char *mlprof_strerror(int status);
+/* The name of a status code, such as "MLPROF_EKEY". */
+MLPROF_API const char *mlprof_err_name(int status);
+/* The detailed message of the last error on the calling thread ("" if none).
+ * It names the key, value, file and line involved. Valid until the next call
+ * that fails on this thread. */
+MLPROF_API const char *mlprof_last_error(void);
+
+/* ------------------------------------------------------------ configuration */
+
+/*
+ * Configuration keys (values are strings; booleans accept 1/0, true/false,
+ * yes/no, on/off). The same keys are read, at the first call into the library,
+ * from MLPROF_<KEY> environment variables (MLPROF_FILENAME, MLPROF_BUFFER_SIZE...)
+ * and from the file named by MLPROF_CONFIG.
+ *
+ *   filename         trace output path; "%p" becomes the pid         "profile.json"
+ *   profile_all      record every class of domain                    false
+ *   profile_api      record domains of class MLPROF_CLASS_API        false
+ *   profile_memory   record domains of class MLPROF_CLASS_MEMORY     false
+ *   profile_operator record domains of class MLPROF_CLASS_OPERATOR   true
+ *   aggregate_stats  keep aggregate statistics for mlprof_dumps       true
+ *   continuous_dump  rewrite a complete trace every dump_period      false
+ *   dump_period      seconds between continuous dumps (> 0)          1.0
+ *   level            record domains whose level is <= this (0..9)    1
+ *   buffer_size      bytes of event buffers, e.g. 64M (64K..64G)     64M
+ *   stats_file       also write the statistics table here at dump    "" (none)
+ *   dump_at_exit     dump at process exit if anything was recorded   true
+ *   autostart        start recording at the first call (env/file)    false
+ *   clock            "tsc", "monotonic" or "auto"                    auto
+ *
+ * Domains of class MLPROF_CLASS_USER are always recorded while running.
+ */
+
+/* Sets one key. Errors: MLPROF_EKEY (unknown key), MLPROF_EVALUE (bad value),
+ * MLPROF_ESTATE (buffer_size or clock while running). */
+MLPROF_API int mlprof_set_config(const char *key, const char *value);
+/* Sets n keys at once, all or none: on error nothing is changed. */
+MLPROF_API int mlprof_set_configs(int n, const char *const *keys, const char *const *values);
+/* Copies the current value of key, as text, into buf (always NUL-terminated).
+ * Errors: MLPROF_EKEY, MLPROF_ELIMIT when buf is too small (truncated). */
+MLPROF_API int mlprof_get_config(const char *key, char *buf, size_t len);
+/* Reads "key = value" lines from a file ('#' starts a comment). All or none:
+ * the first error names the file, line and key, and nothing is changed. */
+MLPROF_API int mlprof_load_config(const char *path);
+
+/* -------------------------------------------------------------------- state */
+
+typedef enum mlprof_state { MLPROF_STATE_STOP = 0, MLPROF_STATE_RUN = 1 } mlprof_state;
+
+/* Starts (MLPROF_STATE_RUN) or stops (MLPROF_STATE_STOP) recording. Stopping
+ * keeps what was recorded until it is dumped or cleared. */
+MLPROF_API int mlprof_set_state(int state);
+MLPROF_API int mlprof_get_state(void);
+/* Pause and resume recording while running; a paused profiler records nothing. */
+MLPROF_API int mlprof_pause(void);
+MLPROF_API int mlprof_resume(void);
+MLPROF_API int mlprof_is_paused(void);
+
+/* Copies the path the trace is written to (filename with "%p" replaced by the
+ * pid, and ".PID" added before the extension in a forked child) into buf.
+ * Errors: MLPROF_ELIMIT when buf is too small (truncated). */
+MLPROF_API int mlprof_trace_path(char *buf, size_t len);
+
+/* Writes the trace to the configured filename (atomically: a temporary file,
+ * then a rename). Every dump holds everything recorded since the start (or the
+ * last clear). finished != 0 also stops recording and ends the trace: the next
+ * run starts an empty one; the statistics are kept for mlprof_dumps. If the
+ * buffers overflowed, the number of dropped events is in the trace's metadata
+ * and a warning goes to the log. Errors: MLPROF_EIO (what could be written is
+ * left untouched: the old file stays until the new one is complete). */
+MLPROF_API int mlprof_dump(int finished);
+
+typedef enum mlprof_format { MLPROF_FORMAT_TABLE = 0, MLPROF_FORMAT_JSON = 1 } mlprof_format;
+typedef enum mlprof_sort {
+    MLPROF_SORT_TOTAL = 0,
+    MLPROF_SORT_AVG = 1,
+    MLPROF_SORT_MIN = 2,
+    MLPROF_SORT_MAX = 3,
+    MLPROF_SORT_COUNT = 4,
+    MLPROF_SORT_SELF = 5
+} mlprof_sort;
+
+/* The aggregate statistics, per domain, as a table or JSON in *out (free it with
+ * mlprof_free). Rows are sorted by sort_by, descending unless ascending != 0.
+ * reset != 0 clears the statistics after printing them. */
+MLPROF_API int mlprof_dumps(char **out, int format, int sort_by, int ascending, int reset);
+/* Discards every recorded event and statistic (the state is unchanged). */
+MLPROF_API int mlprof_clear(void);
+/* Frees memory returned by the library (mlprof_dumps). */
+MLPROF_API void mlprof_free(void *p);
+
+/* The number of events dropped because the buffers were full, so far. */
+MLPROF_API uint64_t mlprof_dropped_events(void);
+
+/* ------------------------------------------------------------------ domains */
+
+typedef struct mlprof_domain mlprof_domain;
+typedef struct mlprof_span mlprof_span;       /* a task, a frame or an event */
+typedef struct mlprof_counter mlprof_counter;
+typedef struct mlprof_marker mlprof_marker;
+
+/* What a domain records; profile_* keys switch classes on and off. */
+typedef enum mlprof_class {
+    MLPROF_CLASS_USER = 0,     /* always recorded while running */
+    MLPROF_CLASS_OPERATOR = 1, /* profile_operator */
+    MLPROF_CLASS_API = 2,      /* profile_api */
+    MLPROF_CLASS_MEMORY = 3    /* profile_memory */
+} mlprof_class;
+
+/* Returns the domain of that name (created on first use; never destroyed).
+ * A domain is the category of its events in the trace and a section of the
+ * statistics. NULL name: the default domain "default". */
+MLPROF_API mlprof_domain *mlprof_domain_create(const char *name);
+/* Sets the class of a domain (see mlprof_class). */
+MLPROF_API int mlprof_domain_set_class(mlprof_domain *domain, int klass);
+/* Sets the level of a domain (0..9, default 1): it records only while the
+ * "level" key is at least this. */
+MLPROF_API int mlprof_domain_set_level(mlprof_domain *domain, int level);
+MLPROF_API const char *mlprof_domain_name(const mlprof_domain *domain);
+
+/* -------------------------------------------------- tasks, frames and events */
+
+/*
+ * Handles for durations. A task is a unit of work on one thread; tasks nest.
+ * A frame is one numbered pass of a repeated period (a batch, an iteration):
+ * it is shown on a track of its own and its statistics are per pass. An event
+ * is a task in the default domain. Create handles once and begin/end them
+ * often: begin and end are the hot path. A NULL domain means the default one.
+ */
+MLPROF_API mlprof_span *mlprof_task_create(mlprof_domain *domain, const char *name);
+MLPROF_API mlprof_span *mlprof_frame_create(mlprof_domain *domain, const char *name);
+MLPROF_API mlprof_span *mlprof_event_create(const char *name);
+/* Releases a handle. Events already recorded with it are kept. */
+MLPROF_API void mlprof_span_destroy(mlprof_span *span);
+MLPROF_API const char *mlprof_span_name(const mlprof_span *span);
+
+/* Begins and ends a duration on the calling thread. end closes the innermost
+ * open duration of this handle; durations must nest: spans opened after it and
+ * still open are closed with it and flagged "unfinished". An end with nothing
+ * to close (its begin came before the run, or was dropped) is ignored and
+ * counted in the trace metadata (unmatched_ends). Spans still open when the
+ * trace is finished are closed at the thread's last event, flagged unfinished.
+ * No-ops when not recording. */
+MLPROF_API void mlprof_begin(mlprof_span *span);
+MLPROF_API void mlprof_end(mlprof_span *span);
+
+/* Durations with a name known only at run time: the name is copied into the
+ * buffer (up to 255 bytes). end_dynamic closes the innermost dynamic duration. */
+MLPROF_API void mlprof_begin_dynamic(mlprof_domain *domain, const char *name);
+MLPROF_API void mlprof_end_dynamic(mlprof_domain *domain);
+
+/* -------------------------------------------------------- counters, markers */
+
+/* A named series of values (chrome "C" events), starting at 0. */
+MLPROF_API mlprof_counter *mlprof_counter_create(mlprof_domain *domain, const char *name);
+MLPROF_API void mlprof_counter_destroy(mlprof_counter *counter);
+MLPROF_API void mlprof_counter_set(mlprof_counter *counter, int64_t value);
+/* Adds delta (negative to decrement) atomically and records the new value. */
+MLPROF_API void mlprof_counter_add(mlprof_counter *counter, int64_t delta);
+/* Records a floating-point sample (power, utilization...). */
+MLPROF_API void mlprof_counter_set_double(mlprof_counter *counter, double value);
+/* The counter's current integer value. */
+MLPROF_API int64_t mlprof_counter_value(const mlprof_counter *counter);
+
+typedef enum mlprof_scope {
+    MLPROF_SCOPE_GLOBAL = 0,
+    MLPROF_SCOPE_PROCESS = 1,
+    MLPROF_SCOPE_THREAD = 2
+} mlprof_scope;
+
+/* An instant in time (chrome "i" event) with a global, process or thread scope. */
+MLPROF_API mlprof_marker *mlprof_marker_create(mlprof_domain *domain, const char *name);
+MLPROF_API void mlprof_marker_destroy(mlprof_marker *marker);
+MLPROF_API void mlprof_mark(mlprof_marker *marker, int scope);
+/* The same with a run-time name (copied, up to 255 bytes). */
+MLPROF_API void mlprof_mark_dynamic(mlprof_domain *domain, const char *name, int scope);
+
+/* ---------------------------------------------------------------- arguments */
+
+/*
+ * Key/value arguments (shapes, dtypes, FLOPs, bytes) for the marker recorded
+ * just before on the calling thread if nothing else was recorded since, else
+ * for the innermost open duration of the thread (a frame just begun counts).
+ * Keys are copied (up to 63 bytes), string values too (up to 255 bytes).
+ */
+MLPROF_API void mlprof_arg_int(const char *key, int64_t value);
+MLPROF_API void mlprof_arg_double(const char *key, double value);
+MLPROF_API void mlprof_arg_str(const char *key, const char *value);
+
+/* ------------------------------------------------------------------- scopes */
+
+/* Nested names for attributing work (and memory) to parts of a program: push
+ * "model" then "conv1" and the current scope is "model:conv1:". Spans begun
+ * inside a scope carry it as their "scope" argument. Per thread. */
+MLPROF_API void mlprof_scope_push(const char *name);
+MLPROF_API void mlprof_scope_pop(void);
+/* The calling thread's current scope ("" at the top). */
+MLPROF_API const char *mlprof_scope_current(void);
+
+/* ---------------------------------------------------------- threads, process */
+
+/* Names the calling thread (up to 63 bytes) and the process in the trace. */
+MLPROF_API void mlprof_thread_set_name(const char *name);
+MLPROF_API void mlprof_process_set_name(const char *name);
+
+/* ------------------------------------------------------------ clock, hooks */
+
+/* Nanoseconds on the profiler's clock (CLOCK_MONOTONIC, shared by processes). */
+MLPROF_API uint64_t mlprof_now_ns(void);
+/* Replaces the clock by fn (nanoseconds), for tests and replays; NULL restores
+ * the built-in clock. Only while stopped and with nothing recorded (MLPROF_ESTATE). */
+MLPROF_API int mlprof_set_clock(uint64_t (*fn)(void *user), void *user);
+
+/* The allocator the library uses for its own memory (never on the hot path).
+ * Call before any other function; all three must be given. */
+MLPROF_API int mlprof_set_allocator(void *(*malloc_fn)(size_t),
+                                    void *(*realloc_fn)(void *, size_t),
+                                    void (*free_fn)(void *));
+
+typedef enum mlprof_log_level { MLPROF_LOG_ERROR = 0, MLPROF_LOG_WARN = 1, MLPROF_LOG_INFO = 2 } mlprof_log_level;
+/* Where the library's messages go (default: stderr, prefixed "mlprof: ").
+ * NULL restores the default. */
+MLPROF_API void mlprof_set_log_handler(void (*fn)(int level, const char *message, void *user),
+                                       void *user);
+
+/* -------------------------------------------------------------- the macros */
+
+/* Nonzero while events are being recorded (running and not paused). Read by
+ * the macros below: one load and one branch when off. */
+MLPROF_API extern int mlprof_active_flag;
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MLPROF_I_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MLPROF_I_ACTIVE() MLPROF_I_UNLIKELY(__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED))
+#else
+#define MLPROF_I_UNLIKELY(x) (x)
+#define MLPROF_I_ACTIVE() (mlprof_active_flag)
+#endif
+
+#define MLPROF_I_CAT2(a, b) a##b
+#define MLPROF_I_CAT(a, b) MLPROF_I_CAT2(a, b)
+#ifdef __COUNTER__
+#define MLPROF_I_UNIQUE(prefix) MLPROF_I_CAT(prefix, MLPROF_I_CAT(__LINE__, MLPROF_I_CAT(_, __COUNTER__)))
+#else
+#define MLPROF_I_UNIQUE(prefix) MLPROF_I_CAT(prefix, __LINE__)
+#endif
+
+/* Returns *slot, creating the task (domain, name) there on first use; safe
+ * when threads race on it. Used by MLPROF_ZONE. */
+MLPROF_API mlprof_span *mlprof_task_once(mlprof_span **slot, mlprof_domain *domain,
+                                         const char *name);
+
+#ifndef MLPROF_DISABLE
+
+/* Expressions: usable anywhere a void expression is. */
+#define MLPROF_BEGIN(span) (MLPROF_I_ACTIVE() ? mlprof_begin(span) : (void)0)
+#define MLPROF_END(span) (MLPROF_I_ACTIVE() ? mlprof_end(span) : (void)0)
+#define MLPROF_COUNTER_SET(c, v) (MLPROF_I_ACTIVE() ? mlprof_counter_set((c), (v)) : (void)0)
+#define MLPROF_COUNTER_ADD(c, d) (MLPROF_I_ACTIVE() ? mlprof_counter_add((c), (d)) : (void)0)
+#define MLPROF_MARK(m, scope) (MLPROF_I_ACTIVE() ? mlprof_mark((m), (scope)) : (void)0)
+#define MLPROF_ARG_INT(k, v) (MLPROF_I_ACTIVE() ? mlprof_arg_int((k), (v)) : (void)0)
+#define MLPROF_ARG_DOUBLE(k, v) (MLPROF_I_ACTIVE() ? mlprof_arg_double((k), (v)) : (void)0)
+#define MLPROF_ARG_STR(k, v) (MLPROF_I_ACTIVE() ? mlprof_arg_str((k), (v)) : (void)0)
+
+#if defined(__GNUC__) || defined(__clang__)
+static inline mlprof_span *mlprof_i_zone_begin(mlprof_span **slot, mlprof_domain *domain,
+                                               const char *name)
+{
+    if (!MLPROF_I_ACTIVE())
+        return (mlprof_span *)0;
+    mlprof_span *span = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!span)
+        span = mlprof_task_once(slot, domain, name);
+    if (span)
+        mlprof_begin(span);
+    return span;
+}
+static inline void mlprof_i_zone_end(mlprof_span **zone)
+{
+    if (*zone)
+        mlprof_end(*zone);
+}
+static inline void mlprof_i_scope_end(int *pushed)
+{
+    if (*pushed)
+        mlprof_scope_pop();
+}
+static inline int mlprof_i_scope_begin(const char *name)
+{
+    mlprof_scope_push(name);
+    return 1;
+}
+#define MLPROF_I_ZONE(site, zone, domain, name)                                             \
+    static mlprof_span *site;                                                               \
+    mlprof_span *zone __attribute__((cleanup(mlprof_i_zone_end), unused)) =                 \
+        mlprof_i_zone_begin(&site, (domain), (name))
+/* Declares a task (domain, literal name) that lasts until the end of the
+ * enclosing block. A declaration: several may share a line or a block. The
+ * handle is made at the first use of each site, so the domain and name of a
+ * site must not change between calls. gcc and clang only (cleanup attribute). */
+#define MLPROF_ZONE(domain, name) \
+    MLPROF_I_ZONE(MLPROF_I_UNIQUE(mlprof_i_site_), MLPROF_I_UNIQUE(mlprof_i_zone_), domain, name)
+/* Pushes a scope until the end of the enclosing block. */
+#define MLPROF_SCOPE(name)                                                                   \
+    int MLPROF_I_UNIQUE(mlprof_i_scope_) __attribute__((cleanup(mlprof_i_scope_end), unused)) = \
+        mlprof_i_scope_begin(name)
+#endif /* __GNUC__ */
+
+#else /* MLPROF_DISABLE */
+
+/* The arguments stay evaluated-free but "used", so that -Wunused stays quiet. */
+#define MLPROF_BEGIN(span) ((void)sizeof(span))
+#define MLPROF_END(span) ((void)sizeof(span))
+#define MLPROF_COUNTER_SET(c, v) ((void)sizeof(c), (void)sizeof(v))
+#define MLPROF_COUNTER_ADD(c, d) ((void)sizeof(c), (void)sizeof(d))
+#define MLPROF_MARK(m, scope) ((void)sizeof(m), (void)sizeof(scope))
+#define MLPROF_ARG_INT(k, v) ((void)sizeof(k), (void)sizeof(v))
+#define MLPROF_ARG_DOUBLE(k, v) ((void)sizeof(k), (void)sizeof(v))
+#define MLPROF_ARG_STR(k, v) ((void)sizeof(k), (void)sizeof(v))
+#define MLPROF_ZONE(domain, name) _Static_assert(sizeof(domain) && sizeof(name), "mlprof zone")
+#define MLPROF_SCOPE(name) _Static_assert(sizeof(name), "mlprof scope")
+
+#endif /* MLPROF_DISABLE */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLPROF_MLPROF_H */

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Install what mlprof's make targets need on Debian 12. Idempotent and quick
+# when everything is already there.
+#   install-deps.sh build    cmake, make, gcc, clang, python3
+#   install-deps.sh viewer   chromium, node, npm + tests/viewer/node_modules
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=${1:-}
+
+# ensure CMD:PACKAGE ... -- apt-get installs the packages whose command is missing.
+ensure() {
+    missing=
+    for pair in "$@"; do
+        command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
+    done
+    [ -z "$missing" ] && return 0
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "install-deps: missing packages:$missing" >&2
+        echo "install-deps: install them (as root: apt-get install$missing) and retry" >&2
+        exit 1
+    fi
+    echo "install-deps: installing$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    # shellcheck disable=SC2086
+    apt-get install -y -q --no-install-recommends $missing
+}
+
+case "$mode" in
+build)
+    ensure cmake:cmake make:make gcc:gcc clang:clang python3:python3
+    ;;
+viewer)
+    ensure chromium:chromium node:nodejs npm:npm
+    dir=$root/tests/viewer
+    lock=$dir/package-lock.json
+    if [ ! -d "$dir/node_modules" ] || { [ -f "$lock" ] && [ "$lock" -nt "$dir/node_modules" ]; }; then
+        echo "install-deps: installing npm packages in tests/viewer"
+        if [ -f "$lock" ]; then (cd "$dir" && npm ci --no-audit --no-fund)
+        else (cd "$dir" && npm install --no-audit --no-fund); fi
+        touch "$dir/node_modules"
+    fi
+    ;;
+*)
+    echo "usage: $0 build|viewer" >&2
+    exit 2
+    ;;
+esac

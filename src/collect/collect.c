@@ -1,0 +1,878 @@
+/*
+ * collect.c - the collector. It drains every thread's chunks up to the
+ * position that thread has published, decodes the records into spans (pairing
+ * begins and ends on a per-thread stack, which also gives self time), instants
+ * and counter samples, and feeds the sinks: Chrome trace JSON appended to a
+ * spool file, and the statistics. A dump copies the spool into a temporary
+ * file beside the output, adds the tail (metadata, spans still open, the
+ * footer) and renames it over the output, so that a complete trace is on disk
+ * at every moment while memory stays bounded by the chunk pool.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../export/export.h"
+#include "../record/record.h"
+#include "collect.h"
+
+/* ------------------------------------------------------------ the state */
+
+typedef struct open_span {
+    const mlprof__handle *handle; /* NULL for a dynamic name */
+    mlprof_domain *domain;
+    char *dyn_name;
+    uint64_t begin_ns;
+    uint64_t child_ns;
+    mlprof__sb args;
+} open_span;
+
+typedef struct span_stack {
+    open_span *items;
+    size_t depth, cap;
+} span_stack;
+
+/* One thread's decoding state; it outlives the thread so that its name and
+ * open spans are still written after the thread has exited. */
+typedef struct track {
+    mlprof__thread *thread; /* NULL once the thread's record is freed */
+    pid_t tid;
+    uint32_t seq;
+    char name[64];
+    span_stack tasks;
+    span_stack frames;
+    mlprof__scope_node *scope;
+    uint64_t last_ns;
+    /* args go to the innermost open span, or to an instant just recorded */
+    int instant_pending;
+    const char *inst_name;
+    size_t inst_name_len;
+    char inst_dyn[MLPROF__NAME_MAX + 1];
+    mlprof_domain *inst_domain;
+    uint64_t inst_ns;
+    int inst_scope;
+    mlprof__sb inst_args;
+    int arg_to_frame; /* the last begin was a frame's */
+    struct track *next;
+} track;
+
+static struct {
+    track *tracks;
+    mlprof__stats *stats;
+    int spool_fd;        /* unlinked temporary file holding the events so far, or -1 */
+    uint64_t spool_size; /* bytes */
+    int spool_first;     /* no event written yet */
+    mlprof__sb buf;      /* events waiting to be written to the spool */
+    uint64_t frame_ids;
+    uint64_t unfinished;
+    uint64_t unmatched_ends;
+    uint64_t reported_drops;
+    uint64_t corrupt;
+    uint64_t start_ns;
+    /* continuous dump */
+    pthread_t thread;
+    int thread_running;
+    int thread_stop;
+    pthread_cond_t wake;
+} C = {.spool_fd = -1, .spool_first = 1, .wake = PTHREAD_COND_INITIALIZER};
+
+/* -------------------------------------------------------- the spool */
+
+static int spool_open(void)
+{
+    if (C.spool_fd >= 0)
+        return 0;
+    char path[4200];
+    mlprof__collect_trace_path(path, sizeof path);
+    /* beside the output if possible (same file system: a cheap copy), else /tmp */
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        slash[1] = '\0';
+    else
+        strcpy(dir, "./");
+    const char *dirs[] = {dir, getenv("TMPDIR"), "/tmp/"};
+    for (size_t i = 0; i < 3 && C.spool_fd < 0; i++) {
+        if (!dirs[i] || !*dirs[i])
+            continue;
+        char tmpl[4300];
+        snprintf(tmpl, sizeof tmpl, "%s%s.mlprof-spool-XXXXXX", dirs[i],
+                 dirs[i][strlen(dirs[i]) - 1] == '/' ? "" : "/");
+        int fd = mkostemp(tmpl, O_CLOEXEC);
+        if (fd >= 0) {
+            unlink(tmpl);
+            C.spool_fd = fd;
+        }
+    }
+    if (C.spool_fd < 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "cannot create a spool file for the trace: %s", strerror(errno));
+        return -1;
+    }
+    C.spool_size = 0;
+    return 0;
+}
+
+static void spool_flush(void)
+{
+    if (C.buf.len == 0)
+        return;
+    if (spool_open() == 0) {
+        if (pwrite(C.spool_fd, C.buf.data, C.buf.len, (off_t)C.spool_size) == (ssize_t)C.buf.len)
+            C.spool_size += C.buf.len;
+        else
+            mlprof__log(MLPROF_LOG_ERROR, "cannot write the trace spool: %s", strerror(errno));
+    }
+    mlprof__sb_reset(&C.buf);
+}
+
+static void spool_reset(void)
+{
+    if (C.spool_fd >= 0)
+        close(C.spool_fd);
+    C.spool_fd = -1;
+    C.spool_size = 0;
+    C.spool_first = 1;
+    mlprof__sb_reset(&C.buf);
+}
+
+/* ------------------------------------------------------------ tracks */
+
+static void stack_clear(span_stack *s)
+{
+    for (size_t i = 0; i < s->depth; i++) {
+        mlprof__free(s->items[i].dyn_name);
+        mlprof__sb_free(&s->items[i].args);
+    }
+    s->depth = 0;
+}
+
+static void track_free(track *tr)
+{
+    stack_clear(&tr->tasks);
+    stack_clear(&tr->frames);
+    mlprof__free(tr->tasks.items);
+    mlprof__free(tr->frames.items);
+    mlprof__sb_free(&tr->inst_args);
+    mlprof__free(tr);
+}
+
+static track *track_for(mlprof__thread *t)
+{
+    if (t->track)
+        return t->track;
+    track *tr = mlprof__calloc(1, sizeof *tr);
+    if (!tr)
+        return NULL;
+    tr->thread = t;
+    tr->tid = t->tid;
+    tr->seq = t->seq;
+    tr->scope = t->scope ? &mlprof__g.scope_root : NULL;
+    /* keep the list in registration order for a stable track order */
+    track **p = &C.tracks;
+    while (*p && (*p)->seq < tr->seq)
+        p = &(*p)->next;
+    tr->next = *p;
+    *p = tr;
+    t->track = tr;
+    return tr;
+}
+
+static void read_thread_name(track *tr)
+{
+    mlprof__thread *t = tr->thread;
+    if (!t)
+        return;
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned s0 = __atomic_load_n(&t->name_seq, __ATOMIC_ACQUIRE);
+        if (s0 & 1)
+            continue;
+        char tmp[64];
+        for (size_t i = 0; i < sizeof tmp; i++)
+            tmp[i] = __atomic_load_n(&t->name[i], __ATOMIC_RELAXED);
+        if (__atomic_load_n(&t->name_seq, __ATOMIC_ACQUIRE) == s0) {
+            tmp[sizeof tmp - 1] = '\0';
+            if (tmp[0])
+                memcpy(tr->name, tmp, sizeof tmp);
+            return;
+        }
+    }
+}
+
+/* --------------------------------------------------------- the decoder */
+
+static int recording_stats(void) { return mlprof__g.cfg.aggregate_stats && C.stats; }
+
+static const char *span_name(const open_span *o, size_t *len)
+{
+    const char *name = o->handle ? o->handle->name : o->dyn_name ? o->dyn_name : "";
+    *len = strlen(name);
+    return name;
+}
+
+/* Writes a finished span to the sinks. */
+static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns, int frame,
+                      int unfinished, mlprof__sb *out, int *first)
+{
+    mlprof__span_out s;
+    memset(&s, 0, sizeof s);
+    s.name = span_name(o, &s.name_len);
+    s.domain = o->domain->name;
+    s.kind = frame ? MLPROF__OUT_FRAME : MLPROF__OUT_TASK;
+    s.begin_ns = o->begin_ns;
+    s.end_ns = end_ns < o->begin_ns ? o->begin_ns : end_ns;
+    s.pid = mlprof__g.pid;
+    s.tid = tr->tid;
+    s.args = o->args.data;
+    s.args_len = o->args.len;
+    s.frame_id = ++C.frame_ids;
+    s.unfinished = unfinished;
+    mlprof__chrome_span(out, first, &s);
+    if (out == &C.buf && recording_stats())
+        mlprof__stats_duration(C.stats, s.domain, s.name, s.name_len, frame,
+                               s.end_ns - s.begin_ns, self_ns);
+}
+
+static void push_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_domain *d,
+                      const char *dyn, size_t dyn_len, uint64_t ns)
+{
+    if (s->depth == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        open_span *items = mlprof__realloc(s->items, cap * sizeof *items);
+        if (!items)
+            return;
+        memset(items + s->cap, 0, (cap - s->cap) * sizeof *items);
+        s->items = items;
+        s->cap = cap;
+    }
+    open_span *o = &s->items[s->depth++];
+    o->handle = h;
+    o->domain = d;
+    o->dyn_name = dyn ? mlprof__strndup(dyn, dyn_len) : NULL;
+    o->begin_ns = ns;
+    o->child_ns = 0;
+    mlprof__sb_reset(&o->args);
+    if (tr->scope && tr->scope->full_len) {
+        mlprof__sb_puts(&o->args, "\"scope\":");
+        mlprof__sb_json_str(&o->args, tr->scope->full, tr->scope->full_len);
+    }
+}
+
+/* Closes the top of the stack at end_ns. */
+static void pop_span(track *tr, span_stack *s, uint64_t end_ns, int frame, int unfinished)
+{
+    open_span *o = &s->items[--s->depth];
+    uint64_t dur = end_ns > o->begin_ns ? end_ns - o->begin_ns : 0;
+    uint64_t self = dur > o->child_ns ? dur - o->child_ns : 0;
+    if (s->depth > 0)
+        s->items[s->depth - 1].child_ns += dur;
+    if (unfinished)
+        C.unfinished++;
+    emit_span(tr, o, end_ns, self, frame, unfinished, &C.buf, &C.spool_first);
+    mlprof__free(o->dyn_name);
+    o->dyn_name = NULL;
+}
+
+/* Ends the innermost span that matches; spans above it lost their end (a
+ * drop, or ends out of order) and are closed with it. */
+static void end_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_domain *dyn_domain,
+                     uint64_t ns, int frame)
+{
+    size_t i = s->depth;
+    while (i > 0) {
+        const open_span *o = &s->items[i - 1];
+        if (h ? o->handle == h : (o->handle == NULL && o->domain == dyn_domain))
+            break;
+        i--;
+    }
+    if (i == 0) {
+        C.unmatched_ends++;
+        return;
+    }
+    while (s->depth > i)
+        pop_span(tr, s, ns, frame, 1);
+    pop_span(tr, s, ns, frame, 0);
+}
+
+static void flush_instant(track *tr)
+{
+    if (!tr->instant_pending)
+        return;
+    tr->instant_pending = 0;
+    mlprof__chrome_instant(&C.buf, &C.spool_first, tr->inst_name, tr->inst_name_len,
+                           tr->inst_domain->name, tr->inst_ns, tr->inst_scope, mlprof__g.pid,
+                           tr->tid, tr->inst_args.data, tr->inst_args.len);
+    if (recording_stats())
+        mlprof__stats_marker(C.stats, tr->inst_domain->name, tr->inst_name, tr->inst_name_len);
+}
+
+static void start_instant(track *tr, mlprof_domain *d, const char *name, size_t len, int dyn,
+                          uint64_t ns, int scope)
+{
+    if (dyn) {
+        memcpy(tr->inst_dyn, name, len);
+        tr->inst_dyn[len] = '\0';
+        name = tr->inst_dyn;
+    }
+    tr->instant_pending = 1;
+    tr->inst_name = name;
+    tr->inst_name_len = len;
+    tr->inst_domain = d;
+    tr->inst_ns = ns;
+    tr->inst_scope = scope;
+    mlprof__sb_reset(&tr->inst_args);
+}
+
+static mlprof__sb *arg_target(track *tr)
+{
+    if (tr->instant_pending)
+        return &tr->inst_args;
+    span_stack *s = tr->arg_to_frame && tr->frames.depth ? &tr->frames : &tr->tasks;
+    return s->depth ? &s->items[s->depth - 1].args : NULL;
+}
+
+static void add_arg(track *tr, unsigned kind, const mlprof__rec *r, const char *text)
+{
+    mlprof__sb *args = arg_target(tr);
+    if (!args)
+        return;
+    size_t klen = MLPROF__REC_AUX(r->b);
+    if (args->len)
+        mlprof__sb_putc(args, ',');
+    mlprof__sb_json_str(args, text, klen);
+    mlprof__sb_putc(args, ':');
+    if (kind == MLPROF__REC_ARG_I) {
+        mlprof__sb_i64(args, (int64_t)r->a);
+    } else if (kind == MLPROF__REC_ARG_F) {
+        double v;
+        memcpy(&v, &r->a, sizeof v);
+        mlprof__sb_double(args, v);
+    } else {
+        mlprof__sb_json_str(args, text + klen, (size_t)r->a);
+    }
+}
+
+static void counter_sample(track *tr, const mlprof__rec *r, int is_int)
+{
+    const mlprof_counter *c = MLPROF__REC_PTR(r[0].b);
+    uint64_t ns = mlprof__clock_to_ns(r[0].a);
+    int64_t iv = (int64_t)r[1].a;
+    double v;
+    if (is_int)
+        v = (double)iv;
+    else
+        memcpy(&v, &r[1].a, sizeof v);
+    mlprof__chrome_counter(&C.buf, &C.spool_first, c->h.name, c->h.domain->name, ns, v, is_int, iv,
+                           mlprof__g.pid, tr->tid);
+    if (recording_stats())
+        mlprof__stats_counter(C.stats, c->h.domain->name, c->h.name, v, ns);
+}
+
+/* Slots taken by the record at r (1 + its inline text). */
+static size_t record_slots(const mlprof__rec *r)
+{
+    unsigned aux = MLPROF__REC_AUX(r->b);
+    switch (MLPROF__REC_KIND(r->b)) {
+    case MLPROF__REC_BEGIN_DYN:
+    case MLPROF__REC_ARG_I:
+    case MLPROF__REC_ARG_F:
+        return 1 + MLPROF__TEXT_SLOTS(aux);
+    case MLPROF__REC_MARK_DYN:
+        return 1 + MLPROF__TEXT_SLOTS(aux & 0xff);
+    case MLPROF__REC_ARG_S:
+        return 1 + MLPROF__TEXT_SLOTS(aux + r->a);
+    case MLPROF__REC_COUNTER_I:
+    case MLPROF__REC_COUNTER_F:
+        return 2;
+    default:
+        return 1;
+    }
+}
+
+static void decode_one(track *tr, const mlprof__rec *r)
+{
+    unsigned kind = MLPROF__REC_KIND(r->b);
+    const char *text = (const char *)(r + 1);
+    void *ptr = MLPROF__REC_PTR(r->b);
+    if (kind != MLPROF__REC_ARG_I && kind != MLPROF__REC_ARG_F && kind != MLPROF__REC_ARG_S)
+        flush_instant(tr);
+    uint64_t ns = 0;
+    if (kind <= MLPROF__REC_MARK_DYN || kind == MLPROF__REC_SCOPE_PUSH ||
+        kind == MLPROF__REC_SCOPE_POP) {
+        ns = mlprof__clock_to_ns(r->a);
+        if (ns > tr->last_ns)
+            tr->last_ns = ns;
+    }
+    switch (kind) {
+    case MLPROF__REC_BEGIN: {
+        const mlprof__handle *h = ptr;
+        int frame = h->kind == MLPROF__SPAN_FRAME;
+        push_span(tr, frame ? &tr->frames : &tr->tasks, h, h->domain, NULL, 0, ns);
+        tr->arg_to_frame = frame;
+        break;
+    }
+    case MLPROF__REC_END: {
+        const mlprof__handle *h = ptr;
+        int frame = h->kind == MLPROF__SPAN_FRAME;
+        end_span(tr, frame ? &tr->frames : &tr->tasks, h, NULL, ns, frame);
+        tr->arg_to_frame = 0;
+        break;
+    }
+    case MLPROF__REC_BEGIN_DYN:
+        push_span(tr, &tr->tasks, NULL, ptr, text, MLPROF__REC_AUX(r->b), ns);
+        tr->arg_to_frame = 0;
+        break;
+    case MLPROF__REC_END_DYN:
+        end_span(tr, &tr->tasks, NULL, ptr, ns, 0);
+        tr->arg_to_frame = 0;
+        break;
+    case MLPROF__REC_COUNTER_I:
+    case MLPROF__REC_COUNTER_F:
+        counter_sample(tr, r, kind == MLPROF__REC_COUNTER_I);
+        break;
+    case MLPROF__REC_MARK: {
+        const mlprof__handle *h = ptr;
+        start_instant(tr, h->domain, h->name, strlen(h->name), 0, ns, (int)MLPROF__REC_AUX(r->b));
+        break;
+    }
+    case MLPROF__REC_MARK_DYN: {
+        unsigned aux = MLPROF__REC_AUX(r->b);
+        start_instant(tr, ptr, text, aux & 0xff, 1, ns, (int)(aux >> 8));
+        break;
+    }
+    case MLPROF__REC_ARG_I:
+    case MLPROF__REC_ARG_F:
+    case MLPROF__REC_ARG_S:
+        add_arg(tr, kind, r, text);
+        break;
+    case MLPROF__REC_SCOPE_PUSH:
+    case MLPROF__REC_SCOPE_POP:
+        tr->scope = ptr;
+        break;
+    default:
+        C.corrupt++;
+        break;
+    }
+}
+
+/* Consumes the records of one thread published so far. discard: skip them. */
+static void drain_thread(mlprof__thread *t, int discard)
+{
+    track *tr = discard ? NULL : track_for(t);
+    if (tr)
+        read_thread_name(tr);
+    size_t chunk_size = mlprof__pool_chunk_size();
+    for (;;) {
+        mlprof__chunk *c = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
+        if (!c)
+            return;
+        mlprof__chunk *next = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE);
+        char *limit;
+        if (next) {
+            limit = c->final_end;
+        } else {
+            limit = __atomic_load_n(&t->pos, __ATOMIC_ACQUIRE);
+            if (limit < c->data || limit > (char *)c + chunk_size) {
+                /* the thread moved on to a new chunk meanwhile: this one is sealed */
+                next = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE);
+                if (!next)
+                    return;
+                limit = c->final_end;
+            }
+        }
+        char *p = t->consumed;
+        while (tr && p < limit) {
+            const mlprof__rec *r = (const mlprof__rec *)p;
+            size_t slots = record_slots(r);
+            if (p + slots * sizeof *r > limit) {
+                C.corrupt++;
+                break;
+            }
+            decode_one(tr, r);
+            p += slots * sizeof *r;
+            if (C.buf.len > (1u << 20))
+                spool_flush();
+        }
+        t->consumed = limit;
+        if (!next)
+            return;
+        t->consumed = next->data;
+        __atomic_store_n(&t->head, next, __ATOMIC_RELEASE);
+        mlprof__pool_put(c);
+    }
+}
+
+static void forget_thread(mlprof__thread *t)
+{
+    track *tr = t->track;
+    if (tr)
+        tr->thread = NULL;
+}
+
+static void drain_all(int discard)
+{
+    if (!mlprof__pool_ready())
+        return;
+    mlprof__clock_sync();
+    if (C.start_ns == 0)
+        C.start_ns = mlprof__clock_monotonic_ns();
+    for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
+        drain_thread(t, discard);
+    for (track *tr = C.tracks; tr; tr = tr->next)
+        flush_instant(tr);
+    if (discard)
+        mlprof__sb_reset(&C.buf);
+    else
+        spool_flush();
+    mlprof__threads_reap(forget_thread);
+}
+
+uint64_t mlprof__collect_dropped(void)
+{
+    uint64_t n = mlprof__g.dropped_exited;
+    for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
+        n += __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
+    return n;
+}
+
+/* ----------------------------------------------------------- the dump */
+
+void mlprof__collect_trace_path(char *buf, size_t len)
+{
+    const char *name = mlprof__g.cfg.filename;
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    int had_pid = 0;
+    for (const char *p = name; *p; p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            mlprof__sb_printf(&sb, "%d", (int)mlprof__g.pid);
+            had_pid = 1;
+            p++;
+        } else {
+            mlprof__sb_putc(&sb, *p);
+        }
+    }
+    if (mlprof__g.forked_child && !had_pid && sb.data) {
+        /* a forked child must not overwrite its parent's trace: name.PID.ext */
+        const char *base = strrchr(sb.data, '/');
+        base = base ? base + 1 : sb.data;
+        const char *dot = strrchr(base, '.');
+        size_t stem = dot && dot != base ? (size_t)(dot - sb.data) : sb.len;
+        snprintf(buf, len, "%.*s.%d%s", (int)stem, sb.data, (int)mlprof__g.pid, sb.data + stem);
+    } else {
+        snprintf(buf, len, "%s", sb.data ? sb.data : name);
+    }
+    mlprof__sb_free(&sb);
+}
+
+int mlprof_trace_path(char *buf, size_t len)
+{
+    mlprof__ensure_init();
+    if (!buf || !len)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_trace_path: no buffer");
+    char path[4200];
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__collect_trace_path(path, sizeof path);
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    snprintf(buf, len, "%s", path);
+    if (strlen(path) >= len)
+        return mlprof__fail(MLPROF_ELIMIT, "mlprof_trace_path: the path needs %zu bytes", strlen(path) + 1);
+    return MLPROF_OK;
+}
+
+static void host_name(char *buf, size_t len)
+{
+    if (gethostname(buf, len) != 0)
+        snprintf(buf, len, "unknown");
+    buf[len - 1] = '\0';
+}
+
+static void default_process_name(char *buf, size_t len)
+{
+    FILE *f = fopen("/proc/self/comm", "r");
+    if (f && fgets(buf, (int)len, f)) {
+        buf[strcspn(buf, "\n")] = '\0';
+    } else {
+        snprintf(buf, len, "process %d", (int)mlprof__g.pid);
+    }
+    if (f)
+        fclose(f);
+}
+
+/* The part after the spooled events: metadata, open spans, the footer. */
+static void write_tail(mlprof__sb *out, int first, int finished, uint64_t dropped, uint64_t now_ns)
+{
+    char pname[160];
+    if (mlprof__g.process_name[0])
+        snprintf(pname, sizeof pname, "%s", mlprof__g.process_name);
+    else
+        default_process_name(pname, sizeof pname);
+    mlprof__chrome_process_meta(out, &first, mlprof__g.pid, pname);
+    for (track *tr = C.tracks; tr; tr = tr->next) {
+        char tname[80];
+        if (tr->name[0])
+            snprintf(tname, sizeof tname, "%s", tr->name);
+        else if (tr->tid == mlprof__g.pid)
+            snprintf(tname, sizeof tname, "main");
+        else
+            snprintf(tname, sizeof tname, "thread %d", (int)tr->tid);
+        mlprof__chrome_thread_meta(out, &first, mlprof__g.pid, tr->tid, tname, tr->seq);
+        if (finished)
+            continue;
+        /* spans still open: shown up to now, written for real when they end */
+        for (int f = 0; f < 2; f++) {
+            span_stack *s = f ? &tr->frames : &tr->tasks;
+            for (size_t i = 0; i < s->depth; i++)
+                emit_span(tr, &s->items[i], now_ns, 0, f, 1, out, &first);
+        }
+    }
+    char host[256];
+    host_name(host, sizeof host);
+    mlprof__sb_puts(out, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"mlprof_version\":\"" MLPROF_VERSION_STRING "\",\"host\":");
+    mlprof__sb_json_str(out, host, strlen(host));
+    mlprof__sb_printf(out, ",\"pid\":%d,\"process_name\":", (int)mlprof__g.pid);
+    mlprof__sb_json_str(out, pname, strlen(pname));
+    mlprof__sb_puts(out, ",\"clock\":");
+    mlprof__sb_json_str(out, mlprof__clock_name(), strlen(mlprof__clock_name()));
+    mlprof__sb_printf(out,
+                      ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"start_ns\":%llu,\"dump_ns\":%llu"
+                      ",\"dropped_events\":%llu,\"unfinished_spans\":%llu,\"unmatched_ends\":%llu"
+                      ",\"corrupt_records\":%llu,\"buffer_size\":%llu,\"chunk_size\":%zu"
+                      ",\"finished\":%s}\n}\n",
+                      (unsigned long long)C.start_ns, (unsigned long long)now_ns,
+                      (unsigned long long)dropped, (unsigned long long)C.unfinished,
+                      (unsigned long long)C.unmatched_ends, (unsigned long long)C.corrupt,
+                      (unsigned long long)mlprof__g.cfg.buffer_size, mlprof__pool_chunk_size(),
+                      finished ? "true" : "false");
+}
+
+/* Copies the spool into fd. */
+static int copy_spool(int fd)
+{
+    off_t in = 0, left = (off_t)C.spool_size;
+    while (left > 0) {
+        ssize_t n = copy_file_range(C.spool_fd, &in, fd, NULL, (size_t)left, 0);
+        if (n > 0) {
+            left -= n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        break; /* not supported here: copy by hand */
+    }
+    char buf[1 << 16];
+    while (left > 0) {
+        ssize_t n = pread(C.spool_fd, buf, sizeof buf, in);
+        if (n <= 0 || mlprof__write_all(fd, buf, (size_t)n) != 0)
+            return -1;
+        in += n;
+        left -= n;
+    }
+    return 0;
+}
+
+static void close_open_spans(void)
+{
+    for (track *tr = C.tracks; tr; tr = tr->next) {
+        while (tr->frames.depth)
+            pop_span(tr, &tr->frames, tr->last_ns, 1, 1);
+        while (tr->tasks.depth)
+            pop_span(tr, &tr->tasks, tr->last_ns, 0, 1);
+    }
+    spool_flush();
+}
+
+static int write_stats_file(uint64_t dropped, const char *trace_path)
+{
+    const char *path = mlprof__g.cfg.stats_file;
+    if (!path[0] || !C.stats)
+        return MLPROF_OK;
+    mlprof__stats_info info = {dropped, C.unfinished, trace_path};
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    size_t n = strlen(path);
+    int json = n > 5 && strcmp(path + n - 5, ".json") == 0;
+    mlprof__stats_format(C.stats, &sb, json, MLPROF_SORT_TOTAL, 0, &info);
+    int rc = mlprof__write_file_atomic(path, sb.data ? sb.data : "", sb.len);
+    mlprof__sb_free(&sb);
+    return rc;
+}
+
+static void reset_trace(void)
+{
+    while (C.tracks) {
+        track *tr = C.tracks;
+        C.tracks = tr->next;
+        if (tr->thread)
+            tr->thread->track = NULL;
+        track_free(tr);
+    }
+    spool_reset();
+    C.unfinished = C.unmatched_ends = C.corrupt = 0;
+    C.start_ns = 0;
+}
+
+int mlprof__collect_dump(int finished)
+{
+    if (!C.stats)
+        C.stats = mlprof__stats_new();
+    drain_all(0);
+    if (finished)
+        close_open_spans();
+    uint64_t dropped = mlprof__collect_dropped();
+    if (dropped > C.reported_drops) {
+        mlprof__log(MLPROF_LOG_WARN,
+                    "%llu events dropped because the buffers were full (buffer_size=%llu); "
+                    "raise buffer_size or turn on continuous_dump",
+                    (unsigned long long)dropped, (unsigned long long)mlprof__g.cfg.buffer_size);
+        C.reported_drops = dropped;
+    }
+    char path[4200];
+    mlprof__collect_trace_path(path, sizeof path);
+    char *tmp;
+    int fd = mlprof__atomic_open(path, &tmp);
+    if (fd < 0)
+        return MLPROF_EIO;
+    mlprof__sb tail;
+    mlprof__sb_init(&tail);
+    write_tail(&tail, C.spool_first, finished, dropped, mlprof__clock_monotonic_ns());
+    static const char head[] = "{\"traceEvents\":[\n";
+    int ok = mlprof__write_all(fd, head, sizeof head - 1) == 0 && (C.spool_size == 0 || copy_spool(fd) == 0) &&
+             !tail.failed && mlprof__write_all(fd, tail.data, tail.len) == 0;
+    if (!ok)
+        mlprof__fail(MLPROF_EIO, "cannot write the trace %s: %s", tmp, strerror(errno));
+    mlprof__sb_free(&tail);
+    int rc = mlprof__atomic_commit(fd, tmp, path, ok);
+    int src = write_stats_file(dropped, path);
+    if (finished) {
+        reset_trace();
+        __atomic_store_n(&mlprof__g.recorded, 0, __ATOMIC_RELEASE);
+    }
+    return rc != MLPROF_OK ? rc : src;
+}
+
+int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, int reset)
+{
+    if (!mlprof__g.cfg.aggregate_stats)
+        return mlprof__fail(MLPROF_ESTATE, "mlprof_dumps: aggregate_stats is off");
+    if (!C.stats)
+        C.stats = mlprof__stats_new();
+    if (!C.stats)
+        return mlprof__fail(MLPROF_ENOMEM, "mlprof_dumps: out of memory");
+    drain_all(0);
+    mlprof__stats_info info = {mlprof__collect_dropped(), C.unfinished, NULL};
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    mlprof__stats_format(C.stats, &sb, format, sort_by, ascending, &info);
+    if (sb.failed) {
+        mlprof__sb_free(&sb);
+        return mlprof__fail(MLPROF_ENOMEM, "mlprof_dumps: out of memory");
+    }
+    *out = mlprof__sb_take(&sb);
+    if (reset)
+        mlprof__stats_reset(C.stats);
+    return MLPROF_OK;
+}
+
+void mlprof__collect_clear(void)
+{
+    drain_all(1);
+    reset_trace();
+    if (C.stats)
+        mlprof__stats_reset(C.stats);
+    __atomic_store_n(&mlprof__g.recorded, mlprof__g.state == MLPROF_STATE_RUN, __ATOMIC_RELEASE);
+}
+
+void mlprof__collect_after_fork(void)
+{
+    /* the parent's tracks and statistics are the parent's to write */
+    C.tracks = NULL;
+    if (C.stats)
+        mlprof__stats_reset(C.stats);
+    if (C.spool_fd >= 0)
+        close(C.spool_fd);
+    C.spool_fd = -1;
+    C.spool_size = 0;
+    C.spool_first = 1;
+    mlprof__sb_init(&C.buf);
+    C.unfinished = C.unmatched_ends = C.corrupt = C.reported_drops = 0;
+    C.start_ns = 0;
+    C.thread_running = 0;
+    C.thread_stop = 0;
+    pthread_cond_init(&C.wake, NULL);
+}
+
+/* ------------------------------------------------- the continuous dump */
+
+static void deadline_in(struct timespec *ts, uint64_t ns)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    uint64_t total = (uint64_t)ts->tv_nsec + ns;
+    ts->tv_sec += (time_t)(total / 1000000000u);
+    ts->tv_nsec = (long)(total % 1000000000u);
+}
+
+static void *continuous_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    uint64_t next_dump = mlprof__clock_monotonic_ns() + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
+    while (!C.thread_stop) {
+        /* wake often enough to drain before the pool fills, write every period */
+        struct timespec ts;
+        deadline_in(&ts, 10000000);
+        pthread_cond_timedwait(&C.wake, &mlprof__g.ctl_lock, &ts);
+        if (C.thread_stop || !mlprof__g.cfg.continuous_dump)
+            break;
+        uint64_t now = mlprof__clock_monotonic_ns();
+        if (now >= next_dump) {
+            if (mlprof__collect_dump(0) != MLPROF_OK)
+                mlprof__log(MLPROF_LOG_ERROR, "continuous dump: %s", mlprof_last_error());
+            next_dump = now + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
+        } else if (mlprof__pool_free_count() * 2 < mlprof__pool_chunk_count()) {
+            drain_all(0);
+        }
+    }
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    return NULL;
+}
+
+int mlprof__collect_start_continuous(void)
+{
+    if (!mlprof__g.cfg.continuous_dump || C.thread_running)
+        return MLPROF_OK;
+    C.thread_stop = 0;
+    int rc = pthread_create(&C.thread, NULL, continuous_main, NULL);
+    if (rc != 0)
+        return mlprof__fail(MLPROF_EIO, "cannot start the continuous dump thread: %s", strerror(rc));
+    C.thread_running = 1;
+    return MLPROF_OK;
+}
+
+void mlprof__collect_stop_continuous(void)
+{
+    if (!C.thread_running)
+        return;
+    C.thread_stop = 1;
+    pthread_cond_broadcast(&C.wake);
+}
+
+void mlprof__collect_join_continuous(void)
+{
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    int join = C.thread_running && C.thread_stop;
+    pthread_t th = C.thread;
+    if (join)
+        C.thread_running = 0;
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    if (join)
+        pthread_join(th, NULL);
+}

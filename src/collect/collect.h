@@ -1,0 +1,31 @@
+/*
+ * collect.h - the collector: drains the threads' records, decodes them into
+ * spans, instants and counter samples, and drives the sinks (the Chrome trace
+ * spool and the statistics). Every function here is called with ctl_lock held,
+ * except mlprof__collect_join_continuous.
+ */
+#ifndef MLPROF_COLLECT_H
+#define MLPROF_COLLECT_H
+
+#include <stdint.h>
+
+/* Drains every thread, then writes the trace file (and stats_file).
+ * finished != 0 ends the trace: the next run starts an empty one. */
+int mlprof__collect_dump(int finished);
+/* Drains every thread and prints the statistics. */
+int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, int reset);
+/* Drains and discards everything recorded, and the statistics. */
+void mlprof__collect_clear(void);
+/* Events dropped so far (buffers full), over all threads. */
+uint64_t mlprof__collect_dropped(void);
+/* Starts the continuous-dump thread if continuous_dump is on and none runs. */
+int mlprof__collect_start_continuous(void);
+/* Asks the continuous-dump thread to stop; join it after releasing ctl_lock. */
+void mlprof__collect_stop_continuous(void);
+void mlprof__collect_join_continuous(void);
+/* In a forked child: forget the parent's trace and statistics. */
+void mlprof__collect_after_fork(void);
+/* The path the trace is written to (with %p and the fork suffix applied). */
+void mlprof__collect_trace_path(char *buf, size_t len);
+
+#endif /* MLPROF_COLLECT_H */

@@ -1,0 +1,130 @@
+/*
+ * alloc_log.c - the library's allocator hook, its log handler and the
+ * per-thread last-error message.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+static void *(*g_malloc)(size_t) = malloc;
+static void *(*g_realloc)(void *, size_t) = realloc;
+static void (*g_free)(void *) = free;
+
+static void (*g_log_fn)(int, const char *, void *);
+static void *g_log_user;
+
+/* Global-dynamic TLS: this buffer is not on the hot path, and keeping it out
+ * of the static TLS block leaves room for the one initial-exec variable. */
+static __thread char t_error[512];
+
+int mlprof_set_allocator(void *(*malloc_fn)(size_t), void *(*realloc_fn)(void *, size_t),
+                         void (*free_fn)(void *))
+{
+    if (!malloc_fn || !realloc_fn || !free_fn)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_set_allocator: all three functions are required");
+    g_malloc = malloc_fn;
+    g_realloc = realloc_fn;
+    g_free = free_fn;
+    return MLPROF_OK;
+}
+
+void *mlprof__malloc(size_t n) { return g_malloc(n ? n : 1); }
+void *mlprof__realloc(void *p, size_t n) { return g_realloc(p, n ? n : 1); }
+void mlprof__free(void *p)
+{
+    if (p)
+        g_free(p);
+}
+
+void *mlprof__calloc(size_t n, size_t size)
+{
+    if (size && n > (size_t)-1 / size)
+        return NULL;
+    void *p = mlprof__malloc(n * size);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+char *mlprof__strndup(const char *s, size_t n)
+{
+    size_t len = strnlen(s, n);
+    char *p = mlprof__malloc(len + 1);
+    if (!p)
+        return NULL;
+    memcpy(p, s, len);
+    p[len] = '\0';
+    return p;
+}
+
+char *mlprof__strdup(const char *s) { return mlprof__strndup(s, (size_t)-1); }
+
+void mlprof_set_log_handler(void (*fn)(int, const char *, void *), void *user)
+{
+    g_log_user = user;
+    __atomic_store_n(&g_log_fn, fn, __ATOMIC_RELEASE);
+}
+
+void mlprof__log(int level, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    void (*fn)(int, const char *, void *) = __atomic_load_n(&g_log_fn, __ATOMIC_ACQUIRE);
+    if (fn) {
+        fn(level, msg, g_log_user);
+        return;
+    }
+    static const char *const names[] = {"error: ", "warning: ", ""};
+    int saved = errno;
+    fprintf(stderr, "mlprof: %s%s\n", names[level >= 0 && level <= 2 ? level : 2], msg);
+    errno = saved;
+}
+
+int mlprof__fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t_error, sizeof t_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void mlprof__clear_error(void) { t_error[0] = '\0'; }
+
+const char *mlprof_last_error(void) { return t_error; }
+
+const char *mlprof_strerror(int status)
+{
+    switch (status) {
+#define MLPROF_I_ERRNO_MSG(name, code, msg) \
+    case code:                              \
+        return msg;
+        MLPROF_ERRNO_MAP(MLPROF_I_ERRNO_MSG)
+#undef MLPROF_I_ERRNO_MSG
+    }
+    return "unknown error";
+}
+
+const char *mlprof_err_name(int status)
+{
+    switch (status) {
+#define MLPROF_I_ERRNO_NAME(name, code, msg) \
+    case code:                               \
+        return "MLPROF_" #name;
+        MLPROF_ERRNO_MAP(MLPROF_I_ERRNO_NAME)
+#undef MLPROF_I_ERRNO_NAME
+    }
+    return "MLPROF_UNKNOWN";
+}
+
+void mlprof_free(void *p) { mlprof__free(p); }

@@ -1,0 +1,111 @@
+/*
+ * common.h - small utilities shared by every module of libmlprof: the
+ * replaceable allocator, logging and per-thread errors, a growable string
+ * buffer with JSON escaping, a string-keyed hash map, and atomic file output.
+ * Nothing here is on the recording hot path.
+ */
+#ifndef MLPROF_COMMON_H
+#define MLPROF_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mlprof/mlprof.h"
+
+#if defined(__GNUC__)
+#define MLPROF_I_HIDDEN __attribute__((visibility("hidden")))
+#define MLPROF_I_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define MLPROF_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MLPROF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define MLPROF_I_HIDDEN
+#define MLPROF_I_PRINTF(f, a)
+#define MLPROF_LIKELY(x) (x)
+#define MLPROF_UNLIKELY(x) (x)
+#endif
+
+/* ---- allocation (through the hook set by mlprof_set_allocator) */
+void *mlprof__malloc(size_t n);
+void *mlprof__calloc(size_t n, size_t size);
+void *mlprof__realloc(void *p, size_t n);
+void mlprof__free(void *p);
+char *mlprof__strdup(const char *s);
+char *mlprof__strndup(const char *s, size_t n);
+
+/* ---- logging and errors */
+void mlprof__log(int level, const char *fmt, ...) MLPROF_I_PRINTF(2, 3);
+/* Sets the calling thread's last error message and returns code. */
+int mlprof__fail(int code, const char *fmt, ...) MLPROF_I_PRINTF(2, 3);
+/* Clears the calling thread's last error message. */
+void mlprof__clear_error(void);
+
+/* ---- growable string buffer */
+typedef struct mlprof__sb {
+    char *data;
+    size_t len;
+    size_t cap;
+    int failed; /* an allocation failed: contents are truncated */
+} mlprof__sb;
+
+void mlprof__sb_init(mlprof__sb *sb);
+void mlprof__sb_free(mlprof__sb *sb);
+void mlprof__sb_reset(mlprof__sb *sb);
+void mlprof__sb_put(mlprof__sb *sb, const char *s, size_t n);
+void mlprof__sb_puts(mlprof__sb *sb, const char *s);
+void mlprof__sb_putc(mlprof__sb *sb, char c);
+void mlprof__sb_printf(mlprof__sb *sb, const char *fmt, ...) MLPROF_I_PRINTF(2, 3);
+void mlprof__sb_vprintf(mlprof__sb *sb, const char *fmt, va_list ap);
+/* Appends s (n bytes) as a quoted JSON string: escapes quotes, backslashes and
+ * control characters; replaces bytes that are not valid UTF-8 with U+FFFD. */
+void mlprof__sb_json_str(mlprof__sb *sb, const char *s, size_t n);
+/* Appends a nanosecond count as microseconds with three decimals ("12.345"). */
+void mlprof__sb_us(mlprof__sb *sb, uint64_t ns);
+void mlprof__sb_i64(mlprof__sb *sb, int64_t v);
+void mlprof__sb_u64(mlprof__sb *sb, uint64_t v);
+/* Appends a double as JSON (finite: shortest round-trip form; else null). */
+void mlprof__sb_double(mlprof__sb *sb, double v);
+/* Appends a duration in the unit a person reads: "812 ns", "3.250 us",
+ * "12.402 ms", "1.503 s". */
+void mlprof__sb_duration(mlprof__sb *sb, uint64_t ns);
+/* Takes ownership of the buffer's bytes (NUL-terminated); the buffer is reset. */
+char *mlprof__sb_take(mlprof__sb *sb);
+
+/* ---- string-keyed hash map (keys are copied) */
+typedef struct mlprof__map_entry {
+    char *key;
+    size_t key_len;
+    uint64_t hash;
+    void *value;
+} mlprof__map_entry;
+
+typedef struct mlprof__map {
+    mlprof__map_entry *slots;
+    size_t cap;   /* a power of two, or 0 */
+    size_t count;
+} mlprof__map;
+
+uint64_t mlprof__hash(const void *data, size_t n);
+void mlprof__map_init(mlprof__map *m);
+/* Frees the map and its keys; values are the caller's (free them first). */
+void mlprof__map_free(mlprof__map *m);
+void *mlprof__map_get(const mlprof__map *m, const char *key, size_t key_len);
+/* Returns the slot of key, inserting it with a NULL value if absent; NULL on
+ * allocation failure. */
+mlprof__map_entry *mlprof__map_slot(mlprof__map *m, const char *key, size_t key_len);
+
+/* ---- files */
+/* Writes the bytes of a file atomically: to a temporary file in the same
+ * folder, then rename. Returns MLPROF_OK or MLPROF_EIO (message set). */
+int mlprof__write_file_atomic(const char *path, const char *data, size_t len);
+/* Opens a temporary file beside path for an atomic write; *tmp_path receives
+ * its name (caller frees). Returns the fd or -1 (message set). */
+int mlprof__atomic_open(const char *path, char **tmp_path);
+/* Finishes an atomic write: closes fd and renames tmp_path over path, or
+ * removes tmp_path when ok is 0. Returns MLPROF_OK or MLPROF_EIO. */
+int mlprof__atomic_commit(int fd, char *tmp_path, const char *path, int ok);
+/* Writes all n bytes to fd (retrying short writes and EINTR); 0 or -1. */
+int mlprof__write_all(int fd, const void *data, size_t n);
+
+#endif /* MLPROF_COMMON_H */

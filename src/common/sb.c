@@ -1,0 +1,231 @@
+/*
+ * sb.c - a growable string buffer, with the JSON and human-readable number
+ * formatting that every writer of mlprof shares.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+void mlprof__sb_init(mlprof__sb *sb) { memset(sb, 0, sizeof *sb); }
+
+void mlprof__sb_free(mlprof__sb *sb)
+{
+    mlprof__free(sb->data);
+    mlprof__sb_init(sb);
+}
+
+void mlprof__sb_reset(mlprof__sb *sb)
+{
+    sb->len = 0;
+    sb->failed = 0;
+    if (sb->data)
+        sb->data[0] = '\0';
+}
+
+static int sb_reserve(mlprof__sb *sb, size_t extra)
+{
+    if (sb->failed)
+        return 0;
+    if (sb->len + extra + 1 <= sb->cap)
+        return 1;
+    size_t cap = sb->cap ? sb->cap : 256;
+    while (cap < sb->len + extra + 1)
+        cap *= 2;
+    char *p = mlprof__realloc(sb->data, cap);
+    if (!p) {
+        sb->failed = 1;
+        return 0;
+    }
+    sb->data = p;
+    sb->cap = cap;
+    return 1;
+}
+
+void mlprof__sb_put(mlprof__sb *sb, const char *s, size_t n)
+{
+    if (!sb_reserve(sb, n))
+        return;
+    memcpy(sb->data + sb->len, s, n);
+    sb->len += n;
+    sb->data[sb->len] = '\0';
+}
+
+void mlprof__sb_puts(mlprof__sb *sb, const char *s) { mlprof__sb_put(sb, s, strlen(s)); }
+
+void mlprof__sb_putc(mlprof__sb *sb, char c)
+{
+    if (!sb_reserve(sb, 1))
+        return;
+    sb->data[sb->len++] = c;
+    sb->data[sb->len] = '\0';
+}
+
+void mlprof__sb_vprintf(mlprof__sb *sb, const char *fmt, va_list ap)
+{
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    if (n < 0 || !sb_reserve(sb, (size_t)n))
+        return;
+    vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
+    sb->len += (size_t)n;
+}
+
+void mlprof__sb_printf(mlprof__sb *sb, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    mlprof__sb_vprintf(sb, fmt, ap);
+    va_end(ap);
+}
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+void mlprof__sb_json_str(mlprof__sb *sb, const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    mlprof__sb_putc(sb, '"');
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i;
+        /* copy the longest run that needs no escaping in one go */
+        while (run < n && s[run] >= 0x20 && s[run] < 0x80 && s[run] != '"' && s[run] != '\\')
+            run++;
+        if (run > i) {
+            mlprof__sb_put(sb, (const char *)s + i, run - i);
+            i = run;
+            continue;
+        }
+        unsigned c = s[i];
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            mlprof__sb_put(sb, esc, 2);
+            i++;
+        } else if (c < 0x20) {
+            const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
+            if (named)
+                mlprof__sb_puts(sb, named);
+            else
+                mlprof__sb_printf(sb, "\\u%04x", c);
+            i++;
+        } else {
+            size_t len = utf8_seq_len(s + i, n - i);
+            if (len == 0) {
+                mlprof__sb_puts(sb, "\\ufffd");
+                i++;
+            } else {
+                mlprof__sb_put(sb, (const char *)s + i, len);
+                i += len;
+            }
+        }
+    }
+    mlprof__sb_putc(sb, '"');
+}
+
+void mlprof__sb_u64(mlprof__sb *sb, uint64_t v)
+{
+    char tmp[24];
+    int i = (int)sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    mlprof__sb_put(sb, tmp + i, sizeof tmp - (size_t)i);
+}
+
+void mlprof__sb_i64(mlprof__sb *sb, int64_t v)
+{
+    if (v < 0) {
+        mlprof__sb_putc(sb, '-');
+        mlprof__sb_u64(sb, (uint64_t)0 - (uint64_t)v);
+    } else {
+        mlprof__sb_u64(sb, (uint64_t)v);
+    }
+}
+
+void mlprof__sb_us(mlprof__sb *sb, uint64_t ns)
+{
+    char frac[4] = {(char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10),
+                    (char)('0' + ns % 10), 0};
+    mlprof__sb_u64(sb, ns / 1000);
+    mlprof__sb_putc(sb, '.');
+    mlprof__sb_put(sb, frac, 3);
+}
+
+void mlprof__sb_double(mlprof__sb *sb, double v)
+{
+    if (!isfinite(v)) {
+        mlprof__sb_puts(sb, "null");
+        return;
+    }
+    if (v == (double)(int64_t)v && fabs(v) < 9.0e15) {
+        mlprof__sb_i64(sb, (int64_t)v);
+        return;
+    }
+    char tmp[32];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v)
+            break;
+    }
+    mlprof__sb_puts(sb, tmp);
+}
+
+void mlprof__sb_duration(mlprof__sb *sb, uint64_t ns)
+{
+    if (ns < 1000)
+        mlprof__sb_printf(sb, "%" PRIu64 " ns", ns);
+    else if (ns < 1000000)
+        mlprof__sb_printf(sb, "%.3f us", (double)ns / 1e3);
+    else if (ns < 1000000000)
+        mlprof__sb_printf(sb, "%.3f ms", (double)ns / 1e6);
+    else
+        mlprof__sb_printf(sb, "%.3f s", (double)ns / 1e9);
+}
+
+char *mlprof__sb_take(mlprof__sb *sb)
+{
+    if (!sb->data && !sb->failed)
+        sb_reserve(sb, 0);
+    char *p = sb->data;
+    if (p)
+        p[sb->len] = '\0';
+    mlprof__sb_init(sb);
+    return p;
+}

@@ -1,0 +1,71 @@
+/*
+ * export.h - the sinks: Chrome trace event JSON for each decoded span, instant
+ * and counter sample, and the aggregate statistics (table and JSON). They know
+ * nothing of records or threads: the collector hands them finished events.
+ */
+#ifndef MLPROF_EXPORT_H
+#define MLPROF_EXPORT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/common.h"
+
+enum { MLPROF__OUT_TASK = 0, MLPROF__OUT_FRAME = 1 };
+
+/* A finished duration. args holds zero or more `"key":value` members joined
+ * by commas (no braces), or is empty. */
+typedef struct mlprof__span_out {
+    const char *name;
+    size_t name_len;
+    const char *domain;
+    int kind;
+    uint64_t begin_ns, end_ns;
+    pid_t pid, tid;
+    const char *args;
+    size_t args_len;
+    uint64_t frame_id;    /* frames: unique id of this pass */
+    int unfinished;       /* closed by the profiler, not by the program */
+} mlprof__span_out;
+
+/* Appends one event object (two for a frame: begin and end), each preceded
+ * by ",\n" unless *first is set (which it then clears). */
+void mlprof__chrome_span(mlprof__sb *out, int *first, const mlprof__span_out *s);
+void mlprof__chrome_instant(mlprof__sb *out, int *first, const char *name, size_t name_len,
+                            const char *domain, uint64_t ts_ns, int scope, pid_t pid, pid_t tid,
+                            const char *args, size_t args_len);
+void mlprof__chrome_counter(mlprof__sb *out, int *first, const char *name, const char *domain,
+                            uint64_t ts_ns, double value, int is_int, int64_t ivalue, pid_t pid,
+                            pid_t tid);
+void mlprof__chrome_thread_meta(mlprof__sb *out, int *first, pid_t pid, pid_t tid,
+                                const char *name, uint32_t sort_index);
+void mlprof__chrome_process_meta(mlprof__sb *out, int *first, pid_t pid, const char *name);
+
+/* ---- statistics */
+typedef struct mlprof__stats mlprof__stats;
+
+enum { MLPROF__STAT_DURATION = 0, MLPROF__STAT_FRAME = 1, MLPROF__STAT_COUNTER = 2,
+       MLPROF__STAT_MARKER = 3 };
+
+mlprof__stats *mlprof__stats_new(void);
+void mlprof__stats_free(mlprof__stats *st);
+void mlprof__stats_reset(mlprof__stats *st);
+void mlprof__stats_duration(mlprof__stats *st, const char *domain, const char *name,
+                            size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns);
+void mlprof__stats_counter(mlprof__stats *st, const char *domain, const char *name, double value,
+                           uint64_t ts_ns);
+void mlprof__stats_marker(mlprof__stats *st, const char *domain, const char *name, size_t name_len);
+
+/* What the report says beside the rows. */
+typedef struct mlprof__stats_info {
+    uint64_t dropped_events;
+    uint64_t unfinished_spans;
+    const char *trace_path;
+} mlprof__stats_info;
+
+/* Appends the statistics as a table (format 0) or JSON (1), rows sorted by
+ * sort_by (mlprof_sort), descending unless ascending. */
+void mlprof__stats_format(const mlprof__stats *st, mlprof__sb *out, int format, int sort_by,
+                          int ascending, const mlprof__stats_info *info);
+
+#endif /* MLPROF_EXPORT_H */

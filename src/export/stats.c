@@ -1,0 +1,403 @@
+/*
+ * stats.c - aggregate statistics per domain: for durations and frames the
+ * count, total, self (time not spent in nested spans), min, max and average;
+ * for counters the samples, min, max, average and last value; for markers the
+ * count. Printed as a table in the units a person reads, or as JSON in ns.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export.h"
+
+typedef struct row {
+    char *domain;
+    char *name;
+    int kind;
+    uint64_t count;
+    uint64_t total, self, min, max; /* durations, ns */
+    double vmin, vmax, vsum, vlast; /* counters */
+    uint64_t last_ns;               /* time of vlast: threads drain in any order */
+} row;
+
+struct mlprof__stats {
+    mlprof__map index; /* "kind\x1f domain \x1f name" -> row */
+    row **rows;
+    size_t nrows, cap;
+};
+
+mlprof__stats *mlprof__stats_new(void)
+{
+    mlprof__stats *st = mlprof__calloc(1, sizeof *st);
+    if (st)
+        mlprof__map_init(&st->index);
+    return st;
+}
+
+void mlprof__stats_reset(mlprof__stats *st)
+{
+    for (size_t i = 0; i < st->nrows; i++) {
+        mlprof__free(st->rows[i]->domain);
+        mlprof__free(st->rows[i]->name);
+        mlprof__free(st->rows[i]);
+    }
+    mlprof__free(st->rows);
+    mlprof__map_free(&st->index);
+    st->rows = NULL;
+    st->nrows = st->cap = 0;
+}
+
+void mlprof__stats_free(mlprof__stats *st)
+{
+    if (!st)
+        return;
+    mlprof__stats_reset(st);
+    mlprof__free(st);
+}
+
+static row *get_row(mlprof__stats *st, int kind, const char *domain, const char *name,
+                    size_t name_len)
+{
+    char key[512];
+    int n = snprintf(key, sizeof key, "%d\x1f%s\x1f%.*s", kind, domain, (int)name_len, name);
+    size_t klen = n < (int)sizeof key ? (size_t)n : sizeof key - 1;
+    mlprof__map_entry *e = mlprof__map_slot(&st->index, key, klen);
+    if (!e)
+        return NULL;
+    if (e->value)
+        return e->value;
+    if (st->nrows == st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 32;
+        row **rows = mlprof__realloc(st->rows, cap * sizeof *rows);
+        if (!rows)
+            return NULL;
+        st->rows = rows;
+        st->cap = cap;
+    }
+    row *r = mlprof__calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->domain = mlprof__strdup(domain);
+    r->name = mlprof__strndup(name, name_len);
+    r->kind = kind;
+    r->min = UINT64_MAX;
+    r->vmin = INFINITY;
+    r->vmax = -INFINITY;
+    st->rows[st->nrows++] = r;
+    e->value = r;
+    return r;
+}
+
+void mlprof__stats_duration(mlprof__stats *st, const char *domain, const char *name,
+                            size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns)
+{
+    row *r = get_row(st, frame ? MLPROF__STAT_FRAME : MLPROF__STAT_DURATION, domain, name, name_len);
+    if (!r)
+        return;
+    r->count++;
+    r->total += dur_ns;
+    r->self += self_ns;
+    if (dur_ns < r->min)
+        r->min = dur_ns;
+    if (dur_ns > r->max)
+        r->max = dur_ns;
+}
+
+void mlprof__stats_counter(mlprof__stats *st, const char *domain, const char *name, double value,
+                           uint64_t ts_ns)
+{
+    row *r = get_row(st, MLPROF__STAT_COUNTER, domain, name, strlen(name));
+    if (!r)
+        return;
+    r->count++;
+    r->vsum += value;
+    if (ts_ns >= r->last_ns) {
+        r->vlast = value;
+        r->last_ns = ts_ns;
+    }
+    if (value < r->vmin)
+        r->vmin = value;
+    if (value > r->vmax)
+        r->vmax = value;
+}
+
+void mlprof__stats_marker(mlprof__stats *st, const char *domain, const char *name, size_t name_len)
+{
+    row *r = get_row(st, MLPROF__STAT_MARKER, domain, name, name_len);
+    if (r)
+        r->count++;
+}
+
+/* ------------------------------------------------------------- sorting */
+
+/* A row with its sort key; descending order sorts on the negated key, so the
+ * comparison needs no context (qsort has no context argument in C11). */
+typedef struct keyed {
+    row *r;
+    double key;
+} keyed;
+
+static double sort_value(const row *r, int sort_by)
+{
+    if (r->kind == MLPROF__STAT_COUNTER) {
+        switch (sort_by) {
+        case MLPROF_SORT_COUNT: return (double)r->count;
+        case MLPROF_SORT_MIN: return r->vmin;
+        case MLPROF_SORT_MAX: return r->vmax;
+        case MLPROF_SORT_AVG: return r->count ? r->vsum / (double)r->count : 0;
+        default: return r->vsum;
+        }
+    }
+    switch (sort_by) {
+    case MLPROF_SORT_AVG: return r->count ? (double)r->total / (double)r->count : 0;
+    case MLPROF_SORT_MIN: return r->count ? (double)r->min : 0;
+    case MLPROF_SORT_MAX: return (double)r->max;
+    case MLPROF_SORT_COUNT: return (double)r->count;
+    case MLPROF_SORT_SELF: return (double)r->self;
+    default: return (double)r->total;
+    }
+}
+
+static int compare_rows(const void *pa, const void *pb)
+{
+    const keyed *a = pa, *b = pb;
+    int c = strcmp(a->r->domain, b->r->domain);
+    if (c)
+        return c;
+    if (a->r->kind != b->r->kind)
+        return a->r->kind - b->r->kind;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return strcmp(a->r->name, b->r->name);
+}
+
+static row **sorted_rows(const mlprof__stats *st, int sort_by, int ascending)
+{
+    size_t n = st->nrows ? st->nrows : 1;
+    keyed *tmp = mlprof__malloc(n * sizeof *tmp);
+    row **rows = mlprof__malloc(n * sizeof *rows);
+    if (!tmp || !rows) {
+        mlprof__free(tmp);
+        mlprof__free(rows);
+        return NULL;
+    }
+    for (size_t i = 0; i < st->nrows; i++) {
+        double v = sort_value(st->rows[i], sort_by);
+        tmp[i].r = st->rows[i];
+        tmp[i].key = ascending ? v : -v;
+    }
+    qsort(tmp, st->nrows, sizeof *tmp, compare_rows);
+    for (size_t i = 0; i < st->nrows; i++)
+        rows[i] = tmp[i].r;
+    mlprof__free(tmp);
+    return rows;
+}
+
+/* --------------------------------------------------------------- table */
+
+static void pad_to(mlprof__sb *out, size_t start, size_t width, int right)
+{
+    size_t len = out->len - start;
+    if (len >= width || out->failed)
+        return;
+    size_t pad = width - len;
+    if (right) {
+        /* shift the cell right */
+        char tmp[256];
+        if (len >= sizeof tmp)
+            return;
+        memcpy(tmp, out->data + start, len);
+        out->len = start;
+        for (size_t i = 0; i < pad; i++)
+            mlprof__sb_putc(out, ' ');
+        mlprof__sb_put(out, tmp, len);
+    } else {
+        for (size_t i = 0; i < pad; i++)
+            mlprof__sb_putc(out, ' ');
+    }
+}
+
+static void cell_text(mlprof__sb *out, const char *s, size_t width)
+{
+    size_t start = out->len;
+    mlprof__sb_puts(out, s);
+    pad_to(out, start, width, 0);
+}
+
+static void cell_duration(mlprof__sb *out, uint64_t ns)
+{
+    size_t start = out->len;
+    mlprof__sb_duration(out, ns);
+    pad_to(out, start, 13, 1);
+}
+
+static void cell_count(mlprof__sb *out, uint64_t n)
+{
+    size_t start = out->len;
+    mlprof__sb_u64(out, n);
+    pad_to(out, start, 9, 1);
+}
+
+static void cell_value(mlprof__sb *out, double v)
+{
+    size_t start = out->len;
+    if (v == floor(v) && fabs(v) < 1e15)
+        mlprof__sb_printf(out, "%.0f", v);
+    else
+        mlprof__sb_printf(out, "%.4g", v);
+    pad_to(out, start, 13, 1);
+}
+
+static size_t name_width(row **rows, size_t n, const char *domain)
+{
+    size_t w = 24;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(rows[i]->domain, domain) == 0 && strlen(rows[i]->name) + 2 > w)
+            w = strlen(rows[i]->name) + 2;
+    }
+    return w > 60 ? 60 : w;
+}
+
+static void table_header(mlprof__sb *out, int kind, size_t w)
+{
+    static const char *const titles[] = {"Durations", "Frames", "Counters", "Markers"};
+    mlprof__sb_printf(out, "  %s\n  ", titles[kind]);
+    cell_text(out, "Name", w);
+    if (kind == MLPROF__STAT_COUNTER)
+        mlprof__sb_puts(out, "  Samples          Min          Max          Avg         Last\n");
+    else if (kind == MLPROF__STAT_MARKER)
+        mlprof__sb_puts(out, "    Count\n");
+    else
+        mlprof__sb_puts(out, "    Count        Total         Self          Min          Max          Avg\n");
+}
+
+static void table_row(mlprof__sb *out, const row *r, size_t w)
+{
+    mlprof__sb_puts(out, "  ");
+    cell_text(out, r->name, w);
+    cell_count(out, r->count);
+    if (r->kind == MLPROF__STAT_COUNTER) {
+        cell_value(out, r->vmin);
+        cell_value(out, r->vmax);
+        cell_value(out, r->count ? r->vsum / (double)r->count : 0);
+        cell_value(out, r->vlast);
+    } else if (r->kind != MLPROF__STAT_MARKER) {
+        cell_duration(out, r->total);
+        cell_duration(out, r->self);
+        cell_duration(out, r->min);
+        cell_duration(out, r->max);
+        cell_duration(out, r->count ? (r->total + r->count / 2) / r->count : 0);
+    }
+    mlprof__sb_putc(out, '\n');
+}
+
+static void format_table(row **rows, size_t n, mlprof__sb *out, int sort_by, int ascending,
+                         const mlprof__stats_info *info)
+{
+    static const char *const sorts[] = {"total", "avg", "min", "max", "count", "self"};
+    mlprof__sb_printf(out, "mlprof %s statistics (sorted by %s, %s)\n", MLPROF_VERSION_STRING,
+                      sorts[sort_by], ascending ? "ascending" : "descending");
+    if (n == 0)
+        mlprof__sb_puts(out, "\n  (no events recorded)\n");
+    const char *domain = NULL;
+    int kind = -1;
+    size_t w = 24;
+    for (size_t i = 0; i < n; i++) {
+        const row *r = rows[i];
+        if (!domain || strcmp(domain, r->domain) != 0) {
+            domain = r->domain;
+            kind = -1;
+            w = name_width(rows, n, domain);
+            mlprof__sb_printf(out, "\nDomain: %s\n", domain);
+        }
+        if (r->kind != kind) {
+            kind = r->kind;
+            table_header(out, kind, w);
+        }
+        table_row(out, r, w);
+    }
+    if (info && info->dropped_events)
+        mlprof__sb_printf(out, "\nWARNING: %llu events were dropped (buffers full); totals are low.\n",
+                          (unsigned long long)info->dropped_events);
+    if (info && info->unfinished_spans)
+        mlprof__sb_printf(out, "note: %llu spans were still open and were closed by the profiler.\n",
+                          (unsigned long long)info->unfinished_spans);
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+static void json_row(mlprof__sb *out, const row *r)
+{
+    mlprof__sb_puts(out, "{\"name\":");
+    mlprof__sb_json_str(out, r->name, strlen(r->name));
+    mlprof__sb_puts(out, ",\"count\":");
+    mlprof__sb_u64(out, r->count);
+    if (r->kind == MLPROF__STAT_COUNTER) {
+        mlprof__sb_puts(out, ",\"min\":");
+        mlprof__sb_double(out, r->vmin);
+        mlprof__sb_puts(out, ",\"max\":");
+        mlprof__sb_double(out, r->vmax);
+        mlprof__sb_puts(out, ",\"avg\":");
+        mlprof__sb_double(out, r->count ? r->vsum / (double)r->count : 0);
+        mlprof__sb_puts(out, ",\"last\":");
+        mlprof__sb_double(out, r->vlast);
+    } else if (r->kind != MLPROF__STAT_MARKER) {
+        mlprof__sb_printf(out, ",\"total_ns\":%llu,\"self_ns\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,\"avg_ns\":",
+                          (unsigned long long)r->total, (unsigned long long)r->self,
+                          (unsigned long long)(r->count ? r->min : 0), (unsigned long long)r->max);
+        mlprof__sb_double(out, r->count ? (double)r->total / (double)r->count : 0);
+    }
+    mlprof__sb_putc(out, '}');
+}
+
+static void format_json(row **rows, size_t n, mlprof__sb *out, int sort_by, int ascending,
+                        const mlprof__stats_info *info)
+{
+    static const char *const sorts[] = {"total", "avg", "min", "max", "count", "self"};
+    static const char *const groups[] = {"durations", "frames", "counters", "markers"};
+    mlprof__sb_printf(out, "{\"mlprof_version\":\"%s\",\"time_unit\":\"ns\",\"sort_by\":\"%s\",\"ascending\":%s",
+                      MLPROF_VERSION_STRING, sorts[sort_by], ascending ? "true" : "false");
+    mlprof__sb_printf(out, ",\"dropped_events\":%llu,\"unfinished_spans\":%llu,\"domains\":[",
+                      (unsigned long long)(info ? info->dropped_events : 0),
+                      (unsigned long long)(info ? info->unfinished_spans : 0));
+    size_t i = 0;
+    while (i < n) {
+        const char *domain = rows[i]->domain;
+        if (i)
+            mlprof__sb_putc(out, ',');
+        mlprof__sb_puts(out, "{\"name\":");
+        mlprof__sb_json_str(out, domain, strlen(domain));
+        for (int kind = 0; kind < 4; kind++) {
+            mlprof__sb_printf(out, ",\"%s\":[", groups[kind]);
+            int first = 1;
+            for (size_t j = i; j < n && strcmp(rows[j]->domain, domain) == 0; j++) {
+                if (rows[j]->kind != kind)
+                    continue;
+                if (!first)
+                    mlprof__sb_putc(out, ',');
+                first = 0;
+                json_row(out, rows[j]);
+            }
+            mlprof__sb_putc(out, ']');
+        }
+        mlprof__sb_putc(out, '}');
+        while (i < n && strcmp(rows[i]->domain, domain) == 0)
+            i++;
+    }
+    mlprof__sb_puts(out, "]}\n");
+}
+
+void mlprof__stats_format(const mlprof__stats *st, mlprof__sb *out, int format, int sort_by,
+                          int ascending, const mlprof__stats_info *info)
+{
+    row **rows = sorted_rows(st, sort_by, ascending);
+    if (!rows) {
+        out->failed = 1;
+        return;
+    }
+    if (format == MLPROF_FORMAT_JSON)
+        format_json(rows, st->nrows, out, sort_by, ascending, info);
+    else
+        format_table(rows, st->nrows, out, sort_by, ascending, info);
+    mlprof__free(rows);
+}

@@ -1,0 +1,615 @@
+/*
+ * control.c - configuration (API, MLPROF_* environment, config file), the
+ * run/stop/pause state, lazy thread-safe initialization, and the fork and exit
+ * handlers. Every entry point here takes ctl_lock: none is on the hot path.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../collect/collect.h"
+#include "record.h"
+
+mlprof__global mlprof__g = {
+    .ctl_lock = PTHREAD_MUTEX_INITIALIZER,
+    .reg_lock = PTHREAD_MUTEX_INITIALIZER,
+    .scope_root = {.name = "", .full = "", .full_len = 0},
+};
+
+extern char **environ;
+
+unsigned mlprof_version(void) { return MLPROF_VERSION_NUMBER; }
+const char *mlprof_version_string(void) { return MLPROF_VERSION_STRING; }
+
+/* ------------------------------------------------------ the configuration */
+
+typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK } key_type;
+
+typedef struct key_def {
+    const char *name;
+    key_type type;
+    size_t offset;
+    double min, max;   /* for numbers */
+    const char *help;  /* what a good value looks like */
+} key_def;
+
+#define F(field) offsetof(mlprof__config, field)
+static const key_def g_keys[] = {
+    {"filename", T_STR, F(filename), 0, 0, "a file path"},
+    {"profile_all", T_BOOL, F(profile_all), 0, 0, "a boolean"},
+    {"profile_api", T_BOOL, F(profile_api), 0, 0, "a boolean"},
+    {"profile_memory", T_BOOL, F(profile_memory), 0, 0, "a boolean"},
+    {"profile_operator", T_BOOL, F(profile_operator), 0, 0, "a boolean"},
+    {"aggregate_stats", T_BOOL, F(aggregate_stats), 0, 0, "a boolean"},
+    {"continuous_dump", T_BOOL, F(continuous_dump), 0, 0, "a boolean"},
+    {"dump_period", T_DOUBLE, F(dump_period), 0.001, 86400, "seconds, from 0.001 to 86400"},
+    {"level", T_INT, F(level), 0, 9, "an integer from 0 to 9"},
+    {"buffer_size", T_SIZE, F(buffer_size), 65536, 68719476736.0,
+     "a size in bytes from 64K to 64G, such as 1048576, 512K, 64M or 1G"},
+    {"stats_file", T_STR, F(stats_file), 0, 0, "a file path, or empty for none"},
+    {"dump_at_exit", T_BOOL, F(dump_at_exit), 0, 0, "a boolean"},
+    {"autostart", T_BOOL, F(autostart), 0, 0, "a boolean"},
+    {"clock", T_CLOCK, F(clock), 0, 0, "one of auto, tsc, monotonic"},
+};
+#undef F
+#define NKEYS (sizeof g_keys / sizeof g_keys[0])
+
+static void config_defaults(mlprof__config *c)
+{
+    memset(c, 0, sizeof *c);
+    strcpy(c->filename, "profile.json");
+    c->profile_operator = 1;
+    c->aggregate_stats = 1;
+    c->dump_period = 1.0;
+    c->level = 1;
+    c->buffer_size = 64u << 20;
+    c->dump_at_exit = 1;
+    strcpy(c->clock, "auto");
+}
+
+static const key_def *find_key(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (strcmp(g_keys[i].name, name) == 0)
+            return &g_keys[i];
+    }
+    return NULL;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0)
+            return *out = 1, 1;
+        if (strcasecmp(v, no[i]) == 0)
+            return *out = 0, 1;
+    }
+    return 0;
+}
+
+static int parse_size(const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double n = strtod(v, &end);
+    if (end == v || errno || !(n >= 0))
+        return 0;
+    double mult = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mult = 1024.0, end++; break;
+    case 'M': mult = 1024.0 * 1024, end++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024, end++; break;
+    default: break;
+    }
+    if (mult > 1 && (*end == 'i' || *end == 'I'))
+        end++;
+    if (mult > 1 && (*end == 'b' || *end == 'B'))
+        end++;
+    if (*end != '\0')
+        return 0;
+    *out = n * mult;
+    return 1;
+}
+
+/* Parses value for key into cfg. Errors name the key and the value. */
+static int config_apply(mlprof__config *cfg, const key_def *k, const char *value)
+{
+    void *field = (char *)cfg + k->offset;
+    char *end;
+    double d;
+    int b;
+    switch (k->type) {
+    case T_STR:
+        if (strlen(value) >= sizeof cfg->filename)
+            break;
+        if (strcmp(k->name, "filename") == 0 && value[0] == '\0')
+            break;
+        strcpy(field, value);
+        return MLPROF_OK;
+    case T_CLOCK:
+        if (strcmp(value, "auto") && strcmp(value, "tsc") && strcmp(value, "monotonic"))
+            break;
+        strcpy(field, value);
+        return MLPROF_OK;
+    case T_BOOL:
+        if (!parse_bool(value, &b))
+            break;
+        *(int *)field = b;
+        return MLPROF_OK;
+    case T_INT: {
+        errno = 0;
+        long n = strtol(value, &end, 10);
+        if (end == value || *end || errno || n < k->min || n > k->max)
+            break;
+        *(int *)field = (int)n;
+        return MLPROF_OK;
+    }
+    case T_DOUBLE:
+        errno = 0;
+        d = strtod(value, &end);
+        if (end == value || *end || errno || !isfinite(d) || d < k->min || d > k->max)
+            break;
+        *(double *)field = d;
+        return MLPROF_OK;
+    case T_SIZE:
+        if (!parse_size(value, &d) || d < k->min || d > k->max)
+            break;
+        *(uint64_t *)field = (uint64_t)d;
+        return MLPROF_OK;
+    }
+    return mlprof__fail(MLPROF_EVALUE, "bad value \"%s\" for configuration key \"%s\": expected %s",
+                        value, k->name, k->help);
+}
+
+/* Keys that cannot change once recording has begun. */
+static int config_check_state(const key_def *k, const mlprof__config *next)
+{
+    const mlprof__config *cur = &mlprof__g.cfg;
+    if (strcmp(k->name, "buffer_size") == 0 && mlprof__pool_ready() &&
+        next->buffer_size != cur->buffer_size)
+        return mlprof__fail(MLPROF_ESTATE,
+                            "configuration key \"buffer_size\" cannot change after the first run "
+                            "(the buffers are already allocated)");
+    if (strcmp(k->name, "clock") == 0 && mlprof__g.state == MLPROF_STATE_RUN &&
+        strcmp(next->clock, cur->clock) != 0)
+        return mlprof__fail(MLPROF_ESTATE,
+                            "configuration key \"clock\" cannot change while running");
+    return MLPROF_OK;
+}
+
+/* Applies a parsed configuration. Caller holds ctl_lock. */
+static void config_commit(const mlprof__config *next)
+{
+    int clock_changed = strcmp(next->clock, mlprof__g.cfg.clock) != 0;
+    int continuous_was = mlprof__g.cfg.continuous_dump;
+    mlprof__g.cfg = *next;
+    if (clock_changed && mlprof__clock_mode != MLPROF__CLOCK_CUSTOM)
+        mlprof__clock_init(next->clock);
+    mlprof__update_flags();
+    if (!continuous_was && next->continuous_dump && mlprof__g.state == MLPROF_STATE_RUN)
+        mlprof__collect_start_continuous();
+}
+
+/* Puts `where` (a file and line) in front of the last error message. */
+static int prefix_error(int rc, const char *where)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", mlprof_last_error());
+    return mlprof__fail(rc, "%s%s", where, msg);
+}
+
+static int set_configs_locked(int n, const char *const *keys, const char *const *values,
+                              const char *where)
+{
+    mlprof__config next = mlprof__g.cfg;
+    for (int i = 0; i < n; i++) {
+        if (!keys[i] || !values[i])
+            return mlprof__fail(MLPROF_EINVAL, "%snull key or value", where);
+        const key_def *k = find_key(keys[i]);
+        if (!k)
+            return mlprof__fail(MLPROF_EKEY, "%sunknown configuration key \"%s\"", where, keys[i]);
+        /* profile_all is a shorthand that switches every class */
+        int rc = config_apply(&next, k, values[i]);
+        if (rc == MLPROF_OK)
+            rc = config_check_state(k, &next);
+        if (rc != MLPROF_OK)
+            return where[0] ? prefix_error(rc, where) : rc;
+    }
+    config_commit(&next);
+    return MLPROF_OK;
+}
+
+int mlprof_set_configs(int n, const char *const *keys, const char *const *values)
+{
+    mlprof__ensure_init();
+    if (n < 0 || (n > 0 && (!keys || !values)))
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_set_configs: bad arguments");
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    int rc = set_configs_locked(n, keys, values, "");
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    return rc;
+}
+
+int mlprof_set_config(const char *key, const char *value)
+{
+    return mlprof_set_configs(1, &key, &value);
+}
+
+int mlprof_get_config(const char *key, char *buf, size_t len)
+{
+    mlprof__ensure_init();
+    const key_def *k = key ? find_key(key) : NULL;
+    if (!k)
+        return mlprof__fail(MLPROF_EKEY, "unknown configuration key \"%s\"", key ? key : "(null)");
+    if (!buf || len == 0)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_get_config: no buffer");
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    const void *field = (const char *)&mlprof__g.cfg + k->offset;
+    char tmp[4200];
+    switch (k->type) {
+    case T_STR:
+    case T_CLOCK:
+        snprintf(tmp, sizeof tmp, "%s", (const char *)field);
+        break;
+    case T_BOOL:
+        snprintf(tmp, sizeof tmp, "%s", *(const int *)field ? "true" : "false");
+        break;
+    case T_INT:
+        snprintf(tmp, sizeof tmp, "%d", *(const int *)field);
+        break;
+    case T_DOUBLE:
+        snprintf(tmp, sizeof tmp, "%g", *(const double *)field);
+        break;
+    case T_SIZE:
+        snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)*(const uint64_t *)field);
+        break;
+    }
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    size_t need = strlen(tmp);
+    snprintf(buf, len, "%s", tmp);
+    if (need >= len)
+        return mlprof__fail(MLPROF_ELIMIT, "value of \"%s\" needs %zu bytes", key, need + 1);
+    return MLPROF_OK;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+/* Parses a config file into keys/values (caller frees with free_lines). */
+static int read_config_file(const char *path, char ***keys, char ***values, int **lines, int *n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return mlprof__fail(MLPROF_EIO, "cannot open config file %s: %s", path, strerror(errno));
+    int cap = 0, count = 0, rc = MLPROF_OK, lineno = 0;
+    char **k = NULL, **v = NULL;
+    int *ln = NULL;
+    char line[8192];
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            rc = mlprof__fail(MLPROF_EPARSE, "%s:%d: line too long", path, lineno);
+            break;
+        }
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(line);
+        if (!*s)
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            rc = mlprof__fail(MLPROF_EPARSE, "%s:%d: expected \"key = value\", got \"%s\"", path,
+                              lineno, s);
+            break;
+        }
+        *eq = '\0';
+        char *key = trim(s), *val = trim(eq + 1);
+        size_t vlen = strlen(val);
+        if (vlen >= 2 && (val[0] == '"' || val[0] == '\'') && val[vlen - 1] == val[0]) {
+            val[vlen - 1] = '\0';
+            val++;
+        }
+        if (count == cap) {
+            cap = cap ? cap * 2 : 16;
+            k = mlprof__realloc(k, (size_t)cap * sizeof *k);
+            v = mlprof__realloc(v, (size_t)cap * sizeof *v);
+            ln = mlprof__realloc(ln, (size_t)cap * sizeof *ln);
+        }
+        k[count] = mlprof__strdup(key);
+        v[count] = mlprof__strdup(val);
+        ln[count] = lineno;
+        count++;
+    }
+    fclose(f);
+    *keys = k;
+    *values = v;
+    *lines = ln;
+    *n = count;
+    return rc;
+}
+
+static void free_lines(char **k, char **v, int *ln, int n)
+{
+    for (int i = 0; i < n; i++) {
+        mlprof__free(k[i]);
+        mlprof__free(v[i]);
+    }
+    mlprof__free(k);
+    mlprof__free(v);
+    mlprof__free(ln);
+}
+
+static int load_config_locked(const char *path)
+{
+    char **k = NULL, **v = NULL;
+    int *ln = NULL, n = 0;
+    int rc = read_config_file(path, &k, &v, &ln, &n);
+    if (rc == MLPROF_OK) {
+        /* check each line alone first, so that the error names its line */
+        mlprof__config scratch = mlprof__g.cfg;
+        for (int i = 0; i < n && rc == MLPROF_OK; i++) {
+            char where[4200];
+            snprintf(where, sizeof where, "%s:%d: ", path, ln[i]);
+            const key_def *def = find_key(k[i]);
+            if (!def) {
+                rc = mlprof__fail(MLPROF_EKEY, "%sunknown configuration key \"%s\"", where, k[i]);
+                break;
+            }
+            rc = config_apply(&scratch, def, v[i]);
+            if (rc == MLPROF_OK)
+                rc = config_check_state(def, &scratch);
+            if (rc != MLPROF_OK)
+                prefix_error(rc, where);
+        }
+        if (rc == MLPROF_OK)
+            config_commit(&scratch);
+    }
+    free_lines(k, v, ln, n);
+    return rc;
+}
+
+int mlprof_load_config(const char *path)
+{
+    mlprof__ensure_init();
+    if (!path)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_load_config: no path");
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    int rc = load_config_locked(path);
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    return rc;
+}
+
+/* MLPROF_<KEY> variables. Errors cannot be returned from a lazy start, so they
+ * are reported on stderr, naming the variable, and the key keeps its default. */
+static void read_environment(void)
+{
+    const char *file = getenv("MLPROF_CONFIG");
+    if (file && *file && load_config_locked(file) != MLPROF_OK)
+        mlprof__log(MLPROF_LOG_ERROR, "MLPROF_CONFIG: %s", mlprof_last_error());
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "MLPROF_", 7) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        if (!eq)
+            continue;
+        char key[64];
+        size_t len = (size_t)(eq - (*e + 7));
+        if (len >= sizeof key)
+            len = sizeof key - 1;
+        for (size_t i = 0; i < len; i++)
+            key[i] = (char)tolower((unsigned char)(*e)[7 + i]);
+        key[len] = '\0';
+        if (strcmp(key, "config") == 0)
+            continue;
+        const key_def *k = find_key(key);
+        if (!k) {
+            mlprof__log(MLPROF_LOG_WARN, "ignoring %.*s: unknown configuration key \"%s\"",
+                        (int)(eq - *e), *e, key);
+            continue;
+        }
+        mlprof__config next = mlprof__g.cfg;
+        if (config_apply(&next, k, eq + 1) != MLPROF_OK) {
+            mlprof__log(MLPROF_LOG_ERROR, "ignoring %.*s: %s", (int)(eq - *e), *e, mlprof_last_error());
+            continue;
+        }
+        mlprof__g.cfg = next;
+    }
+}
+
+/* ------------------------------------------------------------------ state */
+
+static int set_state_locked(int state);
+
+static void at_exit(void)
+{
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    int want = mlprof__g.cfg.dump_at_exit && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
+    if (want && mlprof__collect_dump(1) != MLPROF_OK)
+        mlprof__log(MLPROF_LOG_ERROR, "dump at exit failed: %s", mlprof_last_error());
+    mlprof__collect_stop_continuous();
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__collect_join_continuous();
+}
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    pthread_mutex_lock(&mlprof__g.reg_lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+}
+
+static void fork_child(void)
+{
+    pthread_mutex_init(&mlprof__g.reg_lock, NULL);
+    pthread_mutex_init(&mlprof__g.ctl_lock, NULL);
+    mlprof__g.pid = getpid();
+    mlprof__g.forked_child = 1;
+    /* the child's own trace is written at its exit if it goes on recording */
+    __atomic_store_n(&mlprof__g.recorded, mlprof__g.state == MLPROF_STATE_RUN, __ATOMIC_RELAXED);
+    mlprof__thread_after_fork();
+    mlprof__pool_reset_after_fork();
+    mlprof__collect_after_fork();
+    if (mlprof__g.state == MLPROF_STATE_RUN)
+        mlprof__collect_start_continuous();
+}
+
+static void do_init(void)
+{
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    config_defaults(&mlprof__g.cfg);
+    mlprof__g.pid = getpid();
+    read_environment();
+    mlprof__clock_init(mlprof__g.cfg.clock);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atexit(at_exit);
+    if (mlprof__g.cfg.autostart && set_state_locked(MLPROF_STATE_RUN) != MLPROF_OK)
+        mlprof__log(MLPROF_LOG_ERROR, "autostart: %s", mlprof_last_error());
+    mlprof__update_flags();
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+}
+
+void mlprof__ensure_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, do_init);
+}
+
+static int set_state_locked(int state)
+{
+    if (state != MLPROF_STATE_RUN && state != MLPROF_STATE_STOP)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_set_state: bad state %d (0 = stop, 1 = run)", state);
+    if (state == mlprof__g.state)
+        return MLPROF_OK;
+    if (state == MLPROF_STATE_RUN) {
+        int rc = mlprof__pool_init(mlprof__g.cfg.buffer_size);
+        if (rc != MLPROF_OK)
+            return rc;
+        mlprof__g.state = MLPROF_STATE_RUN;
+        mlprof__g.paused = 0;
+        __atomic_store_n(&mlprof__g.recorded, 1, __ATOMIC_RELEASE);
+        mlprof__update_flags();
+        return mlprof__collect_start_continuous();
+    }
+    mlprof__g.state = MLPROF_STATE_STOP;
+    mlprof__update_flags();
+    mlprof__collect_stop_continuous();
+    return MLPROF_OK;
+}
+
+int mlprof_set_state(int state)
+{
+    mlprof__ensure_init();
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    int rc = set_state_locked(state);
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__collect_join_continuous();
+    return rc;
+}
+
+int mlprof_get_state(void)
+{
+    mlprof__ensure_init();
+    return __atomic_load_n(&mlprof__g.state, __ATOMIC_ACQUIRE);
+}
+
+static int set_paused(int paused)
+{
+    mlprof__ensure_init();
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__g.paused = paused;
+    mlprof__update_flags();
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    return MLPROF_OK;
+}
+
+int mlprof_pause(void) { return set_paused(1); }
+int mlprof_resume(void) { return set_paused(0); }
+
+int mlprof_is_paused(void)
+{
+    mlprof__ensure_init();
+    return __atomic_load_n(&mlprof__g.paused, __ATOMIC_ACQUIRE);
+}
+
+int mlprof_dump(int finished)
+{
+    mlprof__ensure_init();
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    if (finished) {
+        mlprof__g.state = MLPROF_STATE_STOP;
+        mlprof__update_flags();
+        mlprof__collect_stop_continuous();
+    }
+    int rc = mlprof__collect_dump(finished);
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__collect_join_continuous();
+    return rc;
+}
+
+int mlprof_dumps(char **out, int format, int sort_by, int ascending, int reset)
+{
+    mlprof__ensure_init();
+    if (!out)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_dumps: out is NULL");
+    *out = NULL;
+    if (format != MLPROF_FORMAT_TABLE && format != MLPROF_FORMAT_JSON)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_dumps: bad format %d (0 = table, 1 = json)", format);
+    if (sort_by < MLPROF_SORT_TOTAL || sort_by > MLPROF_SORT_SELF)
+        return mlprof__fail(MLPROF_EINVAL,
+                            "mlprof_dumps: bad sort_by %d (total, avg, min, max, count, self)", sort_by);
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    int rc = mlprof__collect_dumps(out, format, sort_by, ascending, reset);
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    return rc;
+}
+
+int mlprof_clear(void)
+{
+    mlprof__ensure_init();
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__collect_clear();
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    return MLPROF_OK;
+}
+
+uint64_t mlprof_dropped_events(void)
+{
+    mlprof__ensure_init();
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    uint64_t n = mlprof__collect_dropped();
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    return n;
+}
+
+void mlprof_process_set_name(const char *name)
+{
+    mlprof__ensure_init();
+    if (!name)
+        return;
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    snprintf(mlprof__g.process_name, sizeof mlprof__g.process_name, "%s", name);
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+}

@@ -1,0 +1,215 @@
+/*
+ * handles.c - domains and the handles of tasks, frames, events, counters and
+ * markers. Created once (under the registry lock), used often: the hot path
+ * reads only a handle's `on` flag. Handles are never freed while records may
+ * point at them; a destroyed handle is only marked, and reused by a later
+ * create of the same name.
+ */
+#include <string.h>
+
+#include "record.h"
+
+static int domain_on(const mlprof_domain *d)
+{
+    const mlprof__config *c = &mlprof__g.cfg;
+    if (d->level > c->level)
+        return 0;
+    switch (d->klass) {
+    case MLPROF_CLASS_OPERATOR:
+        return c->profile_all || c->profile_operator;
+    case MLPROF_CLASS_API:
+        return c->profile_all || c->profile_api;
+    case MLPROF_CLASS_MEMORY:
+        return c->profile_all || c->profile_memory;
+    default:
+        return 1;
+    }
+}
+
+/* Caller holds reg_lock. */
+static void refresh_locked(void)
+{
+    for (mlprof_domain *d = mlprof__g.domains; d; d = d->next)
+        __atomic_store_n(&d->on, (uint8_t)domain_on(d), __ATOMIC_RELAXED);
+    for (mlprof__handle *h = mlprof__g.handles; h; h = h->next)
+        __atomic_store_n(&h->on, (uint8_t)(!h->destroyed && h->domain->on), __ATOMIC_RELAXED);
+}
+
+void mlprof__update_flags(void)
+{
+    pthread_mutex_lock(&mlprof__g.reg_lock);
+    refresh_locked();
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
+    int on = mlprof__g.state == MLPROF_STATE_RUN && !mlprof__g.paused;
+    __atomic_store_n(&mlprof_active_flag, on, __ATOMIC_RELEASE);
+}
+
+static int fits_in_record(const void *p)
+{
+    return ((uintptr_t)p & ~(uintptr_t)MLPROF__PTR_MASK) == 0;
+}
+
+mlprof_domain *mlprof_domain_create(const char *name)
+{
+    mlprof__ensure_init();
+    if (!name)
+        name = "default";
+    pthread_mutex_lock(&mlprof__g.reg_lock);
+    mlprof_domain *d;
+    for (d = mlprof__g.domains; d; d = d->next) {
+        if (strcmp(d->name, name) == 0)
+            break;
+    }
+    if (!d) {
+        d = mlprof__calloc(1, sizeof *d);
+        if (d && (d->name = mlprof__strdup(name)) != NULL && fits_in_record(d)) {
+            d->klass = MLPROF_CLASS_USER;
+            d->level = 1;
+            d->on = (uint8_t)domain_on(d);
+            d->next = mlprof__g.domains;
+            mlprof__g.domains = d;
+        } else {
+            if (d)
+                mlprof__free(d->name);
+            mlprof__free(d);
+            d = NULL;
+            mlprof__fail(MLPROF_ENOMEM, "cannot create domain \"%s\": out of memory", name);
+        }
+    }
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
+    return d;
+}
+
+int mlprof_domain_set_class(mlprof_domain *d, int klass)
+{
+    if (!d || klass < MLPROF_CLASS_USER || klass > MLPROF_CLASS_MEMORY)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_domain_set_class: bad domain or class %d", klass);
+    pthread_mutex_lock(&mlprof__g.reg_lock);
+    d->klass = klass;
+    refresh_locked();
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
+    return MLPROF_OK;
+}
+
+int mlprof_domain_set_level(mlprof_domain *d, int level)
+{
+    if (!d || level < 0 || level > 9)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_domain_set_level: bad domain or level %d (0..9)",
+                            level);
+    pthread_mutex_lock(&mlprof__g.reg_lock);
+    d->level = level;
+    refresh_locked();
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
+    return MLPROF_OK;
+}
+
+const char *mlprof_domain_name(const mlprof_domain *d) { return d ? d->name : ""; }
+
+/* Finds a destroyed handle to revive, or allocates one of `size` bytes. */
+static mlprof__handle *handle_create(size_t size, int type, int kind, mlprof_domain *domain,
+                                     const char *name)
+{
+    if (!name)
+        name = "";
+    if (!domain)
+        domain = mlprof_domain_create(NULL);
+    if (!domain)
+        return NULL;
+    pthread_mutex_lock(&mlprof__g.reg_lock);
+    mlprof__handle *h;
+    for (h = mlprof__g.handles; h; h = h->next) {
+        if (h->destroyed && h->type == type && h->kind == kind && h->domain == domain &&
+            strcmp(h->name, name) == 0) {
+            h->destroyed = 0;
+            break;
+        }
+    }
+    if (!h) {
+        h = mlprof__calloc(1, size);
+        if (h && (h->name = mlprof__strdup(name)) != NULL && fits_in_record(h)) {
+            h->type = (uint8_t)type;
+            h->kind = (uint8_t)kind;
+            h->domain = domain;
+            h->next = mlprof__g.handles;
+            mlprof__g.handles = h;
+        } else {
+            if (h)
+                mlprof__free(h->name);
+            mlprof__free(h);
+            h = NULL;
+            mlprof__fail(MLPROF_ENOMEM, "cannot create \"%s\": out of memory", name);
+        }
+    }
+    if (h)
+        __atomic_store_n(&h->on, domain->on, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
+    return h;
+}
+
+static void handle_destroy(mlprof__handle *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&mlprof__g.reg_lock);
+    h->destroyed = 1;
+    __atomic_store_n(&h->on, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
+}
+
+mlprof_span *mlprof_task_create(mlprof_domain *domain, const char *name)
+{
+    return (mlprof_span *)handle_create(sizeof(mlprof_span), MLPROF__H_SPAN, MLPROF__SPAN_TASK,
+                                        domain, name);
+}
+
+mlprof_span *mlprof_frame_create(mlprof_domain *domain, const char *name)
+{
+    return (mlprof_span *)handle_create(sizeof(mlprof_span), MLPROF__H_SPAN, MLPROF__SPAN_FRAME,
+                                        domain, name);
+}
+
+mlprof_span *mlprof_event_create(const char *name)
+{
+    return (mlprof_span *)handle_create(sizeof(mlprof_span), MLPROF__H_SPAN, MLPROF__SPAN_EVENT,
+                                        NULL, name);
+}
+
+void mlprof_span_destroy(mlprof_span *span) { handle_destroy(span ? &span->h : NULL); }
+
+const char *mlprof_span_name(const mlprof_span *span) { return span ? span->h.name : ""; }
+
+mlprof_span *mlprof_task_once(mlprof_span **slot, mlprof_domain *domain, const char *name)
+{
+    mlprof_span *span = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (span)
+        return span;
+    /* Racing threads get the same handle: creation returns the live handle of
+     * that name only if destroyed, so serialize on the registry instead. */
+    static pthread_mutex_t once_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&once_lock);
+    span = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!span) {
+        span = mlprof_task_create(domain, name);
+        __atomic_store_n(slot, span, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&once_lock);
+    return span;
+}
+
+mlprof_counter *mlprof_counter_create(mlprof_domain *domain, const char *name)
+{
+    mlprof_counter *c = (mlprof_counter *)handle_create(sizeof(mlprof_counter), MLPROF__H_COUNTER,
+                                                        0, domain, name);
+    if (c)
+        __atomic_store_n(&c->value, 0, __ATOMIC_RELAXED);
+    return c;
+}
+
+void mlprof_counter_destroy(mlprof_counter *c) { handle_destroy(c ? &c->h : NULL); }
+
+mlprof_marker *mlprof_marker_create(mlprof_domain *domain, const char *name)
+{
+    return (mlprof_marker *)handle_create(sizeof(mlprof_marker), MLPROF__H_MARKER, 0, domain, name);
+}
+
+void mlprof_marker_destroy(mlprof_marker *m) { handle_destroy(m ? &m->h : NULL); }

@@ -1,0 +1,235 @@
+/*
+ * record.h - the recorder's data as the collector sees it: the 16-byte record
+ * format, per-thread chunk lists, the handles, the clock and the shared
+ * configuration. The collector (src/collect) reads records through this
+ * header only; nothing here is public ABI.
+ */
+#ifndef MLPROF_RECORD_H
+#define MLPROF_RECORD_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/common.h"
+
+/* ------------------------------------------------------------- the records */
+
+/*
+ * Every record is 16 bytes: `a` is a timestamp (raw clock units) or a value,
+ * `b` packs the kind (bits 58..63), a 10-bit auxiliary field (bits 48..57)
+ * and a 48-bit pointer or payload (bits 0..47). Variable-length bytes (names,
+ * keys, string values) follow in whole 16-byte slots. A record and its bytes
+ * are reserved together, so they never straddle two chunks.
+ */
+typedef struct mlprof__rec {
+    uint64_t a;
+    uint64_t b;
+} mlprof__rec;
+
+enum mlprof__kind {
+    MLPROF__REC_BEGIN = 1,       /* a=ts, ptr=span */
+    MLPROF__REC_END = 2,         /* a=ts, ptr=span */
+    MLPROF__REC_BEGIN_DYN = 3,   /* a=ts, ptr=domain, aux=name length; name bytes */
+    MLPROF__REC_END_DYN = 4,     /* a=ts, ptr=domain */
+    MLPROF__REC_COUNTER_I = 5,   /* a=ts, ptr=counter; next slot a=int64 value */
+    MLPROF__REC_COUNTER_F = 6,   /* a=ts, ptr=counter; next slot a=double bits */
+    MLPROF__REC_MARK = 7,        /* a=ts, ptr=marker, aux=scope */
+    MLPROF__REC_MARK_DYN = 8,    /* a=ts, ptr=domain, aux=scope<<8|length; name bytes */
+    MLPROF__REC_ARG_I = 9,       /* a=int64, aux=key length; key bytes */
+    MLPROF__REC_ARG_F = 10,      /* a=double bits, aux=key length; key bytes */
+    MLPROF__REC_ARG_S = 11,      /* a=value length, aux=key length; key then value bytes */
+    MLPROF__REC_SCOPE_PUSH = 12, /* a=ts, ptr=scope node */
+    MLPROF__REC_SCOPE_POP = 13,  /* a=ts */
+    MLPROF__REC_VALUE = 14       /* the second slot of a counter record */
+};
+
+#define MLPROF__PTR_MASK ((UINT64_C(1) << 48) - 1)
+#define MLPROF__REC_B(kind, aux, ptr) \
+    (((uint64_t)(kind) << 58) | ((uint64_t)(aux) << 48) | ((uint64_t)(uintptr_t)(ptr)))
+#define MLPROF__REC_KIND(b) ((unsigned)((b) >> 58))
+#define MLPROF__REC_AUX(b) ((unsigned)(((b) >> 48) & 0x3ff))
+#define MLPROF__REC_PTR(b) ((void *)(uintptr_t)((b) & MLPROF__PTR_MASK))
+/* Slots needed for n bytes of inline text. */
+#define MLPROF__TEXT_SLOTS(n) (((n) + 15) / 16)
+
+#define MLPROF__NAME_MAX 255 /* dynamic names and string values */
+#define MLPROF__KEY_MAX 63   /* argument keys */
+
+/* ------------------------------------------------------------- the handles */
+
+struct mlprof_domain {
+    char *name;
+    int klass;
+    int level;
+    uint8_t on; /* recorded under the current configuration */
+    struct mlprof_domain *next;
+};
+
+enum mlprof__span_kind { MLPROF__SPAN_TASK = 0, MLPROF__SPAN_FRAME = 1, MLPROF__SPAN_EVENT = 2 };
+
+/* Tasks, frames, events, counters and markers share this head, so that one
+ * list holds every handle and one flag tells the hot path whether to record. */
+typedef struct mlprof__handle {
+    uint8_t on;       /* read on the hot path: the domain records */
+    uint8_t type;     /* MLPROF__H_* */
+    uint8_t kind;     /* span kind */
+    uint8_t destroyed;
+    mlprof_domain *domain;
+    char *name;
+    struct mlprof__handle *next; /* every handle, for configuration changes */
+} mlprof__handle;
+
+enum { MLPROF__H_SPAN = 1, MLPROF__H_COUNTER = 2, MLPROF__H_MARKER = 3 };
+
+struct mlprof_span {
+    mlprof__handle h;
+};
+
+struct mlprof_counter {
+    mlprof__handle h;
+    int64_t value; /* atomic */
+};
+
+struct mlprof_marker {
+    mlprof__handle h;
+};
+
+/* A node of the scope tree: "model:conv1:" is conv1 under model. Nodes are
+ * never freed, so records may point at them. */
+typedef struct mlprof__scope_node {
+    struct mlprof__scope_node *parent;
+    struct mlprof__scope_node *children; /* atomic list head */
+    struct mlprof__scope_node *sibling;
+    char *name;      /* this level's name */
+    char *full;      /* "model:conv1:" */
+    size_t full_len;
+} mlprof__scope_node;
+
+/* --------------------------------------------------- chunks and threads */
+
+typedef struct mlprof__chunk {
+    struct mlprof__chunk *next; /* atomic: the thread's next chunk, set when this one is sealed */
+    char *final_end;            /* end of the data once sealed */
+    uint64_t free_next;         /* index link in the free list */
+    uint32_t index;
+    uint32_t pad;
+    char data[];
+} mlprof__chunk;
+
+typedef struct mlprof__thread {
+    /* written by the owning thread on the hot path */
+    char *pos; /* atomic (release): next free byte; everything before is published */
+    char *end;
+    mlprof__chunk *cur;
+    uint64_t dropped;   /* atomic, written by the owner only */
+    mlprof__scope_node *scope;
+    unsigned scope_depth_dropped;
+
+    /* read by the collector */
+    mlprof__chunk *head;  /* oldest chunk not yet consumed (collector's) */
+    char *consumed;       /* position reached in head (collector's) */
+    pid_t tid;
+    uint32_t seq;         /* registration order, for stable track order */
+    int exited;           /* atomic */
+    unsigned name_seq;    /* seqlock over name */
+    char name[64];
+    void *track;          /* the collector's per-thread state */
+    struct mlprof__thread *next; /* atomic list of every thread */
+} mlprof__thread;
+
+/* ------------------------------------------------------------- the clock */
+
+enum { MLPROF__CLOCK_TSC = 0, MLPROF__CLOCK_MONOTONIC = 1, MLPROF__CLOCK_CUSTOM = 2 };
+extern int mlprof__clock_mode;
+uint64_t mlprof__clock_slow(void);
+
+static inline uint64_t mlprof__clock_raw(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (MLPROF_LIKELY(mlprof__clock_mode == MLPROF__CLOCK_TSC))
+        return __builtin_ia32_rdtsc();
+#endif
+    return mlprof__clock_slow();
+}
+
+/* Initializes the clock for the configured mode ("auto", "tsc", "monotonic"). */
+int mlprof__clock_init(const char *mode);
+/* Adds a calibration point (raw, CLOCK_MONOTONIC ns); called at the start of
+ * every drain so that raw timestamps convert by interpolation. */
+void mlprof__clock_sync(void);
+/* Converts a raw timestamp to nanoseconds on CLOCK_MONOTONIC. */
+uint64_t mlprof__clock_to_ns(uint64_t raw);
+uint64_t mlprof__clock_monotonic_ns(void);
+const char *mlprof__clock_name(void);
+/* Ticks per second of the raw clock (for the metadata). */
+double mlprof__clock_rate_hz(void);
+
+/* -------------------------------------------------------- configuration */
+
+typedef struct mlprof__config {
+    char filename[4096];
+    char stats_file[4096];
+    int profile_all;
+    int profile_api;
+    int profile_memory;
+    int profile_operator;
+    int aggregate_stats;
+    int continuous_dump;
+    double dump_period;
+    int level;
+    uint64_t buffer_size;
+    int dump_at_exit;
+    int autostart;
+    char clock[16];
+} mlprof__config;
+
+/* The shared state of the library. Fields marked (ctl) are guarded by ctl_lock. */
+typedef struct mlprof__global {
+    pthread_mutex_t ctl_lock;  /* configuration, state, dumps */
+    pthread_mutex_t reg_lock;  /* handle and domain registration */
+    mlprof__config cfg;        /* (ctl) */
+    int state;                 /* (ctl) MLPROF_STATE_* */
+    int paused;                /* (ctl) */
+    int recorded;              /* atomic: anything recorded since the last final dump */
+    int forked_child;          /* this process is a fork of the one that started */
+    pid_t pid;
+    char process_name[128];    /* (ctl) */
+    mlprof_domain *domains;    /* (reg) */
+    mlprof__handle *handles;   /* (reg) */
+    mlprof__thread *threads;   /* atomic list head */
+    uint32_t thread_seq;       /* atomic */
+    mlprof__scope_node scope_root;
+    uint64_t dropped_exited;   /* drops of threads whose records were freed */
+} mlprof__global;
+
+extern mlprof__global mlprof__g;
+
+/* Makes sure the library is initialized (environment, config file, fork and
+ * exit handlers). Safe to call often: one load when done. */
+void mlprof__ensure_init(void);
+/* Recomputes every handle's and domain's `on` flag and the active flag from
+ * the configuration and state. Caller holds ctl_lock. */
+void mlprof__update_flags(void);
+
+/* ------------------------------------------------------ chunk pool */
+
+int mlprof__pool_init(uint64_t buffer_size);
+int mlprof__pool_ready(void);
+size_t mlprof__pool_chunk_size(void);
+size_t mlprof__pool_chunk_count(void);
+size_t mlprof__pool_free_count(void);
+void mlprof__pool_put(mlprof__chunk *c);
+mlprof__chunk *mlprof__pool_get(void);
+/* After fork: every chunk free again, no thread owns one. */
+void mlprof__pool_reset_after_fork(void);
+
+/* The calling thread's record (registers it if needed); NULL if out of memory. */
+mlprof__thread *mlprof__thread_self(void);
+/* Frees threads that have exited and whose records are all consumed. Caller
+ * holds ctl_lock and is the only consumer. */
+void mlprof__threads_reap(void (*forget)(mlprof__thread *));
+/* In a forked child: forget the parent's threads; the caller's record starts empty. */
+void mlprof__thread_after_fork(void);
+
+#endif /* MLPROF_RECORD_H */

@@ -1,0 +1,450 @@
+/*
+ * recorder.c - the hot path. Each thread appends 16-byte records to its own
+ * chunk: one TLS load, a clock read, a bounds check, two stores and a release
+ * store of the new position that the collector reads. No lock, no allocation
+ * and no system call, except on a thread's first event (registration) and when
+ * a chunk is full (a lock-free pop from the pool, or a counted drop).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "record.h"
+
+int mlprof_active_flag;
+
+/* initial-exec: one %fs-relative load instead of a __tls_get_addr call */
+static __thread mlprof__thread *t_self __attribute__((tls_model("initial-exec")));
+
+static pthread_key_t g_exit_key;
+static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
+
+static void on_thread_exit(void *arg)
+{
+    mlprof__thread *t = arg;
+    /* runs on the exiting thread: a later event (another key's destructor)
+     * registers afresh instead of touching a record the collector may free */
+    t_self = NULL;
+    __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
+}
+
+static void make_exit_key(void) { pthread_key_create(&g_exit_key, on_thread_exit); }
+
+static mlprof__thread *register_thread(void)
+{
+    mlprof__ensure_init();
+    mlprof__thread *t = mlprof__calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->tid = (pid_t)syscall(SYS_gettid);
+    t->seq = __atomic_add_fetch(&mlprof__g.thread_seq, 1, __ATOMIC_RELAXED);
+    t->scope = &mlprof__g.scope_root;
+    pthread_once(&g_exit_once, make_exit_key);
+    pthread_setspecific(g_exit_key, t);
+    mlprof__thread *head = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE);
+    do {
+        t->next = head;
+    } while (!__atomic_compare_exchange_n(&mlprof__g.threads, &head, t, 1, __ATOMIC_RELEASE,
+                                          __ATOMIC_ACQUIRE));
+    t_self = t;
+    return t;
+}
+
+mlprof__thread *mlprof__thread_self(void)
+{
+    mlprof__thread *t = t_self;
+    return t ? t : register_thread();
+}
+
+/* After fork only the forking thread exists; its record starts empty. */
+void mlprof__thread_after_fork(void)
+{
+    mlprof__thread *t = t_self;
+    mlprof__g.threads = NULL;
+    mlprof__g.dropped_exited = 0;
+    if (!t)
+        return;
+    mlprof__scope_node *scope = t->scope;
+    char name[64];
+    memcpy(name, t->name, sizeof name);
+    memset(t, 0, sizeof *t);
+    t->tid = (pid_t)syscall(SYS_gettid);
+    t->scope = scope;
+    memcpy(t->name, name, sizeof name);
+    t->seq = mlprof__g.thread_seq = 1;
+    mlprof__g.threads = t;
+}
+
+static void count_drop(mlprof__thread *t)
+{
+    __atomic_store_n(&t->dropped, t->dropped + 1, __ATOMIC_RELAXED);
+}
+
+/* Slow path: register the thread, or seal the full chunk and take a new one. */
+static __attribute__((noinline)) mlprof__rec *reserve_slow(size_t bytes)
+{
+    mlprof__thread *t = mlprof__thread_self();
+    if (!t)
+        return NULL;
+    if (t->pos && t->pos + bytes <= t->end)
+        return (mlprof__rec *)t->pos;
+    if (bytes > mlprof__pool_chunk_size() - sizeof(mlprof__chunk)) {
+        count_drop(t);
+        return NULL;
+    }
+    mlprof__chunk *c = mlprof__pool_get();
+    if (!c) {
+        count_drop(t);
+        return NULL;
+    }
+    char *data = c->data;
+    if (t->cur) {
+        /* seal: the end is final before the link is published */
+        t->cur->final_end = t->pos;
+        __atomic_store_n(&t->cur->next, c, __ATOMIC_RELEASE);
+    } else {
+        t->consumed = data;
+        __atomic_store_n(&t->head, c, __ATOMIC_RELEASE);
+    }
+    t->cur = c;
+    t->end = (char *)c + mlprof__pool_chunk_size();
+    __atomic_store_n(&t->pos, data, __ATOMIC_RELEASE);
+    return (mlprof__rec *)data;
+}
+
+static inline mlprof__rec *reserve(mlprof__thread **tp, size_t bytes)
+{
+    mlprof__thread *t = t_self;
+    if (MLPROF_LIKELY(t != NULL) &&
+        MLPROF_LIKELY((uintptr_t)t->end - (uintptr_t)t->pos >= bytes)) {
+        *tp = t;
+        return (mlprof__rec *)t->pos;
+    }
+    mlprof__rec *r = reserve_slow(bytes);
+    *tp = t_self;
+    return r;
+}
+
+static inline void publish(mlprof__thread *t, size_t bytes)
+{
+    __atomic_store_n(&t->pos, t->pos + bytes, __ATOMIC_RELEASE);
+}
+
+static inline int active(void)
+{
+    return MLPROF_LIKELY(__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED));
+}
+
+static inline int handle_on(const mlprof__handle *h)
+{
+    return h && __atomic_load_n(&h->on, __ATOMIC_RELAXED);
+}
+
+static inline void put2(uint64_t ts, uint64_t b)
+{
+    mlprof__thread *t;
+    mlprof__rec *r = reserve(&t, sizeof *r);
+    if (MLPROF_UNLIKELY(!r))
+        return;
+    r->a = ts;
+    r->b = b;
+    publish(t, sizeof *r);
+}
+
+void mlprof_begin(mlprof_span *span)
+{
+    if (!active() || !handle_on((const mlprof__handle *)span))
+        return;
+    put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_BEGIN, 0, span));
+}
+
+void mlprof_end(mlprof_span *span)
+{
+    if (!active() || !handle_on((const mlprof__handle *)span))
+        return;
+    put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_END, 0, span));
+}
+
+/* A record followed by n bytes of text (kept to 10 bits of length). */
+static void put_text(uint64_t a, unsigned kind, unsigned aux, const void *ptr, const char *text,
+                     size_t len)
+{
+    size_t bytes = sizeof(mlprof__rec) * (1 + MLPROF__TEXT_SLOTS(len));
+    mlprof__thread *t;
+    mlprof__rec *r = reserve(&t, bytes);
+    if (!r)
+        return;
+    r->a = a;
+    r->b = MLPROF__REC_B(kind, aux, ptr);
+    memcpy(r + 1, text, len);
+    publish(t, bytes);
+}
+
+static mlprof_domain *domain_or_default(mlprof_domain *d)
+{
+    return d ? d : mlprof_domain_create(NULL);
+}
+
+void mlprof_begin_dynamic(mlprof_domain *domain, const char *name)
+{
+    if (!active())
+        return;
+    domain = domain_or_default(domain);
+    if (!domain || !__atomic_load_n(&domain->on, __ATOMIC_RELAXED))
+        return;
+    size_t len = name ? strnlen(name, MLPROF__NAME_MAX) : 0;
+    put_text(mlprof__clock_raw(), MLPROF__REC_BEGIN_DYN, (unsigned)len, domain, name, len);
+}
+
+void mlprof_end_dynamic(mlprof_domain *domain)
+{
+    if (!active())
+        return;
+    domain = domain_or_default(domain);
+    if (!domain || !__atomic_load_n(&domain->on, __ATOMIC_RELAXED))
+        return;
+    put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_END_DYN, 0, domain));
+}
+
+static void put_counter(mlprof_counter *c, unsigned kind, uint64_t bits)
+{
+    mlprof__thread *t;
+    mlprof__rec *r = reserve(&t, 2 * sizeof *r);
+    if (!r)
+        return;
+    r[0].a = mlprof__clock_raw();
+    r[0].b = MLPROF__REC_B(kind, 0, c);
+    r[1].a = bits;
+    r[1].b = MLPROF__REC_B(MLPROF__REC_VALUE, 0, 0);
+    publish(t, 2 * sizeof *r);
+}
+
+void mlprof_counter_set(mlprof_counter *c, int64_t value)
+{
+    if (!c)
+        return;
+    __atomic_store_n(&c->value, value, __ATOMIC_RELAXED);
+    if (active() && handle_on((const mlprof__handle *)c))
+        put_counter(c, MLPROF__REC_COUNTER_I, (uint64_t)value);
+}
+
+void mlprof_counter_add(mlprof_counter *c, int64_t delta)
+{
+    if (!c)
+        return;
+    int64_t value = __atomic_add_fetch(&c->value, delta, __ATOMIC_RELAXED);
+    if (active() && handle_on((const mlprof__handle *)c))
+        put_counter(c, MLPROF__REC_COUNTER_I, (uint64_t)value);
+}
+
+void mlprof_counter_set_double(mlprof_counter *c, double value)
+{
+    if (!c || !active() || !handle_on((const mlprof__handle *)c))
+        return;
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    put_counter(c, MLPROF__REC_COUNTER_F, bits);
+}
+
+int64_t mlprof_counter_value(const mlprof_counter *c)
+{
+    return c ? __atomic_load_n(&c->value, __ATOMIC_RELAXED) : 0;
+}
+
+static unsigned clamp_scope(int scope)
+{
+    return scope >= MLPROF_SCOPE_GLOBAL && scope <= MLPROF_SCOPE_THREAD ? (unsigned)scope
+                                                                        : MLPROF_SCOPE_PROCESS;
+}
+
+void mlprof_mark(mlprof_marker *m, int scope)
+{
+    if (!active() || !handle_on((const mlprof__handle *)m))
+        return;
+    put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_MARK, clamp_scope(scope), m));
+}
+
+void mlprof_mark_dynamic(mlprof_domain *domain, const char *name, int scope)
+{
+    if (!active())
+        return;
+    domain = domain_or_default(domain);
+    if (!domain || !__atomic_load_n(&domain->on, __ATOMIC_RELAXED))
+        return;
+    /* aux has 10 bits: 2 for the scope, 8 for the length */
+    size_t len = name ? strnlen(name, MLPROF__NAME_MAX) : 0;
+    put_text(mlprof__clock_raw(), MLPROF__REC_MARK_DYN, clamp_scope(scope) << 8 | (unsigned)len,
+             domain, name, len);
+}
+
+static void put_arg(unsigned kind, uint64_t value, const char *key)
+{
+    size_t klen = key ? strnlen(key, MLPROF__KEY_MAX) : 0;
+    put_text(value, kind, (unsigned)klen, NULL, key, klen);
+}
+
+void mlprof_arg_int(const char *key, int64_t value)
+{
+    if (active())
+        put_arg(MLPROF__REC_ARG_I, (uint64_t)value, key);
+}
+
+void mlprof_arg_double(const char *key, double value)
+{
+    if (!active())
+        return;
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    put_arg(MLPROF__REC_ARG_F, bits, key);
+}
+
+void mlprof_arg_str(const char *key, const char *value)
+{
+    if (!active())
+        return;
+    size_t klen = key ? strnlen(key, MLPROF__KEY_MAX) : 0;
+    size_t vlen = value ? strnlen(value, MLPROF__NAME_MAX) : 0;
+    size_t bytes = sizeof(mlprof__rec) * (1 + MLPROF__TEXT_SLOTS(klen + vlen));
+    mlprof__thread *t;
+    mlprof__rec *r = reserve(&t, bytes);
+    if (!r)
+        return;
+    r->a = vlen;
+    r->b = MLPROF__REC_B(MLPROF__REC_ARG_S, klen, 0);
+    memcpy(r + 1, key, klen);
+    memcpy((char *)(r + 1) + klen, value, vlen);
+    publish(t, bytes);
+}
+
+/* ---------------------------------------------------------------- scopes */
+
+static mlprof__scope_node *scope_child(mlprof__scope_node *parent, const char *name)
+{
+    size_t len = strnlen(name, MLPROF__NAME_MAX);
+    mlprof__scope_node *head = __atomic_load_n(&parent->children, __ATOMIC_ACQUIRE);
+    for (mlprof__scope_node *n = head; n; n = n->sibling) {
+        if (strncmp(n->name, name, len) == 0 && n->name[len] == '\0')
+            return n;
+    }
+    /* a new name: allocate under the registry lock, then look again */
+    pthread_mutex_lock(&mlprof__g.reg_lock);
+    mlprof__scope_node *found = NULL;
+    for (mlprof__scope_node *n = __atomic_load_n(&parent->children, __ATOMIC_ACQUIRE); n;
+         n = n->sibling) {
+        if (strncmp(n->name, name, len) == 0 && n->name[len] == '\0') {
+            found = n;
+            break;
+        }
+    }
+    if (!found) {
+        mlprof__scope_node *n = mlprof__calloc(1, sizeof *n);
+        char *full = n ? mlprof__malloc(parent->full_len + len + 2) : NULL;
+        if (n && full) {
+            n->parent = parent;
+            n->name = mlprof__strndup(name, len);
+            memcpy(full, parent->full, parent->full_len);
+            memcpy(full + parent->full_len, name, len);
+            full[parent->full_len + len] = ':';
+            full[parent->full_len + len + 1] = '\0';
+            n->full = full;
+            n->full_len = parent->full_len + len + 1;
+            n->sibling = parent->children;
+            __atomic_store_n(&parent->children, n, __ATOMIC_RELEASE);
+            found = n;
+        } else {
+            mlprof__free(n);
+            mlprof__free(full);
+        }
+    }
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
+    return found;
+}
+
+void mlprof_scope_push(const char *name)
+{
+    mlprof__thread *t = mlprof__thread_self();
+    if (!t || !name)
+        return;
+    /* a trailing ':' is the separator, as in "model:" */
+    size_t len = strnlen(name, MLPROF__NAME_MAX);
+    char tmp[MLPROF__NAME_MAX + 1];
+    memcpy(tmp, name, len);
+    while (len > 0 && tmp[len - 1] == ':')
+        len--;
+    tmp[len] = '\0';
+    mlprof__scope_node *n = scope_child(t->scope, tmp);
+    if (!n) {
+        t->scope_depth_dropped++;
+        return;
+    }
+    t->scope = n;
+    if (active())
+        put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_SCOPE_PUSH, 0, n));
+}
+
+void mlprof_scope_pop(void)
+{
+    mlprof__thread *t = mlprof__thread_self();
+    if (!t)
+        return;
+    if (t->scope_depth_dropped) {
+        t->scope_depth_dropped--;
+        return;
+    }
+    if (!t->scope->parent)
+        return;
+    t->scope = t->scope->parent;
+    if (active())
+        put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_SCOPE_POP, 0, t->scope));
+}
+
+const char *mlprof_scope_current(void)
+{
+    mlprof__thread *t = mlprof__thread_self();
+    return t ? t->scope->full : "";
+}
+
+void mlprof_thread_set_name(const char *name)
+{
+    mlprof__thread *t = mlprof__thread_self();
+    if (!t || !name)
+        return;
+    /* a seqlock: the collector retries while the count is odd or changed */
+    __atomic_add_fetch(&t->name_seq, 1, __ATOMIC_ACQ_REL);
+    size_t len = strnlen(name, sizeof t->name - 1);
+    for (size_t i = 0; i < len; i++)
+        __atomic_store_n(&t->name[i], name[i], __ATOMIC_RELAXED);
+    __atomic_store_n(&t->name[len], '\0', __ATOMIC_RELAXED);
+    __atomic_add_fetch(&t->name_seq, 1, __ATOMIC_RELEASE);
+}
+
+void mlprof__threads_reap(void (*forget)(mlprof__thread *))
+{
+    /* Only unlink nodes behind the head: new threads push at the head with a
+     * CAS, and this (the sole consumer, under ctl_lock) is the only remover. */
+    mlprof__thread *prev = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE);
+    if (!prev)
+        return;
+    mlprof__thread *t = prev->next;
+    while (t) {
+        mlprof__thread *next = t->next;
+        int done = __atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
+                   (!t->cur || (t->head == t->cur &&
+                                t->consumed == __atomic_load_n(&t->pos, __ATOMIC_ACQUIRE)));
+        if (done) {
+            if (t->cur)
+                mlprof__pool_put(t->cur);
+            mlprof__g.dropped_exited += __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
+            if (forget)
+                forget(t);
+            prev->next = next;
+            mlprof__free(t);
+        } else {
+            prev = t;
+        }
+        t = next;
+    }
+}

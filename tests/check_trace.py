@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""Runs one C test program of mlprof and reads back what it wrote with a real
+JSON parser (Python's json), checking the trace event by event.
+
+usage: check_trace.py AREA PROGRAM OUTDIR
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, file=sys.stderr)
+
+
+def load(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    trace = json.loads(data)
+    check_format(trace, path)
+    return trace
+
+
+TS = re.compile(rb'"(ts|dur)":(-?\d+(\.\d+)?)')
+
+
+def check_format(trace, path):
+    """What every mlprof trace must look like, whatever it holds."""
+    check(isinstance(trace, dict) and isinstance(trace.get("traceEvents"), list),
+          f"{path}: an object with a traceEvents list")
+    other = trace.get("otherData", {})
+    for key in ("mlprof_version", "host", "pid", "dropped_events", "clock", "finished"):
+        check(key in other, f"{path}: otherData.{key}")
+    with open(path, "rb") as f:
+        raw = f.read()
+    for m in TS.finditer(raw):
+        frac = m.group(3)
+        check(frac is not None and len(frac) == 4,
+              f"{path}: {m.group(0)!r} must be microseconds with 3 decimals")
+        break
+    for ev in trace["traceEvents"]:
+        ph = ev.get("ph")
+        check(ph in ("X", "i", "C", "M", "b", "e"), f"{path}: unexpected phase {ev}")
+        check(isinstance(ev.get("pid"), int) and isinstance(ev.get("tid"), int),
+              f"{path}: pid/tid in {ev}")
+        check(isinstance(ev.get("name"), str), f"{path}: name in {ev}")
+        if ph != "M":
+            check(isinstance(ev.get("ts"), (int, float)) and ev["ts"] >= 0, f"{path}: ts in {ev}")
+        if ph == "X":
+            check(isinstance(ev.get("dur"), (int, float)) and ev["dur"] >= 0, f"{path}: dur in {ev}")
+        if ph == "i":
+            check(ev.get("s") in ("g", "p", "t"), f"{path}: instant scope in {ev}")
+
+
+def events(trace, ph=None, name=None):
+    return [e for e in trace["traceEvents"]
+            if (ph is None or e["ph"] == ph) and (name is None or e["name"] == name)]
+
+
+def run(prog, outdir, *extra, env=None):
+    argv = [prog, *extra] if outdir is None else [prog, outdir, *extra]
+    p = subprocess.run(argv, capture_output=True, text=True, env=env,
+                       timeout=100)
+    sys.stdout.write(p.stdout)
+    sys.stderr.write(p.stderr)
+    check(p.returncode == 0, f"{prog} exited with {p.returncode}")
+    return p
+
+
+def us(ns):
+    return ns / 1000.0
+
+
+# ----------------------------------------------------------------- areas
+
+def area_stats(prog, out):
+    run(prog, out)
+    t = load(os.path.join(out, "stats_trace.json"))
+    check(len(events(t, "X")) == 5, "five durations")
+
+
+def area_nesting(prog, out):
+    run(prog, out)
+    t = load(os.path.join(out, "nesting.json"))
+    x = {}
+    for e in events(t, "X"):
+        x.setdefault(e["name"], []).append(e)
+    a, b, c = x["A"][0], x["B"][0], x["C"][0]
+    check((a["ts"], a["dur"]) == (us(1000), us(1000)), f"A timing {a}")
+    check((b["ts"], b["dur"]) == (us(1100), us(300)), f"B timing {b}")
+    check((c["ts"], c["dur"]) == (us(1200), us(100)), f"C timing {c}")
+    check(a["args"] == {"input_shape": "[8,3,32,32]"}, f"A args {a.get('args')}")
+    check(b["args"] == {"flops": 123456789012, "after_c": 1}, f"B args {b.get('args')}")
+    check(c["args"] == {"ratio": 0.25}, f"C args {c.get('args')}")
+    check(a["cat"] == "nest", "category is the domain")
+    # children lie within their parents
+    for child, parent in ((b, a), (c, b)):
+        check(parent["ts"] <= child["ts"] and
+              child["ts"] + child["dur"] <= parent["ts"] + parent["dur"],
+              f"{child['name']} inside {parent['name']}")
+    dyn = x.get('dyn "quoted"\nname')
+    check(dyn and (dyn[0]["ts"], dyn[0]["dur"]) == (us(1500), us(100)), f"dynamic name {dyn}")
+    e = x["E"][0]
+    check(e["cat"] == "default" and e["args"] == {"scope": "model:conv1:"}, f"event E {e}")
+    xs, ys = x["X"][0], x["Y"][0]
+    check(xs["dur"] == us(200) and "unfinished" not in xs.get("args", {}), f"X {xs}")
+    check(ys["dur"] == us(100) and ys["args"].get("unfinished") is True, f"Y {ys}")
+    z = x["Z"][0]
+    check(z["ts"] == us(5000) and z["dur"] == us(600) and z["args"]["unfinished"], f"Z {z}")
+    check(len(x["A"]) == 2, "A twice")
+    other = t["otherData"]
+    check(other["unmatched_ends"] == 1, f"unmatched ends {other}")
+    check(other["unfinished_spans"] == 2, f"unfinished spans {other}")
+    check(other["finished"] is True, "finished")
+
+
+def area_threads(prog, out):
+    run(prog, out)
+    t = load(os.path.join(out, "threads.json"))
+    per_tid = {}
+    for e in events(t, "X", "work"):
+        per_tid.setdefault(e["tid"], []).append(e)
+    check(len(per_tid) == 4, f"4 threads, got {len(per_tid)}")
+    for tid, evs in per_tid.items():
+        check(len(evs) == 5000, f"thread {tid}: {len(evs)} events, want 5000")
+        ids = {e["args"]["thread"] for e in evs}
+        check(len(ids) == 1, f"thread {tid}: events of one thread only, got {ids}")
+    names = {e["tid"]: e["args"]["name"] for e in events(t, "M", "thread_name")}
+    workers = sorted(names[tid] for tid in per_tid)
+    check(workers == ["worker-0", "worker-1", "worker-2", "worker-3"], f"names {workers}")
+    check("main-thread" in names.values(), f"main thread named: {names}")
+    check(t["otherData"]["dropped_events"] == 0, "no drops")
+
+
+def area_pause(prog, out):
+    run(prog, out)
+    t = load(os.path.join(out, "pause.json"))
+    phases = [e["args"]["phase"] for e in events(t, "X", "op")]
+    check(sorted(phases) == [1] * 10 + [3] * 10 + [5] * 10, f"phases recorded: {sorted(phases)}")
+    values = [e["args"]["value"] for e in events(t, "C", "n")]
+    check(values == [43], f"counter samples {values}")
+
+
+def area_counters_markers(prog, out):
+    run(prog, out)
+    t = load(os.path.join(out, "counters.json"))
+    vals = [e["args"]["value"] for e in sorted(events(t, "C", "images"), key=lambda e: e["ts"])]
+    check(vals == [8, 16, 24, 32, 40, -10, 7, 8, 100], f"images series {vals}")
+    pw = [e["args"]["value"] for e in events(t, "C", "power_w")]
+    check(pw == [0.5, 1e-7, 250.125], f"power series {pw}")
+    inst = {(e["name"], e["s"]): e for e in events(t, "i")}
+    check(("global_mark", "g") in inst and inst[("global_mark", "g")]["args"] == {"why": "checkpoint"},
+          f"global marker {inst.get(('global_mark', 'g'))}")
+    check(("process_mark", "p") in inst, "process marker")
+    th = [e for e in events(t, "i", "thread_mark")]
+    check(sorted(e["s"] for e in th) == ["p", "t"], f"thread markers {th}")
+    check([e.get("args") for e in th if e["s"] == "t"] == [{"step": 3}], "marker arg")
+    check(("dynamic mark", "g") in inst, "dynamic marker")
+
+
+def area_drops(prog, out):
+    p = run(prog, out)
+    dropped = int(re.search(r"dropped=(\d+)", p.stdout).group(1))
+    t = load(os.path.join(out, "drops.json"))
+    kept = len(events(t, "X", "op"))
+    check(t["otherData"]["dropped_events"] == dropped, f"metadata {t['otherData']} vs {dropped}")
+    check(kept > 0 and kept + dropped // 2 == 10000, f"kept {kept} + dropped {dropped}/2 != 10000")
+    check(t["otherData"]["unfinished_spans"] == 0, "whole pairs only")
+    check("dropped" in p.stderr, "the loss is reported on stderr")
+
+
+def area_fork(prog, out):
+    p = run(prog, out)
+    m = re.search(r"child=(\d+) parent=(\d+)", p.stdout)
+    child, parent = int(m.group(1)), int(m.group(2))
+    tp = load(os.path.join(out, "fork.json"))
+    tc = load(os.path.join(out, f"fork.{child}.json"))
+    check(len(events(tp, "X", "parent_work")) == 11, "parent: 11 parent_work")
+    check(not events(tp, "X", "child_work"), "parent: no child_work")
+    check(len(events(tc, "X", "child_work")) == 7, "child: 7 child_work")
+    check(not events(tc, "X", "parent_work"), "child: none of the parent's spans")
+    check(all(e["pid"] == parent for e in events(tp, "X")), "parent pid")
+    check(all(e["pid"] == child for e in events(tc, "X")), "child pid")
+    check(tc["otherData"]["pid"] == child, "child metadata pid")
+
+
+def area_continuous(prog, out):
+    path = os.path.join(out, "continuous.json")
+    if os.path.exists(path):
+        os.unlink(path)
+    proc = subprocess.Popen([prog, out], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    snapshots = []
+    while proc.poll() is None:
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                data = f.read()
+            try:
+                t = json.loads(data)
+            except ValueError as err:
+                check(False, f"invalid trace on disk during the run: {err}")
+                break
+            if not t["otherData"]["finished"]:
+                snapshots.append(len(events(t, "X", "op")))
+        time.sleep(0.03)
+    so, se = proc.communicate()
+    sys.stdout.write(so)
+    sys.stderr.write(se)
+    check(proc.returncode == 0, f"exit status {proc.returncode}")
+    distinct = sorted(set(snapshots))
+    check(len(distinct) >= 3, f"at least 3 intermediate traces, saw {distinct}")
+    check(snapshots == sorted(snapshots), "traces only grow")
+    t = load(path)
+    check(len(events(t, "X", "op")) == 100000, f"all 100000 events: {len(events(t, 'X', 'op'))}")
+    check(t["otherData"]["dropped_events"] == 0, "none dropped")
+    check(t["otherData"]["buffer_size"] == 256 * 1024, "with a 256 KiB buffer")
+    whole = events(t, "X", "whole_run")
+    check(len(whole) == 1 and "unfinished" not in whole[0].get("args", {}), f"whole_run {whole}")
+
+
+def area_demo(prog, out):
+    """The bundled example: its output, and its trace op by op."""
+    path = os.path.join(out, "cnn_trace.json")
+    env = dict(os.environ, MLPROF_FILENAME=path)
+    p = run(prog, None, "--batches", "24", env=env)
+    check("Domain: cnn" in p.stdout and "conv1" in p.stdout, "statistics table printed")
+    check(f"trace: {os.path.realpath(path)}" in p.stdout, "trace path printed")
+    t = load(path)
+    ops = {}
+    for e in events(t, "X"):
+        ops.setdefault(e["name"], []).append(e)
+    passes = 24 + 1  # and the warm-up batch
+    for name in ("conv1", "conv2", "conv3", "relu1", "pool1", "fc1", "fc2", "softmax"):
+        check(len(ops.get(name, [])) == passes, f"{name}: {len(ops.get(name, []))} != {passes}")
+    check(len(ops.get("gemm", [])) == 3 * passes, "a gemm per convolution")
+    conv1 = ops["conv1"][0]["args"]
+    check(conv1.get("input_shape") == "[8,3,32,32]" and conv1.get("output_shape") == "[8,16,32,32]",
+          f"conv1 shapes {conv1}")
+    # a 3x3 convolution 3->16 over 8 images of 32x32: 2*M*N*K
+    check(conv1.get("flops") == 2 * 16 * (8 * 32 * 32) * (3 * 9), f"conv1 flops {conv1}")
+    check(conv1.get("scope", "").startswith("model:"), f"conv1 scope {conv1}")
+    for parent in ops["conv2"]:
+        inside = [g for g in ops["gemm"] if g["tid"] == parent["tid"] and parent["ts"] <= g["ts"]
+                  and g["ts"] + g["dur"] <= parent["ts"] + parent["dur"]]
+        check(len(inside) == 1, "one gemm nested in each conv2")
+    frames = [e for e in events(t, "b") if e["name"] == "batch"]
+    check(len(frames) == passes, f"a frame per batch: {len(frames)}")
+    images = [e["args"]["value"] for e in events(t, "C", "images_done")]
+    check(max(images) == 8 * passes, f"images_done reaches {max(images)}")
+    marks = {e["name"] for e in events(t, "i")}
+    check({"pass_begin", "pass_end", "warmup_done"} <= marks, f"markers {marks}")
+    names = {e["args"]["name"] for e in events(t, "M", "thread_name")}
+    check({"worker-0", "worker-1"} <= names, f"threads {names}")
+    check(t["otherData"]["dropped_events"] == 0, "nothing dropped")
+
+
+def area_plain(prog, out):
+    run(prog, out)
+
+
+AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}
+
+
+def main():
+    area, prog, out = sys.argv[1:4]
+    os.makedirs(out, exist_ok=True)
+    AREAS.get(area, area_plain)(prog, out)
+    if failures:
+        print(f"{area}: {len(failures)} trace checks failed", file=sys.stderr)
+        sys.exit(1)
+    print(f"{area}: trace checks passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+/* test_config.c - every configuration key through the API, the environment
+ * and a config file; every kind of error names its key, value, file or line. */
+#include <unistd.h>
+
+#include "testutil.h"
+
+static void expect_value(const char *key, const char *want)
+{
+    char buf[256];
+    CHECK_OK(mlprof_get_config(key, buf, sizeof buf));
+    CHECK(strcmp(buf, want) == 0, "%s is \"%s\", want \"%s\"", key, buf, want);
+}
+
+static void expect_error(const char *key, const char *value, int code)
+{
+    int rc = mlprof_set_config(key, value);
+    CHECK(rc == code, "%s=%s gave %s, want %s", key, value, mlprof_err_name(rc), mlprof_err_name(code));
+    const char *msg = mlprof_last_error();
+    CHECK(strstr(msg, key) != NULL, "message names the key: %s", msg);
+    if (code == MLPROF_EVALUE)
+        CHECK(strstr(msg, value) != NULL, "message names the value: %s", msg);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_keys(void)
+{
+    static const char *const good[][3] = {
+        {"filename", "out/%p.json", "out/%p.json"}, {"profile_all", "yes", "true"},
+        {"profile_api", "ON", "true"},              {"profile_memory", "1", "true"},
+        {"profile_operator", "off", "false"},       {"aggregate_stats", "true", "true"},
+        {"continuous_dump", "0", "false"},          {"dump_period", "0.25", "0.25"},
+        {"level", "3", "3"},                        {"buffer_size", "2M", "2097152"},
+        {"stats_file", "", ""},                     {"dump_at_exit", "false", "false"},
+        {"autostart", "no", "false"},               {"clock", "monotonic", "monotonic"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        CHECK_OK(mlprof_set_config(good[i][0], good[i][1]));
+        expect_value(good[i][0], good[i][2]);
+    }
+    CHECK_OK(mlprof_set_config("buffer_size", "65536"));
+    expect_value("buffer_size", "65536");
+    CHECK_OK(mlprof_set_config("buffer_size", "1GiB"));
+    expect_value("buffer_size", "1073741824");
+
+    expect_error("no_such_key", "1", MLPROF_EKEY);
+    static const char *const bad[][2] = {
+        {"profile_all", "maybe"}, {"aggregate_stats", ""}, {"dump_period", "0"},
+        {"dump_period", "-1"},    {"dump_period", "abc"},  {"dump_period", "1e9"},
+        {"level", "10"},          {"level", "-1"},         {"level", "2.5"},
+        {"buffer_size", "12"},    {"buffer_size", "1T"},   {"buffer_size", "abc"},
+        {"buffer_size", "100G"},  {"clock", "fast"},       {"filename", ""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_error(bad[i][0], bad[i][1], MLPROF_EVALUE);
+    CHECK(mlprof_set_config(NULL, "1") == MLPROF_EINVAL, "null key");
+
+    /* all or none */
+    const char *keys[] = {"level", "bogus"};
+    const char *vals[] = {"7", "1"};
+    CHECK(mlprof_set_configs(2, keys, vals) == MLPROF_EKEY, "set_configs with a bad key");
+    expect_value("level", "3");
+    const char *keys2[] = {"level", "dump_period"};
+    const char *vals2[] = {"5", "2"};
+    CHECK_OK(mlprof_set_configs(2, keys2, vals2));
+    expect_value("level", "5");
+    expect_value("dump_period", "2");
+
+    char small[4];
+    CHECK(mlprof_get_config("filename", small, sizeof small) == MLPROF_ELIMIT, "small buffer");
+    CHECK(strcmp(small, "out") == 0, "truncated copy %s", small);
+    CHECK(mlprof_get_config("nope", small, sizeof small) == MLPROF_EKEY, "get unknown key");
+}
+
+static void test_file(void)
+{
+    const char *good = tu_path("good.conf");
+    write_file(good, "# a comment\n\nlevel = 2   # trailing comment\nfilename = \"trace with spaces.json\"\n"
+                     "profile_api=true\n");
+    CHECK_OK(mlprof_load_config(good));
+    expect_value("level", "2");
+    expect_value("filename", "trace with spaces.json");
+    expect_value("profile_api", "true");
+
+    const char *bad = tu_path("bad.conf");
+    write_file(bad, "level = 4\n\ndump_period = soon\n");
+    CHECK(mlprof_load_config(bad) == MLPROF_EVALUE, "bad value in file");
+    char want[1100];
+    snprintf(want, sizeof want, "%s:3:", bad);
+    CHECK(strstr(mlprof_last_error(), want) && strstr(mlprof_last_error(), "dump_period") &&
+              strstr(mlprof_last_error(), "soon"),
+          "names file, line, key and value: %s", mlprof_last_error());
+    expect_value("level", "2"); /* all or none: line 1 was not applied */
+
+    write_file(bad, "level = 1\nfrobnicate = 3\n");
+    CHECK(mlprof_load_config(bad) == MLPROF_EKEY, "unknown key in file");
+    snprintf(want, sizeof want, "%s:2:", bad);
+    CHECK(strstr(mlprof_last_error(), want) && strstr(mlprof_last_error(), "frobnicate"),
+          "%s", mlprof_last_error());
+
+    write_file(bad, "level 1\n");
+    CHECK(mlprof_load_config(bad) == MLPROF_EPARSE, "line without =");
+    snprintf(want, sizeof want, "%s:1:", bad);
+    CHECK(strstr(mlprof_last_error(), want) != NULL, "%s", mlprof_last_error());
+
+    CHECK(mlprof_load_config(tu_path("missing.conf")) == MLPROF_EIO, "missing file");
+    CHECK(strstr(mlprof_last_error(), "missing.conf") != NULL, "%s", mlprof_last_error());
+}
+
+/* The environment is read at the first call: run a fresh copy of this program. */
+static void test_environment(const char *self)
+{
+    const char *conf = tu_path("env.conf");
+    write_file(conf, "dump_period = 2.5\nlevel = 6\n");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "MLPROF_CONFIG='%s' MLPROF_LEVEL=3 MLPROF_BUFFER_SIZE=abc MLPROF_BOGUS=1 "
+             "MLPROF_PROFILE_API=yes '%s' '%s' env-child 2>&1",
+             conf, self, tu_dir);
+    FILE *p = popen(cmd, "r");
+    char out[8192] = "";
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    CHECK(pclose(p) == 0, "child status");
+    CHECK(strstr(out, "level=3") != NULL, "environment beats the file: %s", out);
+    CHECK(strstr(out, "dump_period=2.5") != NULL, "file read: %s", out);
+    CHECK(strstr(out, "profile_api=true") != NULL, "env bool: %s", out);
+    CHECK(strstr(out, "buffer_size=67108864") != NULL, "bad value keeps the default: %s", out);
+    CHECK(strstr(out, "MLPROF_BUFFER_SIZE") && strstr(out, "\"abc\""),
+          "bad value reported naming the variable: %s", out);
+    CHECK(strstr(out, "MLPROF_BOGUS") && strstr(out, "unknown configuration key"),
+          "unknown variable reported: %s", out);
+}
+
+static int env_child(void)
+{
+    const char *keys[] = {"level", "dump_period", "profile_api", "buffer_size"};
+    for (int i = 0; i < 4; i++) {
+        char buf[64];
+        mlprof_get_config(keys[i], buf, sizeof buf);
+        printf("%s=%s\n", keys[i], buf);
+    }
+    return 0;
+}
+
+/* Classes and levels decide which domains record. */
+static void test_gating(void)
+{
+    CHECK_OK(mlprof_set_config("filename", tu_path("gating.json")));
+    CHECK_OK(mlprof_set_config("level", "1"));
+    CHECK_OK(mlprof_set_config("profile_all", "false"));
+    CHECK_OK(mlprof_set_config("profile_api", "false"));
+    CHECK_OK(mlprof_set_config("profile_operator", "true"));
+    mlprof_domain *api = mlprof_domain_create("api");
+    mlprof_domain *op = mlprof_domain_create("op");
+    mlprof_domain *deep = mlprof_domain_create("deep");
+    CHECK_OK(mlprof_domain_set_class(api, MLPROF_CLASS_API));
+    CHECK_OK(mlprof_domain_set_class(op, MLPROF_CLASS_OPERATOR));
+    CHECK_OK(mlprof_domain_set_level(deep, 2));
+    CHECK(mlprof_domain_set_level(deep, 12) == MLPROF_EINVAL, "level range");
+    CHECK(mlprof_domain_set_class(api, 9) == MLPROF_EINVAL, "class range");
+    mlprof_span *sa = mlprof_task_create(api, "api_call");
+    mlprof_span *so = mlprof_task_create(op, "op_call");
+    mlprof_span *sd = mlprof_task_create(deep, "deep_call");
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    CHECK(mlprof_set_config("clock", "tsc") == MLPROF_ESTATE, "clock is fixed while running");
+    mlprof_span *all[] = {sa, so, sd};
+    for (int round = 0; round < 3; round++) {
+        if (round == 1)
+            CHECK_OK(mlprof_set_config("profile_api", "true"));
+        if (round == 2)
+            CHECK_OK(mlprof_set_config("level", "2"));
+        for (int i = 0; i < 3; i++) {
+            mlprof_begin(all[i]);
+            mlprof_end(all[i]);
+        }
+    }
+    char *s = NULL;
+    CHECK_OK(mlprof_dumps(&s, MLPROF_FORMAT_JSON, MLPROF_SORT_TOTAL, 0, 0));
+    CHECK(s && strstr(s, "{\"name\":\"op_call\",\"count\":3,"), "operators always: %s", s);
+    CHECK(s && strstr(s, "{\"name\":\"api_call\",\"count\":2,"), "api after profile_api: %s", s);
+    CHECK(s && strstr(s, "{\"name\":\"deep_call\",\"count\":1,"), "level 2 after level=2: %s", s);
+    free(s);
+    CHECK_OK(mlprof_set_config("aggregate_stats", "false"));
+    CHECK(mlprof_dumps(&s, 0, 0, 0, 0) == MLPROF_ESTATE, "no statistics when off");
+    CHECK_OK(mlprof_dump(1));
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv);
+    if (argc > 2 && strcmp(argv[2], "env-child") == 0)
+        return env_child();
+    test_keys();
+    test_file();
+    test_environment(argv[0]);
+    test_gating();
+    return tu_finish("test_config");
+}
