@@ -79,8 +79,9 @@ static struct {
     uint64_t start_ns;
     /* continuous dump */
     pthread_t thread;
-    int thread_running;
+    int thread_running; /* atomic: read by mlprof__collect_poke */
     int thread_stop;
+    int poked;          /* atomic: a wake-up is pending */
     pthread_cond_t wake;
 } C = {.spool_fd = -1, .spool_first = 1, .wake = PTHREAD_COND_INITIALIZER};
 
@@ -150,8 +151,11 @@ static void stack_clear(span_stack *s)
 {
     for (size_t i = 0; i < s->depth; i++) {
         mlprof__free(s->items[i].dyn_name);
-        mlprof__sb_free(&s->items[i].args);
+        s->items[i].dyn_name = NULL;
     }
+    /* popped entries keep their argument buffers for reuse: free them all */
+    for (size_t i = 0; i < s->cap; i++)
+        mlprof__sb_free(&s->items[i].args);
     s->depth = 0;
 }
 
@@ -237,7 +241,7 @@ static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns
     s.unfinished = unfinished;
     mlprof__chrome_span(out, first, &s);
     if (out == &C.buf && recording_stats())
-        mlprof__stats_duration(C.stats, s.domain, s.name, s.name_len, frame,
+        mlprof__stats_duration(C.stats, o->handle, s.domain, s.name, s.name_len, frame,
                                s.end_ns - s.begin_ns, self_ns);
 }
 
@@ -373,7 +377,7 @@ static void counter_sample(track *tr, const mlprof__rec *r, int is_int)
     mlprof__chrome_counter(&C.buf, &C.spool_first, c->h.name, c->h.domain->name, ns, v, is_int, iv,
                            mlprof__g.pid, tr->tid);
     if (recording_stats())
-        mlprof__stats_counter(C.stats, c->h.domain->name, c->h.name, v, ns);
+        mlprof__stats_counter(C.stats, c, c->h.domain->name, c->h.name, v, ns);
 }
 
 /* Slots taken by the record at r (1 + its inline text). */
@@ -807,10 +811,18 @@ void mlprof__collect_after_fork(void)
     C.start_ns = 0;
     C.thread_running = 0;
     C.thread_stop = 0;
+    C.poked = 0;
     pthread_cond_init(&C.wake, NULL);
 }
 
 /* ------------------------------------------------- the continuous dump */
+
+void mlprof__collect_poke(void)
+{
+    if (__atomic_load_n(&C.thread_running, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&C.poked, 1, __ATOMIC_ACQ_REL))
+        pthread_cond_signal(&C.wake);
+}
 
 static void deadline_in(struct timespec *ts, uint64_t ns)
 {
@@ -840,6 +852,7 @@ static void *continuous_main(void *arg)
         } else if (mlprof__pool_free_count() * 2 < mlprof__pool_chunk_count()) {
             drain_all(0);
         }
+        __atomic_store_n(&C.poked, 0, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
     return NULL;
@@ -853,7 +866,7 @@ int mlprof__collect_start_continuous(void)
     int rc = pthread_create(&C.thread, NULL, continuous_main, NULL);
     if (rc != 0)
         return mlprof__fail(MLPROF_EIO, "cannot start the continuous dump thread: %s", strerror(rc));
-    C.thread_running = 1;
+    __atomic_store_n(&C.thread_running, 1, __ATOMIC_RELEASE);
     return MLPROF_OK;
 }
 
@@ -871,7 +884,7 @@ void mlprof__collect_join_continuous(void)
     int join = C.thread_running && C.thread_stop;
     pthread_t th = C.thread;
     if (join)
-        C.thread_running = 0;
+        __atomic_store_n(&C.thread_running, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
     if (join)
         pthread_join(th, NULL);

@@ -23,6 +23,9 @@ int mlprof__collect_start_continuous(void);
 /* Asks the continuous-dump thread to stop; join it after releasing ctl_lock. */
 void mlprof__collect_stop_continuous(void);
 void mlprof__collect_join_continuous(void);
+/* Called by a thread that takes a chunk from a pool more than half used: wakes
+ * the continuous-dump thread (once, until it has drained). Lock-free. */
+void mlprof__collect_poke(void);
 /* In a forked child: forget the parent's trace and statistics. */
 void mlprof__collect_after_fork(void);
 /* The path the trace is written to (with %p and the fork suffix applied). */

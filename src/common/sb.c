@@ -160,12 +160,25 @@ void mlprof__sb_json_str(mlprof__sb *sb, const char *str, size_t n)
 
 void mlprof__sb_u64(mlprof__sb *sb, uint64_t v)
 {
+    /* two digits per step: this runs for every timestamp of every event */
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
     char tmp[24];
     int i = (int)sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    while (v >= 100) {
+        unsigned d = (unsigned)(v % 100) * 2;
+        v /= 100;
+        tmp[--i] = pairs[d + 1];
+        tmp[--i] = pairs[d];
+    }
+    if (v >= 10) {
+        unsigned d = (unsigned)v * 2;
+        tmp[--i] = pairs[d + 1];
+        tmp[--i] = pairs[d];
+    } else {
+        tmp[--i] = (char)('0' + v);
+    }
     mlprof__sb_put(sb, tmp + i, sizeof tmp - (size_t)i);
 }
 

@@ -62,8 +62,8 @@ void mlprof__chrome_span(mlprof__sb *out, int *first, const mlprof__span_out *s)
         for (int edge = 0; edge < 2; edge++) {
             begin_event(out, first);
             put_common(out, edge ? "e" : "b", s->name, s->name_len, s->domain, s->pid, s->tid);
-            mlprof__sb_puts(out, ",\"id\":\"0x");
-            mlprof__sb_printf(out, "%llx", (unsigned long long)s->frame_id);
+            mlprof__sb_puts(out, ",\"id\":\"");
+            mlprof__sb_u64(out, s->frame_id);
             mlprof__sb_putc(out, '"');
             put_ts(out, ",\"ts\":", edge ? s->end_ns : s->begin_ns);
             if (!edge)

@@ -50,10 +50,12 @@ enum { MLPROF__STAT_DURATION = 0, MLPROF__STAT_FRAME = 1, MLPROF__STAT_COUNTER =
 mlprof__stats *mlprof__stats_new(void);
 void mlprof__stats_free(mlprof__stats *st);
 void mlprof__stats_reset(mlprof__stats *st);
-void mlprof__stats_duration(mlprof__stats *st, const char *domain, const char *name,
+/* id: the address of the handle that made the event (rows are found by it),
+ * or NULL for run-time names. */
+void mlprof__stats_duration(mlprof__stats *st, const void *id, const char *domain, const char *name,
                             size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns);
-void mlprof__stats_counter(mlprof__stats *st, const char *domain, const char *name, double value,
-                           uint64_t ts_ns);
+void mlprof__stats_counter(mlprof__stats *st, const void *id, const char *domain, const char *name,
+                           double value, uint64_t ts_ns);
 void mlprof__stats_marker(mlprof__stats *st, const char *domain, const char *name, size_t name_len);
 
 /* What the report says beside the rows. */

@@ -20,7 +20,16 @@ typedef struct row {
     uint64_t last_ns;               /* time of vlast: threads drain in any order */
 } row;
 
+/* Rows by the address of the handle that produced them: most events come from
+ * handles, and this spares formatting and hashing their names each time. */
+typedef struct by_id {
+    const void *id;
+    row *r;
+} by_id;
+
 struct mlprof__stats {
+    by_id *ids;
+    size_t ids_cap, ids_count;
     mlprof__map index; /* "kind\x1f domain \x1f name" -> row */
     row **rows;
     size_t nrows, cap;
@@ -42,6 +51,9 @@ void mlprof__stats_reset(mlprof__stats *st)
         mlprof__free(st->rows[i]);
     }
     mlprof__free(st->rows);
+    mlprof__free(st->ids);
+    st->ids = NULL;
+    st->ids_cap = st->ids_count = 0;
     mlprof__map_free(&st->index);
     st->rows = NULL;
     st->nrows = st->cap = 0;
@@ -88,10 +100,53 @@ static row *get_row(mlprof__stats *st, int kind, const char *domain, const char 
     return r;
 }
 
-void mlprof__stats_duration(mlprof__stats *st, const char *domain, const char *name,
+static by_id *id_slot(by_id *ids, size_t cap, const void *id)
+{
+    size_t i = (size_t)(mlprof__hash(&id, sizeof id) & (cap - 1));
+    while (ids[i].id && ids[i].id != id)
+        i = (i + 1) & (cap - 1);
+    return &ids[i];
+}
+
+/* The row of handle `id`, found by address, or by name the first time. */
+static row *get_row_id(mlprof__stats *st, const void *id, int kind, const char *domain,
+                       const char *name, size_t name_len)
+{
+    if (!id)
+        return get_row(st, kind, domain, name, name_len);
+    if (st->ids_cap) {
+        by_id *e = id_slot(st->ids, st->ids_cap, id);
+        if (e->id)
+            return e->r;
+    }
+    row *r = get_row(st, kind, domain, name, name_len);
+    if (!r)
+        return NULL;
+    if ((st->ids_count + 1) * 2 > st->ids_cap) {
+        size_t cap = st->ids_cap ? st->ids_cap * 2 : 64;
+        by_id *ids = mlprof__calloc(cap, sizeof *ids);
+        if (!ids)
+            return r;
+        for (size_t i = 0; i < st->ids_cap; i++) {
+            if (st->ids[i].id)
+                *id_slot(ids, cap, st->ids[i].id) = st->ids[i];
+        }
+        mlprof__free(st->ids);
+        st->ids = ids;
+        st->ids_cap = cap;
+    }
+    by_id *e = id_slot(st->ids, st->ids_cap, id);
+    e->id = id;
+    e->r = r;
+    st->ids_count++;
+    return r;
+}
+
+void mlprof__stats_duration(mlprof__stats *st, const void *id, const char *domain, const char *name,
                             size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns)
 {
-    row *r = get_row(st, frame ? MLPROF__STAT_FRAME : MLPROF__STAT_DURATION, domain, name, name_len);
+    row *r = get_row_id(st, id, frame ? MLPROF__STAT_FRAME : MLPROF__STAT_DURATION, domain, name,
+                        name_len);
     if (!r)
         return;
     r->count++;
@@ -103,10 +158,10 @@ void mlprof__stats_duration(mlprof__stats *st, const char *domain, const char *n
         r->max = dur_ns;
 }
 
-void mlprof__stats_counter(mlprof__stats *st, const char *domain, const char *name, double value,
-                           uint64_t ts_ns)
+void mlprof__stats_counter(mlprof__stats *st, const void *id, const char *domain, const char *name,
+                           double value, uint64_t ts_ns)
 {
-    row *r = get_row(st, MLPROF__STAT_COUNTER, domain, name, strlen(name));
+    row *r = get_row_id(st, id, MLPROF__STAT_COUNTER, domain, name, strlen(name));
     if (!r)
         return;
     r->count++;

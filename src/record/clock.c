@@ -150,8 +150,12 @@ uint64_t mlprof__clock_to_ns(uint64_t raw)
 {
     if (mlprof__clock_mode != MLPROF__CLOCK_TSC || g_nsync == 0)
         return raw;
-    /* find the last point at or before raw (points are few; binary search anyway) */
+    /* find the last point at or before raw; consecutive events mostly fall in
+     * the segment of the previous one */
+    static int seg;
     int lo = 0, hi = g_nsync - 1;
+    if (seg < g_nsync - 1 && g_sync[seg].raw <= raw && raw < g_sync[seg + 1].raw)
+        lo = hi = seg;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
         if (g_sync[mid].raw <= raw)
@@ -159,6 +163,7 @@ uint64_t mlprof__clock_to_ns(uint64_t raw)
         else
             hi = mid - 1;
     }
+    seg = lo;
     const sync_point *a = &g_sync[lo];
     double rate;
     if (lo + 1 < g_nsync && raw >= a->raw) {
@@ -174,7 +179,7 @@ uint64_t mlprof__clock_to_ns(uint64_t raw)
         rate = 1.0;
     double delta = ((double)raw - (double)a->raw) / rate;
     double ns = (double)a->ns + delta;
-    return ns <= 0 ? 0 : (uint64_t)llround(ns);
+    return ns <= 0 ? 0 : (uint64_t)(ns + 0.5);
 }
 
 uint64_t mlprof_now_ns(void)

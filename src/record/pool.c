@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../collect/collect.h"
 #include "record.h"
 
 static char *g_arena;
@@ -99,7 +100,9 @@ mlprof__chunk *mlprof__pool_get(void)
         uint64_t next = ((head >> 32) + 1) << 32 | link;
         if (__atomic_compare_exchange_n(&g_free_head, &head, next, 1, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE)) {
-            __atomic_sub_fetch(&g_free_count, 1, __ATOMIC_RELAXED);
+            size_t left = __atomic_sub_fetch(&g_free_count, 1, __ATOMIC_RELAXED);
+            if (left * 2 < g_chunk_count)
+                mlprof__collect_poke();
             c->next = NULL;
             c->final_end = NULL;
             return c;
