@@ -15,7 +15,7 @@
 
 #include "mlprof/mlprof.h"
 
-#define ROUNDS 15
+#define ROUNDS 21
 #define PAIRS 200000 /* per round: 6.4 MB of records, well inside the buffer */
 
 static mlprof_span *g_span;
@@ -26,19 +26,6 @@ static double now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static long rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kib = strtol(line + 6, NULL, 10);
-    if (f)
-        fclose(f);
-    return kib;
 }
 
 static void pairs_macro(int n)
@@ -74,18 +61,18 @@ static void pairs_clock_gettime(int n)
     g_sink = acc;
 }
 
-/* Best ns per pair over the rounds; the buffers are emptied between rounds. */
-static double best_of(void (*fn)(int), int clear_between)
+/* Best ns per pair over the rounds of one thread. */
+#define THREAD_ROUNDS 15
+
+static double best_of(void (*fn)(int))
 {
     double best = 1e30;
-    for (int r = 0; r < ROUNDS; r++) {
+    for (int r = 0; r < THREAD_ROUNDS; r++) {
         double t0 = now_ns();
         fn(PAIRS);
         double per = (now_ns() - t0) / PAIRS;
         if (per < best)
             best = per;
-        if (clear_between)
-            mlprof_clear();
     }
     return best;
 }
@@ -93,12 +80,12 @@ static double best_of(void (*fn)(int), int clear_between)
 static void *thread_pairs(void *arg)
 {
     double *out = arg;
-    *out = best_of(pairs_macro, 0);
+    *out = best_of(pairs_macro);
     return NULL;
 }
 
-/* Two threads record at once; each clears nothing (a round is 6.4 MB each,
- * 15 rounds fit in the 256 MiB buffer configured below). */
+/* Two threads record at once, without clearing in between: 2 x 15 rounds of
+ * 6.4 MB fit in the 256 MiB buffer configured in main. */
 static double two_threads(void)
 {
     pthread_t th[2];
@@ -110,48 +97,71 @@ static double two_threads(void)
     return (per[0] + per[1]) / 2;
 }
 
+/* The measured loops, run in turns within each round so that every figure
+ * sees the same machine; each keeps its best round. */
+enum { M_DISABLED, M_TSC, M_CGT, M_ENABLED, M_COUNT };
+
 int main(void)
 {
     mlprof_set_config("buffer_size", "256M");
     mlprof_set_config("dump_at_exit", "false");
-    mlprof_set_config("aggregate_stats", "true");
     g_span = mlprof_task_create(mlprof_domain_create("bench"), "pair");
 
-    double disabled = best_of(pairs_macro, 0);
-#if defined(__x86_64__) || defined(__i386__)
-    double tsc = best_of(pairs_tsc, 0);
-#else
-    double tsc = 0;
-#endif
-    double cgt = best_of(pairs_clock_gettime, 0);
-
-    /* bytes per event: the pool's pages are committed on first touch, so the
-     * resident set grows by what the records take (chunk headers included) */
+    /* bytes per event: what a million pairs take of the pool, chunk headers included */
     mlprof_set_state(MLPROF_STATE_RUN);
-    long rss0 = rss_kib();
     const int measured = 1000000;
     pairs_macro(measured);
-    double bytes_per_event = (double)(rss_kib() - rss0) * 1024.0 / (2.0 * measured);
+    uint64_t used = 0, capacity = 0;
+    mlprof_buffer_usage(&used, &capacity);
+    double bytes_per_event = (double)used / (2.0 * measured);
     mlprof_clear();
 
-    double enabled = best_of(pairs_macro, 1);
+    double best[M_COUNT];
+    for (int m = 0; m < M_COUNT; m++)
+        best[m] = 1e30;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int m = 0; m < M_COUNT; m++) {
+            mlprof_set_state(m == M_ENABLED ? MLPROF_STATE_RUN : MLPROF_STATE_STOP);
+            double t0 = now_ns();
+            switch (m) {
+            case M_DISABLED: pairs_macro(PAIRS); break;
+#if defined(__x86_64__) || defined(__i386__)
+            case M_TSC: pairs_tsc(PAIRS); break;
+#endif
+            case M_CGT: pairs_clock_gettime(PAIRS); break;
+            case M_ENABLED: pairs_macro(PAIRS); break;
+            default: break;
+            }
+            double per = (now_ns() - t0) / PAIRS;
+            if (per < best[m])
+                best[m] = per;
+            if (m == M_ENABLED)
+                mlprof_clear();
+        }
+    }
+    mlprof_set_state(MLPROF_STATE_RUN);
     double threads2 = two_threads();
     if (mlprof_dropped_events() != 0)
         fprintf(stderr, "bench: %llu events dropped: figures are not valid\n",
                 (unsigned long long)mlprof_dropped_events());
     mlprof_set_state(MLPROF_STATE_STOP);
+    mlprof_buffer_usage(&used, &capacity);
     mlprof_clear();
-    long rss_end = rss_kib();
+#if !defined(__x86_64__) && !defined(__i386__)
+    best[M_TSC] = 0;
+#endif
 
+    double enabled = best[M_ENABLED], disabled = best[M_DISABLED], tsc = best[M_TSC];
+    double cgt = best[M_CGT];
     printf("begin/end pair, recording       %7.2f ns\n", enabled);
     printf("begin/end pair, disabled        %7.2f ns\n", disabled);
     printf("two rdtsc (the floor)           %7.2f ns\n", tsc);
     printf("two clock_gettime(MONOTONIC)    %7.2f ns\n", cgt);
     printf("pair, 2 threads recording       %7.2f ns per pair per thread\n", threads2);
     printf("enabled / rdtsc floor           %7.2f x (target <= 1.5)\n", tsc > 0 ? enabled / tsc : 0);
-    printf("bytes per event in the buffers    %7.2f\n", bytes_per_event);
-    printf("memory: a fixed 256 MiB buffer; resident %ld KiB after %d recorded pairs\n", rss_end,
-           measured + ROUNDS * 3 * PAIRS);
+    printf("bytes per event in the buffers  %7.2f\n", bytes_per_event);
+    printf("memory: fixed at %llu MiB of buffers, %llu MiB in use before the last clear\n",
+           (unsigned long long)(capacity >> 20), (unsigned long long)(used >> 20));
     printf("mlprof-bench: enabled_ns=%.2f disabled_ns=%.2f tsc_pair_ns=%.2f clock_gettime_pair_ns=%.2f "
            "threads2_enabled_ns=%.2f bytes_per_event=%.2f\n",
            enabled, disabled, tsc, cgt, threads2, bytes_per_event);

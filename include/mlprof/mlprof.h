@@ -165,6 +165,10 @@ MLPROF_API void mlprof_free(void *p);
 
 /* The number of events dropped because the buffers were full, so far. */
 MLPROF_API uint64_t mlprof_dropped_events(void);
+/* Bytes of event buffers in use (chunks held by threads or waiting to be
+ * drained) and their fixed capacity (buffer_size rounded to whole chunks);
+ * both 0 before the first run. Lock-free. */
+MLPROF_API void mlprof_buffer_usage(uint64_t *used_bytes, uint64_t *capacity_bytes);
 
 /* ------------------------------------------------------------------ domains */
 

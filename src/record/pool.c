@@ -121,3 +121,12 @@ void mlprof__pool_reset_after_fork(void)
     for (size_t i = g_chunk_count; i-- > 0;)
         push_index((uint32_t)i);
 }
+
+void mlprof_buffer_usage(uint64_t *used_bytes, uint64_t *capacity_bytes)
+{
+    size_t free_chunks = mlprof__pool_free_count();
+    if (used_bytes)
+        *used_bytes = (uint64_t)(g_chunk_count - free_chunks) * g_chunk_size;
+    if (capacity_bytes)
+        *capacity_bytes = (uint64_t)g_chunk_count * g_chunk_size;
+}
