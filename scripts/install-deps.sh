@@ -27,9 +27,27 @@ ensure() {
     apt-get install -y -q --no-install-recommends $missing
 }
 
+# ensure_pkg PACKAGE -- apt-get installs a package that has no command to look for.
+ensure_pkg() {
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "install-deps: missing package: $1 (as root: apt-get install $1)" >&2
+        exit 1
+    fi
+    echo "install-deps: installing $1"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "$1"
+}
+
 case "$mode" in
 build)
-    ensure cmake:cmake make:make gcc:gcc clang:clang python3:python3
+    ensure cmake:cmake make:make gcc:gcc clang:clang python3:python3 pkg-config:pkg-config
+    # the ASan+UBSan suite builds with clang: its sanitizer runtime is a package of its own
+    rt=$(clang -print-file-name=libclang_rt.asan-x86_64.a)
+    if [ ! -f "$rt" ]; then
+        major=$(clang -dumpversion | cut -d. -f1)
+        ensure_pkg "libclang-rt-$major-dev"
+    fi
     ;;
 viewer)
     ensure chromium:chromium node:nodejs npm:npm
