@@ -797,18 +797,11 @@ void mlprof__collect_clear(void)
 
 void mlprof__collect_after_fork(void)
 {
-    /* the parent's tracks and statistics are the parent's to write */
-    C.tracks = NULL;
+    /* the parent's tracks, spool and statistics are the parent's to write */
+    reset_trace();
     if (C.stats)
         mlprof__stats_reset(C.stats);
-    if (C.spool_fd >= 0)
-        close(C.spool_fd);
-    C.spool_fd = -1;
-    C.spool_size = 0;
-    C.spool_first = 1;
-    mlprof__sb_init(&C.buf);
-    C.unfinished = C.unmatched_ends = C.corrupt = C.reported_drops = 0;
-    C.start_ns = 0;
+    C.reported_drops = 0;
     C.thread_running = 0;
     C.thread_stop = 0;
     C.poked = 0;

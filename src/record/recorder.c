@@ -183,17 +183,20 @@ static void put_text(uint64_t a, unsigned kind, unsigned aux, const void *ptr, c
     publish(t, bytes);
 }
 
-static mlprof_domain *domain_or_default(mlprof_domain *d)
+/* The domain of a run-time-named event, or NULL when it does not record. */
+static mlprof_domain *recording_domain(mlprof_domain *d)
 {
-    return d ? d : mlprof_domain_create(NULL);
+    if (!d)
+        d = mlprof_domain_create(NULL);
+    return d && __atomic_load_n(&d->on, __ATOMIC_RELAXED) ? d : NULL;
 }
 
 void mlprof_begin_dynamic(mlprof_domain *domain, const char *name)
 {
     if (!active())
         return;
-    domain = domain_or_default(domain);
-    if (!domain || !__atomic_load_n(&domain->on, __ATOMIC_RELAXED))
+    domain = recording_domain(domain);
+    if (!domain)
         return;
     size_t len = name ? strnlen(name, MLPROF__NAME_MAX) : 0;
     put_text(mlprof__clock_raw(), MLPROF__REC_BEGIN_DYN, (unsigned)len, domain, name, len);
@@ -203,8 +206,8 @@ void mlprof_end_dynamic(mlprof_domain *domain)
 {
     if (!active())
         return;
-    domain = domain_or_default(domain);
-    if (!domain || !__atomic_load_n(&domain->on, __ATOMIC_RELAXED))
+    domain = recording_domain(domain);
+    if (!domain)
         return;
     put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_END_DYN, 0, domain));
 }
@@ -271,8 +274,8 @@ void mlprof_mark_dynamic(mlprof_domain *domain, const char *name, int scope)
 {
     if (!active())
         return;
-    domain = domain_or_default(domain);
-    if (!domain || !__atomic_load_n(&domain->on, __ATOMIC_RELAXED))
+    domain = recording_domain(domain);
+    if (!domain)
         return;
     /* aux has 10 bits: 2 for the scope, 8 for the length */
     size_t len = name ? strnlen(name, MLPROF__NAME_MAX) : 0;
