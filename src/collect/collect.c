@@ -53,6 +53,7 @@ typedef struct track {
     uint64_t last_ns;
     /* args go to the innermost open span, or to an instant just recorded */
     int instant_pending;
+    const mlprof__handle *inst_handle; /* NULL for a run-time name */
     const char *inst_name;
     size_t inst_name_len;
     char inst_dyn[MLPROF__NAME_MAX + 1];
@@ -315,13 +316,16 @@ static void flush_instant(track *tr)
                            tr->inst_domain->name, tr->inst_ns, tr->inst_scope, mlprof__g.pid,
                            tr->tid, tr->inst_args.data, tr->inst_args.len);
     if (recording_stats())
-        mlprof__stats_marker(C.stats, tr->inst_domain->name, tr->inst_name, tr->inst_name_len);
+        mlprof__stats_marker(C.stats, tr->inst_handle, tr->inst_domain->name, tr->inst_name,
+                             tr->inst_name_len);
 }
 
-static void start_instant(track *tr, mlprof_domain *d, const char *name, size_t len, int dyn,
-                          uint64_t ns, int scope)
+/* h: the marker's handle, or NULL for a run-time name (copied here). */
+static void start_instant(track *tr, const mlprof__handle *h, mlprof_domain *d, const char *name,
+                          size_t len, uint64_t ns, int scope)
 {
-    if (dyn) {
+    tr->inst_handle = h;
+    if (!h) {
         memcpy(tr->inst_dyn, name, len);
         tr->inst_dyn[len] = '\0';
         name = tr->inst_dyn;
@@ -444,12 +448,12 @@ static void decode_one(track *tr, const mlprof__rec *r)
         break;
     case MLPROF__REC_MARK: {
         const mlprof__handle *h = ptr;
-        start_instant(tr, h->domain, h->name, strlen(h->name), 0, ns, (int)MLPROF__REC_AUX(r->b));
+        start_instant(tr, h, h->domain, h->name, strlen(h->name), ns, (int)MLPROF__REC_AUX(r->b));
         break;
     }
     case MLPROF__REC_MARK_DYN: {
         unsigned aux = MLPROF__REC_AUX(r->b);
-        start_instant(tr, ptr, text, aux & 0xff, 1, ns, (int)(aux >> 8));
+        start_instant(tr, NULL, ptr, text, aux & 0xff, ns, (int)(aux >> 8));
         break;
     }
     case MLPROF__REC_ARG_I:

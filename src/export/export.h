@@ -56,7 +56,8 @@ void mlprof__stats_duration(mlprof__stats *st, const void *id, const char *domai
                             size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns);
 void mlprof__stats_counter(mlprof__stats *st, const void *id, const char *domain, const char *name,
                            double value, uint64_t ts_ns);
-void mlprof__stats_marker(mlprof__stats *st, const char *domain, const char *name, size_t name_len);
+void mlprof__stats_marker(mlprof__stats *st, const void *id, const char *domain, const char *name,
+                          size_t name_len);
 
 /* What the report says beside the rows. */
 typedef struct mlprof__stats_info {

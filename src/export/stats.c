@@ -176,9 +176,10 @@ void mlprof__stats_counter(mlprof__stats *st, const void *id, const char *domain
         r->vmax = value;
 }
 
-void mlprof__stats_marker(mlprof__stats *st, const char *domain, const char *name, size_t name_len)
+void mlprof__stats_marker(mlprof__stats *st, const void *id, const char *domain, const char *name,
+                          size_t name_len)
 {
-    row *r = get_row(st, MLPROF__STAT_MARKER, domain, name, name_len);
+    row *r = get_row_id(st, id, MLPROF__STAT_MARKER, domain, name, name_len);
     if (r)
         r->count++;
 }

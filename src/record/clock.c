@@ -8,7 +8,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
