@@ -264,6 +264,143 @@ def area_plain(prog, out):
     run(prog, out)
 
 
+# ------------------------------------------------------------ memory
+
+def series(trace, name):
+    """(ts, value) of a counter series, in time order."""
+    return [(e["ts"], e["args"]["value"])
+            for e in sorted(events(trace, "C", name), key=lambda e: e["ts"])]
+
+
+def read_svg(path):
+    """The memory flow picture through a real XML parser: the block
+    rectangles (those with a tooltip of their own), merged cells, segments,
+    and the counts the picture states about itself."""
+    import xml.etree.ElementTree as ET
+    ns = "{http://www.w3.org/2000/svg}"
+    tree = ET.parse(path)
+    root = tree.getroot()
+    check(root.tag == ns + "svg", f"{path}: root is <svg>")
+    blocks, cells, segments = [], [], []
+    for r in root.iter(ns + "rect"):
+        title = r.find(ns + "title")
+        if title is None:
+            continue
+        if title.text.startswith("parts of"):
+            cells.append(r)
+        elif title.text.startswith("segment"):
+            segments.append(r)
+        else:
+            blocks.append(r)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"blocks=(\d+) drawn=(\d+) merged=(\d+) cells=(\d+)", text)
+    counts = dict(zip(("blocks", "drawn", "merged", "cells"), map(int, m.groups()))) if m else {}
+    check(m is not None, f"{path}: the counts comment")
+    check(counts.get("cells") == len(cells), f"{path}: {len(cells)} cells vs {counts}")
+    return {"blocks": blocks, "cells": cells, "segments": segments, "counts": counts,
+            "size": os.path.getsize(path), "text": text}
+
+
+def read_csv(path):
+    import csv
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def area_memory(prog, out):
+    p = run(prog, out)
+    check("double free" in p.stderr and "not allocated" in p.stderr,
+          "unknown and double frees are reported on stderr")
+    t = load(os.path.join(out, "memory.json"))
+    cpu = series(t, "memory used (cpu)")
+    check(cpu == [(us(1000 * (i + 1)), v) for i, v in
+                  enumerate([100, 400, 900, 600, 800, 300, 1300, 300, 300, 300, 250])],
+          f"cpu used series {cpu}")
+    check(series(t, "memory allocated (cpu)") == [], "no pool on the cpu: no allocated series")
+    gpu = [v for _, v in series(t, "memory used (cuda:0)")]
+    check(gpu == [0, 409600, 709600, 809600, 400000, 400000, 400000, 400000, 100000, 0],
+          f"gpu used series {gpu}")
+    ga = [v for _, v in series(t, "memory allocated (cuda:0)")]
+    check(ga == [1048576, 1048576, 1048576, 1148576, 1148576, 3245728, 1148576, 1148576,
+                 1148576, 1048576], f"gpu allocated series {ga}")
+    peaks = {e["name"]: e for e in events(t, "i") if e["name"].startswith("memory peak")}
+    pc, pg = peaks.get("memory peak (cpu)"), peaks.get("memory peak (cuda:0)")
+    check(pc and pc["ts"] == us(7000) and pc["args"]["used"] == 1300, f"cpu peak {pc}")
+    check(pg and pg["ts"] == us(15000) and pg["args"]["used"] == 809600
+          and pg["args"]["allocated_then"] == 1148576 and pg["args"]["peak_allocated"] == 3245728,
+          f"gpu peak {pg}")
+    m = t["otherData"].get("memory", {}).get("devices", {})
+    check(m.get("cpu", {}).get("unknown_frees") == 1 and m["cpu"].get("double_frees") == 1
+          and m["cpu"].get("implicit_frees") == 1, f"otherData memory {m}")
+    check(m.get("cuda:0", {}).get("unknown_releases") == 1, f"otherData gpu {m.get('cuda:0')}")
+
+    with open(os.path.join(out, "stats.json")) as f:
+        st = json.load(f)
+    devs = {d["name"]: d for d in st["memory"]["devices"]}
+    c = devs["cpu"]
+    check((c["peak_used"], c["peak_used_ns"], c["used"], c["live_blocks"]) == (1300, 7000, 250, 2),
+          f"cpu report {c}")
+    big = [(b["bytes"], b["tag"], b["scope"]) for b in c["at_peak"]["largest"]]
+    check(big == [(1000, "big", "model:conv2:"), (200, "d", "model:conv2:"), (100, "w1", "model:conv1:")],
+          f"live at the peak {big}")
+    check(c["at_peak"]["blocks"] == 3 and c["at_peak"]["bytes"] == 1300, f"peak set {c['at_peak']}")
+    check(c["at_peak"]["largest"][2]["span"] == "conv1_fwd" and c["at_peak"]["largest"][0]["span"] is None,
+          "the span open at the allocation")
+    check(c["live"]["blocks"] == 2 and c["live"]["bytes"] == 250, f"live now {c['live']}")
+    sc = {s["scope"]: s for s in c["scopes"]}
+    check([s["scope"] for s in c["scopes"]] == ["model:conv2:", "model:conv1:", "model:"],
+          f"scope order {list(sc)}")
+    check((sc["model:conv2:"]["at_peak"], sc["model:conv2:"]["peak"], sc["model:conv2:"]["bytes"],
+           sc["model:conv2:"]["allocs"]) == (1200, 1200, 1700, 3), f"conv2 {sc['model:conv2:']}")
+    check((sc["model:conv1:"]["at_peak"], sc["model:conv1:"]["peak"], sc["model:conv1:"]["bytes"],
+           sc["model:conv1:"]["allocs"], sc["model:conv1:"]["live"]) == (100, 400, 400, 2, 0),
+          f"conv1 {sc['model:conv1:']}")
+    check((sc["model:"]["bytes"], sc["model:"]["live_blocks"]) == (50, 1), f"model {sc['model:']}")
+    g = devs["cuda:0"]
+    check((g["peak_used"], g["peak_allocated"], g["pooled"]) == (809600, 3245728, True), f"gpu {g}")
+    check(abs(g["used_over_allocated"] - 809600 / 3245728) < 1e-12, "ratio")
+    check([b["tag"] for b in g["at_peak"]["largest"]] == ["G", "H", "I"], "gpu live at peak")
+    with open(os.path.join(out, "stats.txt")) as f:
+        table = f.read()
+    for needle in ("Memory: cpu", "peak used       1.27 KiB at 6.000 us", "Live at the peak: 3 blocks",
+                   "model:conv2:", "Memory: cuda:0", "used/allocated  24.9%", "Live now: 2 blocks",
+                   "1 double free,", "conv1_fwd"):
+        check(needle in table, f"table has {needle!r}")
+
+    rows = read_csv(os.path.join(out, "memory.memory.csv"))
+    check(len(rows) == 9, f"{len(rows)} CSV rows")
+    by_tag = {r["tag"]: r for r in rows}
+    a = by_tag["w1"]
+    check((a["device"], a["bytes"], a["scope"], a["span"], a["from_s"], a["to_s"], a["end"],
+           a["trace_from_us"]) == ("cpu", "100", "model:conv1:", "conv1_fwd", "0.000000000",
+                                   "0.000010000", "overwritten", "1.000"), f"row A {a}")
+    e = by_tag["big"]
+    check((e["from_s"], e["to_s"], e["lifetime_s"], e["end"]) ==
+          ("0.000006000", "0.000007000", "0.000001000", "freed"), f"row E {e}")
+    check(by_tag["d"]["end"] == "live" and by_tag["d"]["to_s"] == "", f"row D {by_tag['d']}")
+    check(by_tag["G"]["device"] == "cuda:0" and by_tag["G"]["address"] == "0x7000000", "row G")
+
+    svg = read_svg(os.path.join(out, "memory.memory_flow.svg"))
+    check(len(svg["blocks"]) == 9 and svg["counts"]["drawn"] == 9 and svg["counts"]["merged"] == 0,
+          f"nine blocks drawn one by one: {len(svg['blocks'])} {svg['counts']}")
+    check(len(svg["segments"]) == 2, f"two segments: {len(svg['segments'])}")
+    check("peak 1.27 KiB" in svg["text"] and "time since recording began" in svg["text"],
+          "peak marked, axes labelled")
+    titles = [b.find("{http://www.w3.org/2000/svg}title").text for b in svg["blocks"]]
+    check(any(t.startswith("big: 1000 B\nscope: model:conv2:") for t in titles), f"tooltips {titles[:3]}")
+
+    r = load(os.path.join(out, "memory_rate.json"))
+    rs = [v for _, v in series(r, "memory used (device 100)")]
+    want = [160 * j for j in range(1, 101)] + [(2000 - 10 * j) * 16 for j in range(101, 201)]
+    check(rs == want, f"one sample every 10 operations: {len(rs)} samples, {rs[:4]}...{rs[-3:]}")
+    check(not os.path.exists(os.path.join(out, "memory_rate.memory.csv")), "memory_csv off")
+    rate_svg = read_svg(os.path.join(out, "rate_flow.svg"))
+    check(rate_svg["counts"]["blocks"] == 1000 and rate_svg["counts"]["merged"] == 1000
+          and rate_svg["counts"]["drawn"] == 0 and len(rate_svg["cells"]) > 0,
+          f"blocks under a pixel are merged: {rate_svg['counts']}")
+
+
 AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}
 
 

@@ -101,6 +101,15 @@ MLPROF_API const char *mlprof_last_error(void);
  *   dump_at_exit     dump at process exit if anything was recorded   true
  *   autostart        start recording at the first call (env/file)    false
  *   clock            "tsc", "monotonic" or "auto"                    auto
+ *   memory_sample_rate  a "memory used" sample in the trace every N
+ *                    memory operations per device (0: none)          1
+ *   memory_csv       one row per block; "auto": beside the trace
+ *                    (profile.memory.csv), "" for none               auto
+ *   memory_svg       the memory flow picture; "auto": beside the
+ *                    trace (profile.memory_flow.svg), "" for none    auto
+ *   memory_history   freed blocks kept for the CSV, the picture and
+ *                    the live set at the peak (more are counted)     1M
+ *   memory_top       blocks listed in the peak report                10
  *
  * Domains of class MLPROF_CLASS_USER are always recorded while running.
  */
@@ -275,6 +284,77 @@ MLPROF_API void mlprof_scope_pop(void);
 /* The calling thread's current scope ("" at the top). */
 MLPROF_API const char *mlprof_scope_current(void);
 
+/* ------------------------------------------------------------------- memory */
+
+/*
+ * The memory profiler. A device is a number from 0 to MLPROF_DEVICE_MAX: 0 is
+ * the CPU ("cpu"), MLPROF_DEVICE_CUDA(n) is CUDA device n ("cuda:n"); others
+ * are named "device N" unless named with mlprof_mem_device_name.
+ *
+ * "Used" is the bytes of live blocks (alloc without free yet). "Allocated" is
+ * what the program holds from the system: the segments a pool reserved
+ * (mlprof_mem_reserve) plus every live block that lies outside any reserved
+ * segment. Without a pool both are equal; with one, their ratio shows how much
+ * of the pool is put to use (fragmentation, caching).
+ *
+ * Each allocation records the calling thread's scope (mlprof_scope_push), the
+ * innermost span open on the thread, and an optional tag (a tensor's name,
+ * copied, up to 255 bytes). Recorded while running, not paused, and with
+ * profile_memory (or profile_all) on; the hot path is the same as a span's:
+ * no lock, no allocation. Accounting happens in the collector, in time order
+ * over all threads, so a block may be freed on another thread than the one
+ * that allocated it. Record an allocation after the memory is obtained and a
+ * free before it is given back, so that reuse of an address keeps its order.
+ *
+ * Results: in the statistics (mlprof_dumps, stats_file: peak report, top live
+ * blocks at the peak, per-scope rows, leaks), in the trace (counter series
+ * "memory used (DEVICE)" and, with a pool, "memory allocated (DEVICE)", one
+ * sample every memory_sample_rate operations, and an instant at each device's
+ * peak), and at each dump in memory_csv (one row per block) and memory_svg
+ * (the memory flow picture: time against address).
+ *
+ * Frees and releases of unknown addresses (allocated before recording began,
+ * while paused, or lost to a full buffer), double frees, and allocations over
+ * a live block (its free was missed; it is taken as freed then) are counted
+ * and reported, never fatal. Errors: MLPROF_EINVAL for a bad device.
+ */
+#define MLPROF_DEVICE_CPU 0
+#define MLPROF_DEVICE_CUDA(n) (1 + (n)) /* n from 0 to 63 */
+#define MLPROF_DEVICE_MAX 1023
+
+MLPROF_API int mlprof_mem_alloc(int device, const void *addr, uint64_t bytes, const char *tag);
+MLPROF_API int mlprof_mem_free(int device, const void *addr);
+/* A pool takes a segment from the system, or gives it back (by its start). */
+MLPROF_API int mlprof_mem_reserve(int device, const void *addr, uint64_t bytes);
+MLPROF_API int mlprof_mem_release(int device, const void *addr);
+/* Names a device in every output ("cuda:0", "pinned", "arena"; up to 31 bytes). */
+MLPROF_API int mlprof_mem_device_name(int device, const char *name);
+
+/* What the memory profiler has seen on a device so far. Figures are exact
+ * totals since the start (or the last clear / mlprof_dumps reset, which start
+ * the peaks again from the memory in use then). */
+typedef struct mlprof_mem_info {
+    uint64_t used, peak_used;           /* bytes */
+    uint64_t allocated, peak_allocated; /* bytes */
+    uint64_t peak_used_ns;              /* time of the peak (mlprof_now_ns clock), 0 if none */
+    uint64_t live_blocks;
+    uint64_t allocs, frees, reserves, releases;
+    uint64_t unknown_frees;    /* free of an address that is not live */
+    uint64_t double_frees;     /* ... that was freed before and not allocated again */
+    uint64_t unknown_releases; /* release of an address that is not a reserved segment */
+    uint64_t implicit_frees;   /* alloc over a live block: its free was missed */
+} mlprof_mem_info;
+
+/* Collects what was recorded so far and fills *info for device; size is
+ * sizeof(mlprof_mem_info) as the caller knows it (fields beyond are left
+ * alone). Errors: MLPROF_EINVAL (bad device, NULL info). */
+MLPROF_API int mlprof_mem_info_get(int device, mlprof_mem_info *info, size_t size);
+
+/* Copies the path an output is written to: what is "trace", "stats",
+ * "memory_csv" or "memory_svg". "" when that output is off. Errors:
+ * MLPROF_EINVAL (unknown what), MLPROF_ELIMIT (buf too small; truncated). */
+MLPROF_API int mlprof_output_path(const char *what, char *buf, size_t len);
+
 /* ---------------------------------------------------------- threads, process */
 
 /* Names the calling thread (up to 63 bytes) and the process in the trace. */
@@ -339,6 +419,9 @@ MLPROF_API mlprof_span *mlprof_task_once(mlprof_span **slot, mlprof_domain *doma
 #define MLPROF_ARG_INT(k, v) (MLPROF_I_ACTIVE() ? mlprof_arg_int((k), (v)) : (void)0)
 #define MLPROF_ARG_DOUBLE(k, v) (MLPROF_I_ACTIVE() ? mlprof_arg_double((k), (v)) : (void)0)
 #define MLPROF_ARG_STR(k, v) (MLPROF_I_ACTIVE() ? mlprof_arg_str((k), (v)) : (void)0)
+#define MLPROF_MEM_ALLOC(dev, p, n, tag) \
+    (MLPROF_I_ACTIVE() ? (void)mlprof_mem_alloc((dev), (p), (n), (tag)) : (void)0)
+#define MLPROF_MEM_FREE(dev, p) (MLPROF_I_ACTIVE() ? (void)mlprof_mem_free((dev), (p)) : (void)0)
 
 #if defined(__GNUC__) || defined(__clang__)
 static inline mlprof_span *mlprof_i_zone_begin(mlprof_span **slot, mlprof_domain *domain,
@@ -395,6 +478,9 @@ static inline int mlprof_i_scope_begin(const char *name)
 #define MLPROF_ARG_INT(k, v) ((void)sizeof(k), (void)sizeof(v))
 #define MLPROF_ARG_DOUBLE(k, v) ((void)sizeof(k), (void)sizeof(v))
 #define MLPROF_ARG_STR(k, v) ((void)sizeof(k), (void)sizeof(v))
+#define MLPROF_MEM_ALLOC(dev, p, n, tag) \
+    ((void)sizeof(dev), (void)sizeof(p), (void)sizeof(n), (void)sizeof(tag))
+#define MLPROF_MEM_FREE(dev, p) ((void)sizeof(dev), (void)sizeof(p))
 #define MLPROF_ZONE(domain, name) _Static_assert(sizeof(domain) && sizeof(name), "mlprof zone")
 #define MLPROF_SCOPE(name) _Static_assert(sizeof(name), "mlprof scope")
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../export/export.h"
+#include "../mem/mem.h"
 #include "../record/record.h"
 #include "collect.h"
 
@@ -400,9 +401,22 @@ static size_t record_slots(const mlprof__rec *r)
     case MLPROF__REC_COUNTER_I:
     case MLPROF__REC_COUNTER_F:
         return 2;
+    case MLPROF__REC_MEM:
+        return 2 + MLPROF__TEXT_SLOTS((r[1].b >> 48) & 0xff);
     default:
         return 1;
     }
+}
+
+static void mem_record(track *tr, const mlprof__rec *r, uint64_t ns)
+{
+    const char *op = NULL;
+    size_t op_len = 0;
+    if (tr->tasks.depth)
+        op = span_name(&tr->tasks.items[tr->tasks.depth - 1], &op_len);
+    mlprof__mem_push(ns, (int)MLPROF__REC_AUX(r[0].b), (unsigned)(r[1].b >> 56), r[1].a,
+                     r[1].b & MLPROF__MEM_BYTES_MAX, MLPROF__REC_PTR(r[0].b), (const char *)(r + 2),
+                     (size_t)((r[1].b >> 48) & 0xff), op, op_len, tr->tid);
 }
 
 static void decode_one(track *tr, const mlprof__rec *r)
@@ -414,7 +428,7 @@ static void decode_one(track *tr, const mlprof__rec *r)
         flush_instant(tr);
     uint64_t ns = 0;
     if (kind <= MLPROF__REC_MARK_DYN || kind == MLPROF__REC_SCOPE_PUSH ||
-        kind == MLPROF__REC_SCOPE_POP) {
+        kind == MLPROF__REC_SCOPE_POP || kind == MLPROF__REC_MEM) {
         ns = mlprof__clock_to_ns(r->a);
         if (ns > tr->last_ns)
             tr->last_ns = ns;
@@ -465,17 +479,21 @@ static void decode_one(track *tr, const mlprof__rec *r)
     case MLPROF__REC_SCOPE_POP:
         tr->scope = ptr;
         break;
+    case MLPROF__REC_MEM:
+        mem_record(tr, r, ns);
+        break;
     default:
         C.corrupt++;
         break;
     }
 }
 
-/* Consumes the records of one thread published so far. discard: skip them. */
+/* Consumes the records of one thread published so far. discard: skip them,
+ * except memory operations, which keep the accounting of live blocks right. */
 static void drain_thread(mlprof__thread *t, int discard)
 {
-    track *tr = discard ? NULL : track_for(t);
-    if (tr)
+    track *tr = track_for(t);
+    if (tr && !discard)
         read_thread_name(tr);
     size_t chunk_size = mlprof__pool_chunk_size();
     for (;;) {
@@ -504,7 +522,10 @@ static void drain_thread(mlprof__thread *t, int discard)
                 C.corrupt++;
                 break;
             }
-            decode_one(tr, r);
+            if (!discard)
+                decode_one(tr, r);
+            else if (MLPROF__REC_KIND(r->b) == MLPROF__REC_MEM)
+                mem_record(tr, r, mlprof__clock_to_ns(r->a));
             p += slots * sizeof *r;
             if (C.buf.len > (1u << 20))
                 spool_flush();
@@ -525,17 +546,25 @@ static void forget_thread(mlprof__thread *t)
         tr->thread = NULL;
 }
 
-static void drain_all(int discard)
+/* Drains every thread. Memory operations are accounted up to the time read
+ * before the first thread was drained (or all of them, when everything is
+ * over): one recorded later on another thread waits for the next drain, so
+ * that operations are accounted in time order. */
+static void drain_all(int discard, int all_memory)
 {
     if (!mlprof__pool_ready())
         return;
+    if (!C.stats && mlprof__g.cfg.aggregate_stats)
+        C.stats = mlprof__stats_new(); /* so that no drain skips the statistics */
     mlprof__clock_sync();
+    uint64_t watermark = all_memory ? UINT64_MAX : mlprof__clock_to_ns(mlprof__clock_raw());
     if (C.start_ns == 0)
         C.start_ns = mlprof__clock_monotonic_ns();
     for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
         drain_thread(t, discard);
     for (track *tr = C.tracks; tr; tr = tr->next)
         flush_instant(tr);
+    mlprof__mem_apply(watermark, discard ? NULL : &C.buf, &C.spool_first, mlprof__g.pid);
     if (discard)
         mlprof__sb_reset(&C.buf);
     else
@@ -553,9 +582,10 @@ uint64_t mlprof__collect_dropped(void)
 
 /* ----------------------------------------------------------- the dump */
 
-void mlprof__collect_trace_path(char *buf, size_t len)
+/* A configured path with "%p" replaced by the pid; in a forked child, which
+ * must not overwrite its parent's files, ".PID" goes before the extension. */
+static void expand_path(const char *name, char *buf, size_t len)
 {
-    const char *name = mlprof__g.cfg.filename;
     mlprof__sb sb;
     mlprof__sb_init(&sb);
     int had_pid = 0;
@@ -581,19 +611,76 @@ void mlprof__collect_trace_path(char *buf, size_t len)
     mlprof__sb_free(&sb);
 }
 
+void mlprof__collect_trace_path(char *buf, size_t len)
+{
+    expand_path(mlprof__g.cfg.filename, buf, len);
+}
+
+/* A memory output: "" is none, "auto" the trace's path with its extension
+ * replaced by suffix, anything else a path of its own. */
+static void memory_output_path(const char *value, const char *suffix, char *buf, size_t len)
+{
+    if (!value[0]) {
+        buf[0] = '\0';
+    } else if (strcmp(value, "auto") != 0) {
+        expand_path(value, buf, len);
+    } else {
+        char trace[4200];
+        mlprof__collect_trace_path(trace, sizeof trace);
+        const char *base = strrchr(trace, '/');
+        base = base ? base + 1 : trace;
+        char *dot = strrchr(base, '.');
+        if (dot && dot != base)
+            *dot = '\0';
+        snprintf(buf, len, "%s%s", trace, suffix);
+    }
+}
+
+/* The path of an output ("trace", "stats", "memory_csv", "memory_svg"), or -1. */
+static int output_path(const char *what, char *buf, size_t len)
+{
+    const mlprof__config *c = &mlprof__g.cfg;
+    if (strcmp(what, "trace") == 0)
+        mlprof__collect_trace_path(buf, len);
+    else if (strcmp(what, "stats") == 0)
+        c->stats_file[0] ? expand_path(c->stats_file, buf, len) : (void)(buf[0] = '\0');
+    else if (strcmp(what, "memory_csv") == 0)
+        memory_output_path(c->memory_csv, ".memory.csv", buf, len);
+    else if (strcmp(what, "memory_svg") == 0)
+        memory_output_path(c->memory_svg, ".memory_flow.svg", buf, len);
+    else
+        return -1;
+    return 0;
+}
+
+static int copy_out(const char *fn, const char *path, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", path);
+    if (strlen(path) >= len)
+        return mlprof__fail(MLPROF_ELIMIT, "%s: the path needs %zu bytes", fn, strlen(path) + 1);
+    return MLPROF_OK;
+}
+
 int mlprof_trace_path(char *buf, size_t len)
+{
+    return mlprof_output_path("trace", buf, len);
+}
+
+int mlprof_output_path(const char *what, char *buf, size_t len)
 {
     mlprof__ensure_init();
     if (!buf || !len)
-        return mlprof__fail(MLPROF_EINVAL, "mlprof_trace_path: no buffer");
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_output_path: no buffer");
+    buf[0] = '\0';
     char path[4200];
     pthread_mutex_lock(&mlprof__g.ctl_lock);
-    mlprof__collect_trace_path(path, sizeof path);
+    int rc = what ? output_path(what, path, sizeof path) : -1;
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
-    snprintf(buf, len, "%s", path);
-    if (strlen(path) >= len)
-        return mlprof__fail(MLPROF_ELIMIT, "mlprof_trace_path: the path needs %zu bytes", strlen(path) + 1);
-    return MLPROF_OK;
+    if (rc != 0)
+        return mlprof__fail(MLPROF_EINVAL,
+                            "mlprof_output_path: unknown output \"%s\" (trace, stats, memory_csv, memory_svg)",
+                            what ? what : "(null)");
+    return copy_out("mlprof_output_path", path, buf, len);
 }
 
 static void host_name(char *buf, size_t len)
@@ -642,6 +729,7 @@ static void write_tail(mlprof__sb *out, int first, int finished, uint64_t droppe
                 emit_span(tr, &s->items[i], now_ns, 0, f, 1, out, &first);
         }
     }
+    mlprof__mem_trace_tail(out, &first, mlprof__g.pid);
     char host[256];
     host_name(host, sizeof host);
     mlprof__sb_puts(out, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"mlprof_version\":\"" MLPROF_VERSION_STRING "\",\"host\":");
@@ -654,12 +742,14 @@ static void write_tail(mlprof__sb *out, int first, int finished, uint64_t droppe
                       ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"start_ns\":%llu,\"dump_ns\":%llu"
                       ",\"dropped_events\":%llu,\"unfinished_spans\":%llu,\"unmatched_ends\":%llu"
                       ",\"corrupt_records\":%llu,\"buffer_size\":%llu,\"chunk_size\":%zu"
-                      ",\"finished\":%s}\n}\n",
+                      ",\"finished\":%s",
                       (unsigned long long)C.start_ns, (unsigned long long)now_ns,
                       (unsigned long long)dropped, (unsigned long long)C.unfinished,
                       (unsigned long long)C.unmatched_ends, (unsigned long long)C.corrupt,
                       (unsigned long long)mlprof__g.cfg.buffer_size, mlprof__pool_chunk_size(),
                       finished ? "true" : "false");
+    mlprof__mem_other_data(out);
+    mlprof__sb_puts(out, "}\n}\n");
 }
 
 /* Copies the spool into fd. */
@@ -698,19 +788,60 @@ static void close_open_spans(void)
     spool_flush();
 }
 
-static int write_stats_file(uint64_t dropped, const char *trace_path)
+/* The statistics with the memory report, when memory was recorded. */
+static void format_stats(mlprof__sb *out, int json, int sort_by, int ascending, uint64_t dropped,
+                         const char *trace_path, int final)
 {
-    const char *path = mlprof__g.cfg.stats_file;
+    mlprof__sb mem;
+    mlprof__sb_init(&mem);
+    if (mlprof__mem_any()) {
+        if (json)
+            mlprof__sb_puts(&mem, "\"memory\":");
+        mlprof__mem_report(&mem, json, final);
+    }
+    mlprof__stats_info info = {dropped, C.unfinished, trace_path, mem.len ? mem.data : NULL};
+    mlprof__stats_format(C.stats, out, json, sort_by, ascending, &info);
+    if (mem.failed)
+        out->failed = 1;
+    mlprof__sb_free(&mem);
+}
+
+static int write_stats_file(uint64_t dropped, const char *trace_path, int final)
+{
+    char path[4200];
+    output_path("stats", path, sizeof path);
     if (!path[0] || !C.stats)
         return MLPROF_OK;
-    mlprof__stats_info info = {dropped, C.unfinished, trace_path};
     mlprof__sb sb;
     mlprof__sb_init(&sb);
     size_t n = strlen(path);
     int json = n > 5 && strcmp(path + n - 5, ".json") == 0;
-    mlprof__stats_format(C.stats, &sb, json, MLPROF_SORT_TOTAL, 0, &info);
+    format_stats(&sb, json, MLPROF_SORT_TOTAL, 0, dropped, trace_path, final);
     int rc = mlprof__write_file_atomic(path, sb.data ? sb.data : "", sb.len);
     mlprof__sb_free(&sb);
+    return rc;
+}
+
+/* The per-block CSV and the memory flow picture, when memory was recorded. */
+static int write_memory_files(void)
+{
+    if (!mlprof__mem_any())
+        return MLPROF_OK;
+    int rc = MLPROF_OK;
+    char path[4200];
+    output_path("memory_csv", path, sizeof path);
+    if (path[0] && mlprof__mem_write_csv(path) != MLPROF_OK)
+        rc = MLPROF_EIO;
+    output_path("memory_svg", path, sizeof path);
+    if (path[0]) {
+        char title[200];
+        if (mlprof__g.process_name[0])
+            snprintf(title, sizeof title, "%s", mlprof__g.process_name);
+        else
+            default_process_name(title, sizeof title);
+        if (mlprof__mem_write_svg(path, title) != MLPROF_OK)
+            rc = MLPROF_EIO;
+    }
     return rc;
 }
 
@@ -726,13 +857,14 @@ static void reset_trace(void)
     spool_reset();
     C.unfinished = C.unmatched_ends = C.corrupt = 0;
     C.start_ns = 0;
+    mlprof__g.run_ns = mlprof__g.state == MLPROF_STATE_RUN ? mlprof_now_ns() : 0;
 }
 
 int mlprof__collect_dump(int finished)
 {
     if (!C.stats)
         C.stats = mlprof__stats_new();
-    drain_all(0);
+    drain_all(0, finished);
     if (finished)
         close_open_spans();
     uint64_t dropped = mlprof__collect_dropped();
@@ -759,7 +891,11 @@ int mlprof__collect_dump(int finished)
         mlprof__fail(MLPROF_EIO, "cannot write the trace %s: %s", tmp, strerror(errno));
     mlprof__sb_free(&tail);
     int rc = mlprof__atomic_commit(fd, tmp, path, ok);
-    int src = write_stats_file(dropped, path);
+    int src = write_stats_file(dropped, path, finished);
+    int mrc = write_memory_files();
+    mlprof__mem_warn();
+    if (src == MLPROF_OK)
+        src = mrc;
     if (finished) {
         reset_trace();
         __atomic_store_n(&mlprof__g.recorded, 0, __ATOMIC_RELEASE);
@@ -775,34 +911,58 @@ int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, in
         C.stats = mlprof__stats_new();
     if (!C.stats)
         return mlprof__fail(MLPROF_ENOMEM, "mlprof_dumps: out of memory");
-    drain_all(0);
-    mlprof__stats_info info = {mlprof__collect_dropped(), C.unfinished, NULL};
+    drain_all(0, 0);
     mlprof__sb sb;
     mlprof__sb_init(&sb);
-    mlprof__stats_format(C.stats, &sb, format, sort_by, ascending, &info);
+    format_stats(&sb, format == MLPROF_FORMAT_JSON, sort_by, ascending, mlprof__collect_dropped(),
+                 NULL, 0);
     if (sb.failed) {
         mlprof__sb_free(&sb);
         return mlprof__fail(MLPROF_ENOMEM, "mlprof_dumps: out of memory");
     }
     *out = mlprof__sb_take(&sb);
-    if (reset)
+    if (reset) {
         mlprof__stats_reset(C.stats);
+        mlprof__mem_reset();
+    }
     return MLPROF_OK;
 }
 
 void mlprof__collect_clear(void)
 {
-    drain_all(1);
+    drain_all(1, 0);
     reset_trace();
+    mlprof__mem_reset();
     if (C.stats)
         mlprof__stats_reset(C.stats);
     __atomic_store_n(&mlprof__g.recorded, mlprof__g.state == MLPROF_STATE_RUN, __ATOMIC_RELEASE);
 }
 
+int mlprof_mem_info_get(int device, mlprof_mem_info *info, size_t size)
+{
+    mlprof__ensure_init();
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    drain_all(0, 0);
+    int rc = mlprof__mem_info(device, info, size);
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    return rc;
+}
+
+int mlprof_mem_device_name(int device, const char *name)
+{
+    mlprof__ensure_init();
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    int rc = mlprof__mem_set_device_name(device, name);
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    return rc;
+}
+
 void mlprof__collect_after_fork(void)
 {
-    /* the parent's tracks, spool and statistics are the parent's to write */
+    /* the parent's tracks, spool and statistics are the parent's to write;
+     * its live blocks are the child's too, so the memory profiler keeps them */
     reset_trace();
+    mlprof__mem_reset();
     if (C.stats)
         mlprof__stats_reset(C.stats);
     C.reported_drops = 0;
@@ -847,7 +1007,7 @@ static void *continuous_main(void *arg)
                 mlprof__log(MLPROF_LOG_ERROR, "continuous dump: %s", mlprof_last_error());
             next_dump = now + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
         } else if (mlprof__pool_free_count() * 2 < mlprof__pool_chunk_count()) {
-            drain_all(0);
+            drain_all(0, 0);
         }
         __atomic_store_n(&C.poked, 0, __ATOMIC_RELEASE);
     }

@@ -64,6 +64,9 @@ typedef struct mlprof__stats_info {
     uint64_t dropped_events;
     uint64_t unfinished_spans;
     const char *trace_path;
+    /* more to report (the memory profiler's): text appended to the table, or a
+     * JSON member ("key":value) added to the object; NULL for none */
+    const char *extra;
 } mlprof__stats_info;
 
 /* Appends the statistics as a table (format 0) or JSON (1), rows sorted by

@@ -378,6 +378,8 @@ static void format_table(row **rows, size_t n, mlprof__sb *out, int sort_by, int
     if (info && info->unfinished_spans)
         mlprof__sb_printf(out, "note: %llu spans were still open and were closed by the profiler.\n",
                           (unsigned long long)info->unfinished_spans);
+    if (info && info->extra)
+        mlprof__sb_puts(out, info->extra);
 }
 
 /* ---------------------------------------------------------------- JSON */
@@ -440,7 +442,12 @@ static void format_json(row **rows, size_t n, mlprof__sb *out, int sort_by, int 
         while (i < n && strcmp(rows[i]->domain, domain) == 0)
             i++;
     }
-    mlprof__sb_puts(out, "]}\n");
+    mlprof__sb_putc(out, ']');
+    if (info && info->extra) {
+        mlprof__sb_putc(out, ',');
+        mlprof__sb_puts(out, info->extra);
+    }
+    mlprof__sb_puts(out, "}\n");
 }
 
 void mlprof__stats_format(const mlprof__stats *st, mlprof__sb *out, int format, int sort_by,

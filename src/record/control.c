@@ -57,6 +57,13 @@ static const key_def g_keys[] = {
     {"dump_at_exit", T_BOOL, F(dump_at_exit), 0, 0, "a boolean"},
     {"autostart", T_BOOL, F(autostart), 0, 0, "a boolean"},
     {"clock", T_CLOCK, F(clock), 0, 0, "one of auto, tsc, monotonic"},
+    {"memory_sample_rate", T_INT, F(memory_sample_rate), 0, 1000000000,
+     "an integer from 0 (no samples) to 1000000000"},
+    {"memory_csv", T_STR, F(memory_csv), 0, 0, "a file path, \"auto\", or empty for none"},
+    {"memory_svg", T_STR, F(memory_svg), 0, 0, "a file path, \"auto\", or empty for none"},
+    {"memory_history", T_SIZE, F(memory_history), 1024, 1e9,
+     "a number of blocks from 1K to 1000M, such as 65536, 512K or 4M"},
+    {"memory_top", T_INT, F(memory_top), 0, 10000, "an integer from 0 to 10000"},
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
@@ -72,6 +79,11 @@ static void config_defaults(mlprof__config *c)
     c->buffer_size = 64u << 20;
     c->dump_at_exit = 1;
     strcpy(c->clock, "auto");
+    c->memory_sample_rate = 1;
+    strcpy(c->memory_csv, "auto");
+    strcpy(c->memory_svg, "auto");
+    c->memory_history = 1u << 20;
+    c->memory_top = 10;
 }
 
 static const key_def *find_key(const char *name)
@@ -129,7 +141,7 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
     int b;
     switch (k->type) {
     case T_STR:
-        if (strlen(value) >= sizeof cfg->filename)
+        if (strlen(value) >= MLPROF__PATH_MAX)
             break;
         if (strcmp(k->name, "filename") == 0 && value[0] == '\0')
             break;
@@ -509,6 +521,8 @@ static int set_state_locked(int state)
             return rc;
         mlprof__g.state = MLPROF_STATE_RUN;
         mlprof__g.paused = 0;
+        if (!mlprof__g.run_ns)
+            mlprof__g.run_ns = mlprof_now_ns();
         __atomic_store_n(&mlprof__g.recorded, 1, __ATOMIC_RELEASE);
         mlprof__update_flags();
         return mlprof__collect_start_continuous();

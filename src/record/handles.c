@@ -9,6 +9,8 @@
 
 #include "record.h"
 
+int mlprof__mem_on;
+
 static int domain_on(const mlprof_domain *d)
 {
     const mlprof__config *c = &mlprof__g.cfg;
@@ -41,6 +43,8 @@ void mlprof__update_flags(void)
     refresh_locked();
     pthread_mutex_unlock(&mlprof__g.reg_lock);
     int on = mlprof__g.state == MLPROF_STATE_RUN && !mlprof__g.paused;
+    int mem = on && (mlprof__g.cfg.profile_all || mlprof__g.cfg.profile_memory);
+    __atomic_store_n(&mlprof__mem_on, mem, __ATOMIC_RELAXED);
     __atomic_store_n(&mlprof_active_flag, on, __ATOMIC_RELEASE);
 }
 

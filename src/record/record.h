@@ -41,8 +41,16 @@ enum mlprof__kind {
     MLPROF__REC_ARG_S = 11,      /* a=value length, aux=key length; key then value bytes */
     MLPROF__REC_SCOPE_PUSH = 12, /* a=ts, ptr=scope node */
     MLPROF__REC_SCOPE_POP = 13,  /* a=ts */
-    MLPROF__REC_VALUE = 14       /* the second slot of a counter record */
+    MLPROF__REC_VALUE = 14,      /* the second slot of a counter record */
+    MLPROF__REC_MEM = 15         /* a=ts, aux=device, ptr=scope node; then a=address,
+                                    b=bytes (bits 0..47) | tag length (48..55) | op (56..57);
+                                    tag bytes */
 };
+
+/* The op of a memory record (bits 56..57 of its second slot). */
+enum { MLPROF__MEM_ALLOC = 0, MLPROF__MEM_FREE = 1, MLPROF__MEM_RESERVE = 2,
+       MLPROF__MEM_RELEASE = 3 };
+#define MLPROF__MEM_BYTES_MAX ((UINT64_C(1) << 48) - 1)
 
 #define MLPROF__PTR_MASK ((UINT64_C(1) << 48) - 1)
 #define MLPROF__REC_B(kind, aux, ptr) \
@@ -167,9 +175,16 @@ double mlprof__clock_rate_hz(void);
 
 /* -------------------------------------------------------- configuration */
 
+#define MLPROF__PATH_MAX 4096
+
 typedef struct mlprof__config {
-    char filename[4096];
-    char stats_file[4096];
+    char filename[MLPROF__PATH_MAX];
+    char stats_file[MLPROF__PATH_MAX];
+    char memory_csv[MLPROF__PATH_MAX];
+    char memory_svg[MLPROF__PATH_MAX];
+    uint64_t memory_history;
+    int memory_sample_rate;
+    int memory_top;
     int profile_all;
     int profile_api;
     int profile_memory;
@@ -201,9 +216,13 @@ typedef struct mlprof__global {
     uint32_t thread_seq;       /* atomic */
     mlprof__scope_node scope_root;
     uint64_t dropped_exited;   /* drops of threads whose records were freed */
+    uint64_t run_ns;           /* (ctl) when this trace began recording, 0 before */
 } mlprof__global;
 
 extern mlprof__global mlprof__g;
+/* Nonzero while memory operations are recorded (running, not paused, and
+ * profile_memory or profile_all on). Read on the hot path. */
+extern int mlprof__mem_on;
 
 /* Makes sure the library is initialized (environment, config file, fork and
  * exit handlers). Safe to call often: one load when done. */

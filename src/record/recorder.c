@@ -322,6 +322,56 @@ void mlprof_arg_str(const char *key, const char *value)
     publish(t, bytes);
 }
 
+/* ---------------------------------------------------------------- memory */
+
+/* Two slots (time, device and scope; address, bytes, op and tag length), then
+ * the tag. The scope is read here, lock-free, from the thread's own record. */
+static int put_mem(int device, unsigned op, const void *addr, uint64_t bytes, const char *tag)
+{
+    if (MLPROF_UNLIKELY((unsigned)device > MLPROF_DEVICE_MAX))
+        return mlprof__fail(MLPROF_EINVAL, "memory: bad device %d (0 to %d)", device,
+                            MLPROF_DEVICE_MAX);
+    /* NULL: a failed allocation or free(NULL), nothing to account */
+    if (!__atomic_load_n(&mlprof__mem_on, __ATOMIC_RELAXED) || !addr)
+        return MLPROF_OK;
+    size_t tlen = tag ? strnlen(tag, MLPROF__NAME_MAX) : 0;
+    size_t size = sizeof(mlprof__rec) * (2 + MLPROF__TEXT_SLOTS(tlen));
+    mlprof__thread *t;
+    mlprof__rec *r = reserve(&t, size);
+    if (MLPROF_UNLIKELY(!r))
+        return MLPROF_OK; /* counted as a drop */
+    if (bytes > MLPROF__MEM_BYTES_MAX)
+        bytes = MLPROF__MEM_BYTES_MAX;
+    r[0].a = mlprof__clock_raw();
+    r[0].b = MLPROF__REC_B(MLPROF__REC_MEM, (unsigned)device, t->scope);
+    r[1].a = (uint64_t)(uintptr_t)addr;
+    r[1].b = bytes | (uint64_t)tlen << 48 | (uint64_t)op << 56;
+    if (tlen)
+        memcpy(r + 2, tag, tlen);
+    publish(t, size);
+    return MLPROF_OK;
+}
+
+int mlprof_mem_alloc(int device, const void *addr, uint64_t bytes, const char *tag)
+{
+    return put_mem(device, MLPROF__MEM_ALLOC, addr, bytes, tag);
+}
+
+int mlprof_mem_free(int device, const void *addr)
+{
+    return put_mem(device, MLPROF__MEM_FREE, addr, 0, NULL);
+}
+
+int mlprof_mem_reserve(int device, const void *addr, uint64_t bytes)
+{
+    return put_mem(device, MLPROF__MEM_RESERVE, addr, bytes, NULL);
+}
+
+int mlprof_mem_release(int device, const void *addr)
+{
+    return put_mem(device, MLPROF__MEM_RELEASE, addr, 0, NULL);
+}
+
 /* ---------------------------------------------------------------- scopes */
 
 static mlprof__scope_node *scope_child(mlprof__scope_node *parent, const char *name)

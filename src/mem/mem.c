@@ -1,0 +1,741 @@
+/*
+ * mem.c - the memory profiler's accounting. Operations arrive from the
+ * collector in the order threads were drained; they wait in a queue until the
+ * watermark passes them, then are applied sorted by time: allocations and
+ * frees update the device's used and allocated bytes, their peaks, the
+ * per-scope rows, the live-block table and the block history, and write
+ * timeline samples into the trace.
+ *
+ * The live-block table is keyed by (device, address). A freed block leaves a
+ * tombstone with its address, so that a second free of it is told apart from
+ * a free of an address never seen (both are counted, neither is fatal).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../export/export.h"
+#include "mem_internal.h"
+
+mem_state mlprof__mem;
+
+/* ------------------------------------------------------------- the queue */
+
+typedef struct mem_op {
+    uint64_t ns;
+    uint64_t order; /* arrival: ties keep each thread's program order */
+    uint64_t addr, bytes;
+    const mlprof__scope_node *scope;
+    const char *tag, *opname;
+    int32_t tid;
+    uint16_t device;
+    uint8_t kind;
+} mem_op;
+
+static struct {
+    mem_op *ops;
+    size_t n, cap;
+    uint64_t order;
+} Q;
+
+static const char *intern(const char *s, size_t len)
+{
+    if (!s || !len)
+        return NULL;
+    mlprof__map_entry *e = mlprof__map_slot(&mlprof__mem.names, s, len);
+    return e ? e->key : NULL;
+}
+
+void mlprof__mem_push(uint64_t ns, int device, unsigned op, uint64_t addr, uint64_t bytes,
+                      const mlprof__scope_node *scope, const char *tag, size_t tag_len,
+                      const char *opname, size_t opname_len, pid_t tid)
+{
+    if (Q.n == Q.cap) {
+        size_t cap = Q.cap ? Q.cap * 2 : 1024;
+        mem_op *ops = mlprof__realloc(Q.ops, cap * sizeof *ops);
+        if (!ops) {
+            mlprof__log(MLPROF_LOG_ERROR, "memory profiler: out of memory; an operation is lost");
+            return;
+        }
+        Q.ops = ops;
+        Q.cap = cap;
+    }
+    mem_op *o = &Q.ops[Q.n++];
+    o->ns = ns;
+    o->order = Q.order++;
+    o->addr = addr;
+    o->bytes = bytes;
+    o->scope = scope;
+    o->tag = op == MLPROF__MEM_ALLOC ? intern(tag, tag_len) : NULL;
+    o->opname = op == MLPROF__MEM_ALLOC ? intern(opname, opname_len) : NULL;
+    o->tid = (int32_t)tid;
+    o->device = (uint16_t)device;
+    o->kind = (uint8_t)op;
+}
+
+static int op_cmp(const void *pa, const void *pb)
+{
+    const mem_op *a = pa, *b = pb;
+    if (a->ns != b->ns)
+        return a->ns < b->ns ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* ------------------------------------------------------------ devices */
+
+mem_device *mlprof__mem_device(int device)
+{
+    if (device < 0 || device > MLPROF_DEVICE_MAX)
+        return NULL;
+    mem_device *d = mlprof__mem.devs[device];
+    if (d)
+        return d;
+    d = mlprof__calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    if (device == MLPROF_DEVICE_CPU)
+        snprintf(d->name, sizeof d->name, "cpu");
+    else if (device <= MLPROF_DEVICE_CUDA(63))
+        snprintf(d->name, sizeof d->name, "cuda:%d", device - MLPROF_DEVICE_CUDA(0));
+    else
+        snprintf(d->name, sizeof d->name, "device %d", device);
+    snprintf(d->series_used, sizeof d->series_used, "memory used (%s)", d->name);
+    snprintf(d->series_alloc, sizeof d->series_alloc, "memory allocated (%s)", d->name);
+    mlprof__mem.devs[device] = d;
+    return d;
+}
+
+int mlprof__mem_set_device_name(int device, const char *name)
+{
+    if (device < 0 || device > MLPROF_DEVICE_MAX)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_mem_device_name: bad device %d (0 to %d)", device,
+                            MLPROF_DEVICE_MAX);
+    if (!name || !*name)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_mem_device_name: empty name");
+    mem_device *d = mlprof__mem_device(device);
+    if (!d)
+        return mlprof__fail(MLPROF_ENOMEM, "mlprof_mem_device_name: out of memory");
+    snprintf(d->name, sizeof d->name, "%s", name);
+    snprintf(d->series_used, sizeof d->series_used, "memory used (%s)", d->name);
+    snprintf(d->series_alloc, sizeof d->series_alloc, "memory allocated (%s)", d->name);
+    return MLPROF_OK;
+}
+
+const char *mlprof__mem_scope_name(const mlprof__scope_node *scope)
+{
+    return scope && scope->full_len ? scope->full : "(no scope)";
+}
+
+uint64_t mlprof__mem_origin(void)
+{
+    uint64_t t0 = mlprof__g.run_ns;
+    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
+        const mem_device *d = mlprof__mem.devs[i];
+        if (d && d->bucket_w && (!t0 || d->bucket_t0 < t0))
+            t0 = d->bucket_t0;
+    }
+    return t0;
+}
+
+/* ---------------------------------------------------------- the timeline */
+
+static void timeline_note(mem_device *d, uint64_t ns)
+{
+    if (!d->bucket_w) {
+        d->bucket_t0 = ns;
+        d->bucket_w = 1000; /* 1 us: doubled as time goes on */
+    }
+    uint64_t rel = ns > d->bucket_t0 ? ns - d->bucket_t0 : 0;
+    while (rel / d->bucket_w >= MEM_BUCKETS) {
+        for (size_t i = 0; i < MEM_BUCKETS / 2; i++) {
+            mem_bucket a = d->buckets[2 * i], b = d->buckets[2 * i + 1];
+            mem_bucket m = b.set ? b : a; /* the later one's last values */
+            if (a.set && b.set) {
+                m.used = a.used > b.used ? a.used : b.used;
+                m.allocated = a.allocated > b.allocated ? a.allocated : b.allocated;
+            }
+            d->buckets[i] = m;
+        }
+        memset(d->buckets + MEM_BUCKETS / 2, 0, sizeof d->buckets / 2);
+        d->bucket_w *= 2;
+    }
+    mem_bucket *b = &d->buckets[rel / d->bucket_w];
+    if (!b->set || d->used > b->used)
+        b->used = d->used;
+    if (!b->set || d->allocated > b->allocated)
+        b->allocated = d->allocated;
+    b->last_used = d->used;
+    b->last_allocated = d->allocated;
+    b->set = 1;
+}
+
+/* ------------------------------------------------------ live-block table */
+
+typedef struct live_slot {
+    uint64_t addr;
+    size_t idx;      /* into mlprof__mem.blocks while live */
+    uint16_t device;
+    uint8_t state;   /* 0 empty, 1 live, 2 freed (a tombstone) */
+} live_slot;
+
+enum { SLOT_EMPTY = 0, SLOT_LIVE = 1, SLOT_FREED = 2 };
+
+static struct {
+    live_slot *slots;
+    size_t cap, used; /* used: live and freed slots */
+    size_t freed;
+} L;
+
+static size_t slot_hash(int device, uint64_t addr)
+{
+    uint64_t x = addr ^ ((uint64_t)device << 52);
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* The slot of (device, addr), or the empty slot where it would go. */
+static live_slot *slot_find(int device, uint64_t addr)
+{
+    if (!L.cap)
+        return NULL;
+    size_t mask = L.cap - 1;
+    for (size_t i = slot_hash(device, addr) & mask;; i = (i + 1) & mask) {
+        live_slot *s = &L.slots[i];
+        if (s->state == SLOT_EMPTY || (s->addr == addr && s->device == device))
+            return s;
+    }
+}
+
+/* Rebuilds the table from the live blocks, with room to grow; tombstones are
+ * kept unless they outnumber the live blocks by far (then old double frees
+ * are reported as unknown frees). */
+static int slots_rebuild(size_t want_live)
+{
+    live_slot *old = L.slots;
+    size_t old_cap = L.cap;
+    size_t keep_freed = L.freed <= want_live + 65536 ? L.freed : 0;
+    size_t cap = 1024;
+    while (cap * 5 < (want_live + keep_freed + 1) * 10)
+        cap *= 2;
+    live_slot *slots = mlprof__calloc(cap, sizeof *slots);
+    if (!slots)
+        return -1;
+    L.slots = slots;
+    L.cap = cap;
+    L.used = L.freed = 0;
+    for (size_t i = 0; i < old_cap; i++) {
+        if (old[i].state == SLOT_LIVE || (old[i].state == SLOT_FREED && keep_freed)) {
+            live_slot *s = slot_find(old[i].device, old[i].addr);
+            *s = old[i];
+            L.used++;
+            L.freed += s->state == SLOT_FREED;
+        }
+    }
+    mlprof__free(old);
+    return 0;
+}
+
+/* After the block array was compacted: point the live slots at the new indices. */
+static void slots_reindex(void)
+{
+    for (size_t i = 0; i < mlprof__mem.nblocks; i++) {
+        const mem_block *b = &mlprof__mem.blocks[i];
+        if (b->seq_free != MEM_LIVE)
+            continue;
+        live_slot *s = slot_find(b->device, b->addr);
+        if (s && s->state == SLOT_LIVE)
+            s->idx = i;
+    }
+}
+
+/* ---------------------------------------------------------- the history */
+
+static mem_scope_stat *scope_stat(int device, const mlprof__scope_node *scope)
+{
+    char key[sizeof(int) + sizeof scope];
+    memcpy(key, &device, sizeof device);
+    memcpy(key + sizeof device, &scope, sizeof scope);
+    mlprof__map_entry *e = mlprof__map_slot(&mlprof__mem.scopes, key, sizeof key);
+    if (!e)
+        return NULL;
+    if (!e->value) {
+        mem_scope_stat *st = mlprof__calloc(1, sizeof *st);
+        if (!st)
+            return NULL;
+        st->scope = scope;
+        st->device = device;
+        e->value = st;
+    }
+    return e->value;
+}
+
+/* Drops freed blocks when more than memory_history are kept: first those
+ * freed before their device's peak (they are not in its live set), oldest
+ * first; then, if that is not enough, the oldest of the rest. */
+static void history_trim(void)
+{
+    mem_state *M = &mlprof__mem;
+    uint64_t limit = mlprof__g.cfg.memory_history ? mlprof__g.cfg.memory_history : 1;
+    if (M->nfreed <= limit)
+        return;
+    size_t target = (size_t)(limit - limit / 4);
+    size_t excess = M->nfreed - target;
+    for (int pass = 0; pass < 2 && excess; pass++) {
+        size_t w = 0;
+        for (size_t i = 0; i < M->nblocks; i++) {
+            mem_block *b = &M->blocks[i];
+            int drop = 0;
+            if (excess && b->seq_free != MEM_LIVE) {
+                const mem_device *d = M->devs[b->device];
+                drop = pass == 1 || b->seq_free <= d->peak_seq;
+                if (drop && pass == 1 && b->seq_free > d->peak_seq)
+                    M->devs[b->device]->peak_set_incomplete = 1;
+            }
+            if (drop) {
+                excess--;
+                M->nfreed--;
+                M->history_dropped++;
+            } else {
+                M->blocks[w++] = *b;
+            }
+        }
+        M->nblocks = w;
+    }
+    slots_reindex();
+}
+
+static mem_block *block_new(void)
+{
+    mem_state *M = &mlprof__mem;
+    if (M->nblocks == M->cap) {
+        size_t cap = M->cap ? M->cap * 2 : 4096;
+        mem_block *blocks = mlprof__realloc(M->blocks, cap * sizeof *blocks);
+        if (!blocks)
+            return NULL;
+        M->blocks = blocks;
+        M->cap = cap;
+    }
+    mem_block *b = &M->blocks[M->nblocks++];
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+/* ------------------------------------------------------------ segments */
+
+static const mem_segment *held_segment_at(const mem_device *d, uint64_t addr, size_t *pos)
+{
+    size_t lo = 0, hi = d->nheld;
+    while (lo < hi) { /* first held segment starting after addr */
+        size_t mid = (lo + hi) / 2;
+        if (d->segs[d->held[mid]].addr <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (pos)
+        *pos = lo;
+    if (lo == 0)
+        return NULL;
+    const mem_segment *s = &d->segs[d->held[lo - 1]];
+    return addr - s->addr < s->bytes || addr == s->addr ? s : NULL;
+}
+
+static void segment_release(mem_device *d, size_t hpos, uint64_t ns)
+{
+    mem_segment *s = &d->segs[d->held[hpos]];
+    s->t_release = ns ? ns : 1;
+    d->reserved -= s->bytes;
+    memmove(d->held + hpos, d->held + hpos + 1, (d->nheld - hpos - 1) * sizeof *d->held);
+    d->nheld--;
+}
+
+static void apply_reserve(mem_device *d, const mem_op *o)
+{
+    size_t pos;
+    const mem_segment *s = held_segment_at(d, o->addr, &pos);
+    if (s && s->addr == o->addr) { /* its release was missed */
+        d->implicit_frees++;
+        segment_release(d, pos - 1, o->ns);
+        held_segment_at(d, o->addr, &pos);
+    }
+    if (d->nsegs == d->segcap) {
+        size_t cap = d->segcap ? d->segcap * 2 : 16;
+        mem_segment *segs = mlprof__realloc(d->segs, cap * sizeof *segs);
+        if (!segs)
+            return;
+        d->segs = segs;
+        d->segcap = cap;
+    }
+    if (d->nheld == d->heldcap) {
+        size_t cap = d->heldcap ? d->heldcap * 2 : 16;
+        size_t *held = mlprof__realloc(d->held, cap * sizeof *held);
+        if (!held)
+            return;
+        d->held = held;
+        d->heldcap = cap;
+    }
+    mem_segment *n = &d->segs[d->nsegs];
+    n->addr = o->addr;
+    n->bytes = o->bytes;
+    n->t_reserve = o->ns;
+    n->t_release = 0;
+    memmove(d->held + pos + 1, d->held + pos, (d->nheld - pos) * sizeof *d->held);
+    d->held[pos] = d->nsegs++;
+    d->nheld++;
+    d->reserved += o->bytes;
+    d->reserves++;
+    d->pooled = 1;
+}
+
+static void apply_release(mem_device *d, const mem_op *o)
+{
+    size_t pos;
+    const mem_segment *s = held_segment_at(d, o->addr, &pos);
+    if (!s || s->addr != o->addr) {
+        d->unknown_releases++;
+        return;
+    }
+    segment_release(d, pos - 1, o->ns);
+    d->releases++;
+}
+
+/* ------------------------------------------------- allocations and frees */
+
+static void block_gone(mem_device *d, mem_block *b, uint64_t seq, uint64_t ns, live_slot *s)
+{
+    b->seq_free = seq;
+    b->t_free = ns;
+    d->used -= b->bytes;
+    if (!b->pooled)
+        d->direct -= b->bytes;
+    d->live_blocks--;
+    mem_scope_stat *st = scope_stat(b->device, b->scope);
+    if (st) {
+        st->live -= b->bytes;
+        st->frees++;
+    }
+    s->state = SLOT_FREED;
+    L.freed++;
+    mlprof__mem.nfreed++;
+}
+
+static void apply_alloc(mem_device *d, const mem_op *o, uint64_t seq)
+{
+    mem_state *M = &mlprof__mem;
+    if ((L.used + 1) * 10 > L.cap * 7 && slots_rebuild(M->nblocks - M->nfreed + 1) != 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "memory profiler: out of memory; an allocation is lost");
+        return;
+    }
+    live_slot *s = slot_find(o->device, o->addr);
+    if (s->state == SLOT_LIVE) { /* its free was missed: it ends here */
+        mem_block *old = &M->blocks[s->idx];
+        old->implicit = 1;
+        d->implicit_frees++;
+        block_gone(d, old, seq, o->ns, s);
+    }
+    mem_block *b = block_new();
+    if (!b) {
+        mlprof__log(MLPROF_LOG_ERROR, "memory profiler: out of memory; an allocation is lost");
+        return;
+    }
+    b->addr = o->addr;
+    b->bytes = o->bytes;
+    b->t_alloc = o->ns;
+    b->seq_alloc = seq;
+    b->seq_free = MEM_LIVE;
+    b->scope = o->scope;
+    b->tag = o->tag;
+    b->op = o->opname;
+    b->tid = o->tid;
+    b->device = o->device;
+    b->pooled = held_segment_at(d, o->addr, NULL) != NULL;
+    if (s->state == SLOT_EMPTY)
+        L.used++;
+    else if (s->state == SLOT_FREED)
+        L.freed--;
+    s->addr = o->addr;
+    s->device = o->device;
+    s->state = SLOT_LIVE;
+    s->idx = (size_t)(b - M->blocks);
+    d->used += b->bytes;
+    if (!b->pooled)
+        d->direct += b->bytes;
+    d->live_blocks++;
+    d->allocs++;
+    mem_scope_stat *st = scope_stat(o->device, o->scope);
+    if (st) {
+        st->allocs++;
+        st->bytes_total += b->bytes;
+        st->live += b->bytes;
+        if (st->live > st->peak)
+            st->peak = st->live;
+    }
+}
+
+static void apply_free(mem_device *d, const mem_op *o, uint64_t seq)
+{
+    live_slot *s = slot_find(o->device, o->addr);
+    if (!s || s->state == SLOT_EMPTY) {
+        d->unknown_frees++;
+        return;
+    }
+    if (s->state == SLOT_FREED) {
+        d->double_frees++;
+        return;
+    }
+    block_gone(d, &mlprof__mem.blocks[s->idx], seq, o->ns, s);
+    d->frees++;
+    history_trim();
+}
+
+static void emit_sample(mem_device *d, mlprof__sb *out, int *first, pid_t pid)
+{
+    mlprof__chrome_counter(out, first, d->series_used, "memory", d->last_ns, 0, 1,
+                           (int64_t)d->used, pid, d->last_tid);
+    if (d->pooled)
+        mlprof__chrome_counter(out, first, d->series_alloc, "memory", d->last_ns, 0, 1,
+                               (int64_t)d->allocated, pid, d->last_tid);
+    d->sample_pending = 0;
+}
+
+static void apply_one(const mem_op *o, mlprof__sb *out, int *first, pid_t pid)
+{
+    mem_state *M = &mlprof__mem;
+    mem_device *d = mlprof__mem_device(o->device);
+    if (!d)
+        return;
+    if (o->ns < M->last_ns)
+        M->late++;
+    else
+        M->last_ns = o->ns;
+    uint64_t seq = ++M->seq;
+    switch (o->kind) {
+    case MLPROF__MEM_ALLOC:
+        apply_alloc(d, o, seq);
+        break;
+    case MLPROF__MEM_FREE:
+        apply_free(d, o, seq);
+        break;
+    case MLPROF__MEM_RESERVE:
+        apply_reserve(d, o);
+        break;
+    default:
+        apply_release(d, o);
+        break;
+    }
+    d->allocated = d->reserved + d->direct;
+    if (d->used > d->peak_used) {
+        d->peak_used = d->used;
+        d->peak_seq = seq;
+        d->peak_ns = o->ns;
+        d->alloc_at_peak = d->allocated;
+    }
+    if (d->allocated > d->peak_allocated) {
+        d->peak_allocated = d->allocated;
+        d->peak_alloc_ns = o->ns;
+    }
+    d->last_ns = o->ns;
+    d->last_tid = o->tid;
+    timeline_note(d, o->ns);
+    d->sample_pending = 1;
+    int rate = mlprof__g.cfg.memory_sample_rate;
+    if (rate > 0 && ++d->ops % (uint64_t)rate == 0 && out)
+        emit_sample(d, out, first, pid);
+}
+
+void mlprof__mem_apply(uint64_t upto_ns, mlprof__sb *out, int *first, pid_t pid)
+{
+    if (!Q.n)
+        return;
+    qsort(Q.ops, Q.n, sizeof *Q.ops, op_cmp);
+    size_t i = 0;
+    while (i < Q.n && Q.ops[i].ns <= upto_ns)
+        apply_one(&Q.ops[i++], out, first, pid);
+    memmove(Q.ops, Q.ops + i, (Q.n - i) * sizeof *Q.ops);
+    Q.n -= i;
+}
+
+int mlprof__mem_any(void)
+{
+    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
+        if (mlprof__mem.devs[i] && mlprof__mem.devs[i]->last_ns)
+            return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------- trace outputs */
+
+void mlprof__mem_trace_tail(mlprof__sb *out, int *first, pid_t pid)
+{
+    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
+        mem_device *d = mlprof__mem.devs[i];
+        if (!d || !d->last_ns)
+            continue;
+        if (d->sample_pending && mlprof__g.cfg.memory_sample_rate > 0) {
+            emit_sample(d, out, first, pid);
+            d->sample_pending = 1; /* the tail is rewritten at every dump */
+        }
+        if (!d->peak_ns)
+            continue;
+        char name[96];
+        int n = snprintf(name, sizeof name, "memory peak (%s)", d->name);
+        mlprof__sb args;
+        mlprof__sb_init(&args);
+        mlprof__sb_printf(&args, "\"used\":%llu,\"allocated_then\":%llu,\"peak_allocated\":%llu",
+                          (unsigned long long)d->peak_used, (unsigned long long)d->alloc_at_peak,
+                          (unsigned long long)d->peak_allocated);
+        mlprof__chrome_instant(out, first, name, (size_t)n, "memory", d->peak_ns, MLPROF_SCOPE_PROCESS,
+                               pid, pid, args.data, args.len);
+        mlprof__sb_free(&args);
+    }
+}
+
+void mlprof__mem_other_data(mlprof__sb *out)
+{
+    if (!mlprof__mem_any())
+        return;
+    mlprof__sb_printf(out, ",\"memory\":{\"late_events\":%llu,\"history_dropped\":%llu,\"devices\":{",
+                      (unsigned long long)mlprof__mem.late,
+                      (unsigned long long)mlprof__mem.history_dropped);
+    int first = 1;
+    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
+        const mem_device *d = mlprof__mem.devs[i];
+        if (!d || !d->last_ns)
+            continue;
+        if (!first)
+            mlprof__sb_putc(out, ',');
+        first = 0;
+        mlprof__sb_json_str(out, d->name, strlen(d->name));
+        mlprof__sb_printf(out,
+                          ":{\"device\":%d,\"peak_used\":%llu,\"peak_allocated\":%llu,\"unknown_frees\":%llu"
+                          ",\"double_frees\":%llu,\"unknown_releases\":%llu,\"implicit_frees\":%llu}",
+                          i, (unsigned long long)d->peak_used, (unsigned long long)d->peak_allocated,
+                          (unsigned long long)d->unknown_frees, (unsigned long long)d->double_frees,
+                          (unsigned long long)d->unknown_releases,
+                          (unsigned long long)d->implicit_frees);
+    }
+    mlprof__sb_puts(out, "}}");
+}
+
+void mlprof__mem_warn(void)
+{
+    mem_state *M = &mlprof__mem;
+    uint64_t problems = 0;
+    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
+        const mem_device *d = M->devs[i];
+        if (d)
+            problems += d->unknown_frees + d->double_frees + d->unknown_releases + d->implicit_frees;
+    }
+    if (problems > M->warned_problems) {
+        for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
+            const mem_device *d = M->devs[i];
+            mlprof__sb sb;
+            mlprof__sb_init(&sb);
+            if (d && mlprof__mem_problems(&sb, d))
+                mlprof__log(MLPROF_LOG_WARN, "memory (%s): %s", d->name, sb.data);
+            mlprof__sb_free(&sb);
+        }
+    }
+    if (M->late > M->warned_late)
+        mlprof__log(MLPROF_LOG_WARN,
+                    "memory: %llu operations arrived after later ones were accounted (a thread was "
+                    "preempted while recording); the peak may be off by their size",
+                    (unsigned long long)M->late);
+    if (M->history_dropped > M->warned_dropped)
+        mlprof__log(MLPROF_LOG_WARN,
+                    "memory: %llu freed blocks were not kept (memory_history=%llu); the CSV and the "
+                    "picture miss them, the totals and peaks do not",
+                    (unsigned long long)M->history_dropped,
+                    (unsigned long long)mlprof__g.cfg.memory_history);
+    M->warned_problems = problems;
+    M->warned_late = M->late;
+    M->warned_dropped = M->history_dropped;
+}
+
+/* ------------------------------------------------------------ resetting */
+
+void mlprof__mem_reset(void)
+{
+    mem_state *M = &mlprof__mem;
+    size_t w = 0;
+    for (size_t i = 0; i < M->nblocks; i++) {
+        if (M->blocks[i].seq_free == MEM_LIVE)
+            M->blocks[w++] = M->blocks[i];
+    }
+    M->nblocks = w;
+    M->nfreed = 0;
+    slots_reindex();
+    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
+        mem_device *d = M->devs[i];
+        if (!d)
+            continue;
+        d->peak_used = d->used;
+        d->peak_allocated = d->allocated;
+        d->alloc_at_peak = d->allocated;
+        d->peak_seq = M->seq;
+        d->peak_ns = d->peak_alloc_ns = 0;
+        d->allocs = d->frees = d->reserves = d->releases = 0;
+        d->unknown_frees = d->double_frees = d->unknown_releases = d->implicit_frees = 0;
+        d->ops = 0;
+        d->sample_pending = 0;
+        d->last_ns = 0;
+        d->peak_set_incomplete = 0;
+        memset(d->buckets, 0, sizeof d->buckets);
+        d->bucket_w = 0;
+        /* segments released are history; held ones stay, renumbered in address order */
+        mem_segment *segs = d->nheld ? mlprof__malloc(d->nheld * sizeof *segs) : NULL;
+        if (segs || !d->nheld) {
+            for (size_t h = 0; h < d->nheld; h++) {
+                segs[h] = d->segs[d->held[h]];
+                d->held[h] = h;
+            }
+            if (d->nheld)
+                memcpy(d->segs, segs, d->nheld * sizeof *segs);
+            d->nsegs = d->nheld;
+            mlprof__free(segs);
+        }
+    }
+    for (size_t i = 0; i < M->scopes.cap; i++) {
+        mem_scope_stat *st = M->scopes.slots[i].key ? M->scopes.slots[i].value : NULL;
+        if (st) {
+            st->allocs = st->frees = st->bytes_total = 0;
+            st->peak = st->live;
+        }
+    }
+    M->late = M->history_dropped = 0;
+    M->warned_problems = M->warned_late = M->warned_dropped = 0;
+}
+
+int mlprof__mem_info(int device, mlprof_mem_info *info, size_t size)
+{
+    if (device < 0 || device > MLPROF_DEVICE_MAX)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_mem_info_get: bad device %d (0 to %d)", device,
+                            MLPROF_DEVICE_MAX);
+    if (!info)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_mem_info_get: info is NULL");
+    mlprof_mem_info v;
+    memset(&v, 0, sizeof v);
+    const mem_device *d = mlprof__mem.devs[device];
+    if (d) {
+        v.used = d->used;
+        v.peak_used = d->peak_used;
+        v.allocated = d->allocated;
+        v.peak_allocated = d->peak_allocated;
+        v.peak_used_ns = d->peak_ns;
+        v.live_blocks = d->live_blocks;
+        v.allocs = d->allocs;
+        v.frees = d->frees;
+        v.reserves = d->reserves;
+        v.releases = d->releases;
+        v.unknown_frees = d->unknown_frees;
+        v.double_frees = d->double_frees;
+        v.unknown_releases = d->unknown_releases;
+        v.implicit_frees = d->implicit_frees;
+    }
+    memcpy(info, &v, size < sizeof v ? size : sizeof v);
+    return MLPROF_OK;
+}
