@@ -9,7 +9,10 @@
  *
  * It exercises most of the mlprof API: a domain, per-operator tasks with
  * shape/FLOP/byte arguments, nested tasks, frames, a counter, markers, scopes,
- * thread names, MLPROF_ZONE, the statistics table and the trace dump.
+ * thread names, MLPROF_ZONE, the statistics table and the trace dump. Tensors
+ * come from a small caching allocator (one per worker, as frameworks keep
+ * per-stream pools) that tells the memory profiler about its segments and
+ * blocks, so the run also gives a peak report and memory_flow.svg.
  *
  * Results are deterministic: weights and inputs come from seeded PRNGs, each
  * batch's input depends only on its index, and the GEMM blocking does not
@@ -59,7 +62,8 @@ static void usage(FILE *out)
             "  --threads T     worker threads (default 2)\n"
             "  --help          show this help\n"
             "\n"
-            "The trace goes to $MLPROF_FILENAME, or cnn_trace.json if unset.\n");
+            "The trace goes to $MLPROF_FILENAME, or cnn_trace.json if unset; the memory\n"
+            "profile beside it (cnn_trace.memory_flow.svg, cnn_trace.memory.csv).\n");
 }
 
 /* Exit status 2 is the usual convention for a command-line mistake. */
@@ -179,6 +183,126 @@ static double now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* -------------------------------------------------------- tensor pool */
+
+/*
+ * A caching allocator in the style of a framework's: it takes segments of at
+ * least POOL_SEGMENT bytes from malloc and carves tensors out of them first
+ * fit, 256-byte aligned, merging free neighbours. Segments are kept until the
+ * pool is destroyed. It reports reserves, releases, allocations and frees to
+ * mlprof, so "allocated" (segments) and "used" (tensors) can be told apart.
+ */
+#define POOL_SEGMENT ((size_t)1 << 20)
+#define POOL_ALIGN 256
+#define POOL_MAX_SEGMENTS 16
+#define POOL_MAX_RANGES 64
+
+struct range {
+    size_t off, len;
+};
+
+struct segment {
+    char *base;
+    size_t size;
+    struct range free[POOL_MAX_RANGES]; /* sorted by offset, never adjacent */
+    int nfree;
+};
+
+struct pool {
+    struct segment seg[POOL_MAX_SEGMENTS];
+    int nseg;
+};
+
+static struct segment *pool_grow(struct pool *p, size_t need)
+{
+    if (p->nseg == POOL_MAX_SEGMENTS) {
+        fprintf(stderr, PROG ": tensor pool: more than %d segments\n", POOL_MAX_SEGMENTS);
+        exit(1);
+    }
+    struct segment *s = &p->seg[p->nseg++];
+    s->size = need > POOL_SEGMENT ? (need + POOL_SEGMENT - 1) / POOL_SEGMENT * POOL_SEGMENT : POOL_SEGMENT;
+    s->base = xcalloc(s->size, 1);
+    s->free[0] = (struct range){0, s->size};
+    s->nfree = 1;
+    mlprof_mem_reserve(MLPROF_DEVICE_CPU, s->base, s->size);
+    return s;
+}
+
+/* A tensor of bytes, named by tag in the memory profile. */
+static float *pool_alloc(struct pool *p, size_t bytes, const char *tag)
+{
+    size_t len = (bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+    (void)tag;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < p->nseg; i++) {
+            struct segment *s = &p->seg[i];
+            for (int r = 0; r < s->nfree; r++) {
+                if (s->free[r].len < len)
+                    continue;
+                char *ptr = s->base + s->free[r].off;
+                s->free[r].off += len;
+                s->free[r].len -= len;
+                if (s->free[r].len == 0) {
+                    memmove(&s->free[r], &s->free[r + 1], (size_t)(s->nfree - r - 1) * sizeof s->free[0]);
+                    s->nfree--;
+                }
+                MLPROF_MEM_ALLOC(MLPROF_DEVICE_CPU, ptr, bytes, tag);
+                return (float *)ptr;
+            }
+        }
+        pool_grow(p, len);
+    }
+    fprintf(stderr, PROG ": tensor pool: no room for %zu bytes\n", bytes);
+    exit(1);
+}
+
+static void pool_free(struct pool *p, void *ptr, size_t bytes)
+{
+    size_t len = (bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+    MLPROF_MEM_FREE(MLPROF_DEVICE_CPU, ptr);
+    for (int i = 0; i < p->nseg; i++) {
+        struct segment *s = &p->seg[i];
+        if ((char *)ptr < s->base || (char *)ptr >= s->base + s->size)
+            continue;
+        size_t off = (size_t)((char *)ptr - s->base);
+        int r = 0;
+        while (r < s->nfree && s->free[r].off < off)
+            r++;
+        int before = r > 0 && s->free[r - 1].off + s->free[r - 1].len == off;
+        int after = r < s->nfree && off + len == s->free[r].off;
+        if (before && after) {
+            s->free[r - 1].len += len + s->free[r].len;
+            memmove(&s->free[r], &s->free[r + 1], (size_t)(s->nfree - r - 1) * sizeof s->free[0]);
+            s->nfree--;
+        } else if (before) {
+            s->free[r - 1].len += len;
+        } else if (after) {
+            s->free[r].off = off;
+            s->free[r].len += len;
+        } else {
+            if (s->nfree == POOL_MAX_RANGES) {
+                fprintf(stderr, PROG ": tensor pool: too fragmented\n");
+                exit(1);
+            }
+            memmove(&s->free[r + 1], &s->free[r], (size_t)(s->nfree - r) * sizeof s->free[0]);
+            s->free[r] = (struct range){off, len};
+            s->nfree++;
+        }
+        return;
+    }
+    fprintf(stderr, PROG ": tensor pool: %p is not from this pool\n", ptr);
+    exit(1);
+}
+
+static void pool_destroy(struct pool *p)
+{
+    for (int i = 0; i < p->nseg; i++) {
+        mlprof_mem_release(MLPROF_DEVICE_CPU, p->seg[i].base);
+        free(p->seg[i].base);
+    }
+    p->nseg = 0;
 }
 
 /* --------------------------------------------------------------- sgemm */
@@ -341,6 +465,7 @@ struct layer {
     float *weights;  /* conv: [cout x cin*9]; fc: [in x out], so both are plain GEMMs */
     float *bias;
     mlprof_span *task;
+    char out_tag[32], col_tag[32]; /* tensor names in the memory profile */
     struct op_args args;
     struct op_args im2col_args, gemm_args; /* the nested tasks of a conv */
 };
@@ -356,8 +481,6 @@ struct instruments {
 struct net {
     struct layer layers[NUM_LAYERS];
     int batch_size;
-    size_t max_act; /* floats in the largest activation */
-    size_t max_col; /* floats in the largest im2col buffer */
 };
 
 /* He-style uniform init (variance 2/fan_in) keeps ReLU activations O(1). */
@@ -368,6 +491,8 @@ static void init_params(struct layer *l, int fan_in, int fan_out, uint64_t seed)
     size_t n = (size_t)fan_in * fan_out;
     l->weights = xcalloc(n, sizeof(float));
     l->bias = xcalloc((size_t)fan_out, sizeof(float));
+    MLPROF_MEM_ALLOC(MLPROF_DEVICE_CPU, l->weights, n * sizeof(float), "weights");
+    MLPROF_MEM_ALLOC(MLPROF_DEVICE_CPU, l->bias, (size_t)fan_out * sizeof(float), "bias");
     for (size_t i = 0; i < n; i++)
         l->weights[i] = a * rng_uniform(&s);
     for (int i = 0; i < fan_out; i++)
@@ -445,9 +570,8 @@ static void layer_cost(struct layer *l)
 static void net_init(struct net *net, int batch_size, mlprof_domain *domain)
 {
     struct shape s = {4, batch_size, IMG_C, IMG_H, IMG_W};
+    MLPROF_SCOPE("params");
     net->batch_size = batch_size;
-    net->max_act = shape_elems(s);
-    net->max_col = 0;
     for (int i = 0; i < NUM_LAYERS; i++) {
         struct layer *l = &net->layers[i];
         memset(l, 0, sizeof *l);
@@ -455,6 +579,8 @@ static void net_init(struct net *net, int batch_size, mlprof_domain *domain)
         l->in = s;
         l->out = layer_out_shape(l->spec, s);
         l->task = mlprof_task_create(domain, l->spec->name);
+        snprintf(l->out_tag, sizeof l->out_tag, "%s.out", l->spec->name);
+        snprintf(l->col_tag, sizeof l->col_tag, "%s.col", l->spec->name);
         if (!l->task) {
             fprintf(stderr, PROG ": creating task %s failed: %s\n", l->spec->name,
                     mlprof_last_error());
@@ -463,16 +589,11 @@ static void net_init(struct net *net, int batch_size, mlprof_domain *domain)
         if (l->spec->kind == OP_CONV) {
             l->k = s.c * 9;
             init_params(l, l->k, l->out.c, (uint64_t)i + 1);
-            size_t col = (size_t)batch_size * l->k * l->out.h * l->out.w;
-            if (col > net->max_col)
-                net->max_col = col;
         } else if (l->spec->kind == OP_FC) {
             l->k = s.c * s.h * s.w; /* the flatten is free: NCHW is already contiguous */
             init_params(l, l->k, l->out.c, (uint64_t)i + 1);
         }
         layer_cost(l);
-        if (shape_elems(l->out) > net->max_act)
-            net->max_act = shape_elems(l->out);
         s = l->out;
     }
 }
@@ -480,6 +601,8 @@ static void net_init(struct net *net, int batch_size, mlprof_domain *domain)
 static void net_free(struct net *net)
 {
     for (int i = 0; i < NUM_LAYERS; i++) {
+        MLPROF_MEM_FREE(MLPROF_DEVICE_CPU, net->layers[i].weights);
+        MLPROF_MEM_FREE(MLPROF_DEVICE_CPU, net->layers[i].bias);
         free(net->layers[i].weights);
         free(net->layers[i].bias);
         mlprof_span_destroy(net->layers[i].task);
@@ -488,30 +611,26 @@ static void net_free(struct net *net)
 
 /* ----------------------------------------------------------- operators */
 
-/* Per-thread scratch: two ping-pong activation buffers, the im2col matrix and
- * the GEMM packing buffers, so workers share nothing writable. */
+/* Per-thread: a tensor pool for activations and im2col matrices, and the GEMM
+ * packing buffers, so workers share nothing writable. */
 struct workspace {
-    float *act[2];
-    float *col;
+    struct pool pool;
     struct gemm_buf gemm;
 };
 
-static void workspace_init(struct workspace *ws, const struct net *net)
+static void workspace_init(struct workspace *ws)
 {
-    ws->act[0] = xcalloc(net->max_act, sizeof(float));
-    ws->act[1] = xcalloc(net->max_act, sizeof(float));
-    ws->col = xcalloc(net->max_col ? net->max_col : 1, sizeof(float));
-    ws->gemm.apack = xcalloc(APACK_FLOATS, sizeof(float));
-    ws->gemm.bpack = xcalloc(BPACK_FLOATS, sizeof(float));
+    memset(&ws->pool, 0, sizeof ws->pool);
+    MLPROF_SCOPE("workspace");
+    ws->gemm.apack = pool_alloc(&ws->pool, APACK_FLOATS * sizeof(float), "gemm.apack");
+    ws->gemm.bpack = pool_alloc(&ws->pool, BPACK_FLOATS * sizeof(float), "gemm.bpack");
 }
 
 static void workspace_free(struct workspace *ws)
 {
-    free(ws->act[0]);
-    free(ws->act[1]);
-    free(ws->col);
-    free(ws->gemm.apack);
-    free(ws->gemm.bpack);
+    pool_free(&ws->pool, ws->gemm.apack, APACK_FLOATS * sizeof(float));
+    pool_free(&ws->pool, ws->gemm.bpack, BPACK_FLOATS * sizeof(float));
+    pool_destroy(&ws->pool);
 }
 
 /* Parameters used only inside MLPROF_* macros are cast to void: building with
@@ -551,18 +670,21 @@ static void conv_forward(const struct layer *l, const struct instruments *ins,
     (void)ins;
 
     /* All images are unfolded first so im2col and gemm are one task each. */
+    size_t col_bytes = (size_t)n * col_per_img * sizeof(float);
     MLPROF_BEGIN(ins->im2col_task);
     record_args(&l->im2col_args);
+    float *col = pool_alloc(&ws->pool, col_bytes, l->col_tag);
     for (int i = 0; i < n; i++)
-        im2col_3x3(in + (size_t)i * cin * hw, cin, h, w, ws->col + i * col_per_img);
+        im2col_3x3(in + (size_t)i * cin * hw, cin, h, w, col + i * col_per_img);
     MLPROF_END(ins->im2col_task);
 
     /* Weights on the left make each image's output land directly in NCHW. */
     MLPROF_BEGIN(ins->gemm_task);
     record_args(&l->gemm_args);
     for (int i = 0; i < n; i++)
-        sgemm(cout, (int)hw, l->k, l->weights, l->k, ws->col + i * col_per_img, (int)hw,
+        sgemm(cout, (int)hw, l->k, l->weights, l->k, col + i * col_per_img, (int)hw,
               out + (size_t)i * cout * hw, (int)hw, &ws->gemm);
+    pool_free(&ws->pool, col, col_bytes);
     MLPROF_END(ins->gemm_task);
 
     for (int i = 0; i < n; i++)
@@ -630,14 +752,18 @@ static void softmax_forward(const struct layer *l, const float *in, float *out)
     }
 }
 
-/* Runs one layer; returns the buffer holding its output. */
+/* Runs one layer: its output is a new tensor (ReLU works in place), and its
+ * input is given back to the pool once read. Returns the output. */
 static float *layer_forward(const struct layer *l, const struct instruments *ins, float *in,
-                            float *spare, struct workspace *ws)
+                            struct workspace *ws)
 {
-    float *out = spare;
     MLPROF_SCOPE(l->spec->name); /* pushed before begin, so the task carries it */
     MLPROF_BEGIN(l->task);
     record_args(&l->args);
+    size_t in_bytes = shape_elems(l->in) * sizeof(float);
+    float *out = l->spec->kind == OP_RELU
+                     ? in
+                     : pool_alloc(&ws->pool, shape_elems(l->out) * sizeof(float), l->out_tag);
     switch (l->spec->kind) {
     case OP_CONV:
         conv_forward(l, ins, in, out, ws);
@@ -656,20 +782,21 @@ static float *layer_forward(const struct layer *l, const struct instruments *ins
         softmax_forward(l, in, out);
         break;
     }
+    if (out != in)
+        pool_free(&ws->pool, in, in_bytes);
     MLPROF_END(l->task);
     return out;
 }
 
-/* Returns the [batch x NUM_CLASSES] probabilities, inside the workspace. */
-static const float *net_forward(const struct net *net, const struct instruments *ins,
-                                struct workspace *ws)
+/* Takes the input tensor; returns the [batch x NUM_CLASSES] probabilities, a
+ * tensor of the workspace's pool. */
+static float *net_forward(const struct net *net, const struct instruments *ins, float *x,
+                          struct workspace *ws)
 {
-    float *cur = ws->act[0];
+    float *cur = x;
     mlprof_scope_push("model");
-    for (int i = 0; i < NUM_LAYERS; i++) {
-        float *spare = cur == ws->act[0] ? ws->act[1] : ws->act[0];
-        cur = layer_forward(&net->layers[i], ins, cur, spare, ws);
-    }
+    for (int i = 0; i < NUM_LAYERS; i++)
+        cur = layer_forward(&net->layers[i], ins, cur, ws);
     mlprof_scope_pop();
     return cur;
 }
@@ -702,10 +829,18 @@ static void run_batch(const struct net *net, const struct instruments *ins,
 {
     MLPROF_BEGIN(ins->frame);
     MLPROF_ARG_INT("batch", batch);
-    load_batch(ins, batch, net->batch_size, ws->act[0]);
-    const float *out = net_forward(net, ins, ws);
+    size_t in_bytes = (size_t)net->batch_size * IMG_C * IMG_H * IMG_W * sizeof(float);
+    size_t out_bytes = (size_t)net->batch_size * NUM_CLASSES * sizeof(float);
+    float *x;
+    {
+        MLPROF_SCOPE("data");
+        x = pool_alloc(&ws->pool, in_bytes, "input");
+    }
+    load_batch(ins, batch, net->batch_size, x);
+    float *out = net_forward(net, ins, x, ws);
     if (probs)
-        memcpy(probs, out, (size_t)net->batch_size * NUM_CLASSES * sizeof(float));
+        memcpy(probs, out, out_bytes);
+    pool_free(&ws->pool, out, out_bytes);
     MLPROF_END(ins->frame);
     MLPROF_COUNTER_ADD(ins->images_done, net->batch_size);
 }
@@ -727,7 +862,7 @@ static void *worker_main(void *arg)
     mlprof_thread_set_name(name);
 
     struct workspace ws;
-    workspace_init(&ws, w->net);
+    workspace_init(&ws);
     size_t per_batch = (size_t)w->net->batch_size * NUM_CLASSES;
     for (int b = w->first_batch; b < w->end_batch; b++)
         run_batch(w->net, w->ins, &ws, b, w->probs + (size_t)b * per_batch);
@@ -800,15 +935,18 @@ static void print_stats(void)
     mlprof_free(table);
 }
 
-static void print_trace_path(void)
+/* Prints "label: /absolute/path" for an output mlprof wrote. */
+static void print_output_path(const char *what, const char *label)
 {
     char name[PATH_MAX], abs[PATH_MAX];
-    check(mlprof_trace_path(name, sizeof name), "reading the trace path");
+    check(mlprof_output_path(what, name, sizeof name), "reading an output path");
+    if (!name[0])
+        return; /* that output is off */
     if (!realpath(name, abs)) {
-        fprintf(stderr, PROG ": trace file '%s': %s\n", name, strerror(errno));
+        fprintf(stderr, PROG ": %s file '%s': %s\n", label, name, strerror(errno));
         exit(1);
     }
-    printf("trace: %s\n", abs);
+    printf("%s: %s\n", label, abs);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -849,20 +987,22 @@ int main(int argc, char **argv)
     /* Only a default: the environment (and so `make demo`) decides otherwise. */
     if (!getenv("MLPROF_FILENAME"))
         check(mlprof_set_config("filename", "cnn_trace.json"), "setting filename");
+    if (!getenv("MLPROF_PROFILE_MEMORY"))
+        check(mlprof_set_config("profile_memory", "1"), "turning on the memory profiler");
     mlprof_process_set_name(PROG);
     mlprof_thread_set_name("main");
 
     struct instruments ins;
     struct net net;
     instruments_init(&ins);
+    /* started before the weights are made, so that the memory profile has them */
+    check(mlprof_set_state(MLPROF_STATE_RUN), "starting the profiler");
     net_init(&net, opt.batch_size, ins.domain);
     float *probs = xcalloc((size_t)opt.batches * opt.batch_size * NUM_CLASSES, sizeof(float));
 
-    check(mlprof_set_state(MLPROF_STATE_RUN), "starting the profiler");
-
     /* The warm-up batch faults in pages and caches, so the pass measures steady state. */
     struct workspace ws;
-    workspace_init(&ws, &net);
+    workspace_init(&ws);
     run_batch(&net, &ins, &ws, 0, NULL);
     workspace_free(&ws);
     MLPROF_MARK(ins.warmup_done, MLPROF_SCOPE_GLOBAL);
@@ -874,13 +1014,16 @@ int main(int argc, char **argv)
     double seconds = now_seconds() - t0;
     MLPROF_MARK(ins.pass_end, MLPROF_SCOPE_PROCESS);
 
+    /* the weights are freed first: what is left at the end is a leak */
+    net_free(&net);
     check(mlprof_dump(1), "mlprof_dump");
     print_stats();
     print_results(probs, opt.batches * opt.batch_size, seconds);
-    print_trace_path();
+    print_output_path("trace", "trace");
+    print_output_path("memory_svg", "memory flow");
+    print_output_path("memory_csv", "memory csv");
 
     free(probs);
-    net_free(&net);
     instruments_free(&ins);
     return 0;
 }

@@ -258,6 +258,30 @@ def area_demo(prog, out):
     names = {e["args"]["name"] for e in events(t, "M", "thread_name")}
     check({"worker-0", "worker-1"} <= names, f"threads {names}")
     check(t["otherData"]["dropped_events"] == 0, "nothing dropped")
+    # the memory profile: tensors of the pools, weights, and nothing left over
+    stem = os.path.join(out, "cnn_trace")
+    for label, suffix in (("memory flow", ".memory_flow.svg"), ("memory csv", ".memory.csv")):
+        check(f"{label}: {os.path.realpath(stem + suffix)}" in p.stdout, f"{label} path printed")
+    check("Memory: cpu" in p.stdout and "Live at the peak" in p.stdout, "peak report printed")
+    check("now             0 B used in 0 blocks, 0 B allocated" in p.stdout, "everything freed")
+    rows = read_csv(stem + ".memory.csv")
+    # per pass: the input, nine tensors (ReLU works in place), three im2col matrices
+    tags = {}
+    for r in rows:
+        tags[r["tag"]] = tags.get(r["tag"], 0) + 1
+    check(tags.get("input") == passes and tags.get("conv1.out") == passes
+          and tags.get("conv3.col") == passes, f"tensors per pass {tags}")
+    check(tags.get("weights") == 5 and tags.get("bias") == 5, "weights of five layers")
+    check(all(r["end"] == "freed" for r in rows), "all freed")
+    conv1_out = [r for r in rows if r["tag"] == "conv1.out"]
+    check(all(r["scope"] == "model:conv1:" and r["bytes"] == str(8 * 16 * 32 * 32 * 4)
+              for r in conv1_out), f"conv1.out rows {conv1_out[:1]}")
+    svg = read_svg(stem + ".memory_flow.svg")
+    check(svg["counts"]["blocks"] == len(rows) and len(svg["segments"]) > 0,
+          f"picture {svg['counts']}, {len(svg['segments'])} segments")
+    used = series(t, "memory used (cpu)")
+    check(len(used) == 2 * len(rows) + 2 * len(svg["segments"]) and used[-1][1] == 0,
+          f"a sample per operation: {len(used)}")
 
 
 def area_plain(prog, out):
@@ -399,6 +423,39 @@ def area_memory(prog, out):
     check(rate_svg["counts"]["blocks"] == 1000 and rate_svg["counts"]["merged"] == 1000
           and rate_svg["counts"]["drawn"] == 0 and len(rate_svg["cells"]) > 0,
           f"blocks under a pixel are merged: {rate_svg['counts']}")
+
+
+def area_memory_threads(prog, out):
+    run(prog, out)
+    with open(os.path.join(out, "memory_threads_stats.json")) as f:
+        st = json.load(f)
+    cpu = st["memory"]["devices"][0]
+    check(st["memory"]["final"] is True and cpu["never_freed"]["blocks"] == 0, "nothing leaked")
+    sc = {s["scope"]: s for s in cpu["scopes"]}
+    for i in range(4):
+        s = sc.get(f"worker{i}:", {})
+        check((s.get("allocs"), s.get("frees"), s.get("bytes"), s.get("peak"), s.get("live")) ==
+              (20000, 20000, 20000 * 8 * (i + 1), 20000 * 8 * (i + 1), 0),
+              f"worker{i} row {s}: freed by its neighbour, counted to its own scope")
+    t = load(os.path.join(out, "memory_threads.json"))
+    samples = series(t, "memory used (cpu)")
+    check(len(samples) == 160, f"160000 operations at a sample every 1000: {len(samples)} samples")
+    check(max(v for _, v in samples) <= cpu["peak_used"] and samples[-1][1] == 0, "samples in range")
+
+
+def area_memory_flow(prog, out):
+    run(prog, out)
+    svg = read_svg(os.path.join(out, "flow.memory_flow.svg"))
+    c = svg["counts"]
+    print(f"memory_flow.svg with 100000 blocks: {svg['size']} bytes, {c}")
+    check(c.get("blocks") == 100000 and c["drawn"] + c["merged"] == 100000, f"every block accounted: {c}")
+    check(c["drawn"] == len(svg["blocks"]) and 0 < c["drawn"] <= 6000, f"drawn one by one {c}")
+    check(c["merged"] > 0 and "too small to see merged" in svg["text"], "merging is said on the picture")
+    check(svg["size"] < 3 * 1024 * 1024, f"small: {svg['size']} bytes")
+    rows = read_csv(os.path.join(out, "flow.memory.csv"))
+    check(len(rows) == 100000, f"{len(rows)} CSV rows")
+    check(sum(r["end"] == "live" for r in rows) == 400, "the kept blocks are live")
+    check({r["scope"] for r in rows} == {f"layer{i}:" for i in range(10)}, "ten scopes")
 
 
 AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}

@@ -363,8 +363,8 @@ static void usage_panel(mlprof__sb *out, const mem_device *d, const view *v, dou
             mlprof__sb_printf(out, "L%.1f %.1fZ", v->x0 + v->w, bottom);
         mlprof__sb_puts(out, "\"/>\n");
     }
-    mlprof__sb_printf(out, "<text class=\"key\" x=\"%.1f\" y=\"%.1f\"><tspan class=\"usedkey\">&#9632;</tspan> used",
-                      v->x0 + 6, top + 14);
+    mlprof__sb_printf(out, "<text class=\"key\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\"><tspan class=\"usedkey\">&#9632;</tspan> used",
+                      v->x0 + v->w, top - 6);
     if (d->pooled)
         mlprof__sb_puts(out, "  <tspan class=\"allockey\">&#8212;</tspan> allocated (reserved by the pool)");
     mlprof__sb_puts(out, "</text>\n");
