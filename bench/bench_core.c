@@ -2,7 +2,9 @@
  * bench_core.c - what recording costs. In one run: a begin/end pair while
  * recording and while disabled, the floor of two time-stamp counter reads and
  * two clock_gettime(CLOCK_MONOTONIC) calls, the recording pair with two
- * threads at once, and the bytes each event takes in the buffers. Each figure
+ * threads at once, and the bytes each event takes in the buffers; then the
+ * memory profiler: an alloc/free record pair (with a tag), and what the
+ * collector spends accounting each operation afterwards. Each figure
  * is the best of several rounds (the least disturbed by the rest of the
  * machine). The last line is machine-readable.
  */
@@ -33,6 +35,17 @@ static void pairs_macro(int n)
     for (int i = 0; i < n; i++) {
         MLPROF_BEGIN(g_span);
         MLPROF_END(g_span);
+    }
+}
+
+/* 4096 addresses in turn, as a program reusing freed blocks */
+static void pairs_mem(int n)
+{
+    static char arena[4096];
+    for (int i = 0; i < n; i++) {
+        const void *p = &arena[i & 4095];
+        MLPROF_MEM_ALLOC(MLPROF_DEVICE_CPU, p, 256, "act");
+        MLPROF_MEM_FREE(MLPROF_DEVICE_CPU, p);
     }
 }
 
@@ -99,12 +112,14 @@ static double two_threads(void)
 
 /* The measured loops, run in turns within each round so that every figure
  * sees the same machine; each keeps its best round. */
-enum { M_DISABLED, M_TSC, M_CGT, M_ENABLED, M_COUNT };
+enum { M_DISABLED, M_TSC, M_CGT, M_ENABLED, M_MEM, M_COUNT };
 
 int main(void)
 {
     mlprof_set_config("buffer_size", "256M");
     mlprof_set_config("dump_at_exit", "false");
+    mlprof_set_config("profile_memory", "true");
+    mlprof_set_config("memory_history", "1K"); /* the accounting's own memory stays flat */
     g_span = mlprof_task_create(mlprof_domain_create("bench"), "pair");
 
     /* bytes per event: what a million pairs take of the pool, chunk headers included */
@@ -115,13 +130,17 @@ int main(void)
     mlprof_buffer_usage(&used, &capacity);
     double bytes_per_event = (double)used / (2.0 * measured);
     mlprof_clear();
+    pairs_mem(measured);
+    mlprof_buffer_usage(&used, &capacity);
+    double bytes_per_mem_pair = (double)used / measured;
+    mlprof_clear();
 
-    double best[M_COUNT];
+    double best[M_COUNT], mem_collect = 1e30;
     for (int m = 0; m < M_COUNT; m++)
         best[m] = 1e30;
     for (int r = 0; r < ROUNDS; r++) {
         for (int m = 0; m < M_COUNT; m++) {
-            mlprof_set_state(m == M_ENABLED ? MLPROF_STATE_RUN : MLPROF_STATE_STOP);
+            mlprof_set_state(m == M_ENABLED || m == M_MEM ? MLPROF_STATE_RUN : MLPROF_STATE_STOP);
             double t0 = now_ns();
             switch (m) {
             case M_DISABLED: pairs_macro(PAIRS); break;
@@ -130,12 +149,24 @@ int main(void)
 #endif
             case M_CGT: pairs_clock_gettime(PAIRS); break;
             case M_ENABLED: pairs_macro(PAIRS); break;
+            case M_MEM: pairs_mem(PAIRS); break;
             default: break;
             }
             double per = (now_ns() - t0) / PAIRS;
             if (per < best[m])
                 best[m] = per;
-            if (m == M_ENABLED)
+            if (m == M_MEM) {
+                /* the collector's share: drain and account both operations of every pair */
+                mlprof_mem_info info;
+                t0 = now_ns();
+                mlprof_mem_info_get(MLPROF_DEVICE_CPU, &info, sizeof info);
+                per = (now_ns() - t0) / (2.0 * PAIRS);
+                if (per < mem_collect)
+                    mem_collect = per;
+                if (info.unknown_frees || info.live_blocks)
+                    fprintf(stderr, "bench: the memory accounting is off\n");
+            }
+            if (m == M_ENABLED || m == M_MEM)
                 mlprof_clear();
         }
     }
@@ -160,10 +191,15 @@ int main(void)
     printf("pair, 2 threads recording       %7.2f ns per pair per thread\n", threads2);
     printf("enabled / rdtsc floor           %7.2f x (target <= 1.5)\n", tsc > 0 ? enabled / tsc : 0);
     printf("bytes per event in the buffers  %7.2f\n", bytes_per_event);
+    printf("memory alloc/free pair, tagged  %7.2f ns (%.1f bytes in the buffers)\n", best[M_MEM],
+           bytes_per_mem_pair);
+    printf("memory accounting (collector)   %7.2f ns per operation\n", mem_collect);
     printf("memory: fixed at %llu MiB of buffers, %llu MiB in use before the last clear\n",
            (unsigned long long)(capacity >> 20), (unsigned long long)(used >> 20));
     printf("mlprof-bench: enabled_ns=%.2f disabled_ns=%.2f tsc_pair_ns=%.2f clock_gettime_pair_ns=%.2f "
-           "threads2_enabled_ns=%.2f bytes_per_event=%.2f\n",
-           enabled, disabled, tsc, cgt, threads2, bytes_per_event);
+           "threads2_enabled_ns=%.2f bytes_per_event=%.2f mem_pair_ns=%.2f mem_pair_bytes=%.1f "
+           "mem_collect_ns=%.2f\n",
+           enabled, disabled, tsc, cgt, threads2, bytes_per_event, best[M_MEM], bytes_per_mem_pair,
+           mem_collect);
     return 0;
 }

@@ -181,7 +181,7 @@ static track *track_for(mlprof__thread *t)
     tr->thread = t;
     tr->tid = t->tid;
     tr->seq = t->seq;
-    tr->scope = t->scope ? &mlprof__g.scope_root : NULL;
+    tr->scope = &mlprof__g.scope_root; /* scope records move it; t->scope is the thread's own */
     /* keep the list in registration order for a stable track order */
     track **p = &C.tracks;
     while (*p && (*p)->seq < tr->seq)

@@ -550,7 +550,13 @@ void mlprof__mem_apply(uint64_t upto_ns, mlprof__sb *out, int *first, pid_t pid)
 {
     if (!Q.n)
         return;
-    qsort(Q.ops, Q.n, sizeof *Q.ops, op_cmp);
+    /* one thread's operations arrive in order: sort only what is not */
+    for (size_t k = 1; k < Q.n; k++) {
+        if (op_cmp(&Q.ops[k - 1], &Q.ops[k]) > 0) {
+            qsort(Q.ops, Q.n, sizeof *Q.ops, op_cmp);
+            break;
+        }
+    }
     size_t i = 0;
     while (i < Q.n && Q.ops[i].ns <= upto_ns)
         apply_one(&Q.ops[i++], out, first, pid);

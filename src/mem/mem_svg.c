@@ -23,7 +23,7 @@
 #define FLOW_H 440.0
 #define CELL 2.0      /* raster of merged small blocks, in pixels */
 #define MAX_RECTS 6000
-#define MAX_REGIONS 24
+#define MAX_REGIONS 96
 #define NCOLORS 12
 
 static const char *const g_palette[NCOLORS] = {
@@ -167,12 +167,13 @@ static size_t build_regions(int device, const mem_device *d, region *out, double
         memmove(iv + best, iv + best + 1, (r - best - 1) * sizeof *iv);
         r--;
     }
-    /* heights: by size, at least 6 px each, 8 px breaks between */
-    double avail = height - 8.0 * (double)(r > 0 ? r - 1 : 0);
+    /* heights: by size, with a floor; breaks between them narrow as they multiply */
+    double brk = r > 1 ? 8.0 < 96.0 / (double)(r - 1) ? 8.0 : 96.0 / (double)(r - 1) : 0;
+    double avail = height - brk * (double)(r > 0 ? r - 1 : 0);
     uint64_t total = 0;
     for (size_t i = 0; i < r; i++)
         total += iv[i].hi - iv[i].lo;
-    double minh = 6.0, small = 0;
+    double minh = r <= 24 ? 6.0 : 2.0, small = 0;
     size_t nsmall = 0;
     for (size_t i = 0; i < r; i++) {
         double h = avail * (double)(iv[i].hi - iv[i].lo) / (double)total;
@@ -191,7 +192,7 @@ static size_t build_regions(int device, const mem_device *d, region *out, double
         out[i].hi = iv[i].hi;
         out[i].y1 = y;
         out[i].y0 = y - h;
-        y -= h + 8.0;
+        y -= h + brk;
     }
     mlprof__free(iv);
     return r;
@@ -528,13 +529,17 @@ static flow_counts flow_panel(mlprof__sb *out, int device, const mem_device *d, 
     mlprof__sb_printf(out, "<rect class=\"panel\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>\n",
                       v->x0, top, v->w, FLOW_H);
     /* the address axis: each region's base, offsets inside tall ones, and cuts */
+    double label_y = top + FLOW_H + 20;
     for (size_t i = 0; i < nr; i++) {
         const region *r = &rg[i];
         double h = r->y1 - r->y0;
         mlprof__sb_printf(out, "<rect class=\"region\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>",
                           v->x0, r->y0, v->w, h);
-        mlprof__sb_printf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">0x%llx</text>\n",
-                          v->x0 - 6, r->y1 - 1, (unsigned long long)r->lo);
+        if (r->y1 <= label_y - 11) { /* labels of thin ranges would overlap */
+            mlprof__sb_printf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">0x%llx</text>\n",
+                              v->x0 - 6, r->y1 - 1, (unsigned long long)r->lo);
+            label_y = r->y1;
+        }
         if (h >= 60) {
             uint64_t step = bytes_step(r->hi - r->lo, (int)(h / 36));
             for (uint64_t off = step; off < r->hi - r->lo; off += step) {
@@ -548,7 +553,7 @@ static flow_counts flow_panel(mlprof__sb *out, int device, const mem_device *d, 
                 mlprof__sb_puts(out, "</text>\n");
             }
         }
-        if (i + 1 < nr)
+        if (i + 1 < nr && r->y0 - rg[i + 1].y1 >= 4)
             mlprof__sb_printf(out, "<path class=\"cut\" d=\"M%.1f %.1fl6 -4l6 4l6 -4M%.1f %.1fl6 -4l6 4l6 -4\"/>\n",
                               v->x0 - 9, r->y0 - 2, v->x0 + v->w - 9, r->y0 - 2);
     }
