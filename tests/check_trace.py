@@ -385,6 +385,12 @@ def area_memory(prog, out):
     check((g["peak_used"], g["peak_allocated"], g["pooled"]) == (809600, 3245728, True), f"gpu {g}")
     check(abs(g["used_over_allocated"] - 809600 / 3245728) < 1e-12, "ratio")
     check([b["tag"] for b in g["at_peak"]["largest"]] == ["G", "H", "I"], "gpu live at peak")
+    with open(os.path.join(out, "final_stats.json")) as f:
+        final = json.load(f)["memory"]
+    fc = final["devices"][0]
+    check(final["final"] is True and fc["never_freed"]["blocks"] == 2 and fc["never_freed"]["bytes"] == 250
+          and [b["tag"] for b in fc["never_freed"]["largest"]] == ["d", "f"],
+          f"leaks at the end {fc.get('never_freed')}")
     with open(os.path.join(out, "stats.txt")) as f:
         table = f.read()
     for needle in ("Memory: cpu", "peak used       1.27 KiB at 6.000 us", "Live at the peak: 3 blocks",

@@ -165,7 +165,9 @@ typedef enum mlprof_sort {
 
 /* The aggregate statistics, per domain, as a table or JSON in *out (free it with
  * mlprof_free). Rows are sorted by sort_by, descending unless ascending != 0.
- * reset != 0 clears the statistics after printing them. */
+ * When memory was recorded, the memory profiler's report follows (in JSON, a
+ * "memory" member). reset != 0 clears the statistics after printing them, and
+ * starts the memory peaks again from the memory in use. */
 MLPROF_API int mlprof_dumps(char **out, int format, int sort_by, int ascending, int reset);
 /* Discards every recorded event and statistic (the state is unchanged). */
 MLPROF_API int mlprof_clear(void);
