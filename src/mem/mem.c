@@ -18,6 +18,19 @@
 
 mem_state mlprof__mem;
 
+/* The array with room for element n: items itself, or a larger copy (and
+ * *cap grown); NULL when out of memory (items is left as it was). */
+static void *room_for(void *items, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap)
+        return items;
+    size_t c = *cap ? *cap * 2 : first;
+    void *p = mlprof__realloc(items, c * size);
+    if (p)
+        *cap = c;
+    return p;
+}
+
 /* ------------------------------------------------------------- the queue */
 
 typedef struct mem_op {
@@ -49,16 +62,12 @@ void mlprof__mem_push(uint64_t ns, int device, unsigned op, uint64_t addr, uint6
                       const mlprof__scope_node *scope, const char *tag, size_t tag_len,
                       const char *opname, size_t opname_len, pid_t tid)
 {
-    if (Q.n == Q.cap) {
-        size_t cap = Q.cap ? Q.cap * 2 : 1024;
-        mem_op *ops = mlprof__realloc(Q.ops, cap * sizeof *ops);
-        if (!ops) {
-            mlprof__log(MLPROF_LOG_ERROR, "memory profiler: out of memory; an operation is lost");
-            return;
-        }
-        Q.ops = ops;
-        Q.cap = cap;
+    mem_op *ops = room_for(Q.ops, &Q.cap, Q.n, sizeof *ops, 1024);
+    if (!ops) {
+        mlprof__log(MLPROF_LOG_ERROR, "memory profiler: out of memory; an operation is lost");
+        return;
     }
+    Q.ops = ops;
     mem_op *o = &Q.ops[Q.n++];
     o->ns = ns;
     o->order = Q.order++;
@@ -310,14 +319,10 @@ static void history_trim(void)
 static mem_block *block_new(void)
 {
     mem_state *M = &mlprof__mem;
-    if (M->nblocks == M->cap) {
-        size_t cap = M->cap ? M->cap * 2 : 4096;
-        mem_block *blocks = mlprof__realloc(M->blocks, cap * sizeof *blocks);
-        if (!blocks)
-            return NULL;
-        M->blocks = blocks;
-        M->cap = cap;
-    }
+    mem_block *blocks = room_for(M->blocks, &M->cap, M->nblocks, sizeof *blocks, 4096);
+    if (!blocks)
+        return NULL;
+    M->blocks = blocks;
     mem_block *b = &M->blocks[M->nblocks++];
     memset(b, 0, sizeof *b);
     return b;
@@ -361,22 +366,15 @@ static void apply_reserve(mem_device *d, const mem_op *o)
         segment_release(d, pos - 1, o->ns);
         held_segment_at(d, o->addr, &pos);
     }
-    if (d->nsegs == d->segcap) {
-        size_t cap = d->segcap ? d->segcap * 2 : 16;
-        mem_segment *segs = mlprof__realloc(d->segs, cap * sizeof *segs);
-        if (!segs)
-            return;
+    mem_segment *segs = room_for(d->segs, &d->segcap, d->nsegs, sizeof *segs, 16);
+    if (segs)
         d->segs = segs;
-        d->segcap = cap;
+    size_t *held = segs ? room_for(d->held, &d->heldcap, d->nheld, sizeof *held, 16) : NULL;
+    if (!held) {
+        mlprof__log(MLPROF_LOG_ERROR, "memory profiler: out of memory; a segment is lost");
+        return;
     }
-    if (d->nheld == d->heldcap) {
-        size_t cap = d->heldcap ? d->heldcap * 2 : 16;
-        size_t *held = mlprof__realloc(d->held, cap * sizeof *held);
-        if (!held)
-            return;
-        d->held = held;
-        d->heldcap = cap;
-    }
+    d->held = held;
     mem_segment *n = &d->segs[d->nsegs];
     n->addr = o->addr;
     n->bytes = o->bytes;
@@ -564,23 +562,28 @@ void mlprof__mem_apply(uint64_t upto_ns, mlprof__sb *out, int *first, pid_t pid)
     Q.n -= i;
 }
 
+mem_device *mlprof__mem_next_used(int *i)
+{
+    while (++*i <= MLPROF_DEVICE_MAX) {
+        mem_device *d = mlprof__mem.devs[*i];
+        if (d && d->last_ns)
+            return d;
+    }
+    return NULL;
+}
+
 int mlprof__mem_any(void)
 {
-    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
-        if (mlprof__mem.devs[i] && mlprof__mem.devs[i]->last_ns)
-            return 1;
-    }
-    return 0;
+    int i = -1;
+    return mlprof__mem_next_used(&i) != NULL;
 }
 
 /* ------------------------------------------------------- trace outputs */
 
 void mlprof__mem_trace_tail(mlprof__sb *out, int *first, pid_t pid)
 {
-    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
-        mem_device *d = mlprof__mem.devs[i];
-        if (!d || !d->last_ns)
-            continue;
+    mem_device *d;
+    for (int i = -1; (d = mlprof__mem_next_used(&i)) != NULL;) {
         if (d->sample_pending && mlprof__g.cfg.memory_sample_rate > 0) {
             emit_sample(d, out, first, pid);
             d->sample_pending = 1; /* the tail is rewritten at every dump */
@@ -608,10 +611,8 @@ void mlprof__mem_other_data(mlprof__sb *out)
                       (unsigned long long)mlprof__mem.late,
                       (unsigned long long)mlprof__mem.history_dropped);
     int first = 1;
-    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
-        const mem_device *d = mlprof__mem.devs[i];
-        if (!d || !d->last_ns)
-            continue;
+    const mem_device *d;
+    for (int i = -1; (d = mlprof__mem_next_used(&i)) != NULL;) {
         if (!first)
             mlprof__sb_putc(out, ',');
         first = 0;

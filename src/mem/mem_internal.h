@@ -91,6 +91,9 @@ typedef struct mem_state {
 
 extern mem_state mlprof__mem;
 
+/* The next device after *i (start at -1) that has accounted an operation
+ * since the last reset; NULL after the last. */
+mem_device *mlprof__mem_next_used(int *i);
 /* The device's state, created on first use (NULL: out of memory). */
 mem_device *mlprof__mem_device(int device);
 /* "model:conv1:", or "(no scope)" at the top. */

@@ -406,10 +406,8 @@ void mlprof__mem_report(mlprof__sb *out, int json, int final)
                           (unsigned long long)mlprof__mem.history_dropped);
     }
     int first = 1;
-    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
-        const mem_device *d = mlprof__mem.devs[i];
-        if (!d || !d->last_ns)
-            continue;
+    const mem_device *d;
+    for (int i = -1; (d = mlprof__mem_next_used(&i)) != NULL;) {
         if (json) {
             if (!first)
                 mlprof__sb_putc(out, ',');

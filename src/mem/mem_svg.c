@@ -684,10 +684,8 @@ int mlprof__mem_write_svg(const char *path, const char *title)
     uint64_t origin = mlprof__mem_origin();
     uint64_t end = mlprof_now_ns();
     int ndev = 0;
-    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
-        const mem_device *d = M->devs[i];
-        if (!d || !d->last_ns)
-            continue;
+    const mem_device *d;
+    for (int i = -1; (d = mlprof__mem_next_used(&i)) != NULL;) {
         ndev++;
         if (d->last_ns > end)
             end = d->last_ns;
@@ -729,10 +727,7 @@ int mlprof__mem_write_svg(const char *path, const char *title)
 
     double y = 70;
     size_t total_blocks = 0, total_drawn = 0, total_merged = 0, total_cells = 0;
-    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
-        const mem_device *d = M->devs[i];
-        if (!d || !d->last_ns)
-            continue;
+    for (int i = -1; (d = mlprof__mem_next_used(&i)) != NULL;) {
         mlprof__sb_printf(out, "<text class=\"devtitle\" x=\"%.1f\" y=\"%.1f\">", LEFT, y + 14);
         xml_text(out, d->name);
         mlprof__sb_puts(out, "</text><text class=\"sub\" x=\"");
