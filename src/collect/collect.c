@@ -690,16 +690,14 @@ static void host_name(char *buf, size_t len)
     buf[len - 1] = '\0';
 }
 
+/* The program's name: argv[0] without its folder (comm is cut at 15 bytes). */
 static void default_process_name(char *buf, size_t len)
 {
-    FILE *f = fopen("/proc/self/comm", "r");
-    if (f && fgets(buf, (int)len, f)) {
-        buf[strcspn(buf, "\n")] = '\0';
-    } else {
+    extern char *program_invocation_short_name; /* glibc */
+    if (program_invocation_short_name && program_invocation_short_name[0])
+        snprintf(buf, len, "%s", program_invocation_short_name);
+    else
         snprintf(buf, len, "process %d", (int)mlprof__g.pid);
-    }
-    if (f)
-        fclose(f);
 }
 
 /* The part after the spooled events: metadata, open spans, the footer. */
