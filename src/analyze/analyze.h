@@ -1,0 +1,38 @@
+/*
+ * analyze.h - the analyses the mlprof command runs on a trace model: the
+ * operator table of `mlprof analyze` (filters, grouping, aggregation, order,
+ * derived FLOPS and bandwidth) written as a table, JSON or CSV.
+ */
+#ifndef MLPROF_ANALYZE_ANALYZE_H
+#define MLPROF_ANALYZE_ANALYZE_H
+
+#include "trace.h"
+
+enum { AN_SUM = 0, AN_MEAN = 1, AN_MAX = 2, AN_MIN = 3, AN_COUNT = 4 };
+enum { AN_TABLE = 0, AN_JSON = 1, AN_CSV = 2 };
+
+typedef struct an_options {
+    int top;                  /* rows shown; 0: all */
+    const char *aggregate_by; /* comma list of name, type (category), thread, process, none,
+                                 or argument keys ("input_shape", "Input Dims") */
+    int aggregate;            /* AN_SUM...: how a group's times combine */
+    const char *order_by;     /* a column; "+column" for ascending */
+    int64_t min_ns, max_ns;   /* duration filter; -1: none */
+    const char *type;         /* comma list of categories to keep, or NULL */
+    const char *name;         /* a glob (or substring) the names must match, or NULL */
+    int format;
+} an_options;
+
+void an_options_default(an_options *o);
+/* Checks the options (an unknown column or grouping key is an error naming
+ * it). Returns 0, or -1 with *error set (static text or in errbuf). */
+int an_options_check(const an_options *o, char *errbuf, size_t len);
+/* The operator table. Returns 0, or -1 (out of memory). */
+int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out);
+
+/* Durations in the unit a person reads, and amounts with SI prefixes. */
+void an_put_duration(mlprof__sb *out, int64_t ns);
+void an_put_si(mlprof__sb *out, double v, const char *unit);
+void an_put_bytes(mlprof__sb *out, double bytes);
+
+#endif /* MLPROF_ANALYZE_ANALYZE_H */

@@ -1,0 +1,69 @@
+/*
+ * json.h - a streaming JSON reader for trace files: an input that slides a
+ * buffer over a plain or gzip file and knows where each byte is, and a pull
+ * tokenizer over it. Nothing holds more than the current token, so reading a
+ * file of any size takes the buffer plus what the caller keeps.
+ */
+#ifndef MLPROF_ANALYZE_JSON_H
+#define MLPROF_ANALYZE_JSON_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "../common/common.h"
+
+typedef struct an_input {
+    const char *path;
+    int fd;
+    void *gz;             /* a gzFile when the file is compressed */
+    int compressed;
+    char *buf;            /* NUL after the last byte read */
+    size_t cap, len, pos; /* pos: the next byte to read */
+    uint64_t base;        /* offset in the (uncompressed) data of buf[0] */
+    uint64_t lines_before; /* newlines before buf[0] */
+    uint64_t line_start;   /* offset where the line of buf[0] starts */
+    int eof, failed;
+    char error[600];      /* "path:line:column: what (at byte offset N)" */
+} an_input;
+
+/* Opens path ("-" is standard input). Returns 0, or -1 with in->error set. */
+int an_input_open(an_input *in, const char *path);
+void an_input_close(an_input *in);
+/* Moves what is left to the front of the buffer and reads more; returns the
+ * bytes available from pos (0 at the end or after an error). */
+size_t an_input_fill(an_input *in);
+/* Where the next byte is. */
+void an_input_where(const an_input *in, uint64_t *offset, uint64_t *line, uint64_t *column);
+/* Records the first error, with its place; returns -1. */
+int an_input_fail(an_input *in, const char *fmt, ...) MLPROF_I_PRINTF(2, 3);
+
+/* The next byte that is not white space (not consumed), or -1 at the end. */
+static inline int an_json_peek(an_input *in)
+{
+    for (;;) {
+        while (in->pos < in->len) {
+            unsigned char c = (unsigned char)in->buf[in->pos];
+            if (c != ' ' && c != '\n' && c != '\r' && c != '\t')
+                return c;
+            in->pos++;
+        }
+        if (an_input_fill(in) == 0)
+            return -1;
+    }
+}
+
+/* Consumes c (after white space) or fails naming what was expected. */
+int an_json_expect(an_input *in, char c, const char *what);
+/* A string, at its opening quote: its bytes (escapes decoded, UTF-8) replace
+ * out's contents. */
+int an_json_string(an_input *in, mlprof__sb *out);
+/* A number: *value, and *integer with *is_int when it has no fraction or
+ * exponent and fits 64 bits. */
+int an_json_number(an_input *in, double *value, int64_t *integer, int *is_int);
+/* Any value; when raw is not NULL, its compact JSON text is appended there. */
+int an_json_skip(an_input *in, mlprof__sb *raw);
+/* Between members or elements: consumes ',' and returns 1, or the closing
+ * bracket and returns 0; -1 on an error. */
+int an_json_next(an_input *in, char close);
+
+#endif /* MLPROF_ANALYZE_JSON_H */

@@ -1,0 +1,617 @@
+/*
+ * trace.c - reads a Chrome trace event file into the model of trace.h, in one
+ * pass over the stream: each event is parsed into fixed fields and interned
+ * arguments, and only what the analyses use is kept. B/E pairs are joined into
+ * durations on a stack per thread (an end names the begin it closes, or closes
+ * the innermost one); metadata events become process and thread names.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "trace.h"
+
+const char *an_intern(an_trace *t, const char *s, size_t n)
+{
+    if (!s)
+        s = "";
+    mlprof__map_entry *e = mlprof__map_slot(&t->strings, s, n);
+    return e ? e->key : NULL;
+}
+
+static void *grow_array(void *items, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return items;
+    size_t c = *cap ? *cap * 2 : 1024;
+    void *p = mlprof__realloc(items, c * size);
+    if (p)
+        *cap = c;
+    return p;
+}
+
+/* ---------------------------------------------------------- per event */
+
+typedef struct open_stack {
+    size_t *idx;
+    size_t n, cap;
+} open_stack;
+
+typedef struct reader {
+    an_trace *t;
+    an_input in;
+    mlprof__sb key, val, raw;
+    mlprof__map tracks;     /* (pid, tid) -> open_stack of B events */
+    mlprof__map string_ids; /* pid or tid given as a string -> its number */
+    int64_t next_string_id;
+} reader;
+
+static an_arg *new_arg(an_trace *t)
+{
+    an_arg *a = grow_array(t->args, &t->argcap, t->nargs, sizeof *t->args);
+    if (!a)
+        return NULL;
+    t->args = a;
+    an_arg *arg = &t->args[t->nargs++];
+    memset(arg, 0, sizeof *arg);
+    return arg;
+}
+
+static int read_args(reader *r, an_event *e)
+{
+    an_input *in = &r->in;
+    an_trace *t = r->t;
+    e->args = (uint32_t)t->nargs;
+    if (an_json_expect(in, '{', "'{' to start args") != 0)
+        return -1;
+    if (an_json_peek(in) == '}') {
+        in->pos++;
+        return 0;
+    }
+    int more;
+    do {
+        if (an_json_string(in, &r->key) != 0 || an_json_expect(in, ':', "':' after a member name") != 0)
+            return -1;
+        an_arg *a = new_arg(t);
+        if (!a)
+            return an_input_fail(in, "out of memory");
+        a->key = an_intern(t, r->key.data, r->key.len);
+        int c = an_json_peek(in);
+        if (c == '"') {
+            if (an_json_string(in, &r->val) != 0)
+                return -1;
+            a->type = AN_STR;
+            a->str = an_intern(t, r->val.data, r->val.len);
+        } else if (c == '{' || c == '[' || c == 't' || c == 'f' || c == 'n') {
+            mlprof__sb_reset(&r->raw);
+            if (an_json_skip(in, &r->raw) != 0)
+                return -1;
+            a->type = c == '{' || c == '[' ? AN_RAW : AN_STR;
+            a->str = an_intern(t, r->raw.data, r->raw.len);
+        } else {
+            int is_int;
+            if (an_json_number(in, &a->num, &a->inum, &is_int) != 0)
+                return -1;
+            a->is_int = (uint8_t)is_int;
+            a->type = AN_NUM;
+        }
+        e->nargs++;
+        more = an_json_next(in, '}');
+    } while (more > 0);
+    return more < 0 ? -1 : 0;
+}
+
+/* A number, or a string holding one (some writers quote their numbers). */
+static int read_number(reader *r, double *v, int64_t *iv)
+{
+    int is_int;
+    if (an_json_peek(&r->in) != '"')
+        return an_json_number(&r->in, v, iv, &is_int);
+    if (an_json_string(&r->in, &r->val) != 0)
+        return -1;
+    char *end;
+    *v = strtod(r->val.data ? r->val.data : "", &end);
+    if (!r->val.data || end == r->val.data || *end)
+        return an_input_fail(&r->in, "expected a number, found the string \"%s\"",
+                             r->val.data ? r->val.data : "");
+    *iv = (int64_t)*v;
+    return 0;
+}
+
+/* pid and tid: numbers, or strings ("stream 7") given numbers of their own
+ * and kept as the track's name. */
+static int read_track_id(reader *r, int64_t *out, int *named)
+{
+    if (an_json_peek(&r->in) != '"') {
+        double v;
+        int is_int;
+        if (an_json_number(&r->in, &v, out, &is_int) != 0)
+            return -1;
+        return 0;
+    }
+    if (an_json_string(&r->in, &r->val) != 0)
+        return -1;
+    const char *s = r->val.data ? r->val.data : "";
+    char *end;
+    long long n = strtoll(s, &end, 10);
+    if (*s && !*end) {
+        *out = n;
+        return 0;
+    }
+    mlprof__map_entry *e = mlprof__map_slot(&r->string_ids, s, r->val.len);
+    if (!e)
+        return an_input_fail(&r->in, "out of memory");
+    if (!e->value)
+        e->value = (void *)(intptr_t)(--r->next_string_id);
+    *out = (int64_t)(intptr_t)e->value;
+    *named = 1;
+    return 0;
+}
+
+static uint64_t read_id(reader *r)
+{
+    if (an_json_peek(&r->in) != '"') {
+        double v;
+        int64_t iv;
+        int is_int;
+        if (an_json_number(&r->in, &v, &iv, &is_int) != 0)
+            return 0;
+        return (uint64_t)iv;
+    }
+    if (an_json_string(&r->in, &r->val) != 0 || !r->val.data)
+        return 0;
+    char *end;
+    unsigned long long n = strtoull(r->val.data, &end, 0);
+    return *end ? mlprof__hash(r->val.data, r->val.len) : n;
+}
+
+static int add_name(an_trace *t, int64_t pid, int64_t tid, const char *name)
+{
+    for (size_t i = 0; i < t->nnames; i++) {
+        if (t->names[i].pid == pid && t->names[i].tid == tid) {
+            t->names[i].name = name;
+            return 0;
+        }
+    }
+    an_name *n = grow_array(t->names, &t->namecap, t->nnames, sizeof *t->names);
+    if (!n)
+        return -1;
+    t->names = n;
+    t->names[t->nnames++] = (an_name){pid, tid, name};
+    return 0;
+}
+
+static open_stack *track_stack(reader *r, int64_t pid, int64_t tid)
+{
+    int64_t key[2] = {pid, tid};
+    mlprof__map_entry *e = mlprof__map_slot(&r->tracks, (const char *)key, sizeof key);
+    if (!e)
+        return NULL;
+    if (!e->value)
+        e->value = mlprof__calloc(1, sizeof(open_stack));
+    return e->value;
+}
+
+/* An end: closes the innermost begin of that name (or the innermost one). */
+static void close_begin(reader *r, an_event *end)
+{
+    an_trace *t = r->t;
+    open_stack *s = track_stack(r, end->pid, end->tid);
+    if (!s || !s->n) {
+        t->unmatched_ends++;
+        return;
+    }
+    size_t k = s->n;
+    if (end->name[0]) {
+        while (k > 0 && t->ev[s->idx[k - 1]].name != end->name)
+            k--;
+        if (k == 0) {
+            t->unmatched_ends++;
+            return;
+        }
+    }
+    /* begins above it lost their ends: they are not durations */
+    for (size_t j = k; j < s->n; j++) {
+        t->ev[s->idx[j]].ph = 'U';
+        t->unclosed_begins++;
+    }
+    an_event *b = &t->ev[s->idx[k - 1]];
+    s->n = k - 1;
+    b->ph = 'X';
+    b->dur = end->ts > b->ts ? end->ts - b->ts : 0;
+    if (end->nargs) { /* the end's arguments join the begin's */
+        if (b->args + b->nargs != end->args) {
+            size_t first = t->nargs;
+            for (uint32_t i = 0; i < b->nargs; i++) {
+                an_arg *a = new_arg(t);
+                if (!a)
+                    return;
+                *a = t->args[b->args + i];
+            }
+            for (uint32_t i = 0; i < end->nargs; i++) {
+                an_arg *a = new_arg(t);
+                if (!a)
+                    return;
+                *a = t->args[end->args + i];
+            }
+            b->args = (uint32_t)first;
+        }
+        b->nargs += end->nargs;
+    }
+}
+
+static int read_event(reader *r)
+{
+    an_input *in = &r->in;
+    an_trace *t = r->t;
+    an_event e;
+    memset(&e, 0, sizeof e);
+    e.name = e.cat = "";
+    e.parent = -1;
+    e.args = (uint32_t)t->nargs;
+    int has_ts = 0, named_pid = 0, named_tid = 0;
+    const char *pid_name = NULL, *tid_name = NULL;
+    if (an_json_expect(in, '{', "'{' to start an event") != 0)
+        return -1;
+    if (an_json_peek(in) == '}') {
+        in->pos++;
+        t->skipped++;
+        return 0;
+    }
+    int more;
+    do {
+        if (an_json_string(in, &r->key) != 0 || an_json_expect(in, ':', "':' after a member name") != 0)
+            return -1;
+        const char *k = r->key.data ? r->key.data : "";
+        double v;
+        int64_t iv;
+        int rc = 0;
+        if (strcmp(k, "name") == 0 || strcmp(k, "cat") == 0 || strcmp(k, "ph") == 0 ||
+            strcmp(k, "bp") == 0) {
+            if (an_json_peek(in) != '"') {
+                rc = an_json_skip(in, NULL);
+            } else if ((rc = an_json_string(in, &r->val)) == 0) {
+                const char *s = r->val.data ? r->val.data : "";
+                if (k[0] == 'n')
+                    e.name = an_intern(t, s, r->val.len);
+                else if (k[0] == 'c')
+                    e.cat = an_intern(t, s, r->val.len);
+                else if (k[0] == 'p')
+                    e.ph = s[0];
+                else
+                    e.flow_enclosing = s[0] == 'e';
+                if (!e.name || !e.cat)
+                    return an_input_fail(in, "out of memory");
+            }
+        } else if (strcmp(k, "ts") == 0 || strcmp(k, "dur") == 0) {
+            if ((rc = read_number(r, &v, &iv)) == 0) {
+                int64_t ns = isfinite(v) ? (int64_t)llround(v * 1000.0) : 0;
+                if (k[0] == 't') {
+                    e.ts = ns;
+                    has_ts = 1;
+                } else {
+                    e.dur = ns > 0 ? ns : 0;
+                }
+            }
+        } else if (strcmp(k, "pid") == 0) {
+            rc = read_track_id(r, &e.pid, &named_pid);
+            if (named_pid)
+                pid_name = an_intern(t, r->val.data, r->val.len);
+        } else if (strcmp(k, "tid") == 0) {
+            rc = read_track_id(r, &e.tid, &named_tid);
+            if (named_tid)
+                tid_name = an_intern(t, r->val.data, r->val.len);
+        } else if (strcmp(k, "id") == 0) {
+            e.id = read_id(r);
+            rc = in->failed ? -1 : 0;
+        } else if (strcmp(k, "args") == 0 && an_json_peek(in) == '{') {
+            rc = read_args(r, &e);
+        } else {
+            rc = an_json_skip(in, NULL);
+        }
+        if (rc != 0)
+            return -1;
+        more = an_json_next(in, '}');
+    } while (more > 0);
+    if (more < 0)
+        return -1;
+
+    if (pid_name)
+        add_name(t, e.pid, -1, pid_name);
+    if (tid_name)
+        add_name(t, e.pid, e.tid, tid_name);
+    if (e.ph == 'M') {
+        const an_arg *a = an_event_arg(t, &e, "name");
+        if (a && a->str && strcmp(e.name, "process_name") == 0)
+            add_name(t, e.pid, -1, a->str);
+        else if (a && a->str && strcmp(e.name, "thread_name") == 0)
+            add_name(t, e.pid, e.tid, a->str);
+        t->nargs = e.args; /* metadata keeps nothing else */
+        return 0;
+    }
+    if (e.ph == 'I')
+        e.ph = 'i';
+    if (!strchr("XBEiCstfben", e.ph) || !e.ph || (!has_ts && e.ph != 'E')) {
+        t->skipped++;
+        t->nargs = e.args;
+        return 0;
+    }
+    if (e.ph == 'E') {
+        close_begin(r, &e);
+        return 0;
+    }
+    if (has_ts) {
+        if (e.ts < t->t_min)
+            t->t_min = e.ts;
+        if (e.ts + e.dur > t->t_max)
+            t->t_max = e.ts + e.dur;
+    }
+    an_event *ev = grow_array(t->ev, &t->evcap, t->nev, sizeof *t->ev);
+    if (!ev)
+        return an_input_fail(in, "out of memory");
+    t->ev = ev;
+    if (e.ph == 'B') {
+        open_stack *s = track_stack(r, e.pid, e.tid);
+        size_t *idx = s ? grow_array(s->idx, &s->cap, s->n, sizeof *s->idx) : NULL;
+        if (!idx)
+            return an_input_fail(in, "out of memory");
+        s->idx = idx;
+        s->idx[s->n++] = t->nev;
+    }
+    t->ev[t->nev++] = e;
+    return 0;
+}
+
+/* The events array. bare: the file is the array itself, whose closing bracket
+ * (and a last comma) may be missing, as the format allows for streamed files. */
+static int read_events(reader *r, int bare)
+{
+    an_input *in = &r->in;
+    if (an_json_expect(in, '[', "'[' to start the events") != 0)
+        return -1;
+    if (an_json_peek(in) == ']') {
+        in->pos++;
+        return 0;
+    }
+    for (;;) {
+        if (bare && an_json_peek(in) < 0)
+            return 0;
+        if (read_event(r) != 0)
+            return -1;
+        if (bare && an_json_peek(in) < 0)
+            return 0;
+        int more = an_json_next(in, ']');
+        if (more <= 0)
+            return more;
+    }
+}
+
+static int read_object(reader *r)
+{
+    an_input *in = &r->in;
+    an_trace *t = r->t;
+    in->pos++; /* the '{' */
+    if (an_json_peek(in) == '}') {
+        in->pos++;
+        return 0;
+    }
+    int more;
+    do {
+        if (an_json_string(in, &r->key) != 0 || an_json_expect(in, ':', "':' after a member name") != 0)
+            return -1;
+        const char *k = r->key.data ? r->key.data : "";
+        int rc;
+        if (strcmp(k, "traceEvents") == 0) {
+            rc = read_events(r, 0);
+        } else if (strcmp(k, "otherData") == 0 || strcmp(k, "deviceProperties") == 0) {
+            int other = k[0] == 'o';
+            mlprof__sb_reset(&r->raw);
+            rc = an_json_skip(in, &r->raw);
+            const char *s = rc == 0 ? an_intern(t, r->raw.data, r->raw.len) : NULL;
+            if (other)
+                t->other_data = s;
+            else
+                t->device_props = s;
+            if (other && s && strstr(s, "\"mlprof_version\""))
+                t->writer = "mlprof";
+            if (!other)
+                t->writer = "pytorch";
+        } else {
+            if (strcmp(k, "schemaVersion") == 0 || strcmp(k, "traceName") == 0)
+                t->writer = "pytorch";
+            rc = an_json_skip(in, NULL);
+        }
+        if (rc != 0)
+            return -1;
+        more = an_json_next(in, '}');
+    } while (more > 0);
+    return more < 0 ? -1 : 0;
+}
+
+int an_trace_read(an_trace *t, const char *path)
+{
+    memset(t, 0, sizeof *t);
+    t->path = path;
+    t->writer = "";
+    t->t_min = INT64_MAX;
+    t->t_max = INT64_MIN;
+    mlprof__map_init(&t->strings);
+    reader r;
+    memset(&r, 0, sizeof r);
+    r.t = t;
+    mlprof__map_init(&r.tracks);
+    mlprof__map_init(&r.string_ids);
+    int rc = an_input_open(&r.in, path);
+    if (rc == 0) {
+        int c = an_json_peek(&r.in);
+        if (c == '[')
+            rc = read_events(&r, 1);
+        else if (c == '{')
+            rc = read_object(&r);
+        else if (c < 0 && !r.in.failed)
+            rc = an_input_fail(&r.in, "the file is empty");
+        else if (!r.in.failed)
+            rc = an_input_fail(&r.in, "expected '{' or '[' at the start of a trace, found '%c'", c);
+        else
+            rc = -1;
+        if (rc == 0 && an_json_peek(&r.in) >= 0)
+            rc = an_input_fail(&r.in, "unexpected data after the end of the trace");
+    }
+    /* begins never ended are not durations */
+    for (size_t i = 0; i < r.tracks.cap; i++) {
+        open_stack *s = r.tracks.slots[i].key ? r.tracks.slots[i].value : NULL;
+        if (!s)
+            continue;
+        for (size_t j = 0; j < s->n; j++)
+            t->ev[s->idx[j]].ph = 'U';
+        t->unclosed_begins += s->n;
+        mlprof__free(s->idx);
+        mlprof__free(s);
+    }
+    if (r.in.failed) {
+        snprintf(t->error, sizeof t->error, "%s", r.in.error);
+        t->partial = 1;
+        rc = -1;
+    }
+    mlprof__map_free(&r.tracks);
+    mlprof__map_free(&r.string_ids);
+    mlprof__sb_free(&r.key);
+    mlprof__sb_free(&r.val);
+    mlprof__sb_free(&r.raw);
+    an_input_close(&r.in);
+    if (t->t_min == INT64_MAX)
+        t->t_min = t->t_max = 0;
+    if (!t->writer[0]) {
+        for (size_t i = 0; i < t->nev && i < 1000; i++) {
+            const char *c = t->ev[i].cat;
+            if (strcmp(c, "cpu_op") == 0 || strcmp(c, "kernel") == 0 || strcmp(c, "cuda_runtime") == 0) {
+                t->writer = "pytorch";
+                break;
+            }
+        }
+    }
+    return rc;
+}
+
+void an_trace_free(an_trace *t)
+{
+    mlprof__free(t->ev);
+    mlprof__free(t->args);
+    mlprof__free(t->names);
+    mlprof__map_free(&t->strings);
+    memset(t, 0, sizeof *t);
+}
+
+/* ------------------------------------------------------------- queries */
+
+const an_arg *an_event_arg(const an_trace *t, const an_event *e, const char *key)
+{
+    for (uint32_t i = 0; i < e->nargs; i++) {
+        const an_arg *a = &t->args[e->args + i];
+        if (strcmp(a->key, key) == 0)
+            return a;
+    }
+    return NULL;
+}
+
+const an_arg *an_event_arg_any(const an_trace *t, const an_event *e, const char *const *keys)
+{
+    for (; *keys; keys++) {
+        const an_arg *a = an_event_arg(t, e, *keys);
+        if (a)
+            return a;
+    }
+    return NULL;
+}
+
+double an_event_num(const an_trace *t, const an_event *e, const char *const *keys, double def)
+{
+    const an_arg *a = an_event_arg_any(t, e, keys);
+    if (!a)
+        return def;
+    if (a->type == AN_NUM)
+        return a->num;
+    char *end;
+    double v = a->str ? strtod(a->str, &end) : 0;
+    return a->str && end != a->str && !*end ? v : def;
+}
+
+const char *an_thread_name(const an_trace *t, int64_t pid, int64_t tid)
+{
+    for (size_t i = 0; i < t->nnames; i++) {
+        if (t->names[i].pid == pid && t->names[i].tid == tid)
+            return t->names[i].name;
+    }
+    return NULL;
+}
+
+const char *an_process_name(const an_trace *t, int64_t pid)
+{
+    return an_thread_name(t, pid, -1);
+}
+
+/* ----------------------------------------------------------- self time */
+
+static const an_event *g_sort_ev;
+
+static int by_track_time(const void *pa, const void *pb)
+{
+    const an_event *a = &g_sort_ev[*(const size_t *)pa], *b = &g_sort_ev[*(const size_t *)pb];
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    if (a->ts != b->ts)
+        return a->ts < b->ts ? -1 : 1;
+    if (a->dur != b->dur)
+        return a->dur > b->dur ? -1 : 1; /* the enclosing one first */
+    return *(const size_t *)pa < *(const size_t *)pb ? -1 : 1;
+}
+
+void an_compute_self(an_trace *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->nev; i++)
+        n += t->ev[i].ph == 'X';
+    size_t *order = n ? mlprof__malloc(n * sizeof *order) : NULL;
+    size_t *stack = n ? mlprof__malloc(n * sizeof *stack) : NULL;
+    if (!order || !stack) {
+        mlprof__free(order);
+        mlprof__free(stack);
+        for (size_t i = 0; i < t->nev; i++)
+            t->ev[i].self = t->ev[i].dur;
+        return;
+    }
+    n = 0;
+    for (size_t i = 0; i < t->nev; i++) {
+        t->ev[i].self = t->ev[i].dur;
+        t->ev[i].parent = -1;
+        if (t->ev[i].ph == 'X')
+            order[n++] = i;
+    }
+    g_sort_ev = t->ev;
+    qsort(order, n, sizeof *order, by_track_time);
+    size_t depth = 0;
+    for (size_t k = 0; k < n; k++) {
+        an_event *e = &t->ev[order[k]];
+        /* leave the spans that ended before this one starts, or are on another track */
+        while (depth) {
+            const an_event *top = &t->ev[stack[depth - 1]];
+            if (top->pid == e->pid && top->tid == e->tid && e->ts < top->ts + top->dur)
+                break;
+            depth--;
+        }
+        if (depth) {
+            an_event *parent = &t->ev[stack[depth - 1]];
+            int64_t end = e->ts + e->dur < parent->ts + parent->dur ? e->ts + e->dur : parent->ts + parent->dur;
+            parent->self -= end - e->ts; /* only the part inside its parent, if it overlaps out */
+            if (parent->self < 0)
+                parent->self = 0;
+            e->parent = (int32_t)stack[depth - 1];
+        }
+        stack[depth++] = order[k];
+    }
+    mlprof__free(order);
+    mlprof__free(stack);
+}

@@ -1,0 +1,85 @@
+/*
+ * trace.h - the analyzer's model of a trace, whoever wrote it: duration
+ * events (complete "X" events, and "B"/"E" pairs joined into them), instants,
+ * counter samples, flows and async events, with their arguments; process and
+ * thread names. Strings are interned: a trace of millions of events holds each
+ * name, category and shape once. Times are integer nanoseconds.
+ */
+#ifndef MLPROF_ANALYZE_TRACE_H
+#define MLPROF_ANALYZE_TRACE_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "../common/common.h"
+
+enum { AN_NUM = 0, AN_STR = 1, AN_RAW = 2 }; /* RAW: an array or object, as compact JSON */
+
+typedef struct an_arg {
+    const char *key;
+    const char *str; /* AN_STR, AN_RAW (interned); NULL for a number */
+    double num;
+    int64_t inum;
+    uint8_t type;
+    uint8_t is_int;
+} an_arg;
+
+typedef struct an_event {
+    const char *name, *cat; /* interned; "" when absent */
+    int64_t ts, dur;        /* ns; dur 0 for instants */
+    int64_t self;           /* ns: dur less the children on its thread (an_compute_self) */
+    int64_t pid, tid;
+    uint64_t id;            /* flow and async id (a string id is hashed) */
+    uint32_t args, nargs;   /* into an_trace.args */
+    int32_t parent;         /* enclosing duration on its thread, or -1 (an_compute_self) */
+    char ph;                /* 'X' for every duration, 'i', 'C', 's', 't', 'f', 'b', 'e', 'n' */
+    uint8_t flow_enclosing; /* a flow end that binds to the enclosing slice ("bp":"e") */
+} an_event;
+
+typedef struct an_name {
+    int64_t pid, tid; /* tid is -1 for a process name */
+    const char *name;
+} an_name;
+
+typedef struct an_trace {
+    const char *path;
+    an_event *ev;
+    size_t nev, evcap;
+    an_arg *args;
+    size_t nargs, argcap;
+    an_name *names;
+    size_t nnames, namecap;
+    mlprof__map strings;
+    const char *other_data;  /* "otherData" as compact JSON, or NULL */
+    const char *device_props; /* "deviceProperties" (PyTorch), or NULL */
+    const char *writer;      /* "mlprof", "pytorch", or "" when unknown */
+    uint64_t unmatched_ends, unclosed_begins, skipped;
+    int64_t t_min, t_max;    /* the span of the events, ns */
+    int partial;             /* reading stopped at an error; the events before it are kept */
+    char error[600];
+} an_trace;
+
+/* Reads a Chrome trace event file (a JSON object with traceEvents, or a bare
+ * array, whose closing bracket may be missing), plain or gzip. Returns 0; or
+ * -1 with t->error naming the file, line, column and byte offset, the events
+ * read before the problem kept (t->partial). */
+int an_trace_read(an_trace *t, const char *path);
+void an_trace_free(an_trace *t);
+/* Interns s (n bytes); NULL when out of memory. */
+const char *an_intern(an_trace *t, const char *s, size_t n);
+
+/* The argument key of e, or NULL. */
+const an_arg *an_event_arg(const an_trace *t, const an_event *e, const char *key);
+/* The first of several keys that e has. */
+const an_arg *an_event_arg_any(const an_trace *t, const an_event *e, const char *const *keys);
+/* A numeric argument, or def. */
+double an_event_num(const an_trace *t, const an_event *e, const char *const *keys, double def);
+/* The name of a thread ("name" metadata), or NULL. */
+const char *an_thread_name(const an_trace *t, int64_t pid, int64_t tid);
+const char *an_process_name(const an_trace *t, int64_t pid);
+
+/* Fills self and parent of every duration: events nest on their (pid, tid)
+ * track by time; a child's time is taken from its parent's self time. */
+void an_compute_self(an_trace *t);
+
+#endif /* MLPROF_ANALYZE_TRACE_H */

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""`mlprof analyze` on traces with known answers: written here in the shapes
+other tools write (complete events, B/E pairs, a bare array without its
+closing bracket, gzip, string thread ids, damaged files), and one made by the
+bundled example. Every option is run and its JSON (or CSV, or table) read back.
+
+usage: analyze_check.py MLPROF CNN_INFER OUTDIR
+"""
+import csv
+import gzip
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+failures = []
+MLPROF, CNN, OUT = sys.argv[1:4]
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, file=sys.stderr)
+
+
+def mlprof(*args, expect=0):
+    p = subprocess.run([MLPROF, *args], capture_output=True, text=True, timeout=120)
+    check(p.returncode == expect, f"mlprof {' '.join(args)}: exit {p.returncode}, wanted {expect}\n{p.stderr}")
+    return p
+
+
+def analyze_json(path, *opts, expect=0):
+    p = mlprof("analyze", path, "--format", "json", *opts, expect=expect)
+    try:
+        return json.loads(p.stdout), p
+    except ValueError as e:
+        check(False, f"JSON from analyze {opts}: {e}\n{p.stdout[:400]}")
+        return {"rows": []}, p
+
+
+def rows_by_key(result):
+    return {r["key"]: r for r in result["rows"]}
+
+
+def write(name, text):
+    path = os.path.join(OUT, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def ev(name, ts, dur, tid=1, pid=1, cat="op", **args):
+    e = {"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": tid}
+    if args:
+        e["args"] = args
+    return e
+
+
+# ---------------------------------------------------------------- nesting
+
+# thread 1: A [0,1000) holds B [100,400) and C [500,600); B holds D [150,200)
+# thread 2: A [0,200); and E on thread 2 with FLOPs and bytes
+NESTED = [
+    ev("A", 0, 1000, input_shape="[8,3]"),
+    ev("B", 100, 300, cat="kernelish", input_shape="[8,3]"),
+    ev("D", 150, 50),
+    ev("C", 500, 100, input_shape="[4,4]"),
+    ev("A", 0, 200, tid=2, input_shape="[8,3]"),
+    ev("E", 300, 1000000, tid=2, cat="gemm", flops=2e9, bytes=1 << 30, input_shape="[64,64]",
+       output_shape="[64,64]"),
+    {"name": "thread_name", "ph": "M", "pid": 1, "tid": 2, "args": {"name": "worker"}},
+    {"name": "marker", "ph": "i", "s": "t", "ts": 5, "pid": 1, "tid": 1},
+    {"name": "cnt", "ph": "C", "ts": 5, "pid": 1, "args": {"value": 3}},
+]
+
+
+def test_nesting():
+    path = write("nested.json", json.dumps({"traceEvents": NESTED, "displayTimeUnit": "ms"}))
+    r, _ = analyze_json(path, "-t", "0")
+    rows = rows_by_key(r)
+    check(set(rows) == {"A", "B", "C", "D", "E"}, f"rows {sorted(rows)}")
+    check((rows["A"]["count"], rows["A"]["self_ns"], rows["A"]["total_ns"]) == (2, 600000 + 200000, 1200000),
+          f"A {rows['A']}")
+    check((rows["B"]["self_ns"], rows["D"]["self_ns"], rows["C"]["self_ns"]) == (250000, 50000, 100000),
+          "self times of B, D, C")
+    # ordered by self time, descending: E (1 s), A, B, C, D; cumulative percent of self time
+    order = [x["key"] for x in r["rows"]]
+    check(order == ["E", "A", "B", "C", "D"], f"order {order}")
+    total_self = 1e9 + 800000 + 250000 + 100000 + 50000
+    check(abs(r["rows"][1]["cumulative_percent"] - 100 * (1e9 + 800000) / total_self) < 1e-9, "cumulative")
+    e = rows["E"]
+    check(e["flops"] == 2e9 and abs(e["flops_per_s"] - 2e9) < 1 and abs(e["bytes_per_s"] - (1 << 30)) < 1,
+          f"FLOPS and bandwidth {e}")
+    check(rows["A"]["flops"] is None and rows["A"]["input_shapes"] == "[8,3]", f"A {rows['A']}")
+    check(rows["E"]["output_shapes"] == "[64,64]", "output shapes")
+
+    # --aggregate mean, max, min, count
+    for how, want in (("mean", 400000), ("max", 600000), ("min", 200000)):
+        rr = rows_by_key(analyze_json(path, "--aggregate", how, "-t", "0")[0])
+        check(rr["A"]["self_ns"] == want, f"--aggregate {how}: A self {rr['A']['self_ns']} != {want}")
+    rc = analyze_json(path, "--aggregate", "count", "-t", "0")[0]
+    check([x["key"] for x in rc["rows"]][0] == "A", f"--aggregate count orders by count {rc['rows'][0]}")
+    check(rc["order_by"] == "count", "ordered by count")
+
+    # grouping
+    rt = rows_by_key(analyze_json(path, "--aggregate-by", "type")[0])
+    check(set(rt) == {"op", "kernelish", "gemm"} and rt["op"]["count"] == 4, f"by type {sorted(rt)}")
+    rth = rows_by_key(analyze_json(path, "--aggregate-by", "thread")[0])
+    check("1:2 (worker)" in rth and rth["1:2 (worker)"]["count"] == 2, f"by thread {sorted(rth)}")
+    rs = rows_by_key(analyze_json(path, "--aggregate-by", "input_shape")[0])
+    check(rs.get("[8,3]", {}).get("count") == 3 and rs.get("-", {}).get("count") == 1, f"by shape {sorted(rs)}")
+    rns = rows_by_key(analyze_json(path, "--aggregate-by", "name,input_shape")[0])
+    check(set(rns) == {"A | [8,3]", "B | [8,3]", "C | [4,4]", "D | -", "E | [64,64]"}, f"by two {sorted(rns)}")
+    rn = analyze_json(path, "--aggregate-by", "none", "-t", "0")[0]
+    check(len(rn["rows"]) == 6 and sum(x["key"] == "A" for x in rn["rows"]) == 2, "one row per event")
+
+    # order and top
+    ra = analyze_json(path, "--order-by", "+total", "-t", "2")[0]
+    check([x["key"] for x in ra["rows"]] == ["D", "C"], f"+total top 2 {[x['key'] for x in ra['rows']]}")
+    rname = analyze_json(path, "--order-by", "name", "-t", "0")[0]
+    check([x["key"] for x in rname["rows"]] == ["E", "D", "C", "B", "A"], "by name, descending")
+    rf = analyze_json(path, "--order-by", "flops", "-t", "0")[0]
+    check(rf["rows"][0]["key"] == "E" and rf["rows"][-1]["flops"] is None, "rows without FLOPs last")
+
+    # filters
+    rmin = rows_by_key(analyze_json(path, "--min-time", "150us", "-t", "0")[0])
+    check(set(rmin) == {"A", "B", "E"} and rmin["A"]["count"] == 2, f"--min-time {sorted(rmin)}")
+    rmax = rows_by_key(analyze_json(path, "--max-time", "1e-4", "-t", "0")[0])
+    check(set(rmax) == {"C", "D"}, f"--max-time {sorted(rmax)}")
+    rty = rows_by_key(analyze_json(path, "--type", "gemm,kernelish")[0])
+    check(set(rty) == {"B", "E"}, f"--type {sorted(rty)}")
+    rgl = rows_by_key(analyze_json(path, "--name", "[AB]")[0])
+    check(set(rgl) == {"A", "B"}, f"--name glob {sorted(rgl)}")
+    rsub = rows_by_key(analyze_json(path, "--name", "E")[0])
+    check(set(rsub) == {"E"}, f"--name substring {sorted(rsub)}")
+
+    # CSV and table
+    p = mlprof("analyze", path, "--format", "csv", "-t", "0")
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    check([x["name"] for x in rows] == ["E", "A", "B", "C", "D"] and rows[1]["self_ns"] == "800000",
+          f"CSV {rows[:2]}")
+    p = mlprof("analyze", path)
+    check(re.search(r"^A\s+2\s+800\.000 us\s+1\.200 ms", p.stdout, re.M) is not None, f"table\n{p.stdout}")
+    check("FLOPS" in p.stdout and "2.00 GFLOP/s" in p.stdout, "FLOPS column in the table")
+    out = os.path.join(OUT, "nested_table.txt")
+    mlprof("analyze", path, "-o", out)
+    with open(out) as f:
+        check(f.read() == p.stdout, "-o writes what stdout shows")
+
+
+# ------------------------------------------------ the shapes of other writers
+
+def test_begin_end():
+    # MXNet and RAF write B/E pairs; an end's args join its begin's
+    events = [
+        {"name": "conv", "cat": "operator", "ph": "B", "ts": 10, "pid": 0, "tid": 0, "args": {"in": "[1]"}},
+        {"name": "relu", "cat": "operator", "ph": "B", "ts": 12, "pid": 0, "tid": 0},
+        {"name": "relu", "cat": "operator", "ph": "E", "ts": 15, "pid": 0, "tid": 0},
+        {"name": "conv", "cat": "operator", "ph": "E", "ts": 30, "pid": 0, "tid": 0, "args": {"flops": 100}},
+        {"name": "stray", "ph": "E", "ts": 31, "pid": 0, "tid": 0},
+        {"name": "open", "ph": "B", "ts": 40, "pid": 0, "tid": 0},
+    ]
+    path = write("begin_end.json", json.dumps(events))
+    r, _ = analyze_json(path)
+    rows = rows_by_key(r)
+    check(set(rows) == {"conv", "relu"}, f"B/E rows {sorted(rows)}")
+    check((rows["conv"]["total_ns"], rows["conv"]["self_ns"], rows["relu"]["total_ns"]) == (20000, 17000, 3000),
+          f"B/E times {rows}")
+    check(rows["conv"]["flops"] == 100, "the end's args join")
+    check(r["unmatched_ends"] == 1 and r["unclosed_begins"] == 1, f"counted {r['unmatched_ends']} {r['unclosed_begins']}")
+    p = mlprof("analyze", path)
+    check("1 ends (\"E\") had no begin" in p.stdout and "never ended" in p.stdout, "noted in the table")
+
+
+def test_streamed_array():
+    # the JSON Array Format: the closing bracket may be missing, and a last comma left
+    text = "[\n" + ",\n".join(json.dumps(e) for e in NESTED[:4]) + ",\n"
+    path = write("streamed.json", text)
+    r, _ = analyze_json(path)
+    check(len(r["rows"]) == 4 and not r["partial"], f"streamed array: {len(r['rows'])} rows")
+
+
+def test_gzip_and_string_tids():
+    events = [ev("k1", 0, 10, tid="stream 7", pid="GPU 0", cat="kernel"),
+              ev("k1", 20, 10, tid="stream 7", pid="GPU 0", cat="kernel"),
+              ev("k2", 40, 5, tid="stream 8", pid="GPU 0", cat="kernel")]
+    path = os.path.join(OUT, "kernels.json.gz")
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    r, _ = analyze_json(path, "--aggregate-by", "thread")
+    keys = sorted(x["key"] for x in r["rows"])
+    check(len(keys) == 2 and all("(stream " in k for k in keys), f"string tids named {keys}")
+    check(sum(x["count"] for x in r["rows"]) == 3, "gzip read")
+
+
+def test_damaged():
+    good = ",\n".join(json.dumps(e) for e in NESTED[:4])
+    # cut in the middle of the fifth event (line 6 of the file)
+    text = '{"traceEvents": [\n' + good + ',\n{"name": "A", "ph": "X", "ts": 5, "du'
+    path = write("truncated.json", text)
+    r, p = analyze_json(path, expect=1)
+    check(r.get("partial") is True and len(r["rows"]) == 4, f"partial result {r.get('partial')} {len(r['rows'])}")
+    m = re.search(r"truncated\.json:(\d+):(\d+): .*byte offset (\d+)", p.stderr)
+    check(m is not None and int(m.group(1)) == 6 and int(m.group(3)) == len(text),
+          f"names line and offset: {p.stderr!r} (file {len(text)} bytes)")
+    # a bad character on line 3
+    bad = '{"traceEvents": [\n' + json.dumps(NESTED[0]) + ',\n{"name": "x", "ph": "X", "ts": @}]}'
+    path = write("bad.json", bad)
+    r, p = analyze_json(path, expect=1)
+    col = bad.split("\n")[2].index("@") + 1
+    check(f"bad.json:3:{col}:" in p.stderr and "expected a value" in p.stderr, f"bad token: {p.stderr!r}")
+    check(len(r["rows"]) == 1, "the event before it is kept")
+    p = mlprof("analyze", os.path.join(OUT, "missing.json"), expect=1)
+    check("missing.json: cannot open" in p.stderr, f"missing file: {p.stderr!r}")
+    path = write("empty.json", "  \n")
+    p = mlprof("analyze", path, expect=1)
+    check("the file is empty" in p.stderr, f"empty: {p.stderr!r}")
+    path = write("notjson.json", "hello")
+    p = mlprof("analyze", path, expect=1)
+    check("notjson.json:1:1: expected '{' or '['" in p.stderr, f"not JSON: {p.stderr!r}")
+    path = write("trailing.json", '{"traceEvents": []} x')
+    p = mlprof("analyze", path, expect=1)
+    check("unexpected data after the end" in p.stderr, f"trailing data: {p.stderr!r}")
+
+
+def test_usage():
+    path = os.path.join(OUT, "nested.json")
+    for args, needle in ((["--order-by", "speed"], "unknown column \"speed\""),
+                         (["--aggregate", "median"], "--aggregate: expected"),
+                         (["--min-time", "soon"], "--min-time: expected a time"),
+                         (["--format", "xml"], "--format: expected"),
+                         (["--bogus"], "unknown option \"--bogus\""),
+                         (["--top"], "needs a value")):
+        p = mlprof("analyze", path, *args, expect=2)
+        check(needle in p.stderr, f"{args}: {p.stderr!r}")
+    p = mlprof("analyze", expect=2)
+    check("which trace" in p.stderr, "no trace named")
+    p = mlprof("frobnicate", expect=2)
+    check("unknown command" in p.stderr, "unknown command")
+    p = mlprof("analyze", "--help")
+    check("--aggregate-by" in p.stdout, "help")
+
+
+def test_own_trace():
+    path = os.path.join(OUT, "cnn.json")
+    env = dict(os.environ, MLPROF_FILENAME=path, MLPROF_MEMORY_SVG="", MLPROF_MEMORY_CSV="")
+    p = subprocess.run([CNN, "--batches", "6", "--threads", "2"], capture_output=True, text=True, env=env,
+                       timeout=120)
+    check(p.returncode == 0, f"cnn_infer: {p.stderr}")
+    r, _ = analyze_json(path, "-t", "0")
+    rows = rows_by_key(r)
+    check(r["writer"] == "mlprof", "writer detected")
+    check(rows["conv1"]["count"] == 7 and rows["gemm"]["count"] == 21, f"counts {rows['conv1']['count']}")
+    # a convolution's self time is what its im2col and gemm children leave
+    with open(path) as f:
+        t = json.load(f)
+    conv = [e for e in t["traceEvents"] if e["ph"] == "X" and e["name"] == "conv2"]
+    check(rows["conv2"]["total_ns"] == round(sum(e["dur"] for e in conv) * 1000), "total time of conv2")
+    check(rows["conv2"]["self_ns"] < rows["conv2"]["total_ns"] / 2, "children taken out of conv2")
+    check(rows["conv1"]["flops"] == 7 * 2 * 16 * (8 * 32 * 32) * 27, f"conv1 FLOPs {rows['conv1']['flops']}")
+    rb = analyze_json(path, "--aggregate-by", "thread")[0]
+    check(any("(worker-0)" in x["key"] for x in rb["rows"]), "thread names from the metadata")
+
+
+for test in (test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
+             test_usage, test_own_trace):
+    test()
+print(f"analyze: {len(failures)} checks failed" if failures else "analyze: all checks passed")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,220 @@
+/*
+ * mlprof.c - the mlprof command. Each subcommand parses its options and calls
+ * the analysis library (src/analyze), which the tests use too; no analysis
+ * lives here. Exit status: 0 done, 1 the input was damaged (what could be read
+ * is still reported, with a warning) or an output could not be written,
+ * 2 a mistake on the command line.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/analyze/analyze.h"
+
+#define PROG "mlprof"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " COMMAND [options]\n"
+            "\n"
+            "commands:\n"
+            "  analyze TRACE   the operators that cost the most, and why (table, JSON, CSV)\n"
+            "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
+            "\n"
+            "Traces are Chrome trace event JSON files, plain or gzip: mlprof's own, and those\n"
+            "of PyTorch's profiler, MXNet, RAF, MegEngine and other tools.\n");
+}
+
+static void analyze_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " analyze TRACE [options]\n"
+            "\n"
+            "Groups the durations of a trace and shows where the time goes.\n"
+            "\n"
+            "  -t, --top N            rows to show (default 20; 0 for all)\n"
+            "  --aggregate-by KEYS    comma list of: name (default), type (the category),\n"
+            "                         thread, process, none (one row per event), or an\n"
+            "                         argument key such as input_shape or \"Input Dims\"\n"
+            "  --aggregate F          how a group's times combine: sum (default), mean, max,\n"
+            "                         min, count\n"
+            "  --order-by [+]COLUMN   self (default), total, count, name, cumulative, flops,\n"
+            "                         flops_per_s, bytes, bandwidth, input_shapes,\n"
+            "                         output_shapes; '+' for ascending\n"
+            "  --min-time T           only durations of at least T (seconds, or with a unit:\n"
+            "  --max-time T           ns, us, ms, s); and at most T\n"
+            "  --type LIST            only these categories (comma list)\n"
+            "  --name PATTERN         only names matching a glob (* ? []) or containing it\n"
+            "  --format F             table (default), json or csv\n"
+            "  -o, --output FILE      write there instead of standard output\n");
+}
+
+static void bad_usage(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, PROG " %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry '" PROG " %s --help'.\n", cmd);
+    exit(2);
+}
+
+/* "1e-4" (seconds), "100us", "2.5 ms"; -1 when it is not a time. */
+static int64_t parse_time(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0) || !isfinite(v))
+        return -1;
+    while (*end == ' ')
+        end++;
+    double scale = 1e9;
+    if (strcmp(end, "ns") == 0)
+        scale = 1;
+    else if (strcmp(end, "us") == 0)
+        scale = 1e3;
+    else if (strcmp(end, "ms") == 0)
+        scale = 1e6;
+    else if (*end && strcmp(end, "s") != 0)
+        return -1;
+    return (int64_t)llround(v * scale);
+}
+
+/* The value of an option given as "--opt value" or "--opt=value"; NULL if arg
+ * is not that option. */
+static const char *option_value(const char *cmd, int argc, char **argv, int *i, const char *lng,
+                                const char *shrt)
+{
+    const char *arg = argv[*i];
+    size_t n = strlen(lng);
+    if (strncmp(arg, lng, n) == 0 && arg[n] == '=')
+        return arg + n + 1;
+    if (strcmp(arg, lng) != 0 && !(shrt && strcmp(arg, shrt) == 0))
+        return NULL;
+    if (*i + 1 >= argc)
+        bad_usage(cmd, "option %s needs a value", lng);
+    return argv[++*i];
+}
+
+static int write_output(const char *path, const mlprof__sb *text)
+{
+    if (!path || strcmp(path, "-") == 0) {
+        fwrite(text->data ? text->data : "", 1, text->len, stdout);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    if (mlprof__write_file_atomic(path, text->data ? text->data : "", text->len) != MLPROF_OK) {
+        fprintf(stderr, PROG ": %s\n", mlprof_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_analyze(int argc, char **argv)
+{
+    const char *cmd = "analyze";
+    an_options o;
+    an_options_default(&o);
+    const char *path = NULL, *output = NULL, *v;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            analyze_usage(stdout);
+            return 0;
+        }
+        if ((v = option_value(cmd, argc, argv, &i, "--top", "-t"))) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (end == v || *end || n < 0 || n > 100000000)
+                bad_usage(cmd, "--top: expected a count from 0, got \"%s\"", v);
+            o.top = (int)n;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--aggregate-by", NULL))) {
+            o.aggregate_by = v;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--aggregate", NULL))) {
+            static const char *const how[] = {"sum", "mean", "max", "min", "count"};
+            int k = 0;
+            while (k < 5 && strcmp(v, how[k]) != 0)
+                k++;
+            if (k == 5)
+                bad_usage(cmd, "--aggregate: expected sum, mean, max, min or count, got \"%s\"", v);
+            o.aggregate = k;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--order-by", NULL))) {
+            o.order_by = v;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--min-time", NULL))) {
+            if ((o.min_ns = parse_time(v)) < 0)
+                bad_usage(cmd, "--min-time: expected a time such as 1e-4, 100us or 2ms, got \"%s\"", v);
+        } else if ((v = option_value(cmd, argc, argv, &i, "--max-time", NULL))) {
+            if ((o.max_ns = parse_time(v)) < 0)
+                bad_usage(cmd, "--max-time: expected a time such as 1e-4, 100us or 2ms, got \"%s\"", v);
+        } else if ((v = option_value(cmd, argc, argv, &i, "--type", NULL))) {
+            o.type = v;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--name", NULL))) {
+            o.name = v;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--format", NULL))) {
+            if (strcmp(v, "table") == 0)
+                o.format = AN_TABLE;
+            else if (strcmp(v, "json") == 0)
+                o.format = AN_JSON;
+            else if (strcmp(v, "csv") == 0)
+                o.format = AN_CSV;
+            else
+                bad_usage(cmd, "--format: expected table, json or csv, got \"%s\"", v);
+        } else if ((v = option_value(cmd, argc, argv, &i, "--output", "-o"))) {
+            output = v;
+        } else if (arg[0] == '-' && arg[1]) {
+            bad_usage(cmd, "unknown option \"%s\"", arg);
+        } else if (!path) {
+            path = arg;
+        } else {
+            bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
+        }
+    }
+    if (!path)
+        bad_usage(cmd, "%s", "which trace? (mlprof analyze TRACE)");
+    char err[300];
+    if (an_options_check(&o, err, sizeof err) != 0)
+        bad_usage(cmd, "%s", err);
+
+    an_trace t;
+    int damaged = an_trace_read(&t, path) != 0;
+    if (damaged && !t.partial) {
+        fprintf(stderr, PROG ": %s\n", t.error);
+        an_trace_free(&t);
+        return 1;
+    }
+    if (damaged)
+        fprintf(stderr, PROG ": warning: %s; reporting the %zu events read before it\n", t.error, t.nev);
+    mlprof__sb out;
+    mlprof__sb_init(&out);
+    int rc = an_analyze(&t, &o, &out);
+    if (rc != 0)
+        fprintf(stderr, PROG ": out of memory\n");
+    else
+        rc = write_output(output, &out);
+    mlprof__sb_free(&out);
+    an_trace_free(&t);
+    return rc != 0 || damaged ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf(PROG " %s\n", mlprof_version_string());
+        return 0;
+    }
+    if (strcmp(cmd, "analyze") == 0)
+        return cmd_analyze(argc - 1, argv + 1);
+    fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
+    usage(stderr);
+    return 2;
+}
