@@ -3,7 +3,7 @@
  * the analysis library (src/analyze), which the tests use too; no analysis
  * lives here. Exit status: 0 done, 1 the input was damaged (what could be read
  * is still reported, with a warning) or an output could not be written,
- * 2 a mistake on the command line.
+ * 2 a mistake on the command line, 3 (diff --fail-above) a regression.
  */
 #include <errno.h>
 #include <math.h>
@@ -22,6 +22,7 @@ static void usage(FILE *out)
             "\n"
             "commands:\n"
             "  analyze TRACE   the operators that cost the most, and why (table, JSON, CSV)\n"
+            "  diff A B        per operator, what changed from run A to run B\n"
             "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
             "\n"
             "Traces are Chrome trace event JSON files, plain or gzip: mlprof's own, and those\n"
@@ -111,6 +112,87 @@ static int write_output(const char *path, const mlprof__sb *text)
     return 0;
 }
 
+static void diff_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " diff A B [options]\n"
+            "\n"
+            "Compares two runs operator by operator: counts, times, the change and its\n"
+            "percent, operators new in B or missing from it, the largest changes first.\n"
+            "\n"
+            "  --total                compare total time (children included), not self time\n"
+            "  --fail-above PCT       exit with status 3 when an operator present in both\n"
+            "                         runs grew by more than PCT percent (for CI)\n"
+            "  --min-delta T          ...and by at least T (default 0), so that tiny\n"
+            "                         operators' noise does not fail a build\n"
+            "  and these of analyze: -t/--top (default 20), --aggregate-by, --aggregate\n"
+            "  (mean compares per-call times), --min-time, --max-time, --type, --name,\n"
+            "  --format, -o/--output\n");
+}
+
+/* Parses the options analyze and diff share into o; returns 1 when argv[*i]
+ * was one of them. */
+static int common_option(const char *cmd, int argc, char **argv, int *i, an_options *o, const char **output)
+{
+    const char *v;
+    if ((v = option_value(cmd, argc, argv, i, "--top", "-t"))) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (end == v || *end || n < 0 || n > 100000000)
+            bad_usage(cmd, "--top: expected a count from 0, got \"%s\"", v);
+        o->top = (int)n;
+    } else if ((v = option_value(cmd, argc, argv, i, "--aggregate-by", NULL))) {
+        o->aggregate_by = v;
+    } else if ((v = option_value(cmd, argc, argv, i, "--aggregate", NULL))) {
+        static const char *const how[] = {"sum", "mean", "max", "min", "count"};
+        int k = 0;
+        while (k < 5 && strcmp(v, how[k]) != 0)
+            k++;
+        if (k == 5)
+            bad_usage(cmd, "--aggregate: expected sum, mean, max, min or count, got \"%s\"", v);
+        o->aggregate = k;
+    } else if ((v = option_value(cmd, argc, argv, i, "--min-time", NULL))) {
+        if ((o->min_ns = parse_time(v)) < 0)
+            bad_usage(cmd, "--min-time: expected a time such as 1e-4, 100us or 2ms, got \"%s\"", v);
+    } else if ((v = option_value(cmd, argc, argv, i, "--max-time", NULL))) {
+        if ((o->max_ns = parse_time(v)) < 0)
+            bad_usage(cmd, "--max-time: expected a time such as 1e-4, 100us or 2ms, got \"%s\"", v);
+    } else if ((v = option_value(cmd, argc, argv, i, "--type", NULL))) {
+        o->type = v;
+    } else if ((v = option_value(cmd, argc, argv, i, "--name", NULL))) {
+        o->name = v;
+    } else if ((v = option_value(cmd, argc, argv, i, "--format", NULL))) {
+        if (strcmp(v, "table") == 0)
+            o->format = AN_TABLE;
+        else if (strcmp(v, "json") == 0)
+            o->format = AN_JSON;
+        else if (strcmp(v, "csv") == 0)
+            o->format = AN_CSV;
+        else
+            bad_usage(cmd, "--format: expected table, json or csv, got \"%s\"", v);
+    } else if ((v = option_value(cmd, argc, argv, i, "--output", "-o"))) {
+        *output = v;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* Reads a trace; a damaged one is kept with a warning (*damaged set). Returns
+ * -1 when nothing could be read. */
+static int read_trace(an_trace *t, const char *path, int *damaged)
+{
+    if (an_trace_read(t, path) == 0)
+        return 0;
+    if (!t->partial) {
+        fprintf(stderr, PROG ": %s\n", t->error);
+        return -1;
+    }
+    fprintf(stderr, PROG ": warning: %s; using the %zu events read before it\n", t->error, t->nev);
+    *damaged = 1;
+    return 0;
+}
+
 static int cmd_analyze(int argc, char **argv)
 {
     const char *cmd = "analyze";
@@ -123,52 +205,16 @@ static int cmd_analyze(int argc, char **argv)
             analyze_usage(stdout);
             return 0;
         }
-        if ((v = option_value(cmd, argc, argv, &i, "--top", "-t"))) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (end == v || *end || n < 0 || n > 100000000)
-                bad_usage(cmd, "--top: expected a count from 0, got \"%s\"", v);
-            o.top = (int)n;
-        } else if ((v = option_value(cmd, argc, argv, &i, "--aggregate-by", NULL))) {
-            o.aggregate_by = v;
-        } else if ((v = option_value(cmd, argc, argv, &i, "--aggregate", NULL))) {
-            static const char *const how[] = {"sum", "mean", "max", "min", "count"};
-            int k = 0;
-            while (k < 5 && strcmp(v, how[k]) != 0)
-                k++;
-            if (k == 5)
-                bad_usage(cmd, "--aggregate: expected sum, mean, max, min or count, got \"%s\"", v);
-            o.aggregate = k;
-        } else if ((v = option_value(cmd, argc, argv, &i, "--order-by", NULL))) {
+        if (common_option(cmd, argc, argv, &i, &o, &output))
+            continue;
+        if ((v = option_value(cmd, argc, argv, &i, "--order-by", NULL)))
             o.order_by = v;
-        } else if ((v = option_value(cmd, argc, argv, &i, "--min-time", NULL))) {
-            if ((o.min_ns = parse_time(v)) < 0)
-                bad_usage(cmd, "--min-time: expected a time such as 1e-4, 100us or 2ms, got \"%s\"", v);
-        } else if ((v = option_value(cmd, argc, argv, &i, "--max-time", NULL))) {
-            if ((o.max_ns = parse_time(v)) < 0)
-                bad_usage(cmd, "--max-time: expected a time such as 1e-4, 100us or 2ms, got \"%s\"", v);
-        } else if ((v = option_value(cmd, argc, argv, &i, "--type", NULL))) {
-            o.type = v;
-        } else if ((v = option_value(cmd, argc, argv, &i, "--name", NULL))) {
-            o.name = v;
-        } else if ((v = option_value(cmd, argc, argv, &i, "--format", NULL))) {
-            if (strcmp(v, "table") == 0)
-                o.format = AN_TABLE;
-            else if (strcmp(v, "json") == 0)
-                o.format = AN_JSON;
-            else if (strcmp(v, "csv") == 0)
-                o.format = AN_CSV;
-            else
-                bad_usage(cmd, "--format: expected table, json or csv, got \"%s\"", v);
-        } else if ((v = option_value(cmd, argc, argv, &i, "--output", "-o"))) {
-            output = v;
-        } else if (arg[0] == '-' && arg[1]) {
+        else if (arg[0] == '-' && arg[1])
             bad_usage(cmd, "unknown option \"%s\"", arg);
-        } else if (!path) {
+        else if (!path)
             path = arg;
-        } else {
+        else
             bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
-        }
     }
     if (!path)
         bad_usage(cmd, "%s", "which trace? (mlprof analyze TRACE)");
@@ -177,14 +223,11 @@ static int cmd_analyze(int argc, char **argv)
         bad_usage(cmd, "%s", err);
 
     an_trace t;
-    int damaged = an_trace_read(&t, path) != 0;
-    if (damaged && !t.partial) {
-        fprintf(stderr, PROG ": %s\n", t.error);
+    int damaged = 0;
+    if (read_trace(&t, path, &damaged) != 0) {
         an_trace_free(&t);
         return 1;
     }
-    if (damaged)
-        fprintf(stderr, PROG ": warning: %s; reporting the %zu events read before it\n", t.error, t.nev);
     mlprof__sb out;
     mlprof__sb_init(&out);
     int rc = an_analyze(&t, &o, &out);
@@ -195,6 +238,72 @@ static int cmd_analyze(int argc, char **argv)
     mlprof__sb_free(&out);
     an_trace_free(&t);
     return rc != 0 || damaged ? 1 : 0;
+}
+
+static int cmd_diff(int argc, char **argv)
+{
+    const char *cmd = "diff";
+    an_options o;
+    an_options_default(&o);
+    an_diff_options d = {0, -1, 0};
+    const char *paths[2] = {NULL, NULL}, *output = NULL, *v;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            diff_usage(stdout);
+            return 0;
+        }
+        if (common_option(cmd, argc, argv, &i, &o, &output))
+            continue;
+        if (strcmp(arg, "--total") == 0) {
+            d.total = 1;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--fail-above", NULL))) {
+            char *end;
+            d.fail_above_pct = strtod(v, &end);
+            if (end == v || (*end && strcmp(end, "%") != 0) || !(d.fail_above_pct >= 0))
+                bad_usage(cmd, "--fail-above: expected a percentage such as 10, got \"%s\"", v);
+        } else if ((v = option_value(cmd, argc, argv, &i, "--min-delta", NULL))) {
+            if ((d.min_delta_ns = parse_time(v)) < 0)
+                bad_usage(cmd, "--min-delta: expected a time such as 1e-4, 100us or 2ms, got \"%s\"", v);
+        } else if (arg[0] == '-' && arg[1]) {
+            bad_usage(cmd, "unknown option \"%s\"", arg);
+        } else if (!paths[0]) {
+            paths[0] = arg;
+        } else if (!paths[1]) {
+            paths[1] = arg;
+        } else {
+            bad_usage(cmd, "two traces (\"%s\" is a third)", arg);
+        }
+    }
+    if (!paths[1])
+        bad_usage(cmd, "%s", "which two traces? (mlprof diff A B)");
+    char err[300];
+    if (an_options_check(&o, err, sizeof err) != 0)
+        bad_usage(cmd, "%s", err);
+    an_trace a, b;
+    int damaged = 0;
+    int ra = read_trace(&a, paths[0], &damaged), rb = read_trace(&b, paths[1], &damaged);
+    int rc = 1;
+    size_t regressions = 0;
+    if (ra == 0 && rb == 0) {
+        mlprof__sb out;
+        mlprof__sb_init(&out);
+        rc = an_diff(&a, &b, &o, &d, &out, &regressions);
+        if (rc != 0)
+            fprintf(stderr, PROG ": out of memory\n");
+        else
+            rc = write_output(output, &out);
+        mlprof__sb_free(&out);
+    }
+    an_trace_free(&a);
+    an_trace_free(&b);
+    if (rc != 0 || damaged)
+        return 1;
+    if (regressions) {
+        fprintf(stderr, PROG ": %zu operators regressed by more than %g%%\n", regressions, d.fail_above_pct);
+        return 3;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -214,6 +323,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "analyze") == 0)
         return cmd_analyze(argc - 1, argv + 1);
+    if (strcmp(cmd, "diff") == 0)
+        return cmd_diff(argc - 1, argv + 1);
     fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
     usage(stderr);
     return 2;

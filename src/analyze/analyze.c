@@ -505,13 +505,25 @@ static void format_csv(mlprof__sb *out, group **rows, size_t shown, const double
     }
 }
 
-int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
+/* The groups of a trace's kept durations, each finished (its columns set). */
+typedef struct group_table {
+    mlprof__map index; /* key -> group number + 1; owns the keys */
+    group *groups;
+    size_t n, cap, kept;
+} group_table;
+
+static void table_free(group_table *tab)
 {
+    mlprof__free(tab->groups);
+    mlprof__map_free(&tab->index);
+    memset(tab, 0, sizeof *tab);
+}
+
+static int build_table(an_trace *t, const an_options *o, group_table *tab)
+{
+    memset(tab, 0, sizeof *tab);
+    mlprof__map_init(&tab->index);
     an_compute_self(t);
-    mlprof__map index;
-    mlprof__map_init(&index);
-    group *groups = NULL;
-    size_t ngroups = 0, cap = 0, kept = 0;
     mlprof__sb key;
     mlprof__sb_init(&key);
     int rc = 0;
@@ -519,45 +531,56 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
         const an_event *e = &t->ev[i];
         if (!keep_event(e, o))
             continue;
-        kept++;
+        tab->kept++;
         group_key(t, e, i, o->aggregate_by, &key);
-        mlprof__map_entry *slot = mlprof__map_slot(&index, key.data ? key.data : "", key.len);
+        mlprof__map_entry *slot = mlprof__map_slot(&tab->index, key.data ? key.data : "", key.len);
         if (!slot) {
             rc = -1;
             break;
         }
         if (!slot->value) {
-            if (ngroups == cap) {
-                size_t c = cap ? cap * 2 : 256;
-                group *g = mlprof__realloc(groups, c * sizeof *g);
+            if (tab->n == tab->cap) {
+                size_t c = tab->cap ? tab->cap * 2 : 256;
+                group *g = mlprof__realloc(tab->groups, c * sizeof *g);
                 if (!g) {
                     rc = -1;
                     break;
                 }
-                groups = g;
-                cap = c;
+                tab->groups = g;
+                tab->cap = c;
             }
-            memset(&groups[ngroups], 0, sizeof *groups);
-            groups[ngroups].key = slot->key;
-            slot->value = (void *)(uintptr_t)(ngroups + 1);
-            ngroups++;
+            memset(&tab->groups[tab->n], 0, sizeof *tab->groups);
+            tab->groups[tab->n].key = slot->key;
+            slot->value = (void *)(uintptr_t)(tab->n + 1);
+            tab->n++;
         }
-        group_add(t, &groups[(uintptr_t)slot->value - 1], e);
+        group_add(t, &tab->groups[(uintptr_t)slot->value - 1], e);
     }
+    mlprof__sb_free(&key);
+    for (size_t i = 0; i < tab->n; i++) {
+        /* a row's key shows without the event number of --aggregate-by none */
+        char *unit = strchr(tab->groups[i].key, '\x1f');
+        if (unit)
+            *unit = '\0';
+        group_finish(&tab->groups[i], o->aggregate);
+    }
+    return rc;
+}
+
+int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
+{
+    group_table tab;
+    int rc = build_table(t, o, &tab);
+    group *groups = tab.groups;
+    size_t ngroups = tab.n, kept = tab.kept;
     group **rows = ngroups ? mlprof__malloc(ngroups * sizeof *rows) : NULL;
     double *cum = ngroups ? mlprof__malloc(ngroups * sizeof *cum) : NULL;
     if (ngroups && (!rows || !cum))
         rc = -1;
     if (rc == 0) {
         double all = 0;
-        for (size_t i = 0; i < ngroups; i++) {
-            /* a row's key shows without the event number of --aggregate-by none */
-            char *unit = strchr(groups[i].key, '\x1f');
-            if (unit)
-                *unit = '\0';
-            group_finish(&groups[i], o->aggregate);
+        for (size_t i = 0; i < ngroups; i++)
             rows[i] = &groups[i];
-        }
         int primary = o->aggregate == AN_COUNT ? C_COUNT : C_SELF;
         const char *ob = o->order_by;
         g_order_asc = ob && ob[0] == '+';
@@ -614,8 +637,174 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
     }
     mlprof__free(rows);
     mlprof__free(cum);
-    mlprof__free(groups);
-    mlprof__map_free(&index);
-    mlprof__sb_free(&key);
+    table_free(&tab);
+    return rc == 0 && !out->failed ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------ diff */
+
+typedef struct diff_row {
+    const char *key;
+    const group *a, *b; /* NULL when the operator is missing from that run */
+    double ta, tb;      /* the compared time, ns */
+    double delta, pct;  /* pct: NAN for a new or missing operator */
+    int regressed;
+} diff_row;
+
+static int diff_cmp(const void *pa, const void *pb)
+{
+    const diff_row *a = pa, *b = pb;
+    double x = fabs(a->delta), y = fabs(b->delta);
+    if (x != y)
+        return x > y ? -1 : 1;
+    return strcmp(a->key, b->key);
+}
+
+static const char *diff_status(const diff_row *r)
+{
+    return !r->a ? "new" : !r->b ? "missing" : r->regressed ? "regressed" : "changed";
+}
+
+static void put_signed_duration(mlprof__sb *out, double ns)
+{
+    mlprof__sb_putc(out, ns < 0 ? '-' : '+');
+    an_put_duration(out, (int64_t)llround(fabs(ns)));
+}
+
+int an_diff(an_trace *ta, an_trace *tb, const an_options *o, const an_diff_options *d, mlprof__sb *out,
+            size_t *regressions)
+{
+    group_table A, B;
+    *regressions = 0;
+    int rc = build_table(ta, o, &A);
+    if (build_table(tb, o, &B) != 0)
+        rc = -1;
+    int col = d->total ? C_TOTAL : C_SELF;
+    diff_row *rows = A.n + B.n ? mlprof__calloc(A.n + B.n, sizeof *rows) : NULL;
+    size_t n = 0;
+    if (A.n + B.n && !rows)
+        rc = -1;
+    double sum_a = 0, sum_b = 0;
+    for (size_t i = 0; rc == 0 && i < A.n + B.n; i++) {
+        int from_b = i >= A.n;
+        const group *g = from_b ? &B.groups[i - A.n] : &A.groups[i];
+        const mlprof__map *other = from_b ? &A.index : &B.index;
+        void *v = mlprof__map_get(other, g->key, strlen(g->key));
+        const group *h = v ? &(from_b ? A.groups : B.groups)[(uintptr_t)v - 1] : NULL;
+        if (from_b && h)
+            continue; /* met from A's side already */
+        diff_row *r = &rows[n++];
+        r->key = g->key;
+        r->a = from_b ? NULL : g;
+        r->b = from_b ? g : h;
+        r->ta = r->a ? r->a->v[col] : 0;
+        r->tb = r->b ? r->b->v[col] : 0;
+        r->delta = r->tb - r->ta;
+        r->pct = r->a && r->b && r->ta > 0 ? 100.0 * r->delta / r->ta : NAN;
+        r->regressed = r->a && r->b && d->fail_above_pct >= 0 && r->ta > 0 && r->pct > d->fail_above_pct &&
+                       r->delta >= (double)d->min_delta_ns;
+        *regressions += (size_t)r->regressed;
+        sum_a += r->ta;
+        sum_b += r->tb;
+    }
+    if (rc == 0)
+        qsort(rows, n, sizeof *rows, diff_cmp);
+    size_t shown = o->top > 0 && (size_t)o->top < n ? (size_t)o->top : n;
+    const char *what = d->total ? "total" : "self";
+    if (rc == 0 && o->format == AN_JSON) {
+        mlprof__sb_puts(out, "{\"a\":");
+        mlprof__sb_json_str(out, ta->path, strlen(ta->path));
+        mlprof__sb_puts(out, ",\"b\":");
+        mlprof__sb_json_str(out, tb->path, strlen(tb->path));
+        mlprof__sb_printf(out, ",\"compared\":\"%s\",\"aggregate\":\"%s\",\"aggregate_by\":", what,
+                          k_how[o->aggregate]);
+        mlprof__sb_json_str(out, o->aggregate_by, strlen(o->aggregate_by));
+        mlprof__sb_printf(out, ",\"total_a_ns\":%.0f,\"total_b_ns\":%.0f,\"regressions\":%zu,\"partial\":%s,\"rows\":[",
+                          sum_a, sum_b, *regressions, ta->partial || tb->partial ? "true" : "false");
+        for (size_t i = 0; i < shown; i++) {
+            const diff_row *r = &rows[i];
+            mlprof__sb_puts(out, i ? ",\n{\"key\":" : "\n{\"key\":");
+            mlprof__sb_json_str(out, r->key, strlen(r->key));
+            mlprof__sb_printf(out, ",\"status\":\"%s\",\"count_a\":%llu,\"count_b\":%llu,\"time_a_ns\":%.0f"
+                                   ",\"time_b_ns\":%.0f,\"delta_ns\":%.0f,\"delta_percent\":",
+                              diff_status(r), (unsigned long long)(r->a ? r->a->count : 0),
+                              (unsigned long long)(r->b ? r->b->count : 0), r->ta, r->tb, r->delta);
+            json_num(out, r->pct);
+            mlprof__sb_putc(out, '}');
+        }
+        mlprof__sb_puts(out, "\n]}\n");
+    } else if (rc == 0 && o->format == AN_CSV) {
+        mlprof__sb_puts(out, "name,status,count_a,count_b,time_a_ns,time_b_ns,delta_ns,delta_percent\n");
+        for (size_t i = 0; i < shown; i++) {
+            const diff_row *r = &rows[i];
+            csv_text(out, r->key);
+            mlprof__sb_printf(out, ",%s,%llu,%llu,%.0f,%.0f,%.0f,", diff_status(r),
+                              (unsigned long long)(r->a ? r->a->count : 0),
+                              (unsigned long long)(r->b ? r->b->count : 0), r->ta, r->tb, r->delta);
+            if (!isnan(r->pct))
+                mlprof__sb_printf(out, "%.6g", r->pct);
+            mlprof__sb_putc(out, '\n');
+        }
+    } else if (rc == 0) {
+        mlprof__sb_printf(out, "diff: %s -> %s\ncompared: %s time (%s) grouped by %s; %zu operators, sorted by the size of the change\n",
+                          ta->path, tb->path, what, k_how[o->aggregate], o->aggregate_by, n);
+        if (ta->partial || tb->partial)
+            mlprof__sb_printf(out, "WARNING: %s\n", ta->partial ? ta->error : tb->error);
+        mlprof__sb_putc(out, '\n');
+        size_t w = 4;
+        for (size_t i = 0; i < shown; i++)
+            w = strlen(rows[i].key) > w ? strlen(rows[i].key) : w;
+        w = w > 50 ? 50 : w;
+        char head_a[16], head_b[16];
+        snprintf(head_a, sizeof head_a, "%s A", what);
+        snprintf(head_b, sizeof head_b, "%s B", what);
+        mlprof__sb_printf(out, "%-*s  %8s  %8s  %12s  %12s  %13s  %9s\n", (int)w, "name", "count A", "count B",
+                          head_a, head_b, "change", "change %");
+        mlprof__sb tmp;
+        mlprof__sb_init(&tmp);
+        for (size_t i = 0; i <= shown; i++) {
+            const diff_row *r = i < shown ? &rows[i] : NULL;
+            const char *key = r ? r->key : "(all)";
+            mlprof__sb_printf(out, strlen(key) > w ? "%-*.*s..." : "%-*.*s", (int)w - (strlen(key) > w ? 3 : 0),
+                              (int)w - (strlen(key) > w ? 3 : 0), key);
+            if (r) {
+                mlprof__sb_reset(&tmp);
+                r->a ? mlprof__sb_u64(&tmp, r->a->count) : mlprof__sb_putc(&tmp, '-');
+                mlprof__sb_printf(out, "  %8s", tmp.data);
+                mlprof__sb_reset(&tmp);
+                r->b ? mlprof__sb_u64(&tmp, r->b->count) : mlprof__sb_putc(&tmp, '-');
+                mlprof__sb_printf(out, "  %8s", tmp.data);
+            } else {
+                mlprof__sb_printf(out, "  %8s  %8s", "", "");
+            }
+            double xa = r ? r->ta : sum_a, xb = r ? r->tb : sum_b;
+            for (int k = 0; k < 2; k++) {
+                mlprof__sb_reset(&tmp);
+                int present = !r || (k ? r->b != NULL : r->a != NULL);
+                present ? an_put_duration(&tmp, (int64_t)llround(k ? xb : xa)) : mlprof__sb_putc(&tmp, '-');
+                mlprof__sb_printf(out, "  %12s", tmp.data);
+            }
+            mlprof__sb_reset(&tmp);
+            put_signed_duration(&tmp, xb - xa);
+            mlprof__sb_printf(out, "  %13s", tmp.data);
+            double pct = r ? r->pct : xa > 0 ? 100.0 * (xb - xa) / xa : NAN;
+            if (!isnan(pct))
+                mlprof__sb_printf(out, "  %+8.1f%%", pct);
+            else
+                mlprof__sb_printf(out, "  %9s", "");
+            if (r && strcmp(diff_status(r), "changed") != 0)
+                mlprof__sb_printf(out, "  %s", diff_status(r));
+            mlprof__sb_putc(out, '\n');
+            if (i + 1 == shown && shown < n)
+                mlprof__sb_printf(out, "(%zu more rows; -t 0 shows all)\n", n - shown);
+        }
+        mlprof__sb_free(&tmp);
+        if (d->fail_above_pct >= 0)
+            mlprof__sb_printf(out, "\n%zu operators regressed by more than %.4g%%%s\n", *regressions,
+                              d->fail_above_pct, d->min_delta_ns > 0 ? " (and by at least --min-delta)" : "");
+    }
+    mlprof__free(rows);
+    table_free(&A);
+    table_free(&B);
     return rc == 0 && !out->failed ? 0 : -1;
 }

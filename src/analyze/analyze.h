@@ -30,6 +30,21 @@ int an_options_check(const an_options *o, char *errbuf, size_t len);
 /* The operator table. Returns 0, or -1 (out of memory). */
 int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out);
 
+/* What `mlprof diff` compares: self time (or total time with total), combined
+ * by the options' aggregate; an operator regressed when it grew by more than
+ * fail_above_pct percent (off when negative) and by at least min_delta_ns. */
+typedef struct an_diff_options {
+    int total;
+    double fail_above_pct;
+    int64_t min_delta_ns;
+} an_diff_options;
+
+/* Per operator (group), the change from run a to run b: counts, times, new
+ * and missing operators, sorted by the size of the change. *regressions
+ * receives how many regressed. Returns 0, or -1 (out of memory). */
+int an_diff(an_trace *a, an_trace *b, const an_options *o, const an_diff_options *d, mlprof__sb *out,
+            size_t *regressions);
+
 /* Durations in the unit a person reads, and amounts with SI prefixes. */
 void an_put_duration(mlprof__sb *out, int64_t ns);
 void an_put_si(mlprof__sb *out, double v, const char *unit);
