@@ -11,6 +11,9 @@ viewer=ON
 if ! bash scripts/install-deps.sh viewer; then
     echo "check: the viewer test needs chromium and npm; it will fail" >&2
 fi
+if ! bash scripts/install-deps.sh torch; then
+    echo "check: the tests against PyTorch's profiler need python3-torch; they will fail" >&2
+fi
 
 passed=0
 failed=0

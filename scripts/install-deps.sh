@@ -3,6 +3,7 @@
 # when everything is already there.
 #   install-deps.sh build    cmake, make, gcc, clang, python3
 #   install-deps.sh viewer   chromium, node, npm + tests/viewer/node_modules
+#   install-deps.sh torch    Debian's python3-torch and python3-numpy
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,8 +61,17 @@ viewer)
         touch "$dir/node_modules"
     fi
     ;;
+torch)
+    # Debian's PyTorch (CPU), for the tests that check mlprof against torch's own
+    # profiler; /usr/bin/python3 is the interpreter that sees Debian's packages
+    if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch, numpy" >/dev/null 2>&1; then
+        exit 0
+    fi
+    ensure_pkg python3-torch
+    ensure_pkg python3-numpy
+    ;;
 *)
-    echo "usage: $0 build|viewer" >&2
+    echo "usage: $0 build|viewer|torch" >&2
     exit 2
     ;;
 esac

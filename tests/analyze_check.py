@@ -4,7 +4,7 @@ other tools write (complete events, B/E pairs, a bare array without its
 closing bracket, gzip, string thread ids, damaged files), and one made by the
 bundled example. Every option is run and its JSON (or CSV, or table) read back.
 
-usage: analyze_check.py MLPROF CNN_INFER OUTDIR
+usage: analyze_check.py MLPROF CNN_INFER OUTDIR [TORCH_PYTHON]
 """
 import csv
 import gzip
@@ -17,6 +17,7 @@ import sys
 
 failures = []
 MLPROF, CNN, OUT = sys.argv[1:4]
+TORCH_PYTHON = sys.argv[4] if len(sys.argv) > 4 else "/usr/bin/python3"
 
 
 def check(cond, msg):
@@ -296,7 +297,54 @@ def test_diff():
     check("--fail-above: expected a percentage" in p.stderr, "bad percentage")
 
 
-for test in (test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
+TORCH_RUN = r"""
+import json, sys, torch
+from torch.profiler import profile, ProfilerActivity, record_function
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                            torch.nn.Flatten(), torch.nn.Linear(8 * 15 * 15, 10))
+x = torch.randn(4, 3, 32, 32)
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    for _ in range(5):
+        with record_function("step"):
+            model(x).sum().backward()
+prof.export_chrome_trace(sys.argv[1])
+rows = {e.key: {"count": e.count, "total_us": e.cpu_time_total, "self_us": e.self_cpu_time_total}
+        for e in prof.key_averages()}
+json.dump({"version": torch.__version__, "rows": rows}, open(sys.argv[2], "w"))
+"""
+
+
+def test_pytorch():
+    # a real trace of PyTorch's profiler, checked against what torch itself reports
+    trace = os.path.join(OUT, "torch_trace.json")
+    truth = os.path.join(OUT, "torch_key_averages.json")
+    p = subprocess.run([TORCH_PYTHON, "-c", TORCH_RUN, trace, truth], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, f"the PyTorch run ({TORCH_PYTHON}; scripts/install-deps.sh torch installs it): "
+                             f"{p.stderr[-600:]}")
+    if p.returncode != 0:
+        return
+    with open(truth) as f:
+        want = json.load(f)
+    r, _ = analyze_json(trace, "-t", "0")
+    rows = rows_by_key(r)
+    check(set(rows) == set(want["rows"]), f"operators: only mlprof {set(rows) - set(want['rows'])}, "
+                                          f"only torch {set(want['rows']) - set(rows)}")
+    bad = []
+    for key, w in want["rows"].items():
+        g = rows.get(key)
+        if not g:
+            continue
+        slack = 1000 * w["count"]  # the trace keeps microseconds; torch sums them unrounded
+        if g["count"] != w["count"] or abs(g["total_ns"] - w["total_us"] * 1000) > slack or \
+                abs(g["self_ns"] - w["self_us"] * 1000) > slack:
+            bad.append((key, g["count"], w["count"], g["total_ns"], w["total_us"], g["self_ns"], w["self_us"]))
+    check(not bad, f"torch {want['version']}: rows that differ from key_averages(): {bad[:5]}")
+    print(f"pytorch {want['version']}: {len(rows)} operators, counts and times match key_averages()")
+
+
+for test in (test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
              test_usage, test_own_trace):
     test()
 print(f"analyze: {len(failures)} checks failed" if failures else "analyze: all checks passed")

@@ -595,17 +595,19 @@ void an_compute_self(an_trace *t)
     size_t depth = 0;
     for (size_t k = 0; k < n; k++) {
         an_event *e = &t->ev[order[k]];
-        /* leave the spans that ended before this one starts, or are on another track */
+        /* a parent holds its children whole: leave the spans that ended before
+         * this one starts, that it outlasts (they overlap, they do not nest:
+         * as PyTorch's profiler decides), or that are on another track */
         while (depth) {
             const an_event *top = &t->ev[stack[depth - 1]];
-            if (top->pid == e->pid && top->tid == e->tid && e->ts < top->ts + top->dur)
+            if (top->pid == e->pid && top->tid == e->tid && e->ts < top->ts + top->dur &&
+                e->ts + e->dur <= top->ts + top->dur)
                 break;
             depth--;
         }
         if (depth) {
             an_event *parent = &t->ev[stack[depth - 1]];
-            int64_t end = e->ts + e->dur < parent->ts + parent->dur ? e->ts + e->dur : parent->ts + parent->dur;
-            parent->self -= end - e->ts; /* only the part inside its parent, if it overlaps out */
+            parent->self -= e->dur;
             if (parent->self < 0)
                 parent->self = 0;
             e->parent = (int32_t)stack[depth - 1];
