@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../src/analyze/analyze.h"
+#include "../src/analyze/merge.h"
 
 #define PROG "mlprof"
 
@@ -23,6 +24,7 @@ static void usage(FILE *out)
             "commands:\n"
             "  analyze TRACE   the operators that cost the most, and why (table, JSON, CSV)\n"
             "  diff A B        per operator, what changed from run A to run B\n"
+            "  merge A B ...   several processes' or hosts' traces on one timeline\n"
             "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
             "\n"
             "Traces are Chrome trace event JSON files, plain or gzip: mlprof's own, and those\n"
@@ -306,6 +308,133 @@ static int cmd_diff(int argc, char **argv)
     return 0;
 }
 
+static void merge_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " merge TRACE TRACE... [-o OUT] [options]\n"
+            "\n"
+            "Puts several traces (processes, ranks, hosts) on one timeline, each on\n"
+            "process tracks of its own, and writes a Chrome trace (standard output\n"
+            "without -o). Times are aligned on the clock the traces share when they say\n"
+            "they come from one host (mlprof's do); else by the offsets or the sync\n"
+            "marker given; else their starts are lined up, with a warning. The method\n"
+            "and the offsets are written into the output's otherData.merge.\n"
+            "\n"
+            "  --names L1,L2,...      a label per trace (\"rank 0,rank 1\"); default: the paths\n"
+            "  --offsets T1,T2,...    time added to each trace (seconds, or with ns/us/ms/s)\n"
+            "  --sync-marker NAME     align the first event named NAME of every trace\n"
+            "  --same-clock           the traces share a clock: do not shift them\n"
+            "  -o, --output FILE      where to write (atomically)\n");
+}
+
+/* Splits a comma list into n parts (the list is modified). Returns the count. */
+static size_t split_list(char *list, char **parts, size_t max)
+{
+    size_t n = 0;
+    for (char *p = list; p && n < max;) {
+        parts[n++] = p;
+        p = strchr(p, ',');
+        if (p)
+            *p++ = '\0';
+    }
+    return n;
+}
+
+static int cmd_merge(int argc, char **argv)
+{
+    const char *cmd = "merge";
+    const char *output = NULL, *v, *names = NULL, *offsets = NULL;
+    an_merge_options mo = {NULL, NULL, NULL, 0};
+    const char **paths = calloc((size_t)argc, sizeof *paths);
+    size_t npaths = 0;
+    if (!paths)
+        return 1;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            merge_usage(stdout);
+            free(paths);
+            return 0;
+        }
+        if ((v = option_value(cmd, argc, argv, &i, "--output", "-o")))
+            output = v;
+        else if ((v = option_value(cmd, argc, argv, &i, "--names", NULL)))
+            names = v;
+        else if ((v = option_value(cmd, argc, argv, &i, "--offsets", NULL)))
+            offsets = v;
+        else if ((v = option_value(cmd, argc, argv, &i, "--sync-marker", NULL)))
+            mo.sync_marker = v;
+        else if (strcmp(arg, "--same-clock") == 0)
+            mo.same_clock = 1;
+        else if (arg[0] == '-' && arg[1])
+            bad_usage(cmd, "unknown option \"%s\"", arg);
+        else
+            paths[npaths++] = arg;
+    }
+    if (npaths < 2)
+        bad_usage(cmd, "%s", "which traces? (mlprof merge A B ... -o OUT)");
+    if ((offsets != NULL) + (mo.sync_marker != NULL) + mo.same_clock > 1)
+        bad_usage(cmd, "%s", "choose one of --offsets, --sync-marker and --same-clock");
+    char *names_copy = names ? strdup(names) : NULL, *offsets_copy = offsets ? strdup(offsets) : NULL;
+    char **labels = calloc(npaths + 1, sizeof *labels), **parts = calloc(npaths + 1, sizeof *parts);
+    int64_t *off = calloc(npaths, sizeof *off);
+    an_trace *traces = calloc(npaths, sizeof *traces);
+    an_trace **tp = calloc(npaths, sizeof *tp);
+    if (!labels || !parts || !off || !traces || !tp || (names && !names_copy) || (offsets && !offsets_copy))
+        return 1;
+    if (names_copy) {
+        if (split_list(names_copy, labels, npaths + 1) != npaths)
+            bad_usage(cmd, "--names: give one label per trace (%s)", names);
+        mo.labels = (const char *const *)labels;
+    }
+    if (offsets_copy) {
+        if (split_list(offsets_copy, parts, npaths + 1) != npaths)
+            bad_usage(cmd, "--offsets: give one time per trace (%s)", offsets);
+        for (size_t i = 0; i < npaths; i++) {
+            const char *s = parts[i];
+            int neg = *s == '-';
+            int64_t t = parse_time(neg ? s + 1 : s);
+            if (t < 0)
+                bad_usage(cmd, "--offsets: expected times such as 0,1.5ms,-20us, got \"%s\"", s);
+            off[i] = neg ? -t : t;
+        }
+        mo.offsets = off;
+    }
+    int damaged = 0, rc = 0;
+    for (size_t i = 0; i < npaths && rc == 0; i++) {
+        tp[i] = &traces[i];
+        if (read_trace(&traces[i], paths[i], &damaged) != 0)
+            rc = 1;
+    }
+    if (rc == 0) {
+        mlprof__sb out;
+        mlprof__sb_init(&out);
+        char err[600] = "";
+        int method;
+        if (an_merge(tp, npaths, &mo, &out, &method, err, sizeof err) != 0) {
+            fprintf(stderr, PROG " merge: %s\n", err[0] ? err : "out of memory");
+            rc = 1;
+        } else {
+            if (method == AN_ALIGN_STARTS)
+                fprintf(stderr, PROG " merge: warning: the traces do not say they share a clock; their starts "
+                                "are lined up (give --offsets or --sync-marker to align them)\n");
+            rc = write_output(output, &out);
+        }
+        mlprof__sb_free(&out);
+    }
+    for (size_t i = 0; i < npaths; i++)
+        an_trace_free(&traces[i]);
+    free(traces);
+    free(tp);
+    free(labels);
+    free(parts);
+    free(off);
+    free(names_copy);
+    free(offsets_copy);
+    free(paths);
+    return rc != 0 || damaged ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -325,6 +454,8 @@ int main(int argc, char **argv)
         return cmd_analyze(argc - 1, argv + 1);
     if (strcmp(cmd, "diff") == 0)
         return cmd_diff(argc - 1, argv + 1);
+    if (strcmp(cmd, "merge") == 0)
+        return cmd_merge(argc - 1, argv + 1);
     fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
     usage(stderr);
     return 2;

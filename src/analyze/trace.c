@@ -268,7 +268,7 @@ static int read_event(reader *r)
         int64_t iv;
         int rc = 0;
         if (strcmp(k, "name") == 0 || strcmp(k, "cat") == 0 || strcmp(k, "ph") == 0 ||
-            strcmp(k, "bp") == 0) {
+            strcmp(k, "bp") == 0 || strcmp(k, "s") == 0) {
             if (an_json_peek(in) != '"') {
                 rc = an_json_skip(in, NULL);
             } else if ((rc = an_json_string(in, &r->val)) == 0) {
@@ -279,6 +279,8 @@ static int read_event(reader *r)
                     e.cat = an_intern(t, s, r->val.len);
                 else if (k[0] == 'p')
                     e.ph = s[0];
+                else if (k[0] == 's')
+                    e.scope = s[0] == 'g' || s[0] == 'p' || s[0] == 't' ? s[0] : 0;
                 else
                     e.flow_enclosing = s[0] == 'e';
                 if (!e.name || !e.cat)
@@ -443,6 +445,7 @@ int an_trace_read(an_trace *t, const char *path)
     mlprof__map_init(&r.tracks);
     mlprof__map_init(&r.string_ids);
     int rc = an_input_open(&r.in, path);
+    int opened = rc == 0;
     if (rc == 0) {
         int c = an_json_peek(&r.in);
         if (c == '[')
@@ -471,7 +474,7 @@ int an_trace_read(an_trace *t, const char *path)
     }
     if (r.in.failed) {
         snprintf(t->error, sizeof t->error, "%s", r.in.error);
-        t->partial = 1;
+        t->partial = opened; /* what was read before the problem is kept */
         rc = -1;
     }
     mlprof__map_free(&r.tracks);
@@ -535,6 +538,27 @@ double an_event_num(const an_trace *t, const an_event *e, const char *const *key
     char *end;
     double v = a->str ? strtod(a->str, &end) : 0;
     return a->str && end != a->str && !*end ? v : def;
+}
+
+const char *an_other_data_str(const an_trace *t, const char *key, char *buf, size_t len)
+{
+    /* otherData is kept as compact JSON: "key":"value" with the value escaped */
+    if (!t->other_data || !len)
+        return NULL;
+    char pat[80];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *p = strstr(t->other_data, pat);
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    size_t n = 0;
+    while (*p && *p != '"' && n + 1 < len) {
+        if (*p == '\\' && p[1])
+            p++;
+        buf[n++] = *p++;
+    }
+    buf[n] = '\0';
+    return buf;
 }
 
 const char *an_thread_name(const an_trace *t, int64_t pid, int64_t tid)

@@ -34,6 +34,7 @@ typedef struct an_event {
     int32_t parent;         /* enclosing duration on its thread, or -1 (an_compute_self) */
     char ph;                /* 'X' for every duration, 'i', 'C', 's', 't', 'f', 'b', 'e', 'n' */
     uint8_t flow_enclosing; /* a flow end that binds to the enclosing slice ("bp":"e") */
+    char scope;             /* an instant's "s": 'g', 'p' or 't' (0 when not given) */
 } an_event;
 
 typedef struct an_name {
@@ -74,6 +75,9 @@ const an_arg *an_event_arg(const an_trace *t, const an_event *e, const char *key
 const an_arg *an_event_arg_any(const an_trace *t, const an_event *e, const char *const *keys);
 /* A numeric argument, or def. */
 double an_event_num(const an_trace *t, const an_event *e, const char *const *keys, double def);
+/* A string member of otherData ("host", "clock_domain"...), copied into buf;
+ * returns buf, or NULL when the trace has no such member. */
+const char *an_other_data_str(const an_trace *t, const char *key, char *buf, size_t len);
 /* The name of a thread ("name" metadata), or NULL. */
 const char *an_thread_name(const an_trace *t, int64_t pid, int64_t tid);
 const char *an_process_name(const an_trace *t, int64_t pid);
