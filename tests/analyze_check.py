@@ -414,7 +414,83 @@ def test_merge():
         check(needle in p.stderr, f"merge {args}: {p.stderr!r}")
 
 
-for test in (test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
+def kineto_trace():
+    """A trace in the shape PyTorch's profiler writes on a GPU machine, with known answers:
+    times in microseconds; the CPU thread is pid 100 tid 1, the GPU is pid 0 with streams 7-9."""
+    cpu = dict(pid=100, tid=1)
+
+    def op(name, ts, dur, **a):
+        return {"name": name, "cat": "cpu_op", "ph": "X", "ts": ts, "dur": dur, **cpu, "args": a}
+
+    def rt(name, ts, dur, corr):
+        return {"name": name, "cat": "cuda_runtime", "ph": "X", "ts": ts, "dur": dur, **cpu,
+                "args": {"correlation": corr, "External id": 0}}
+
+    def k(name, ts, dur, stream, corr=None, cat="kernel"):
+        a = {"device": 0, "stream": stream}
+        if corr is not None:
+            a["correlation"] = corr
+        return {"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": dur, "pid": 0, "tid": stream, "args": a}
+
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Fake GPU"}], "traceEvents": [
+        op("aten::linear", 0, 100, **{"External id": 1}),
+        op("aten::addmm", 10, 50, **{"External id": 2, "Input Dims": [[8, 64], [64, 32]]}),
+        rt("cudaLaunchKernel", 20, 10, 1),
+        op("aten::relu", 100, 30, **{"External id": 3}),
+        rt("cudaLaunchKernel", 105, 5, 2),
+        rt("cudaMemcpyAsync", 140, 5, 3),
+        op("nccl:all_reduce", 165, 15, **{"External id": 4}),
+        {"name": "cudaLaunchKernel", "cat": "cuda_runtime", "ph": "X", "ts": 168, "dur": 7, **cpu, "args": {}},
+        {"name": "ac2g", "cat": "ac2g", "ph": "s", "id": 99, "ts": 168, **cpu},
+        k("gemm_kernel", 40, 50, 7, 1),
+        k("relu_kernel", 120, 5, 7, 2),
+        k("Memcpy HtoD (Pageable -> Device)", 150, 10, 8, 3, cat="gpu_memcpy"),
+        k("ncclKernel_AllReduce_RING_LL_Sum_float", 200, 60, 9),
+        {"name": "ac2g", "cat": "ac2g", "ph": "f", "bp": "e", "id": 99, "ts": 200, "pid": 0, "tid": 9},
+        k("orphan_kernel", 300, 4, 7),
+        {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+    ]}
+
+
+def test_kernels():
+    path = write("kineto.json", json.dumps(kineto_trace()))
+    r, _ = analyze_json(path, "--type", "kernel,gpu_memcpy", "--aggregate-by", "bottom_op", "-t", "0")
+    rows = rows_by_key(r)
+    got = {k: (v["count"], v["total_ns"]) for k, v in rows.items()}
+    check(got == {"aten::addmm": (1, 50000), "aten::relu": (1, 5000), "nccl:all_reduce": (1, 60000),
+                  "(no operator)": (2, 14000)}, f"kernel time per bottom-level operator {got}")
+    rt = rows_by_key(analyze_json(path, "--type", "kernel", "--aggregate-by", "top_op")[0])
+    check(rt["aten::linear"]["total_ns"] == 50000, f"top-level operator {sorted(rt)}")
+    rs = rows_by_key(analyze_json(path, "--type", "kernel", "--aggregate-by", "op_stack")[0])
+    check("aten::linear > aten::addmm" in rs, f"op stack {sorted(rs)}")
+    rl = rows_by_key(analyze_json(path, "--type", "gpu_memcpy", "--aggregate-by", "launch")[0])
+    check(set(rl) == {"cudaMemcpyAsync"}, f"launch {sorted(rl)}")
+    ra = rows_by_key(analyze_json(path, "--type", "cpu_op", "--aggregate-by", "name")[0])
+    check(ra["aten::addmm"]["input_shapes"] == "[[8,64],[64,32]]", f"Input Dims {ra['aten::addmm']}")
+    check(ra["aten::linear"]["self_ns"] == 50000, "cpu_op self time: addmm taken out, runtime calls are inside")
+
+    p = mlprof("kernels", path, "--format", "json")
+    k = json.loads(p.stdout)
+    check((k["gpu_events"], k["linked_by_correlation"], k["linked_by_flow"], k["unlinked"]) == (5, 3, 1, 1),
+          f"linking {k}")
+    d = k["devices"][0]
+    check((d["name"], d["compute_ns"], d["communication_ns"], d["memory_ns"]) == ("GPU 0", 59000, 60000, 10000),
+          f"breakdown {d}")
+    # busy: [40,90) [120,125) [150,160) [200,260) [300,304) = 129 us over [40,304) = 264 us
+    check((d["busy_ns"], d["span_ns"], d["idle_ns"]) == (129000, 264000, 135000), f"busy and idle {d}")
+    streams = {s["tid"]: (s["kernels"], s["busy_ns"], s["idle_ns"]) for s in d["streams"]}
+    check(streams == {7: (3, 59000, 205000), 8: (1, 10000, 0), 9: (1, 60000, 0)}, f"streams {streams}")
+    ops = [(o["name"], o["gpu_time_ns"]) for o in k["operators"]]
+    check(ops == [("nccl:all_reduce", 60000), ("aten::addmm", 50000), ("(no operator)", 14000),
+                  ("aten::relu", 5000)], f"GPU time per operator {ops}")
+    p = mlprof("kernels", path)
+    check("5 GPU events: 3 linked to their launch by correlation id, 1 by flow, 1 not linked" in p.stdout
+          and "GPU 0: 5 GPU events, busy 129.000 us of 264.000 us" in p.stdout, f"kernels table\n{p.stdout}")
+    p = mlprof("kernels", os.path.join(OUT, "nested.json"))
+    check("no kernels" in p.stdout, "a CPU-only trace")
+
+
+for test in (test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
              test_usage, test_own_trace):
     test()
 print(f"analyze: {len(failures)} checks failed" if failures else "analyze: all checks passed")

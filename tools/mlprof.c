@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../src/analyze/analyze.h"
+#include "../src/analyze/gpu.h"
 #include "../src/analyze/merge.h"
 
 #define PROG "mlprof"
@@ -25,6 +26,7 @@ static void usage(FILE *out)
             "  analyze TRACE   the operators that cost the most, and why (table, JSON, CSV)\n"
             "  diff A B        per operator, what changed from run A to run B\n"
             "  merge A B ...   several processes' or hosts' traces on one timeline\n"
+            "  kernels TRACE   GPU time: compute, communication, memory, idle; per operator\n"
             "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
             "\n"
             "Traces are Chrome trace event JSON files, plain or gzip: mlprof's own, and those\n"
@@ -41,7 +43,9 @@ static void analyze_usage(FILE *out)
             "  -t, --top N            rows to show (default 20; 0 for all)\n"
             "  --aggregate-by KEYS    comma list of: name (default), type (the category),\n"
             "                         thread, process, none (one row per event), or an\n"
-            "                         argument key such as input_shape or \"Input Dims\"\n"
+            "                         argument key such as input_shape or \"Input Dims\";\n"
+            "                         for GPU events (--type kernel): bottom_op, top_op,\n"
+            "                         op_stack (the CPU operators that launched them), launch\n"
             "  --aggregate F          how a group's times combine: sum (default), mean, max,\n"
             "                         min, count\n"
             "  --order-by [+]COLUMN   self (default), total, count, name, cumulative, flops,\n"
@@ -435,6 +439,64 @@ static int cmd_merge(int argc, char **argv)
     return rc != 0 || damaged ? 1 : 0;
 }
 
+static void kernels_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " kernels TRACE [options]\n"
+            "\n"
+            "Where the GPU's time goes: per device, the time in compute, communication\n"
+            "(NCCL) and memory (copies, memsets) kernels, their overlap, busy and idle time,\n"
+            "per stream busy and idle time; and the GPU time of each CPU operator that\n"
+            "launched kernels (linked by correlation id, or by flow events).\n"
+            "\n"
+            "  -t, --top N            operators to show (default 20; 0 for all)\n"
+            "  --format F             table (default) or json\n"
+            "  -o, --output FILE      write there instead of standard output\n");
+}
+
+static int cmd_kernels(int argc, char **argv)
+{
+    const char *cmd = "kernels";
+    an_options o;
+    an_options_default(&o);
+    const char *path = NULL, *output = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            kernels_usage(stdout);
+            return 0;
+        }
+        if (common_option(cmd, argc, argv, &i, &o, &output))
+            continue;
+        if (arg[0] == '-' && arg[1])
+            bad_usage(cmd, "unknown option \"%s\"", arg);
+        else if (!path)
+            path = arg;
+        else
+            bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
+    }
+    if (!path)
+        bad_usage(cmd, "%s", "which trace? (mlprof kernels TRACE)");
+    if (o.format == AN_CSV)
+        bad_usage(cmd, "%s", "--format: table or json");
+    an_trace t;
+    int damaged = 0;
+    if (read_trace(&t, path, &damaged) != 0) {
+        an_trace_free(&t);
+        return 1;
+    }
+    mlprof__sb out;
+    mlprof__sb_init(&out);
+    int rc = an_kernels(&t, o.format, o.top, &out);
+    if (rc != 0)
+        fprintf(stderr, PROG ": out of memory\n");
+    else
+        rc = write_output(output, &out);
+    mlprof__sb_free(&out);
+    an_trace_free(&t);
+    return rc != 0 || damaged ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -456,6 +518,8 @@ int main(int argc, char **argv)
         return cmd_diff(argc - 1, argv + 1);
     if (strcmp(cmd, "merge") == 0)
         return cmd_merge(argc - 1, argv + 1);
+    if (strcmp(cmd, "kernels") == 0)
+        return cmd_kernels(argc - 1, argv + 1);
     fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
     usage(stderr);
     return 2;

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "analyze.h"
+#include "gpu.h"
 
 static const char *const k_flops_keys[] = {"flops", "FLOPs", "flop", "computation", NULL};
 static const char *const k_bytes_keys[] = {"bytes", "memory", "Bytes", NULL};
@@ -110,7 +111,8 @@ static void put_arg_value(mlprof__sb *out, const an_arg *a)
 }
 
 /* The group key of e: its parts joined with " | ". */
-static void group_key(const an_trace *t, const an_event *e, size_t index, const char *by, mlprof__sb *key)
+static void group_key(const an_trace *t, const an_gpu_links *links, const an_event *e, size_t index,
+                      const char *by, mlprof__sb *key)
 {
     mlprof__sb_reset(key);
     const char *p = by;
@@ -134,6 +136,14 @@ static void group_key(const an_trace *t, const an_event *e, size_t index, const 
             mlprof__sb_printf(key, "%lld", (long long)e->pid);
             if (pn)
                 mlprof__sb_printf(key, " (%s)", pn);
+        } else if (links && (strcmp(part, "bottom_op") == 0 || strcmp(part, "top_op") == 0)) {
+            int32_t op = part[0] == 'b' ? links->bottom[index] : links->top[index];
+            mlprof__sb_puts(key, op >= 0 ? t->ev[op].name : "(no operator)");
+        } else if (links && strcmp(part, "op_stack") == 0) {
+            an_gpu_op_stack(t, links, index, key);
+        } else if (links && strcmp(part, "launch") == 0) {
+            int32_t r = links->launch[index];
+            mlprof__sb_puts(key, r >= 0 ? t->ev[r].name : "(no launch)");
         } else if (strcmp(part, "none") == 0) {
             mlprof__sb_puts(key, e->name);
             mlprof__sb_printf(key, "\x1f%zu", index); /* each event its own row */
@@ -519,11 +529,24 @@ static void table_free(group_table *tab)
     memset(tab, 0, sizeof *tab);
 }
 
+/* Whether the grouping asks for the operators that launched GPU events. */
+static int wants_links(const char *by)
+{
+    return strstr(by, "bottom_op") || strstr(by, "top_op") || strstr(by, "op_stack") || strstr(by, "launch");
+}
+
 static int build_table(an_trace *t, const an_options *o, group_table *tab)
 {
     memset(tab, 0, sizeof *tab);
     mlprof__map_init(&tab->index);
-    an_compute_self(t);
+    an_gpu_links links, *lp = NULL;
+    if (wants_links(o->aggregate_by)) {
+        if (an_gpu_link(t, &links) != 0)
+            return -1;
+        lp = &links;
+    } else {
+        an_compute_self(t);
+    }
     mlprof__sb key;
     mlprof__sb_init(&key);
     int rc = 0;
@@ -532,7 +555,7 @@ static int build_table(an_trace *t, const an_options *o, group_table *tab)
         if (!keep_event(e, o))
             continue;
         tab->kept++;
-        group_key(t, e, i, o->aggregate_by, &key);
+        group_key(t, lp, e, i, o->aggregate_by, &key);
         mlprof__map_entry *slot = mlprof__map_slot(&tab->index, key.data ? key.data : "", key.len);
         if (!slot) {
             rc = -1;
@@ -557,6 +580,8 @@ static int build_table(an_trace *t, const an_options *o, group_table *tab)
         group_add(t, &tab->groups[(uintptr_t)slot->value - 1], e);
     }
     mlprof__sb_free(&key);
+    if (lp)
+        an_gpu_links_free(lp);
     for (size_t i = 0; i < tab->n; i++) {
         /* a row's key shows without the event number of --aggregate-by none */
         char *unit = strchr(tab->groups[i].key, '\x1f');

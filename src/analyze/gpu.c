@@ -1,0 +1,598 @@
+/*
+ * gpu.c - kernels to the CPU operators that launched them, and the device-time
+ * breakdown. A GPU event is linked to its launch by the runtime call with the
+ * same correlation id (PyTorch's profiler writes one on both); failing that,
+ * by a flow whose start lies in the launch and whose end binds to the kernel;
+ * failing that, by the "External id" it shares with a CPU operator. The
+ * operators around the launch on its thread give the bottom-level (innermost)
+ * and top-level (outermost) operator of the kernel.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "analyze.h"
+#include "gpu.h"
+
+static const char *const k_corr_keys[] = {"correlation", "correlation_id", "correlationId", NULL};
+static const char *const k_comm_words[] = {"nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather",
+                                           "reducescatter", "reduce_scatter", "alltoall", "all_to_all",
+                                           "sendrecv", NULL};
+
+static int has_word(const char *s, const char *const *words)
+{
+    for (; *words; words++) {
+        if (strcasestr(s, *words))
+            return 1;
+    }
+    return 0;
+}
+
+int an_gpu_kind(const an_trace *t, const an_event *e)
+{
+    (void)t;
+    if (e->ph != 'X')
+        return AN_GPU_NONE;
+    const char *c = e->cat;
+    if (strcasecmp(c, "gpu_memcpy") == 0 || strcasecmp(c, "gpu_memset") == 0 || strcasecmp(c, "memcpy") == 0 ||
+        strcasecmp(c, "memset") == 0)
+        return AN_GPU_MEMORY;
+    if (strcasecmp(c, "kernel") != 0 && strcasecmp(c, "gpu_kernel") != 0)
+        return AN_GPU_NONE;
+    if (strncasecmp(e->name, "Memcpy", 6) == 0 || strncasecmp(e->name, "Memset", 6) == 0)
+        return AN_GPU_MEMORY;
+    return has_word(e->name, k_comm_words) ? AN_GPU_COMM : AN_GPU_COMPUTE;
+}
+
+static int is_runtime(const an_event *e)
+{
+    return e->ph == 'X' && (strcasecmp(e->cat, "cuda_runtime") == 0 || strcasecmp(e->cat, "cuda_driver") == 0 ||
+                            strcasecmp(e->cat, "runtime") == 0 || strcasecmp(e->cat, "driver") == 0 ||
+                            strcasecmp(e->cat, "cuda_api") == 0);
+}
+
+static int has_int_arg(const an_trace *t, const an_event *e, const char *const *keys, int64_t *v)
+{
+    const an_arg *a = an_event_arg_any(t, e, keys);
+    if (!a || a->type != AN_NUM)
+        return 0;
+    *v = a->is_int ? a->inum : (int64_t)a->num;
+    return 1;
+}
+
+/* ------------------------------------------------------ the innermost span */
+
+static const an_event *g_ev;
+
+static int by_track_start(const void *pa, const void *pb)
+{
+    const an_event *a = &g_ev[*(const int32_t *)pa], *b = &g_ev[*(const int32_t *)pb];
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    if (a->ts != b->ts)
+        return a->ts < b->ts ? -1 : 1;
+    return a->dur > b->dur ? -1 : a->dur < b->dur;
+}
+
+/* The innermost duration on (pid, tid) that holds ts, or -1. */
+static int32_t span_at(const an_trace *t, const int32_t *sorted, size_t n, int64_t pid, int64_t tid, int64_t ts)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* the first span after (pid, tid, ts) */
+        size_t mid = (lo + hi) / 2;
+        const an_event *m = &t->ev[sorted[mid]];
+        int before = m->pid < pid || (m->pid == pid && (m->tid < tid || (m->tid == tid && m->ts <= ts)));
+        if (before)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return -1;
+    int32_t k = sorted[lo - 1];
+    if (t->ev[k].pid != pid || t->ev[k].tid != tid)
+        return -1;
+    while (k >= 0 && !(t->ev[k].ts <= ts && ts <= t->ev[k].ts + t->ev[k].dur))
+        k = t->ev[k].parent;
+    return k;
+}
+
+/* ---------------------------------------------------------------- linking */
+
+static int map_put(mlprof__map *m, int64_t key, size_t value)
+{
+    mlprof__map_entry *e = mlprof__map_slot(m, (const char *)&key, sizeof key);
+    if (!e)
+        return -1;
+    if (!e->value)
+        e->value = (void *)(uintptr_t)(value + 1);
+    return 0;
+}
+
+static int32_t map_find(const mlprof__map *m, int64_t key)
+{
+    void *v = mlprof__map_get(m, (const char *)&key, sizeof key);
+    return v ? (int32_t)((uintptr_t)v - 1) : -1;
+}
+
+void an_gpu_links_free(an_gpu_links *l)
+{
+    mlprof__free(l->launch);
+    mlprof__free(l->bottom);
+    mlprof__free(l->top);
+    mlprof__free(l->kind);
+    memset(l, 0, sizeof *l);
+}
+
+int an_gpu_link(an_trace *t, an_gpu_links *l)
+{
+    memset(l, 0, sizeof *l);
+    an_compute_self(t);
+    size_t n = t->nev;
+    l->launch = mlprof__malloc((n ? n : 1) * sizeof *l->launch);
+    l->bottom = mlprof__malloc((n ? n : 1) * sizeof *l->bottom);
+    l->top = mlprof__malloc((n ? n : 1) * sizeof *l->top);
+    l->kind = mlprof__calloc(n ? n : 1, 1);
+    int32_t *sorted = mlprof__malloc((n ? n : 1) * sizeof *sorted);
+    mlprof__map corr, flows, external;
+    mlprof__map_init(&corr);
+    mlprof__map_init(&flows);
+    mlprof__map_init(&external);
+    int rc = l->launch && l->bottom && l->top && l->kind && sorted ? 0 : -1;
+    size_t nsorted = 0;
+    int has_cpu_op = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const an_event *e = &t->ev[i];
+        l->launch[i] = l->bottom[i] = l->top[i] = -1;
+        l->kind[i] = (uint8_t)an_gpu_kind(t, e);
+        int64_t v;
+        if (e->ph == 'X')
+            sorted[nsorted++] = (int32_t)i;
+        if (is_runtime(e) && has_int_arg(t, e, k_corr_keys, &v))
+            rc = map_put(&corr, v, i);
+        if (e->ph == 's')
+            rc = map_put(&flows, (int64_t)e->id, i);
+        if (strcmp(e->cat, "cpu_op") == 0) {
+            has_cpu_op = 1;
+            static const char *const ext_keys[] = {"External id", NULL};
+            if (has_int_arg(t, e, ext_keys, &v))
+                rc = map_put(&external, v, i);
+        }
+    }
+    g_ev = t->ev;
+    if (rc == 0)
+        qsort(sorted, nsorted, sizeof *sorted, by_track_start);
+    /* flows: from a span on the CPU (the launch) to the GPU event they end in */
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const an_event *f = &t->ev[i];
+        if (f->ph != 'f' && f->ph != 't')
+            continue;
+        int32_t s = map_find(&flows, (int64_t)f->id);
+        if (s < 0)
+            continue;
+        int32_t kernel = span_at(t, sorted, nsorted, f->pid, f->tid, f->ts);
+        int32_t from = span_at(t, sorted, nsorted, t->ev[s].pid, t->ev[s].tid, t->ev[s].ts);
+        if (kernel >= 0 && from >= 0 && l->kind[kernel] && l->launch[kernel] < 0)
+            l->launch[kernel] = from;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (!l->kind[i])
+            continue;
+        const an_event *e = &t->ev[i];
+        l->gpu_events++;
+        int64_t v;
+        int32_t launch = has_int_arg(t, e, k_corr_keys, &v) ? map_find(&corr, v) : -1;
+        if (launch >= 0) {
+            l->by_correlation++;
+        } else if (l->launch[i] >= 0) {
+            launch = l->launch[i];
+            l->by_flow++;
+        } else {
+            static const char *const ext_keys[] = {"External id", NULL};
+            int32_t op = has_int_arg(t, e, ext_keys, &v) ? map_find(&external, v) : -1;
+            if (op < 0) {
+                l->unlinked++;
+                continue;
+            }
+            l->by_correlation++;
+            l->launch[i] = op; /* the operator itself stands for its launch */
+            l->bottom[i] = l->top[i] = op;
+            for (int32_t k = t->ev[op].parent; k >= 0; k = t->ev[k].parent) {
+                if (strcmp(t->ev[k].cat, "cpu_op") == 0)
+                    l->top[i] = k;
+            }
+            continue;
+        }
+        l->launch[i] = launch;
+        /* the operators around the launch: cpu_op spans when the trace has them */
+        for (int32_t k = launch; k >= 0; k = t->ev[k].parent) {
+            if (k == launch && is_runtime(&t->ev[k]))
+                continue;
+            if (has_cpu_op && strcmp(t->ev[k].cat, "cpu_op") != 0)
+                continue;
+            if (l->bottom[i] < 0)
+                l->bottom[i] = k;
+            l->top[i] = k;
+        }
+    }
+    mlprof__free(sorted);
+    mlprof__map_free(&corr);
+    mlprof__map_free(&flows);
+    mlprof__map_free(&external);
+    if (rc != 0)
+        an_gpu_links_free(l);
+    return rc;
+}
+
+void an_gpu_op_stack(const an_trace *t, const an_gpu_links *l, size_t i, mlprof__sb *out)
+{
+    if (l->bottom[i] < 0) {
+        mlprof__sb_puts(out, "(no operator)");
+        return;
+    }
+    /* from the top down: collect the chain, then print it reversed */
+    int32_t chain[64];
+    int n = 0;
+    for (int32_t k = l->bottom[i]; k >= 0 && n < 64; k = t->ev[k].parent) {
+        if (strcmp(t->ev[k].cat, t->ev[l->bottom[i]].cat) == 0)
+            chain[n++] = k;
+        if (k == l->top[i])
+            break;
+    }
+    for (int j = n - 1; j >= 0; j--) {
+        mlprof__sb_puts(out, t->ev[chain[j]].name);
+        if (j)
+            mlprof__sb_puts(out, " > ");
+    }
+}
+
+/* ------------------------------------------------------------- breakdown */
+
+typedef struct span {
+    int64_t a, b;
+} span;
+
+static int span_cmp(const void *pa, const void *pb)
+{
+    const span *x = pa, *y = pb;
+    return x->a < y->a ? -1 : x->a > y->a;
+}
+
+/* Sorts and merges spans in place; returns how many remain. */
+static size_t span_union(span *s, size_t n)
+{
+    qsort(s, n, sizeof *s, span_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && s[i].a <= s[m - 1].b) {
+            if (s[i].b > s[m - 1].b)
+                s[m - 1].b = s[i].b;
+        } else {
+            s[m++] = s[i];
+        }
+    }
+    return m;
+}
+
+static int64_t span_length(const span *s, size_t n)
+{
+    int64_t t = 0;
+    for (size_t i = 0; i < n; i++)
+        t += s[i].b - s[i].a;
+    return t;
+}
+
+/* Length of the intersection of two merged lists. */
+static int64_t span_overlap(const span *x, size_t nx, const span *y, size_t ny)
+{
+    int64_t t = 0;
+    size_t i = 0, j = 0;
+    while (i < nx && j < ny) {
+        int64_t a = x[i].a > y[j].a ? x[i].a : y[j].a, b = x[i].b < y[j].b ? x[i].b : y[j].b;
+        if (b > a)
+            t += b - a;
+        if (x[i].b < y[j].b)
+            i++;
+        else
+            j++;
+    }
+    return t;
+}
+
+typedef struct track_use {
+    int64_t pid, tid; /* tid -1: the whole device */
+    span *spans[4];   /* all, compute, communication, memory */
+    size_t n[4], cap[4];
+    int64_t time[4];  /* summed durations */
+    uint64_t count[4];
+} track_use;
+
+static track_use *use_for(track_use **uses, size_t *n, size_t *cap, int64_t pid, int64_t tid)
+{
+    for (size_t i = 0; i < *n; i++) {
+        if ((*uses)[i].pid == pid && (*uses)[i].tid == tid)
+            return &(*uses)[i];
+    }
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        track_use *u = mlprof__realloc(*uses, c * sizeof *u);
+        if (!u)
+            return NULL;
+        *uses = u;
+        *cap = c;
+    }
+    track_use *u = &(*uses)[(*n)++];
+    memset(u, 0, sizeof *u);
+    u->pid = pid;
+    u->tid = tid;
+    return u;
+}
+
+static int use_add(track_use *u, int kind, const an_event *e)
+{
+    for (int k = 0; k < 4; k++) {
+        if (k && k != kind)
+            continue;
+        if (u->n[k] == u->cap[k]) {
+            size_t c = u->cap[k] ? u->cap[k] * 2 : 256;
+            span *s = mlprof__realloc(u->spans[k], c * sizeof *s);
+            if (!s)
+                return -1;
+            u->spans[k] = s;
+            u->cap[k] = c;
+        }
+        u->spans[k][u->n[k]++] = (span){e->ts, e->ts + e->dur};
+        u->time[k] += e->dur;
+        u->count[k]++;
+    }
+    return 0;
+}
+
+typedef struct op_time {
+    int32_t op; /* bottom-level operator (an event index), or -1 */
+    const char *name;
+    int64_t time;
+    uint64_t kernels;
+} op_time;
+
+static int op_time_cmp(const void *pa, const void *pb)
+{
+    const op_time *a = pa, *b = pb;
+    if (a->time != b->time)
+        return a->time > b->time ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* A duration right-aligned in 12 columns, then two spaces. */
+static void put_duration_cell(mlprof__sb *out, int64_t ns)
+{
+    mlprof__sb tmp;
+    mlprof__sb_init(&tmp);
+    an_put_duration(&tmp, ns);
+    mlprof__sb_printf(out, "%12s  ", tmp.data ? tmp.data : "");
+    mlprof__sb_free(&tmp);
+}
+
+static void put_pct(mlprof__sb *out, int64_t part, int64_t whole)
+{
+    mlprof__sb_printf(out, "%5.1f%%", whole > 0 ? 100.0 * (double)part / (double)whole : 0.0);
+}
+
+static const char *track_label(const an_trace *t, const track_use *u, char *buf, size_t len)
+{
+    const char *pn = an_process_name(t, u->pid);
+    if (u->tid < 0) {
+        if (pn)
+            snprintf(buf, len, "%s", pn);
+        else
+            snprintf(buf, len, "device %lld", (long long)u->pid);
+    } else {
+        const char *tn = an_thread_name(t, u->pid, u->tid);
+        if (tn)
+            snprintf(buf, len, "%s", tn);
+        else
+            snprintf(buf, len, "stream %lld", (long long)u->tid);
+    }
+    return buf;
+}
+
+int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
+{
+    an_gpu_links l;
+    if (an_gpu_link(t, &l) != 0)
+        return -1;
+    track_use *uses = NULL;
+    size_t nuse = 0, capuse = 0;
+    mlprof__map ops;
+    mlprof__map_init(&ops);
+    op_time *optimes = NULL;
+    size_t nop = 0, capop = 0;
+    int rc = 0;
+    int64_t all_kernel_time = 0;
+    for (size_t i = 0; rc == 0 && i < t->nev; i++) {
+        if (!l.kind[i])
+            continue;
+        const an_event *e = &t->ev[i];
+        track_use *dev = use_for(&uses, &nuse, &capuse, e->pid, -1);
+        track_use *str = dev ? use_for(&uses, &nuse, &capuse, e->pid, e->tid) : NULL;
+        dev = dev ? use_for(&uses, &nuse, &capuse, e->pid, -1) : NULL; /* the array may have moved */
+        if (!dev || !str || use_add(dev, l.kind[i], e) != 0 || use_add(str, l.kind[i], e) != 0) {
+            rc = -1;
+            break;
+        }
+        all_kernel_time += e->dur;
+        int32_t op = l.bottom[i];
+        int64_t key = op;
+        mlprof__map_entry *slot = mlprof__map_slot(&ops, (const char *)&key, sizeof key);
+        if (!slot) {
+            rc = -1;
+            break;
+        }
+        if (!slot->value) {
+            if (nop == capop) {
+                size_t c = capop ? capop * 2 : 64;
+                op_time *p = mlprof__realloc(optimes, c * sizeof *p);
+                if (!p) {
+                    rc = -1;
+                    break;
+                }
+                optimes = p;
+                capop = c;
+            }
+            optimes[nop] = (op_time){op, op >= 0 ? t->ev[op].name : "(no operator)", 0, 0};
+            slot->value = (void *)(uintptr_t)(++nop);
+        }
+        op_time *ot = &optimes[(uintptr_t)slot->value - 1];
+        ot->time += e->dur;
+        ot->kernels++;
+    }
+    /* the same operator name launched from several places is one row */
+    mlprof__map names;
+    mlprof__map_init(&names);
+    size_t nnamed = 0;
+    for (size_t i = 0; rc == 0 && i < nop; i++) {
+        mlprof__map_entry *slot = mlprof__map_slot(&names, optimes[i].name, strlen(optimes[i].name));
+        if (!slot) {
+            rc = -1;
+            break;
+        }
+        if (!slot->value) {
+            optimes[nnamed] = optimes[i];
+            slot->value = (void *)(uintptr_t)(++nnamed);
+        } else {
+            op_time *into = &optimes[(uintptr_t)slot->value - 1];
+            into->time += optimes[i].time;
+            into->kernels += optimes[i].kernels;
+        }
+    }
+    mlprof__map_free(&names);
+    nop = nnamed;
+    if (rc == 0)
+        qsort(optimes, nop, sizeof *optimes, op_time_cmp);
+    size_t shown_ops = top > 0 && (size_t)top < nop ? (size_t)top : nop;
+
+    for (size_t u = 0; rc == 0 && u < nuse; u++) {
+        for (int k = 0; k < 4; k++)
+            uses[u].n[k] = span_union(uses[u].spans[k], uses[u].n[k]);
+    }
+    char label[200];
+    if (rc == 0 && format == AN_JSON) {
+        mlprof__sb_puts(out, "{\"trace\":");
+        mlprof__sb_json_str(out, t->path, strlen(t->path));
+        mlprof__sb_printf(out, ",\"gpu_events\":%zu,\"linked_by_correlation\":%zu,\"linked_by_flow\":%zu,"
+                               "\"unlinked\":%zu,\"kernel_time_ns\":%lld,\"devices\":[",
+                          l.gpu_events, l.by_correlation, l.by_flow, l.unlinked, (long long)all_kernel_time);
+        int firstd = 1;
+        for (size_t u = 0; u < nuse; u++) {
+            const track_use *d = &uses[u];
+            if (d->tid >= 0)
+                continue;
+            int64_t busy = span_length(d->spans[0], d->n[0]);
+            int64_t span_all = d->n[0] ? d->spans[0][d->n[0] - 1].b - d->spans[0][0].a : 0;
+            mlprof__sb_printf(out, "%s{\"pid\":%lld,\"name\":", firstd ? "" : ",", (long long)d->pid);
+            firstd = 0;
+            track_label(t, d, label, sizeof label);
+            mlprof__sb_json_str(out, label, strlen(label));
+            mlprof__sb_printf(out,
+                              ",\"compute_ns\":%lld,\"communication_ns\":%lld,\"memory_ns\":%lld,\"kernels\":%llu,"
+                              "\"busy_ns\":%lld,\"span_ns\":%lld,\"idle_ns\":%lld,\"overlap_compute_communication_ns\":%lld,\"streams\":[",
+                              (long long)d->time[1], (long long)d->time[2], (long long)d->time[3],
+                              (unsigned long long)d->count[0], (long long)busy, (long long)span_all,
+                              (long long)(span_all - busy),
+                              (long long)span_overlap(d->spans[1], d->n[1], d->spans[2], d->n[2]));
+            int firsts = 1;
+            for (size_t s = 0; s < nuse; s++) {
+                const track_use *st = &uses[s];
+                if (st->pid != d->pid || st->tid < 0)
+                    continue;
+                int64_t sb = span_length(st->spans[0], st->n[0]);
+                int64_t ss = st->n[0] ? st->spans[0][st->n[0] - 1].b - st->spans[0][0].a : 0;
+                mlprof__sb_printf(out, "%s{\"tid\":%lld,\"name\":", firsts ? "" : ",", (long long)st->tid);
+                firsts = 0;
+                track_label(t, st, label, sizeof label);
+                mlprof__sb_json_str(out, label, strlen(label));
+                mlprof__sb_printf(out, ",\"kernels\":%llu,\"busy_ns\":%lld,\"idle_ns\":%lld}",
+                                  (unsigned long long)st->count[0], (long long)sb, (long long)(ss - sb));
+            }
+            mlprof__sb_puts(out, "]}");
+        }
+        mlprof__sb_puts(out, "],\"operators\":[");
+        for (size_t i = 0; i < shown_ops; i++) {
+            mlprof__sb_puts(out, i ? ",{\"name\":" : "{\"name\":");
+            mlprof__sb_json_str(out, optimes[i].name, strlen(optimes[i].name));
+            mlprof__sb_printf(out, ",\"gpu_time_ns\":%lld,\"kernels\":%llu}", (long long)optimes[i].time,
+                              (unsigned long long)optimes[i].kernels);
+        }
+        mlprof__sb_puts(out, "]}\n");
+    } else if (rc == 0) {
+        mlprof__sb_printf(out, "trace: %s\n%zu GPU events: %zu linked to their launch by correlation id, %zu by "
+                               "flow, %zu not linked\n",
+                          t->path, l.gpu_events, l.by_correlation, l.by_flow, l.unlinked);
+        if (!l.gpu_events)
+            mlprof__sb_puts(out, "(no kernels, copies or memsets in this trace)\n");
+        for (size_t u = 0; u < nuse; u++) {
+            const track_use *d = &uses[u];
+            if (d->tid >= 0)
+                continue;
+            int64_t busy = span_length(d->spans[0], d->n[0]);
+            int64_t span_all = d->n[0] ? d->spans[0][d->n[0] - 1].b - d->spans[0][0].a : 0;
+            int64_t kt = d->time[1] + d->time[2] + d->time[3];
+            mlprof__sb_printf(out, "\n%s: %llu GPU events, busy ", track_label(t, d, label, sizeof label),
+                              (unsigned long long)d->count[0]);
+            an_put_duration(out, busy);
+            mlprof__sb_puts(out, " of ");
+            an_put_duration(out, span_all);
+            mlprof__sb_puts(out, " (idle ");
+            an_put_duration(out, span_all - busy);
+            mlprof__sb_puts(out, ", ");
+            put_pct(out, span_all - busy, span_all);
+            mlprof__sb_puts(out, ")\n");
+            static const char *const kinds[] = {"", "compute", "communication", "memory"};
+            for (int k = 1; k < 4; k++) {
+                mlprof__sb_printf(out, "  %-14s %6llu  ", kinds[k], (unsigned long long)d->count[k]);
+                put_duration_cell(out, d->time[k]);
+                put_pct(out, d->time[k], kt);
+                mlprof__sb_putc(out, '\n');
+            }
+            if (d->count[1] && d->count[2]) {
+                mlprof__sb_puts(out, "  compute and communication overlap for ");
+                an_put_duration(out, span_overlap(d->spans[1], d->n[1], d->spans[2], d->n[2]));
+                mlprof__sb_putc(out, '\n');
+            }
+            for (size_t s = 0; s < nuse; s++) {
+                const track_use *st = &uses[s];
+                if (st->pid != d->pid || st->tid < 0)
+                    continue;
+                int64_t sb = span_length(st->spans[0], st->n[0]);
+                int64_t ss = st->n[0] ? st->spans[0][st->n[0] - 1].b - st->spans[0][0].a : 0;
+                mlprof__sb_printf(out, "  %s: %llu events, busy ", track_label(t, st, label, sizeof label),
+                                  (unsigned long long)st->count[0]);
+                an_put_duration(out, sb);
+                mlprof__sb_puts(out, ", idle ");
+                an_put_duration(out, ss - sb);
+                mlprof__sb_puts(out, " between them\n");
+            }
+        }
+        if (nop) {
+            mlprof__sb_puts(out, "\nGPU time by the operator that launched it (bottom level):\n");
+            for (size_t i = 0; i < shown_ops; i++) {
+                mlprof__sb_printf(out, "  %-40s %6llu  ", optimes[i].name, (unsigned long long)optimes[i].kernels);
+                put_duration_cell(out, optimes[i].time);
+                put_pct(out, optimes[i].time, all_kernel_time);
+                mlprof__sb_putc(out, '\n');
+            }
+            if (shown_ops < nop)
+                mlprof__sb_printf(out, "  (%zu more)\n", nop - shown_ops);
+        }
+    }
+    for (size_t u = 0; u < nuse; u++)
+        for (int k = 0; k < 4; k++)
+            mlprof__free(uses[u].spans[k]);
+    mlprof__free(uses);
+    mlprof__free(optimes);
+    mlprof__map_free(&ops);
+    an_gpu_links_free(&l);
+    return rc == 0 && !out->failed ? 0 : -1;
+}
