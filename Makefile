@@ -24,8 +24,12 @@ demo: build
 check:
 	@bash scripts/check.sh
 
+# The recorder's costs, then mlprof analyze on a 512 MB trace against Python's json
+# (BENCH_MB=64 for a quick run; it needs about 4 GB of memory for Python's side).
+BENCH_MB ?= 512
 bench: build
 	@$(BUILD)/bench_core
+	@python3 bench/bench_analyze.py $(BUILD)/mlprof --mb $(BENCH_MB)
 
 install: build
 	@cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))

@@ -192,7 +192,20 @@ static int keep_event(const an_event *e, const an_options *o)
     return 1;
 }
 
-static void group_add(const an_trace *t, group *g, const an_event *e)
+/* The argument keys every event is asked for, interned once per table. */
+typedef struct arg_keys {
+    an_keyset flops, bytes, in, out;
+} arg_keys;
+
+static void arg_keys_init(const an_trace *t, arg_keys *k)
+{
+    an_keyset_init(t, k_flops_keys, &k->flops);
+    an_keyset_init(t, k_bytes_keys, &k->bytes);
+    an_keyset_init(t, k_in_keys, &k->in);
+    an_keyset_init(t, k_out_keys, &k->out);
+}
+
+static void group_add(const an_trace *t, const arg_keys *keys, group *g, const an_event *e)
 {
     if (!g->count) {
         g->first = e;
@@ -205,17 +218,17 @@ static void group_add(const an_trace *t, group *g, const an_event *e)
     g->self_max = e->self > g->self_max ? e->self : g->self_max;
     g->total_min = e->dur < g->total_min ? e->dur : g->total_min;
     g->total_max = e->dur > g->total_max ? e->dur : g->total_max;
-    double f = an_event_num(t, e, k_flops_keys, NAN);
+    double f = an_arg_num(an_event_arg_in(t, e, &keys->flops), NAN);
     if (!isnan(f)) {
         g->flops += f;
         g->flops_n++;
     }
-    double b = an_event_num(t, e, k_bytes_keys, NAN);
+    double b = an_arg_num(an_event_arg_in(t, e, &keys->bytes), NAN);
     if (!isnan(b)) {
         g->bytes += b;
         g->bytes_n++;
     }
-    const an_arg *in = an_event_arg_any(t, e, k_in_keys), *out = an_event_arg_any(t, e, k_out_keys);
+    const an_arg *in = an_event_arg_in(t, e, &keys->in), *out = an_event_arg_in(t, e, &keys->out);
     const char *is = in && in->str ? in->str : NULL, *os = out && out->str ? out->str : NULL;
     if (g->count == 1) {
         g->in_shape = is;
@@ -549,6 +562,8 @@ static int build_table(an_trace *t, const an_options *o, group_table *tab)
     }
     mlprof__sb key;
     mlprof__sb_init(&key);
+    arg_keys keys;
+    arg_keys_init(t, &keys);
     int rc = 0;
     for (size_t i = 0; i < t->nev && rc == 0; i++) {
         const an_event *e = &t->ev[i];
@@ -577,7 +592,7 @@ static int build_table(an_trace *t, const an_options *o, group_table *tab)
             slot->value = (void *)(uintptr_t)(tab->n + 1);
             tab->n++;
         }
-        group_add(t, &tab->groups[(uintptr_t)slot->value - 1], e);
+        group_add(t, &keys, &tab->groups[(uintptr_t)slot->value - 1], e);
     }
     mlprof__sb_free(&key);
     if (lp)

@@ -112,6 +112,14 @@ static int escape(an_input *in, mlprof__sb *out)
     return 0;
 }
 
+/* Bytes that end a run of plain string bytes: the quote, the backslash and
+ * control characters. */
+static const unsigned char k_string_stop[256] = {
+    [0] = 1, [1] = 1, [2] = 1, [3] = 1, [4] = 1, [5] = 1, [6] = 1, [7] = 1, [8] = 1, [9] = 1, [10] = 1,
+    [11] = 1, [12] = 1, [13] = 1, [14] = 1, [15] = 1, [16] = 1, [17] = 1, [18] = 1, [19] = 1, [20] = 1,
+    [21] = 1, [22] = 1, [23] = 1, [24] = 1, [25] = 1, [26] = 1, [27] = 1, [28] = 1, [29] = 1, [30] = 1,
+    [31] = 1, ['"'] = 1, ['\\'] = 1};
+
 int an_json_string(an_input *in, mlprof__sb *out)
 {
     mlprof__sb_reset(out);
@@ -120,7 +128,7 @@ int an_json_string(an_input *in, mlprof__sb *out)
     for (;;) {
         size_t start = in->pos, i = start;
         const char *b = in->buf;
-        while (i < in->len && b[i] != '"' && b[i] != '\\' && (unsigned char)b[i] >= 0x20)
+        while (i < in->len && !k_string_stop[(unsigned char)b[i]])
             i++;
         mlprof__sb_put(out, b + start, i - start);
         in->pos = i;
@@ -154,7 +162,9 @@ static int number_text(an_input *in, char *tmp, size_t size, size_t *n)
     if (an_json_peek(in) < 0)
         return an_input_fail(in, "the file ends where a number was expected");
     static const char *const words[] = {"NaN", "Infinity", "-Infinity"};
-    for (size_t w = 0; w < 3; w++) {
+    char c0 = in->buf[in->pos];
+    int maybe_word = c0 == 'N' || c0 == 'I' || (c0 == '-' && (in->pos + 1 >= in->len || in->buf[in->pos + 1] == 'I'));
+    for (size_t w = 0; maybe_word && w < 3; w++) {
         size_t len = strlen(words[w]);
         if (have(in, len) && strncmp(in->buf + in->pos, words[w], len) == 0) {
             memcpy(tmp, in->buf + in->pos, len);
@@ -179,12 +189,64 @@ static int number_text(an_input *in, char *tmp, size_t size, size_t *n)
     return 0;
 }
 
+/* Plain decimals (at most 15 significant digits, no exponent), the numbers of
+ * nearly every trace: a 64-bit mantissa divided once by an exact power of
+ * ten is the correctly rounded double, as strtod would give. 0 when tmp is
+ * not such a number. */
+static int fast_decimal(const char *tmp, size_t n, double *value, int64_t *integer, int *is_int)
+{
+    static const double pow10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13,
+                                   1e14, 1e15};
+    const char *p = tmp, *end = tmp + n;
+    int neg = *p == '-';
+    p += neg;
+    if (p == end || *p < '0' || *p > '9' || (*p == '0' && p + 1 < end && p[1] >= '0' && p[1] <= '9'))
+        return 0;
+    uint64_t mant = 0;
+    int digits = 0, frac = -1;
+    for (; p < end; p++) {
+        if (*p >= '0' && *p <= '9') {
+            mant = mant * 10 + (uint64_t)(*p - '0');
+            if (mant || frac >= 0)
+                digits++;
+            if (frac >= 0)
+                frac++;
+        } else if (*p == '.' && frac < 0 && p + 1 < end) {
+            frac = 0;
+        } else {
+            return 0;
+        }
+    }
+    if (digits > 15 || frac == 0)
+        return 0;
+    double v = frac > 0 ? (double)mant / pow10[frac] : (double)mant;
+    *value = neg ? -v : v;
+    *is_int = frac < 0;
+    *integer = neg ? -(int64_t)mant : (int64_t)mant;
+    if (frac > 0)
+        *integer = (int64_t)*value;
+    return 1;
+}
+
 int an_json_number(an_input *in, double *value, int64_t *integer, int *is_int)
 {
+    /* most numbers lie whole in the buffer: read them in place */
+    if (in->pos < in->len) {
+        size_t i = in->pos;
+        while (i < in->len && number_char((unsigned char)in->buf[i]))
+            i++;
+        if (i < in->len && i > in->pos &&
+            fast_decimal(in->buf + in->pos, i - in->pos, value, integer, is_int)) {
+            in->pos = i;
+            return 0;
+        }
+    }
     char tmp[80];
     size_t n;
     if (number_text(in, tmp, sizeof tmp, &n) != 0)
         return -1;
+    if (fast_decimal(tmp, n, value, integer, is_int))
+        return 0;
     char *end;
     errno = 0;
     double v = strtod(tmp, &end);

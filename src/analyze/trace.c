@@ -17,7 +17,42 @@ const char *an_intern(an_trace *t, const char *s, size_t n)
     if (!s)
         s = "";
     mlprof__map_entry *e = mlprof__map_slot(&t->strings, s, n);
-    return e ? e->key : NULL;
+    if (!e)
+        return NULL;
+    e->value = e->key; /* so that a lookup finds the interned copy */
+    return e->key;
+}
+
+void an_keyset_init(const an_trace *t, const char *const *names, an_keyset *ks)
+{
+    ks->n = 0;
+    for (; *names && ks->n < 8; names++) {
+        const char *k = mlprof__map_get(&t->strings, *names, strlen(*names));
+        if (k)
+            ks->key[ks->n++] = k;
+    }
+}
+
+const an_arg *an_event_arg_in(const an_trace *t, const an_event *e, const an_keyset *ks)
+{
+    for (size_t k = 0; k < ks->n; k++) {
+        for (uint32_t i = 0; i < e->nargs; i++) {
+            if (t->args[e->args + i].key == ks->key[k])
+                return &t->args[e->args + i];
+        }
+    }
+    return NULL;
+}
+
+double an_arg_num(const an_arg *a, double def)
+{
+    if (!a)
+        return def;
+    if (a->type == AN_NUM)
+        return a->num;
+    char *end;
+    double v = a->str ? strtod(a->str, &end) : 0;
+    return a->str && end != a->str && !*end ? v : def;
 }
 
 static void *grow_array(void *items, size_t *cap, size_t n, size_t size)
@@ -241,6 +276,35 @@ static void close_begin(reader *r, an_event *end)
     }
 }
 
+enum { K_OTHER, K_STRING, K_TIME, K_PID, K_TID, K_ID, K_ARGS };
+
+/* Which member of an event a key is: name, cat, ph, bp and s are strings. */
+static int event_key(const char *k, size_t n)
+{
+    switch (n) {
+    case 1: return k[0] == 's' ? K_STRING : K_OTHER;
+    case 2:
+        if (memcmp(k, "ts", 2) == 0)
+            return K_TIME;
+        if (memcmp(k, "ph", 2) == 0 || memcmp(k, "bp", 2) == 0)
+            return K_STRING;
+        return memcmp(k, "id", 2) == 0 ? K_ID : K_OTHER;
+    case 3:
+        if (memcmp(k, "cat", 3) == 0)
+            return K_STRING;
+        if (memcmp(k, "dur", 3) == 0)
+            return K_TIME;
+        if (memcmp(k, "pid", 3) == 0)
+            return K_PID;
+        return memcmp(k, "tid", 3) == 0 ? K_TID : K_OTHER;
+    case 4:
+        if (memcmp(k, "name", 4) == 0)
+            return K_STRING;
+        return memcmp(k, "args", 4) == 0 ? K_ARGS : K_OTHER;
+    default: return K_OTHER;
+    }
+}
+
 static int read_event(reader *r)
 {
     an_input *in = &r->in;
@@ -267,8 +331,8 @@ static int read_event(reader *r)
         double v;
         int64_t iv;
         int rc = 0;
-        if (strcmp(k, "name") == 0 || strcmp(k, "cat") == 0 || strcmp(k, "ph") == 0 ||
-            strcmp(k, "bp") == 0 || strcmp(k, "s") == 0) {
+        int which = event_key(k, r->key.len);
+        if (which == K_STRING) {
             if (an_json_peek(in) != '"') {
                 rc = an_json_skip(in, NULL);
             } else if ((rc = an_json_string(in, &r->val)) == 0) {
@@ -286,7 +350,7 @@ static int read_event(reader *r)
                 if (!e.name || !e.cat)
                     return an_input_fail(in, "out of memory");
             }
-        } else if (strcmp(k, "ts") == 0 || strcmp(k, "dur") == 0) {
+        } else if (which == K_TIME) {
             if ((rc = read_number(r, &v, &iv)) == 0) {
                 int64_t ns = isfinite(v) ? (int64_t)llround(v * 1000.0) : 0;
                 if (k[0] == 't') {
@@ -296,18 +360,18 @@ static int read_event(reader *r)
                     e.dur = ns > 0 ? ns : 0;
                 }
             }
-        } else if (strcmp(k, "pid") == 0) {
+        } else if (which == K_PID) {
             rc = read_track_id(r, &e.pid, &named_pid);
             if (named_pid)
                 pid_name = an_intern(t, r->val.data, r->val.len);
-        } else if (strcmp(k, "tid") == 0) {
+        } else if (which == K_TID) {
             rc = read_track_id(r, &e.tid, &named_tid);
             if (named_tid)
                 tid_name = an_intern(t, r->val.data, r->val.len);
-        } else if (strcmp(k, "id") == 0) {
+        } else if (which == K_ID) {
             e.id = read_id(r);
             rc = in->failed ? -1 : 0;
-        } else if (strcmp(k, "args") == 0 && an_json_peek(in) == '{') {
+        } else if (which == K_ARGS && an_json_peek(in) == '{') {
             rc = read_args(r, &e);
         } else {
             rc = an_json_skip(in, NULL);
@@ -530,14 +594,7 @@ const an_arg *an_event_arg_any(const an_trace *t, const an_event *e, const char 
 
 double an_event_num(const an_trace *t, const an_event *e, const char *const *keys, double def)
 {
-    const an_arg *a = an_event_arg_any(t, e, keys);
-    if (!a)
-        return def;
-    if (a->type == AN_NUM)
-        return a->num;
-    char *end;
-    double v = a->str ? strtod(a->str, &end) : 0;
-    return a->str && end != a->str && !*end ? v : def;
+    return an_arg_num(an_event_arg_any(t, e, keys), def);
 }
 
 const char *an_other_data_str(const an_trace *t, const char *key, char *buf, size_t len)

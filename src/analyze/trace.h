@@ -75,6 +75,18 @@ const an_arg *an_event_arg(const an_trace *t, const an_event *e, const char *key
 const an_arg *an_event_arg_any(const an_trace *t, const an_event *e, const char *const *keys);
 /* A numeric argument, or def. */
 double an_event_num(const an_trace *t, const an_event *e, const char *const *keys, double def);
+
+/* Argument keys looked up by their interned pointers: for analyses that ask
+ * every event for the same few keys. */
+typedef struct an_keyset {
+    const char *key[8]; /* those of the names that occur in the trace, in order */
+    size_t n;
+} an_keyset;
+void an_keyset_init(const an_trace *t, const char *const *names, an_keyset *ks);
+/* The argument of e under the first key of ks it has, or NULL. */
+const an_arg *an_event_arg_in(const an_trace *t, const an_event *e, const an_keyset *ks);
+/* Its value as a number (strings holding a number count), or def. */
+double an_arg_num(const an_arg *a, double def);
 /* A string member of otherData ("host", "clock_domain"...), copied into buf;
  * returns buf, or NULL when the trace has no such member. */
 const char *an_other_data_str(const an_trace *t, const char *key, char *buf, size_t len);
