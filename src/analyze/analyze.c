@@ -627,7 +627,7 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
         g_order_col = ob ? column_of(ob[0] == '+' || ob[0] == '-' ? ob + 1 : ob) : primary;
         if (g_order_col < 0)
             g_order_col = primary;
-        qsort(rows, ngroups, sizeof *rows, group_cmp);
+        mlprof__sort(rows, ngroups, sizeof *rows, group_cmp);
         for (size_t i = 0; i < ngroups; i++)
             all += rows[i]->v[primary];
         double run = 0;
@@ -748,7 +748,7 @@ int an_diff(an_trace *ta, an_trace *tb, const an_options *o, const an_diff_optio
         sum_b += r->tb;
     }
     if (rc == 0)
-        qsort(rows, n, sizeof *rows, diff_cmp);
+        mlprof__sort(rows, n, sizeof *rows, diff_cmp);
     size_t shown = o->top > 0 && (size_t)o->top < n ? (size_t)o->top : n;
     const char *what = d->total ? "total" : "self";
     if (rc == 0 && o->format == AN_JSON) {

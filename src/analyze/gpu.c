@@ -56,7 +56,7 @@ static int has_int_arg(const an_trace *t, const an_event *e, const char *const *
     const an_arg *a = an_event_arg_any(t, e, keys);
     if (!a || a->type != AN_NUM)
         return 0;
-    *v = a->is_int ? a->inum : (int64_t)a->num;
+    *v = a->is_int ? a->inum : an_to_i64(a->num);
     return 1;
 }
 
@@ -163,7 +163,7 @@ int an_gpu_link(an_trace *t, an_gpu_links *l)
     }
     g_ev = t->ev;
     if (rc == 0)
-        qsort(sorted, nsorted, sizeof *sorted, by_track_start);
+        mlprof__sort(sorted, nsorted, sizeof *sorted, by_track_start);
     /* flows: from a span on the CPU (the launch) to the GPU event they end in */
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const an_event *f = &t->ev[i];
@@ -263,7 +263,7 @@ static int span_cmp(const void *pa, const void *pb)
 /* Sorts and merges spans in place; returns how many remain. */
 static size_t span_union(span *s, size_t n)
 {
-    qsort(s, n, sizeof *s, span_cmp);
+    mlprof__sort(s, n, sizeof *s, span_cmp);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && s[i].a <= s[m - 1].b) {
@@ -470,7 +470,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
     mlprof__map_free(&names);
     nop = nnamed;
     if (rc == 0)
-        qsort(optimes, nop, sizeof *optimes, op_time_cmp);
+        mlprof__sort(optimes, nop, sizeof *optimes, op_time_cmp);
     size_t shown_ops = top > 0 && (size_t)top < nop ? (size_t)top : nop;
 
     for (size_t u = 0; rc == 0 && u < nuse; u++) {

@@ -85,6 +85,21 @@ int an_input_open(an_input *in, const char *path)
     return 0;
 }
 
+int an_input_open_mem(an_input *in, const char *name, const void *data, size_t n)
+{
+    memset(in, 0, sizeof *in);
+    in->fd = -1;
+    in->path = name;
+    in->buf = mlprof__malloc(n + 1);
+    if (!in->buf)
+        return an_input_fail(in, "out of memory");
+    memcpy(in->buf, data, n);
+    in->buf[n] = '\0';
+    in->cap = in->len = n;
+    in->eof = 1; /* all of it is in the buffer */
+    return 0;
+}
+
 void an_input_close(an_input *in)
 {
     if (in->gz)

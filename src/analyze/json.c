@@ -217,7 +217,7 @@ static int fast_decimal(const char *tmp, size_t n, double *value, int64_t *integ
             return 0;
         }
     }
-    if (digits > 15 || frac == 0)
+    if (digits > 15 || frac == 0 || frac > 15)
         return 0;
     double v = frac > 0 ? (double)mant / pow10[frac] : (double)mant;
     *value = neg ? -v : v;

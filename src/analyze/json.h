@@ -28,6 +28,8 @@ typedef struct an_input {
 
 /* Opens path ("-" is standard input). Returns 0, or -1 with in->error set. */
 int an_input_open(an_input *in, const char *path);
+/* Reads n bytes of memory (copied) as if they were the file called name. */
+int an_input_open_mem(an_input *in, const char *name, const void *data, size_t n);
 void an_input_close(an_input *in);
 /* Moves what is left to the front of the buffer and reads more; returns the
  * bytes available from pos (0 at the end or after an error). */

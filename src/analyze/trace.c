@@ -150,7 +150,7 @@ static int read_number(reader *r, double *v, int64_t *iv)
     if (!r->val.data || end == r->val.data || *end)
         return an_input_fail(&r->in, "expected a number, found the string \"%s\"",
                              r->val.data ? r->val.data : "");
-    *iv = (int64_t)*v;
+    *iv = an_to_i64(*v);
     return 0;
 }
 
@@ -352,7 +352,7 @@ static int read_event(reader *r)
             }
         } else if (which == K_TIME) {
             if ((rc = read_number(r, &v, &iv)) == 0) {
-                int64_t ns = isfinite(v) ? (int64_t)llround(v * 1000.0) : 0;
+                int64_t ns = an_to_i64(v * 1000.0);
                 if (k[0] == 't') {
                     e.ts = ns;
                     has_ts = 1;
@@ -495,7 +495,20 @@ static int read_object(reader *r)
     return more < 0 ? -1 : 0;
 }
 
+static int read_trace(an_trace *t, const char *path, const void *data, size_t n);
+
 int an_trace_read(an_trace *t, const char *path)
+{
+    return read_trace(t, path, NULL, 0);
+}
+
+int an_trace_read_mem(an_trace *t, const char *name, const void *data, size_t n)
+{
+    return read_trace(t, name, data ? data : "", n);
+}
+
+/* From the file at path, or from data when it is not NULL. */
+static int read_trace(an_trace *t, const char *path, const void *data, size_t n)
 {
     memset(t, 0, sizeof *t);
     t->path = path;
@@ -508,7 +521,7 @@ int an_trace_read(an_trace *t, const char *path)
     r.t = t;
     mlprof__map_init(&r.tracks);
     mlprof__map_init(&r.string_ids);
-    int rc = an_input_open(&r.in, path);
+    int rc = data ? an_input_open_mem(&r.in, path, data, n) : an_input_open(&r.in, path);
     int opened = rc == 0;
     if (rc == 0) {
         int c = an_json_peek(&r.in);
@@ -672,7 +685,7 @@ void an_compute_self(an_trace *t)
             order[n++] = i;
     }
     g_sort_ev = t->ev;
-    qsort(order, n, sizeof *order, by_track_time);
+    mlprof__sort(order, n, sizeof *order, by_track_time);
     size_t depth = 0;
     for (size_t k = 0; k < n; k++) {
         an_event *e = &t->ev[order[k]];

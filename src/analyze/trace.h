@@ -13,6 +13,15 @@
 
 #include "../common/common.h"
 
+/* A double as an integer, rounded; 0 when it is not finite or out of range
+ * (a cast would be undefined there). */
+static inline int64_t an_to_i64(double v)
+{
+    if (!(v > -9.2e18 && v < 9.2e18))
+        return 0;
+    return (int64_t)(v < 0 ? v - 0.5 : v + 0.5);
+}
+
 enum { AN_NUM = 0, AN_STR = 1, AN_RAW = 2 }; /* RAW: an array or object, as compact JSON */
 
 typedef struct an_arg {
@@ -65,6 +74,8 @@ typedef struct an_trace {
  * -1 with t->error naming the file, line, column and byte offset, the events
  * read before the problem kept (t->partial). */
 int an_trace_read(an_trace *t, const char *path);
+/* The same from memory (n bytes, copied; not gzip), named name in errors. */
+int an_trace_read_mem(an_trace *t, const char *name, const void *data, size_t n);
 void an_trace_free(an_trace *t);
 /* Interns s (n bytes); NULL when out of memory. */
 const char *an_intern(an_trace *t, const char *s, size_t n);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "mlprof/mlprof.h"
 
@@ -33,6 +34,13 @@ void *mlprof__realloc(void *p, size_t n);
 void mlprof__free(void *p);
 char *mlprof__strdup(const char *s);
 char *mlprof__strndup(const char *s, size_t n);
+
+/* qsort that takes an empty array as it is (qsort's pointer may not be NULL). */
+static inline void mlprof__sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(base, n, size, cmp);
+}
 
 /* ---- logging and errors */
 void mlprof__log(int level, const char *fmt, ...) MLPROF_I_PRINTF(2, 3);

@@ -207,7 +207,7 @@ void mlprof__sb_double(mlprof__sb *sb, double v)
         mlprof__sb_puts(sb, "null");
         return;
     }
-    if (v == (double)(int64_t)v && fabs(v) < 9.0e15) {
+    if (fabs(v) < 9.0e15 && v == (double)(int64_t)v) { /* the range first: the cast needs it */
         mlprof__sb_i64(sb, (int64_t)v);
         return;
     }

@@ -551,7 +551,7 @@ void mlprof__mem_apply(uint64_t upto_ns, mlprof__sb *out, int *first, pid_t pid)
     /* one thread's operations arrive in order: sort only what is not */
     for (size_t k = 1; k < Q.n; k++) {
         if (op_cmp(&Q.ops[k - 1], &Q.ops[k]) > 0) {
-            qsort(Q.ops, Q.n, sizeof *Q.ops, op_cmp);
+            mlprof__sort(Q.ops, Q.n, sizeof *Q.ops, op_cmp);
             break;
         }
     }

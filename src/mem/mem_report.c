@@ -89,7 +89,7 @@ static block_set blocks_live_at(int device, uint64_t seq)
         }
     }
     g_sort_blocks = M->blocks;
-    qsort(s.idx, s.n, sizeof *s.idx, by_bytes_desc);
+    mlprof__sort(s.idx, s.n, sizeof *s.idx, by_bytes_desc);
     return s;
 }
 
@@ -277,7 +277,7 @@ static void table_device(mlprof__sb *out, int device, const mem_device *d, int f
     size_t nrows;
     mem_scope_stat **rows = scope_rows(device, &peak, &live, &nrows);
     if (rows && nrows) {
-        qsort(rows, nrows, sizeof *rows, scope_cmp);
+        mlprof__sort(rows, nrows, sizeof *rows, scope_cmp);
         mlprof__sb_printf(out, "\n  By scope                          at peak     own peak  allocated in all    allocs     frees  %s\n",
                           final ? "never freed" : "  live now");
         for (size_t i = 0; i < nrows; i++) {
@@ -374,7 +374,7 @@ static void json_device(mlprof__sb *out, int device, const mem_device *d, int fi
     mem_scope_stat **rows = scope_rows(device, &peak, &live, &nrows);
     mlprof__sb_puts(out, ",\"scopes\":[");
     if (rows) {
-        qsort(rows, nrows, sizeof *rows, scope_cmp);
+        mlprof__sort(rows, nrows, sizeof *rows, scope_cmp);
         for (size_t i = 0; i < nrows; i++) {
             const mem_scope_stat *st = rows[i];
             const char *name = mlprof__mem_scope_name(st->scope);

@@ -134,7 +134,7 @@ static size_t build_regions(int device, const mem_device *d, region *out, double
     }
     for (size_t i = 0; i < d->nsegs; i++)
         iv[k++] = (interval){d->segs[i].addr, d->segs[i].addr + (d->segs[i].bytes ? d->segs[i].bytes : 1)};
-    qsort(iv, k, sizeof *iv, interval_cmp);
+    mlprof__sort(iv, k, sizeof *iv, interval_cmp);
     /* merge overlaps, then measure what is covered */
     size_t m = 0;
     for (size_t i = 0; i < k; i++) {
@@ -255,7 +255,7 @@ static colours rank_scopes(void)
             c.ranks[c.n++].scope = st->scope;
         c.ranks[j].weight += st->peak ? st->peak : st->bytes_total ? 1 : 0;
     }
-    qsort(c.ranks, c.n, sizeof *c.ranks, rank_cmp);
+    mlprof__sort(c.ranks, c.n, sizeof *c.ranks, rank_cmp);
     return c;
 }
 
@@ -600,7 +600,7 @@ static flow_counts flow_panel(mlprof__sb *out, int device, const mem_device *d, 
         else
             raster_add(&ra, xa, xb, ya, yb, colour_of(col, b->scope));
     }
-    qsort(pl, npl, sizeof *pl, placed_cmp);
+    mlprof__sort(pl, npl, sizeof *pl, placed_cmp);
     for (size_t k = MAX_RECTS; k < npl; k++) {
         const mem_block *b = &M->blocks[pl[k].idx];
         double xa = time_x(v, b->t_alloc), xb = time_x(v, b->seq_free == MEM_LIVE ? v->t1 : b->t_free);
@@ -612,7 +612,7 @@ static flow_counts flow_panel(mlprof__sb *out, int device, const mem_device *d, 
     fc.cells = raster_emit(out, &ra);
     /* drawn in allocation order, so that later blocks lie on top */
     size_t nkeep = fc.drawn;
-    qsort(pl, nkeep, sizeof *pl, placed_idx_cmp);
+    mlprof__sort(pl, nkeep, sizeof *pl, placed_idx_cmp);
     for (size_t a = 0; a < nkeep; a++) {
         const mem_block *b = &M->blocks[pl[a].idx];
         double xa = time_x(v, b->t_alloc), xb = time_x(v, b->seq_free == MEM_LIVE ? v->t1 : b->t_free);

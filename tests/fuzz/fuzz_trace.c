@@ -1,0 +1,47 @@
+/*
+ * fuzz_trace.c - the trace reader and every analysis on arbitrary bytes: no
+ * input may crash, hang, leak or read out of bounds. Built with libFuzzer
+ * (clang -fsanitize=fuzzer) in the ASan suite, and with replay.c as a plain
+ * program that runs the kept corpus in every suite.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../src/analyze/analyze.h"
+#include "../../src/analyze/gpu.h"
+#include "../../src/analyze/merge.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    an_trace t;
+    an_trace_read_mem(&t, "fuzz.json", data, size); /* damaged input is fine; what was read is used */
+    an_options o;
+    an_options_default(&o);
+    mlprof__sb out;
+    mlprof__sb_init(&out);
+    static const char *const groupings[] = {"name", "type,thread", "none", "input_shape,process",
+                                            "bottom_op,op_stack"};
+    for (size_t g = 0; g < sizeof groupings / sizeof groupings[0]; g++) {
+        o.aggregate_by = groupings[g];
+        o.aggregate = (int)(g % 5);
+        o.format = (int)(g % 3);
+        an_analyze(&t, &o, &out);
+        mlprof__sb_reset(&out);
+    }
+    an_kernels(&t, AN_JSON, 5, &out);
+    mlprof__sb_reset(&out);
+    an_diff_options d = {0, 10, 0};
+    size_t regressions;
+    an_diff(&t, &t, &o, &d, &out, &regressions);
+    mlprof__sb_reset(&out);
+    an_trace *two[2] = {&t, &t};
+    an_merge_options mo = {NULL, NULL, NULL, 0};
+    int method;
+    char err[200];
+    an_merge(two, 2, &mo, &out, &method, err, sizeof err);
+    mlprof__sb_free(&out);
+    an_trace_free(&t);
+    return 0;
+}
