@@ -490,7 +490,47 @@ def test_kernels():
     check("no kernels" in p.stdout, "a CPU-only trace")
 
 
-for test in (test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
+def test_other_writers():
+    # RAF: B/E pairs on a string thread, microsecond epochs, shapes in "args_string"
+    raf = {"traceEvents": [], "displayTimeUnit": "ms"}
+    for name, b, e, shapes in (("raf_op_tvm_cast_76", 1648086040982992, 1648086040983008, "T<768xf32>,|T<768xf16>"),
+                               ("raf_op_tvm_cast_77", 1648086040983026, 1648086040983039,
+                                "T<768x768xf32>,|T<768x768xf16>")):
+        for ph, ts in (("B", b), ("E", e)):
+            raf["traceEvents"].append({"name": name, "cat": "Default Stream", "ph": ph, "ts": ts,
+                                       "args": {"args_string": shapes}, "pid": 2364, "tid": "Default Stream"})
+    r = rows_by_key(analyze_json(write("raf.json", json.dumps(raf, indent=4)))[0])
+    c = r.get("raf_op_tvm_cast_77", {})
+    check((c.get("total_ns"), c.get("input_shapes"), c.get("output_shapes")) == (13000, "T<768x768xf32>",
+                                                                                 "T<768x768xf16>"),
+          f"RAF op {c}")
+    rt = analyze_json(write("raf.json", json.dumps(raf)), "--aggregate-by", "thread")[0]
+    check([x["key"] for x in rt["rows"]] == ["2364:-1 (Default Stream)"], f"RAF stream {rt['rows']}")
+    # MXNet: operators as B/E pairs on numeric threads, memory counters beside them
+    mx = {"traceEvents": [
+        {"name": "Convolution", "cat": "operator", "ph": "B", "ts": 100, "pid": 0, "tid": 9},
+        {"name": "Convolution", "cat": "operator", "ph": "E", "ts": 180, "pid": 0, "tid": 9},
+        {"name": "Activation", "cat": "operator", "ph": "B", "ts": 190, "pid": 0, "tid": 9},
+        {"name": "Activation", "cat": "operator", "ph": "E", "ts": 200, "pid": 0, "tid": 9},
+        {"name": "Memory: gpu/0", "cat": "memory", "ph": "C", "ts": 150, "pid": 1, "args": {"Memory": 4096}},
+        {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "MXNet"}}], "displayTimeUnit": "ms"}
+    r = rows_by_key(analyze_json(write("mxnet.json", json.dumps(mx)), "--aggregate-by", "type,name")[0])
+    check(set(r) == {"operator | Convolution", "operator | Activation"} and
+          r["operator | Convolution"]["total_ns"] == 80000, f"MXNet {r}")
+    # MegEngine: complete events with in_shapes, out_shapes, flops and memory
+    mge = [ev("ConvolutionForward", 0, 200, cat="op", in_shapes="[[1,3,224,224],[64,3,7,7]]",
+              out_shapes="[[1,64,112,112]]", flops=236027904, memory=3211264),
+           ev("ConvolutionForward", 300, 100, cat="op", in_shapes="[[1,3,224,224],[64,3,7,7]]",
+              out_shapes="[[1,64,112,112]]", flops=236027904, memory=3211264)]
+    r = rows_by_key(analyze_json(write("megengine.json", json.dumps({"traceEvents": mge})), "--order-by",
+                                 "memory")[0])
+    c = r["ConvolutionForward"]
+    check(c["flops"] == 2 * 236027904 and abs(c["flops_per_s"] - 2 * 236027904 / 300e-6) < 1
+          and c["bytes"] == 2 * 3211264 and c["input_shapes"] == "[[1,3,224,224],[64,3,7,7]]",
+          f"MegEngine {c}")
+
+
+for test in (test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
              test_usage, test_own_trace):
     test()
 print(f"analyze: {len(failures)} checks failed" if failures else "analyze: all checks passed")

@@ -194,18 +194,39 @@ static int keep_event(const an_event *e, const an_options *o)
 
 /* The argument keys every event is asked for, interned once per table. */
 typedef struct arg_keys {
-    an_keyset flops, bytes, in, out;
+    an_keyset flops, bytes, in, out, both;
 } arg_keys;
 
 static void arg_keys_init(const an_trace *t, arg_keys *k)
 {
+    /* RAF writes both shape lists in one string: "inputs|outputs" */
+    static const char *const both_keys[] = {"args_string", NULL};
     an_keyset_init(t, k_flops_keys, &k->flops);
     an_keyset_init(t, k_bytes_keys, &k->bytes);
     an_keyset_init(t, k_in_keys, &k->in);
     an_keyset_init(t, k_out_keys, &k->out);
+    an_keyset_init(t, both_keys, &k->both);
 }
 
-static void group_add(const an_trace *t, const arg_keys *keys, group *g, const an_event *e)
+/* The input and output shapes of e (interned), from their own arguments or
+ * from RAF's "inputs|outputs" string. */
+static void event_shapes(an_trace *t, const arg_keys *keys, const an_event *e, const char **in, const char **out)
+{
+    const an_arg *a = an_event_arg_in(t, e, &keys->in), *b = an_event_arg_in(t, e, &keys->out);
+    *in = a && a->str ? a->str : NULL;
+    *out = b && b->str ? b->str : NULL;
+    const an_arg *both = *in || *out ? NULL : an_event_arg_in(t, e, &keys->both);
+    const char *bar = both && both->str ? strchr(both->str, '|') : NULL;
+    if (bar) {
+        size_t n = (size_t)(bar - both->str);
+        while (n && both->str[n - 1] == ',')
+            n--; /* RAF ends its input list with a comma */
+        *in = an_intern(t, both->str, n);
+        *out = an_intern(t, bar + 1, strlen(bar + 1));
+    }
+}
+
+static void group_add(an_trace *t, const arg_keys *keys, group *g, const an_event *e)
 {
     if (!g->count) {
         g->first = e;
@@ -228,8 +249,8 @@ static void group_add(const an_trace *t, const arg_keys *keys, group *g, const a
         g->bytes += b;
         g->bytes_n++;
     }
-    const an_arg *in = an_event_arg_in(t, e, &keys->in), *out = an_event_arg_in(t, e, &keys->out);
-    const char *is = in && in->str ? in->str : NULL, *os = out && out->str ? out->str : NULL;
+    const char *is, *os;
+    event_shapes(t, keys, e, &is, &os);
     if (g->count == 1) {
         g->in_shape = is;
         g->out_shape = os;

@@ -138,11 +138,10 @@ static int read_args(reader *r, an_event *e)
 }
 
 /* A number, or a string holding one (some writers quote their numbers). */
-static int read_number(reader *r, double *v, int64_t *iv)
+static int read_number(reader *r, double *v, int64_t *iv, int *is_int)
 {
-    int is_int;
     if (an_json_peek(&r->in) != '"')
-        return an_json_number(&r->in, v, iv, &is_int);
+        return an_json_number(&r->in, v, iv, is_int);
     if (an_json_string(&r->in, &r->val) != 0)
         return -1;
     char *end;
@@ -151,7 +150,18 @@ static int read_number(reader *r, double *v, int64_t *iv)
         return an_input_fail(&r->in, "expected a number, found the string \"%s\"",
                              r->val.data ? r->val.data : "");
     *iv = an_to_i64(*v);
+    *is_int = !strpbrk(r->val.data, ".eE") && *v == (double)*iv;
     return 0;
+}
+
+/* Microseconds as integer nanoseconds. Whole microseconds are multiplied as
+ * integers: epoch times (RAF writes 1648086040982992) lose nanoseconds in a
+ * double. */
+static int64_t us_to_ns(double v, int64_t iv, int is_int)
+{
+    if (is_int && iv > -9200000000000000 && iv < 9200000000000000)
+        return iv * 1000;
+    return an_to_i64(v * 1000.0);
 }
 
 /* pid and tid: numbers, or strings ("stream 7") given numbers of their own
@@ -351,8 +361,9 @@ static int read_event(reader *r)
                     return an_input_fail(in, "out of memory");
             }
         } else if (which == K_TIME) {
-            if ((rc = read_number(r, &v, &iv)) == 0) {
-                int64_t ns = an_to_i64(v * 1000.0);
+            int is_int = 0;
+            if ((rc = read_number(r, &v, &iv, &is_int)) == 0) {
+                int64_t ns = us_to_ns(v, iv, is_int);
                 if (k[0] == 't') {
                     e.ts = ns;
                     has_ts = 1;
