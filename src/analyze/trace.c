@@ -97,7 +97,8 @@ static int read_args(reader *r, an_event *e)
 {
     an_input *in = &r->in;
     an_trace *t = r->t;
-    e->args = (uint32_t)t->nargs;
+    if (!e->nargs) /* a second "args" member goes on after the first */
+        e->args = (uint32_t)t->nargs;
     if (an_json_expect(in, '{', "'{' to start args") != 0)
         return -1;
     if (an_json_peek(in) == '}') {
