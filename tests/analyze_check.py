@@ -483,10 +483,16 @@ def test_kernels():
     ops = [(o["name"], o["gpu_time_ns"]) for o in k["operators"]]
     check(ops == [("nccl:all_reduce", 60000), ("aten::addmm", 50000), ("(no operator)", 14000),
                   ("aten::relu", 5000)], f"GPU time per operator {ops}")
+    kr = {x["name"]: (x["kind"], x["count"], x["time_ns"], x["bottom_op"], x["top_op"]) for x in k["kernels"]}
+    check(kr["gemm_kernel"] == ("compute", 1, 50000, "aten::addmm", "aten::linear")
+          and kr["ncclKernel_AllReduce_RING_LL_Sum_float"][0] == "communication"
+          and kr["orphan_kernel"][3] is None, f"kernels with their operators {kr}")
     p = mlprof("kernels", path)
+    check(re.search(r"gemm_kernel\s+compute\s+1\s+50\.000 us\s+aten::addmm\s+aten::linear", p.stdout),
+          f"top kernels table\n{p.stdout}")
     check("5 GPU events: 3 linked to their launch by correlation id, 1 by flow, 1 not linked" in p.stdout
           and "GPU 0: 5 GPU events, busy 129.000 us of 264.000 us" in p.stdout, f"kernels table\n{p.stdout}")
-    p = mlprof("kernels", os.path.join(OUT, "nested.json"))
+    p = mlprof("kernels", write("cpu_only.json", json.dumps({"traceEvents": NESTED})))
     check("no kernels" in p.stdout, "a CPU-only trace")
 
 

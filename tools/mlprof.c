@@ -199,6 +199,34 @@ static int read_trace(an_trace *t, const char *path, int *damaged)
     return 0;
 }
 
+/* Reads one trace, runs an analysis on it and writes what it says. Exit status
+ * as main's. */
+static int run_on_trace(const char *path, const char *output,
+                        int (*analysis)(an_trace *, const an_options *, mlprof__sb *), const an_options *o)
+{
+    an_trace t;
+    int damaged = 0;
+    if (read_trace(&t, path, &damaged) != 0) {
+        an_trace_free(&t);
+        return 1;
+    }
+    mlprof__sb out;
+    mlprof__sb_init(&out);
+    int rc = analysis(&t, o, &out);
+    if (rc != 0)
+        fprintf(stderr, PROG ": out of memory\n");
+    else
+        rc = write_output(output, &out);
+    mlprof__sb_free(&out);
+    an_trace_free(&t);
+    return rc != 0 || damaged ? 1 : 0;
+}
+
+static int kernels_analysis(an_trace *t, const an_options *o, mlprof__sb *out)
+{
+    return an_kernels(t, o->format, o->top, out);
+}
+
 static int cmd_analyze(int argc, char **argv)
 {
     const char *cmd = "analyze";
@@ -227,23 +255,7 @@ static int cmd_analyze(int argc, char **argv)
     char err[300];
     if (an_options_check(&o, err, sizeof err) != 0)
         bad_usage(cmd, "%s", err);
-
-    an_trace t;
-    int damaged = 0;
-    if (read_trace(&t, path, &damaged) != 0) {
-        an_trace_free(&t);
-        return 1;
-    }
-    mlprof__sb out;
-    mlprof__sb_init(&out);
-    int rc = an_analyze(&t, &o, &out);
-    if (rc != 0)
-        fprintf(stderr, PROG ": out of memory\n");
-    else
-        rc = write_output(output, &out);
-    mlprof__sb_free(&out);
-    an_trace_free(&t);
-    return rc != 0 || damaged ? 1 : 0;
+    return run_on_trace(path, output, an_analyze, &o);
 }
 
 static int cmd_diff(int argc, char **argv)
@@ -479,22 +491,7 @@ static int cmd_kernels(int argc, char **argv)
         bad_usage(cmd, "%s", "which trace? (mlprof kernels TRACE)");
     if (o.format == AN_CSV)
         bad_usage(cmd, "%s", "--format: table or json");
-    an_trace t;
-    int damaged = 0;
-    if (read_trace(&t, path, &damaged) != 0) {
-        an_trace_free(&t);
-        return 1;
-    }
-    mlprof__sb out;
-    mlprof__sb_init(&out);
-    int rc = an_kernels(&t, o.format, o.top, &out);
-    if (rc != 0)
-        fprintf(stderr, PROG ": out of memory\n");
-    else
-        rc = write_output(output, &out);
-    mlprof__sb_free(&out);
-    an_trace_free(&t);
-    return rc != 0 || damaged ? 1 : 0;
+    return run_on_trace(path, output, kernels_analysis, &o);
 }
 
 int main(int argc, char **argv)

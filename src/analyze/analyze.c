@@ -508,30 +508,15 @@ static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o,
     mlprof__sb_puts(out, "\n]}\n");
 }
 
-static void csv_text(mlprof__sb *out, const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) {
-        mlprof__sb_puts(out, s);
-        return;
-    }
-    mlprof__sb_putc(out, '"');
-    for (; *s; s++) {
-        if (*s == '"')
-            mlprof__sb_putc(out, '"');
-        mlprof__sb_putc(out, *s);
-    }
-    mlprof__sb_putc(out, '"');
-}
-
 static void format_csv(mlprof__sb *out, group **rows, size_t shown, const double *cum)
 {
     mlprof__sb_puts(out, "name,category,count,self_ns,total_ns,cumulative_percent,flops,flops_per_s,bytes,"
                          "bytes_per_s,input_shapes,output_shapes\n");
     for (size_t i = 0; i < shown; i++) {
         const group *g = rows[i];
-        csv_text(out, g->key);
+        mlprof__sb_csv(out, g->key);
         mlprof__sb_putc(out, ',');
-        csv_text(out, g->first->cat);
+        mlprof__sb_csv(out, g->first->cat);
         mlprof__sb_printf(out, ",%llu,", (unsigned long long)g->count);
         const int cols[] = {C_SELF, C_TOTAL, -1, C_FLOPS, C_FLOPS_RATE, C_BYTES, C_BW};
         for (int k = 0; k < 7; k++) {
@@ -542,9 +527,9 @@ static void format_csv(mlprof__sb *out, group **rows, size_t shown, const double
                 mlprof__sb_printf(out, "%.17g", v);
         }
         mlprof__sb_putc(out, ',');
-        csv_text(out, g->in_shape ? g->in_shape : "");
+        mlprof__sb_csv(out, g->in_shape ? g->in_shape : "");
         mlprof__sb_putc(out, ',');
-        csv_text(out, g->out_shape ? g->out_shape : "");
+        mlprof__sb_csv(out, g->out_shape ? g->out_shape : "");
         mlprof__sb_putc(out, '\n');
     }
 }
@@ -798,7 +783,7 @@ int an_diff(an_trace *ta, an_trace *tb, const an_options *o, const an_diff_optio
         mlprof__sb_puts(out, "name,status,count_a,count_b,time_a_ns,time_b_ns,delta_ns,delta_percent\n");
         for (size_t i = 0; i < shown; i++) {
             const diff_row *r = &rows[i];
-            csv_text(out, r->key);
+            mlprof__sb_csv(out, r->key);
             mlprof__sb_printf(out, ",%s,%llu,%llu,%.0f,%.0f,%.0f,", diff_status(r),
                               (unsigned long long)(r->a ? r->a->count : 0),
                               (unsigned long long)(r->b ? r->b->count : 0), r->ta, r->tb, r->delta);

@@ -62,22 +62,8 @@ static int has_int_arg(const an_trace *t, const an_event *e, const char *const *
 
 /* ------------------------------------------------------ the innermost span */
 
-static const an_event *g_ev;
-
-static int by_track_start(const void *pa, const void *pb)
-{
-    const an_event *a = &g_ev[*(const int32_t *)pa], *b = &g_ev[*(const int32_t *)pb];
-    if (a->pid != b->pid)
-        return a->pid < b->pid ? -1 : 1;
-    if (a->tid != b->tid)
-        return a->tid < b->tid ? -1 : 1;
-    if (a->ts != b->ts)
-        return a->ts < b->ts ? -1 : 1;
-    return a->dur > b->dur ? -1 : a->dur < b->dur;
-}
-
 /* The innermost duration on (pid, tid) that holds ts, or -1. */
-static int32_t span_at(const an_trace *t, const int32_t *sorted, size_t n, int64_t pid, int64_t tid, int64_t ts)
+static int32_t span_at(const an_trace *t, const size_t *sorted, size_t n, int64_t pid, int64_t tid, int64_t ts)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) { /* the first span after (pid, tid, ts) */
@@ -91,7 +77,7 @@ static int32_t span_at(const an_trace *t, const int32_t *sorted, size_t n, int64
     }
     if (lo == 0)
         return -1;
-    int32_t k = sorted[lo - 1];
+    int32_t k = (int32_t)sorted[lo - 1];
     if (t->ev[k].pid != pid || t->ev[k].tid != tid)
         return -1;
     while (k >= 0 && !(t->ev[k].ts <= ts && ts <= t->ev[k].ts + t->ev[k].dur))
@@ -135,7 +121,7 @@ int an_gpu_link(an_trace *t, an_gpu_links *l)
     l->bottom = mlprof__malloc((n ? n : 1) * sizeof *l->bottom);
     l->top = mlprof__malloc((n ? n : 1) * sizeof *l->top);
     l->kind = mlprof__calloc(n ? n : 1, 1);
-    int32_t *sorted = mlprof__malloc((n ? n : 1) * sizeof *sorted);
+    size_t *sorted = mlprof__malloc((n ? n : 1) * sizeof *sorted);
     mlprof__map corr, flows, external;
     mlprof__map_init(&corr);
     mlprof__map_init(&flows);
@@ -149,7 +135,7 @@ int an_gpu_link(an_trace *t, an_gpu_links *l)
         l->kind[i] = (uint8_t)an_gpu_kind(t, e);
         int64_t v;
         if (e->ph == 'X')
-            sorted[nsorted++] = (int32_t)i;
+            sorted[nsorted++] = i;
         if (is_runtime(e) && has_int_arg(t, e, k_corr_keys, &v))
             rc = map_put(&corr, v, i);
         if (e->ph == 's')
@@ -161,9 +147,8 @@ int an_gpu_link(an_trace *t, an_gpu_links *l)
                 rc = map_put(&external, v, i);
         }
     }
-    g_ev = t->ev;
     if (rc == 0)
-        mlprof__sort(sorted, nsorted, sizeof *sorted, by_track_start);
+        an_sort_by_track(t, sorted, nsorted);
     /* flows: from a span on the CPU (the launch) to the GPU event they end in */
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const an_event *f = &t->ev[i];
@@ -398,6 +383,63 @@ static const char *track_label(const an_trace *t, const track_use *u, char *buf,
     return buf;
 }
 
+static const char *const k_kind_names[] = {"", "compute", "communication", "memory"};
+
+typedef struct kernel_row {
+    const char *name;
+    int kind;
+    uint64_t count;
+    int64_t time;
+    int32_t bottom, top; /* of the first launch */
+} kernel_row;
+
+static int kernel_row_cmp(const void *pa, const void *pb)
+{
+    const kernel_row *a = pa, *b = pb;
+    if (a->time != b->time)
+        return a->time > b->time ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static int kernel_rows(const an_trace *t, const an_gpu_links *l, kernel_row **rows, size_t *n)
+{
+    mlprof__map by_name;
+    mlprof__map_init(&by_name);
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < t->nev && rc == 0; i++) {
+        if (!l->kind[i])
+            continue;
+        const an_event *e = &t->ev[i];
+        mlprof__map_entry *slot = mlprof__map_slot(&by_name, e->name, strlen(e->name));
+        if (!slot) {
+            rc = -1;
+            break;
+        }
+        if (!slot->value) {
+            if (*n == cap) {
+                size_t c = cap ? cap * 2 : 64;
+                kernel_row *p = mlprof__realloc(*rows, c * sizeof *p);
+                if (!p) {
+                    rc = -1;
+                    break;
+                }
+                *rows = p;
+                cap = c;
+            }
+            (*rows)[*n] = (kernel_row){e->name, l->kind[i], 0, 0, l->bottom[i], l->top[i]};
+            slot->value = (void *)(uintptr_t)(++*n);
+        }
+        kernel_row *k = &(*rows)[(uintptr_t)slot->value - 1];
+        k->count++;
+        k->time += e->dur;
+    }
+    mlprof__map_free(&by_name);
+    if (rc == 0)
+        mlprof__sort(*rows, *n, sizeof **rows, kernel_row_cmp);
+    return rc;
+}
+
 int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
 {
     an_gpu_links l;
@@ -473,6 +515,13 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
         mlprof__sort(optimes, nop, sizeof *optimes, op_time_cmp);
     size_t shown_ops = top > 0 && (size_t)top < nop ? (size_t)top : nop;
 
+    /* the kernels by name, each with the operators of its first launch */
+    kernel_row *krows = NULL;
+    size_t nk = 0;
+    if (rc == 0 && kernel_rows(t, &l, &krows, &nk) != 0)
+        rc = -1;
+    size_t shown_k = top > 0 && (size_t)top < nk ? (size_t)top : nk;
+
     for (size_t u = 0; rc == 0 && u < nuse; u++) {
         for (int k = 0; k < 4; k++)
             uses[u].n[k] = span_union(uses[u].spans[k], uses[u].n[k]);
@@ -525,6 +574,20 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             mlprof__sb_printf(out, ",\"gpu_time_ns\":%lld,\"kernels\":%llu}", (long long)optimes[i].time,
                               (unsigned long long)optimes[i].kernels);
         }
+        mlprof__sb_puts(out, "],\"kernels\":[");
+        for (size_t i = 0; i < shown_k; i++) {
+            const kernel_row *k = &krows[i];
+            mlprof__sb_puts(out, i ? ",{\"name\":" : "{\"name\":");
+            mlprof__sb_json_str(out, k->name, strlen(k->name));
+            mlprof__sb_printf(out, ",\"kind\":\"%s\",\"count\":%llu,\"time_ns\":%lld,\"bottom_op\":",
+                              k_kind_names[k->kind], (unsigned long long)k->count, (long long)k->time);
+            const char *bo = k->bottom >= 0 ? t->ev[k->bottom].name : NULL;
+            const char *to = k->top >= 0 ? t->ev[k->top].name : NULL;
+            bo ? mlprof__sb_json_str(out, bo, strlen(bo)) : mlprof__sb_puts(out, "null");
+            mlprof__sb_puts(out, ",\"top_op\":");
+            to ? mlprof__sb_json_str(out, to, strlen(to)) : mlprof__sb_puts(out, "null");
+            mlprof__sb_putc(out, '}');
+        }
         mlprof__sb_puts(out, "]}\n");
     } else if (rc == 0) {
         mlprof__sb_printf(out, "trace: %s\n%zu GPU events: %zu linked to their launch by correlation id, %zu by "
@@ -549,9 +612,8 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             mlprof__sb_puts(out, ", ");
             put_pct(out, span_all - busy, span_all);
             mlprof__sb_puts(out, ")\n");
-            static const char *const kinds[] = {"", "compute", "communication", "memory"};
             for (int k = 1; k < 4; k++) {
-                mlprof__sb_printf(out, "  %-14s %6llu  ", kinds[k], (unsigned long long)d->count[k]);
+                mlprof__sb_printf(out, "  %-14s %6llu  ", k_kind_names[k], (unsigned long long)d->count[k]);
                 put_duration_cell(out, d->time[k]);
                 put_pct(out, d->time[k], kt);
                 mlprof__sb_putc(out, '\n');
@@ -586,12 +648,26 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             if (shown_ops < nop)
                 mlprof__sb_printf(out, "  (%zu more)\n", nop - shown_ops);
         }
+        if (nk) {
+            mlprof__sb_printf(out, "\nTop kernels:\n  %-40s %-13s %6s  %12s  %-24s  %s\n", "name", "kind", "count",
+                              "time", "bottom operator", "top operator");
+            for (size_t i = 0; i < shown_k; i++) {
+                const kernel_row *k = &krows[i];
+                size_t n = strlen(k->name);
+                mlprof__sb_printf(out, n > 40 ? "  %.37s..." : "  %-40s", k->name);
+                mlprof__sb_printf(out, " %-13s %6llu  ", k_kind_names[k->kind], (unsigned long long)k->count);
+                put_duration_cell(out, k->time);
+                mlprof__sb_printf(out, "%-24s  %s\n", k->bottom >= 0 ? t->ev[k->bottom].name : "-",
+                                  k->top >= 0 ? t->ev[k->top].name : "-");
+            }
+        }
     }
     for (size_t u = 0; u < nuse; u++)
         for (int k = 0; k < 4; k++)
             mlprof__free(uses[u].spans[k]);
     mlprof__free(uses);
     mlprof__free(optimes);
+    mlprof__free(krows);
     mlprof__map_free(&ops);
     an_gpu_links_free(&l);
     return rc == 0 && !out->failed ? 0 : -1;

@@ -675,6 +675,12 @@ static int by_track_time(const void *pa, const void *pb)
     return *(const size_t *)pa < *(const size_t *)pb ? -1 : 1;
 }
 
+void an_sort_by_track(const an_trace *t, size_t *idx, size_t n)
+{
+    g_sort_ev = t->ev;
+    mlprof__sort(idx, n, sizeof *idx, by_track_time);
+}
+
 void an_compute_self(an_trace *t)
 {
     size_t n = 0;
@@ -696,8 +702,7 @@ void an_compute_self(an_trace *t)
         if (t->ev[i].ph == 'X')
             order[n++] = i;
     }
-    g_sort_ev = t->ev;
-    mlprof__sort(order, n, sizeof *order, by_track_time);
+    an_sort_by_track(t, order, n);
     size_t depth = 0;
     for (size_t k = 0; k < n; k++) {
         an_event *e = &t->ev[order[k]];

@@ -105,6 +105,8 @@ const char *an_other_data_str(const an_trace *t, const char *key, char *buf, siz
 const char *an_thread_name(const an_trace *t, int64_t pid, int64_t tid);
 const char *an_process_name(const an_trace *t, int64_t pid);
 
+/* Sorts indices of events by track (pid, tid), then start, longest first. */
+void an_sort_by_track(const an_trace *t, size_t *idx, size_t n);
 /* Fills self and parent of every duration: events nest on their (pid, tid)
  * track by time; a child's time is taken from its parent's self time. */
 void an_compute_self(an_trace *t);

@@ -68,6 +68,9 @@ void mlprof__sb_vprintf(mlprof__sb *sb, const char *fmt, va_list ap);
 /* Appends s (n bytes) as a quoted JSON string: escapes quotes, backslashes and
  * control characters; replaces bytes that are not valid UTF-8 with U+FFFD. */
 void mlprof__sb_json_str(mlprof__sb *sb, const char *s, size_t n);
+/* Appends s as a CSV field: as it is, or quoted (quotes doubled) when it holds
+ * a comma, a quote or a line break (RFC 4180). NULL is an empty field. */
+void mlprof__sb_csv(mlprof__sb *sb, const char *s);
 /* Appends a nanosecond count as microseconds with three decimals ("12.345"). */
 void mlprof__sb_us(mlprof__sb *sb, uint64_t ns);
 void mlprof__sb_i64(mlprof__sb *sb, int64_t v);

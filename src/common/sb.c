@@ -242,3 +242,20 @@ char *mlprof__sb_take(mlprof__sb *sb)
     mlprof__sb_init(sb);
     return p;
 }
+
+void mlprof__sb_csv(mlprof__sb *sb, const char *s)
+{
+    if (!s)
+        return;
+    if (!strpbrk(s, ",\"\n\r")) {
+        mlprof__sb_puts(sb, s);
+        return;
+    }
+    mlprof__sb_putc(sb, '"');
+    for (; *s; s++) {
+        if (*s == '"')
+            mlprof__sb_putc(sb, '"');
+        mlprof__sb_putc(sb, *s);
+    }
+    mlprof__sb_putc(sb, '"');
+}

@@ -432,23 +432,6 @@ void mlprof__mem_report(mlprof__sb *out, int json, int final)
 
 /* ------------------------------------------------------------- the CSV */
 
-static void csv_field(mlprof__sb *out, const char *s)
-{
-    if (!s)
-        return;
-    if (strpbrk(s, ",\"\n\r") == NULL) {
-        mlprof__sb_puts(out, s);
-        return;
-    }
-    mlprof__sb_putc(out, '"');
-    for (; *s; s++) {
-        if (*s == '"')
-            mlprof__sb_putc(out, '"');
-        mlprof__sb_putc(out, *s);
-    }
-    mlprof__sb_putc(out, '"');
-}
-
 static void csv_seconds(mlprof__sb *out, uint64_t ns, uint64_t origin)
 {
     uint64_t rel = ns > origin ? ns - origin : 0;
@@ -468,14 +451,14 @@ int mlprof__mem_write_csv(const char *path)
         const mem_block *b = &M->blocks[i];
         const mem_device *d = M->devs[b->device];
         int live = b->seq_free == MEM_LIVE;
-        csv_field(&sb, d->name);
+        mlprof__sb_csv(&sb, d->name);
         mlprof__sb_printf(&sb, ",0x%llx,%llu,", (unsigned long long)b->addr,
                           (unsigned long long)b->bytes);
-        csv_field(&sb, b->scope && b->scope->full_len ? b->scope->full : "");
+        mlprof__sb_csv(&sb, b->scope && b->scope->full_len ? b->scope->full : "");
         mlprof__sb_putc(&sb, ',');
-        csv_field(&sb, b->tag);
+        mlprof__sb_csv(&sb, b->tag);
         mlprof__sb_putc(&sb, ',');
-        csv_field(&sb, b->op);
+        mlprof__sb_csv(&sb, b->op);
         mlprof__sb_printf(&sb, ",%d,", (int)b->tid);
         csv_seconds(&sb, b->t_alloc, origin);
         mlprof__sb_putc(&sb, ',');
