@@ -464,6 +464,25 @@ def area_memory_flow(prog, out):
     check({r["scope"] for r in rows} == {f"layer{i}:" for i in range(10)}, "ten scopes")
 
 
+def area_observers(prog, out):
+    run(prog, out)
+    t = load(os.path.join(out, "observers.json"))
+    x = {e["name"]: e for e in events(t, "X")}
+    inner, outer = x["inner"]["args"], x["outer"]["args"]
+    check(inner == {"observed_by": "a", "flops": 40, "ratio": 0.5, "shape": "[2,2]", "span_ns": 250},
+          f"inner args {inner}")
+    check(outer == {"observed_by": "a", "span_ns": 1000}, f"outer args {outer}")
+    check(x["dynamic"]["args"] == {"observed_by": "a", "span_ns": 50}, f"dynamic {x['dynamic'].get('args')}")
+    frames = [e for e in events(t, "b") if e["name"] == "step"]
+    check(frames and frames[0]["args"]["observed_by"] == "a", f"frame args {frames}")
+    marks = events(t, "i", "mark")
+    check(marks and marks[0]["args"] == {"flops": 1000000}, f"the marker keeps its argument {marks}")
+    tt = load(os.path.join(out, "observers_threads.json"))
+    inner = [e for e in events(tt, "X", "inner")]
+    check(len(inner) == 2000 and all(e["args"]["span_ns"] >= 0 and e["args"]["flops"] == 2 for e in inner),
+          f"{len(inner)} inner spans with the observer's argument")
+
+
 AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}
 
 

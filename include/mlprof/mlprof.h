@@ -286,6 +286,54 @@ MLPROF_API void mlprof_scope_pop(void);
 /* The calling thread's current scope ("" at the top). */
 MLPROF_API const char *mlprof_scope_current(void);
 
+/* ---------------------------------------------------------------- observers */
+
+/*
+ * Observers are plug-ins called on the recording thread when a span begins,
+ * when an argument is added to it, and when it ends: to read hardware
+ * counters around it, to measure memory, to log. Each gets span_data_size
+ * bytes of scratch per open span (zeroed at its begin) and may add arguments
+ * to the span with mlprof_arg_* from on_begin and on_end (they land on the
+ * span; arguments an observer adds do not call on_arg again). Spans of tasks,
+ * frames, events and run-time names are observed, while recording.
+ * Registering none costs nothing on the hot path. Register and unregister
+ * only while stopped (MLPROF_ESTATE otherwise).
+ */
+typedef struct mlprof_span_info {
+    const char *name;   /* the span's name (valid during the call) */
+    const char *domain; /* its domain's name */
+    int frame;          /* 1 for a frame */
+    int depth;          /* observed spans open around it on this thread */
+} mlprof_span_info;
+
+enum { MLPROF_ARG_INT = 0, MLPROF_ARG_DOUBLE = 1, MLPROF_ARG_STRING = 2 };
+
+typedef struct mlprof_arg_value {
+    int type;      /* MLPROF_ARG_* */
+    int64_t i;     /* MLPROF_ARG_INT */
+    double d;      /* MLPROF_ARG_DOUBLE */
+    const char *s; /* MLPROF_ARG_STRING (valid during the call) */
+} mlprof_arg_value;
+
+typedef struct mlprof_observer {
+    size_t size;           /* sizeof(mlprof_observer) as the caller knows it */
+    const char *name;      /* copied */
+    size_t span_data_size; /* scratch bytes per open span, 0 to 256 */
+    void *user;
+    /* Any callback may be NULL. data: this span's scratch. */
+    void (*on_begin)(void *user, const mlprof_span_info *span, void *data);
+    void (*on_arg)(void *user, const mlprof_span_info *span, void *data, const char *key,
+                   const mlprof_arg_value *value);
+    void (*on_end)(void *user, const mlprof_span_info *span, void *data);
+} mlprof_observer;
+
+/* Registers an observer (copied; at most 8). Returns its id (>= 0), or
+ * MLPROF_EINVAL (bad size or data size), MLPROF_ESTATE (running),
+ * MLPROF_ELIMIT (too many). */
+MLPROF_API int mlprof_observer_register(const mlprof_observer *observer);
+/* Removes an observer. MLPROF_EINVAL (unknown id), MLPROF_ESTATE (running). */
+MLPROF_API int mlprof_observer_unregister(int id);
+
 /* ------------------------------------------------------------------- memory */
 
 /*

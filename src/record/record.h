@@ -143,6 +143,7 @@ typedef struct mlprof__thread {
     unsigned name_seq;    /* seqlock over name */
     char name[64];
     void *track;          /* the collector's per-thread state */
+    void *obs;            /* the observers' stack of open spans (observe.c), owner's */
     struct mlprof__thread *next; /* atomic list of every thread */
 } mlprof__thread;
 
@@ -230,6 +231,20 @@ void mlprof__ensure_init(void);
 /* Recomputes every handle's and domain's `on` flag and the active flag from
  * the configuration and state. Caller holds ctl_lock. */
 void mlprof__update_flags(void);
+
+/* ------------------------------------------------------ observers */
+
+/* Registered observers; the recorder calls the functions below only when
+ * this is not zero. */
+extern int mlprof__obs_count;
+/* A span began (handle; or NULL with the domain for a run-time name), ended,
+ * got an argument; a marker was recorded (the arguments after it are its). */
+void mlprof__observe_begin(const void *handle, const mlprof_domain *domain, const char *name, int frame);
+void mlprof__observe_end(const void *handle, const mlprof_domain *domain);
+void mlprof__observe_arg(const char *key, const mlprof_arg_value *value);
+void mlprof__observe_mark(void);
+/* Frees a thread's observer stack. */
+void mlprof__observe_thread_free(mlprof__thread *t);
 
 /* ------------------------------------------------------ chunk pool */
 

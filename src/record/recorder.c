@@ -70,6 +70,7 @@ void mlprof__thread_after_fork(void)
     mlprof__scope_node *scope = t->scope;
     char name[64];
     memcpy(name, t->name, sizeof name);
+    mlprof__observe_thread_free(t);
     memset(t, 0, sizeof *t);
     t->tid = (pid_t)syscall(SYS_gettid);
     t->scope = scope;
@@ -154,17 +155,26 @@ static inline void put2(uint64_t ts, uint64_t b)
     publish(t, sizeof *r);
 }
 
+static inline int observed(void)
+{
+    return MLPROF_UNLIKELY(__atomic_load_n(&mlprof__obs_count, __ATOMIC_ACQUIRE) != 0);
+}
+
 void mlprof_begin(mlprof_span *span)
 {
     if (!active() || !handle_on((const mlprof__handle *)span))
         return;
     put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_BEGIN, 0, span));
+    if (observed()) /* after the begin: what observers add lands on the span */
+        mlprof__observe_begin(span, span->h.domain, span->h.name, span->h.kind == MLPROF__SPAN_FRAME);
 }
 
 void mlprof_end(mlprof_span *span)
 {
     if (!active() || !handle_on((const mlprof__handle *)span))
         return;
+    if (observed()) /* before the end, for the same reason */
+        mlprof__observe_end(span, span->h.domain);
     put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_END, 0, span));
 }
 
@@ -200,6 +210,8 @@ void mlprof_begin_dynamic(mlprof_domain *domain, const char *name)
         return;
     size_t len = name ? strnlen(name, MLPROF__NAME_MAX) : 0;
     put_text(mlprof__clock_raw(), MLPROF__REC_BEGIN_DYN, (unsigned)len, domain, name, len);
+    if (observed())
+        mlprof__observe_begin(NULL, domain, name, 0);
 }
 
 void mlprof_end_dynamic(mlprof_domain *domain)
@@ -209,6 +221,8 @@ void mlprof_end_dynamic(mlprof_domain *domain)
     domain = recording_domain(domain);
     if (!domain)
         return;
+    if (observed())
+        mlprof__observe_end(NULL, domain);
     put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_END_DYN, 0, domain));
 }
 
@@ -268,6 +282,8 @@ void mlprof_mark(mlprof_marker *m, int scope)
     if (!active() || !handle_on((const mlprof__handle *)m))
         return;
     put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_MARK, clamp_scope(scope), m));
+    if (observed())
+        mlprof__observe_mark();
 }
 
 void mlprof_mark_dynamic(mlprof_domain *domain, const char *name, int scope)
@@ -281,6 +297,8 @@ void mlprof_mark_dynamic(mlprof_domain *domain, const char *name, int scope)
     size_t len = name ? strnlen(name, MLPROF__NAME_MAX) : 0;
     put_text(mlprof__clock_raw(), MLPROF__REC_MARK_DYN, clamp_scope(scope) << 8 | (unsigned)len,
              domain, name, len);
+    if (observed())
+        mlprof__observe_mark();
 }
 
 static void put_arg(unsigned kind, uint64_t value, const char *key)
@@ -291,8 +309,13 @@ static void put_arg(unsigned kind, uint64_t value, const char *key)
 
 void mlprof_arg_int(const char *key, int64_t value)
 {
-    if (active())
-        put_arg(MLPROF__REC_ARG_I, (uint64_t)value, key);
+    if (!active())
+        return;
+    put_arg(MLPROF__REC_ARG_I, (uint64_t)value, key);
+    if (observed()) {
+        mlprof_arg_value v = {MLPROF_ARG_INT, value, 0, NULL};
+        mlprof__observe_arg(key, &v);
+    }
 }
 
 void mlprof_arg_double(const char *key, double value)
@@ -302,6 +325,10 @@ void mlprof_arg_double(const char *key, double value)
     uint64_t bits;
     memcpy(&bits, &value, sizeof bits);
     put_arg(MLPROF__REC_ARG_F, bits, key);
+    if (observed()) {
+        mlprof_arg_value v = {MLPROF_ARG_DOUBLE, 0, value, NULL};
+        mlprof__observe_arg(key, &v);
+    }
 }
 
 void mlprof_arg_str(const char *key, const char *value)
@@ -320,6 +347,10 @@ void mlprof_arg_str(const char *key, const char *value)
     memcpy(r + 1, key, klen);
     memcpy((char *)(r + 1) + klen, value, vlen);
     publish(t, bytes);
+    if (observed()) {
+        mlprof_arg_value v = {MLPROF_ARG_STRING, 0, 0, value ? value : ""};
+        mlprof__observe_arg(key, &v);
+    }
 }
 
 /* ---------------------------------------------------------------- memory */
@@ -494,6 +525,7 @@ void mlprof__threads_reap(void (*forget)(mlprof__thread *))
             if (forget)
                 forget(t);
             prev->next = next;
+            mlprof__observe_thread_free(t);
             mlprof__free(t);
         } else {
             prev = t;
