@@ -483,6 +483,37 @@ def area_observers(prog, out):
           f"{len(inner)} inner spans with the observer's argument")
 
 
+def area_counters(prog, out):
+    p = run(prog, out)
+    m = re.search(r"pages=(\d+) kernel_faults=(\d+) spin_thread_cpu_ns=(\d+)", p.stdout)
+    pages, kfaults, cpu = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    t = load(os.path.join(out, "counters_trace.json"))
+    x = {e["name"]: e["args"] for e in events(t, "X")}
+    other = t["otherData"]
+    check(other.get("counters") == ["task-clock", "page-faults", "context-switches", "instructions", "cycles"],
+          f"the counters in the metadata {other.get('counters')}")
+    missing = other.get("counters_unavailable", {})
+    for name, reason in missing.items():
+        check(f"counter {name} cannot be opened" in p.stderr, f"{name}: said once on stderr")
+        check(name not in x["touch"], f"{name} is not on the spans")
+    check(set(missing) <= {"cycles", "instructions"}, f"the software counters open everywhere: {missing}")
+    faults = x["touch"].get("page-faults")
+    check(faults is not None and faults >= pages and abs(faults - kfaults) <= 4,
+          f"{faults} page faults for {pages} pages touched; the kernel counted {kfaults}")
+    tc = x["spin"].get("task-clock")
+    check(tc is not None and abs(tc - cpu) <= 0.05 * cpu + 200000,
+          f"task clock {tc} ns against {cpu} ns of thread CPU time")
+    if "instructions" in missing:
+        print("counters: instructions and cycles skipped: this machine has no hardware PMU "
+              f"({missing['instructions']})")
+    else:
+        ins = x["loop"]["instructions"]
+        # two instructions per iteration (the add, the loop's compare-and-branch after fusion,
+        # and the increment): between 2 and 4 per iteration, counted in user space only
+        check(2e7 <= ins <= 4.5e7, f"{ins} instructions for 10 million iterations")
+        check(x["loop"].get("cycles", 0) > 0, "cycles counted")
+
+
 AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}
 
 

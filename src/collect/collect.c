@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../export/export.h"
+#include "../hw/hw.h"
 #include "../mem/mem.h"
 #include "../record/record.h"
 #include "collect.h"
@@ -747,6 +748,7 @@ static void write_tail(mlprof__sb *out, int first, int finished, uint64_t droppe
                       (unsigned long long)mlprof__g.cfg.buffer_size, mlprof__pool_chunk_size(),
                       finished ? "true" : "false");
     mlprof__mem_other_data(out);
+    mlprof__hw_other_data(out);
     mlprof__sb_puts(out, "}\n}\n");
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../collect/collect.h"
+#include "../hw/hw.h"
 #include "record.h"
 
 mlprof__global mlprof__g = {
@@ -30,7 +31,7 @@ const char *mlprof_version_string(void) { return MLPROF_VERSION_STRING; }
 
 /* ------------------------------------------------------ the configuration */
 
-typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK } key_type;
+typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS } key_type;
 
 typedef struct key_def {
     const char *name;
@@ -64,6 +65,8 @@ static const key_def g_keys[] = {
     {"memory_history", T_SIZE, F(memory_history), 1024, 1e9,
      "a number of blocks from 1K to 1000M, such as 65536, 512K or 4M"},
     {"memory_top", T_INT, F(memory_top), 0, 10000, "an integer from 0 to 10000"},
+    {"counters", T_COUNTERS, F(counters), 0, 0,
+     "a comma list of counters, such as cycles,instructions,task-clock,page-faults, or empty"},
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
@@ -152,6 +155,16 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
             break;
         strcpy(field, value);
         return MLPROF_OK;
+    case T_COUNTERS: {
+        char why[400];
+        if (strlen(value) >= sizeof cfg->counters)
+            break;
+        if (mlprof__hw_check(value, why, sizeof why) != 0)
+            return mlprof__fail(MLPROF_EVALUE, "bad value \"%s\" for configuration key \"%s\": %s", value,
+                                k->name, why);
+        strcpy(field, value);
+        return MLPROF_OK;
+    }
     case T_BOOL:
         if (!parse_bool(value, &b))
             break;
@@ -270,6 +283,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     switch (k->type) {
     case T_STR:
     case T_CLOCK:
+    case T_COUNTERS:
         snprintf(tmp, sizeof tmp, "%s", (const char *)field);
         break;
     case T_BOOL:
@@ -519,6 +533,9 @@ static int set_state_locked(int state)
         int rc = mlprof__pool_init(mlprof__g.cfg.buffer_size);
         if (rc != MLPROF_OK)
             return rc;
+        rc = mlprof__hw_start(); /* observers only while stopped: before the state changes */
+        if (rc != MLPROF_OK)
+            return rc;
         mlprof__g.state = MLPROF_STATE_RUN;
         mlprof__g.paused = 0;
         if (!mlprof__g.run_ns)
@@ -529,6 +546,7 @@ static int set_state_locked(int state)
     }
     mlprof__g.state = MLPROF_STATE_STOP;
     mlprof__update_flags();
+    mlprof__hw_stop();
     mlprof__collect_stop_continuous();
     return MLPROF_OK;
 }
@@ -575,6 +593,7 @@ int mlprof_dump(int finished)
     if (finished) {
         mlprof__g.state = MLPROF_STATE_STOP;
         mlprof__update_flags();
+        mlprof__hw_stop();
         mlprof__collect_stop_continuous();
     }
     int rc = mlprof__collect_dump(finished);

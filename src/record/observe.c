@@ -61,53 +61,60 @@ int mlprof_observer_register(const mlprof_observer *o)
         return mlprof__fail(MLPROF_EINVAL, "mlprof_observer_register: span_data_size %zu is above %d",
                             copy.span_data_size, MAX_DATA);
     pthread_mutex_lock(&mlprof__g.ctl_lock);
+    int id;
+    if (mlprof__g.state == MLPROF_STATE_RUN)
+        id = mlprof__fail(MLPROF_ESTATE, "mlprof_observer_register: only while stopped");
+    else
+        id = mlprof__observer_register_locked(&copy);
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    return id;
+}
+
+int mlprof__observer_register_locked(const mlprof_observer *copy)
+{
     int id = -1;
-    if (mlprof__g.state == MLPROF_STATE_RUN) {
-        pthread_mutex_unlock(&mlprof__g.ctl_lock);
-        return mlprof__fail(MLPROF_ESTATE, "mlprof_observer_register: only while stopped");
-    }
     for (int i = 0; i < MAX_OBSERVERS && id < 0; i++) {
         if (!g_obs[i].used)
             id = i;
     }
-    if (id < 0) {
-        pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    if (id < 0)
         return mlprof__fail(MLPROF_ELIMIT, "mlprof_observer_register: %d observers already", MAX_OBSERVERS);
-    }
-    g_obs[id].o = copy;
-    snprintf(g_obs[id].name, sizeof g_obs[id].name, "%s", copy.name ? copy.name : "observer");
+    g_obs[id].o = *copy;
+    snprintf(g_obs[id].name, sizeof g_obs[id].name, "%s", copy->name ? copy->name : "observer");
     g_obs[id].o.name = g_obs[id].name;
     g_obs[id].offset = g_data_size;
     g_obs[id].used = 1;
-    g_data_size += align16(copy.span_data_size);
+    g_data_size += align16(copy->span_data_size);
     g_generation++;
     __atomic_store_n(&mlprof__obs_count, mlprof__obs_count + 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
     return id;
+}
+
+int mlprof__observer_unregister_locked(int id)
+{
+    if (id < 0 || id >= MAX_OBSERVERS || !g_obs[id].used)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_observer_unregister: no observer %d", id);
+    g_obs[id].used = 0;
+    /* lay the scratch out again for those left */
+    g_data_size = 0;
+    for (int i = 0; i < MAX_OBSERVERS; i++) {
+        if (g_obs[i].used) {
+            g_obs[i].offset = g_data_size;
+            g_data_size += align16(g_obs[i].o.span_data_size);
+        }
+    }
+    g_generation++;
+    __atomic_store_n(&mlprof__obs_count, mlprof__obs_count - 1, __ATOMIC_RELEASE);
+    return MLPROF_OK;
 }
 
 int mlprof_observer_unregister(int id)
 {
     mlprof__ensure_init();
     pthread_mutex_lock(&mlprof__g.ctl_lock);
-    int rc = MLPROF_OK;
-    if (id < 0 || id >= MAX_OBSERVERS || !g_obs[id].used) {
-        rc = mlprof__fail(MLPROF_EINVAL, "mlprof_observer_unregister: no observer %d", id);
-    } else if (mlprof__g.state == MLPROF_STATE_RUN) {
-        rc = mlprof__fail(MLPROF_ESTATE, "mlprof_observer_unregister: only while stopped");
-    } else {
-        g_obs[id].used = 0;
-        /* lay the scratch out again for those left */
-        g_data_size = 0;
-        for (int i = 0; i < MAX_OBSERVERS; i++) {
-            if (g_obs[i].used) {
-                g_obs[i].offset = g_data_size;
-                g_data_size += align16(g_obs[i].o.span_data_size);
-            }
-        }
-        g_generation++;
-        __atomic_store_n(&mlprof__obs_count, mlprof__obs_count - 1, __ATOMIC_RELEASE);
-    }
+    int rc = mlprof__g.state == MLPROF_STATE_RUN
+                 ? mlprof__fail(MLPROF_ESTATE, "mlprof_observer_unregister: only while stopped")
+                 : mlprof__observer_unregister_locked(id);
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
     return rc;
 }

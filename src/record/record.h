@@ -186,6 +186,7 @@ typedef struct mlprof__config {
     uint64_t memory_history;
     int memory_sample_rate;
     int memory_top;
+    char counters[256]; /* perf_event counters measured per span */
     int profile_all;
     int profile_api;
     int profile_memory;
@@ -243,6 +244,10 @@ void mlprof__observe_begin(const void *handle, const mlprof_domain *domain, cons
 void mlprof__observe_end(const void *handle, const mlprof_domain *domain);
 void mlprof__observe_arg(const char *key, const mlprof_arg_value *value);
 void mlprof__observe_mark(void);
+/* Register and unregister with ctl_lock held and the state checked (for the
+ * built-in observers, at a run's start and stop). */
+int mlprof__observer_register_locked(const mlprof_observer *observer);
+int mlprof__observer_unregister_locked(int id);
 /* Frees a thread's observer stack. */
 void mlprof__observe_thread_free(mlprof__thread *t);
 
