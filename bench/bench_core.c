@@ -112,7 +112,14 @@ static double two_threads(void)
 
 /* The measured loops, run in turns within each round so that every figure
  * sees the same machine; each keeps its best round. */
-enum { M_DISABLED, M_TSC, M_CGT, M_ENABLED, M_MEM, M_COUNT };
+enum { M_DISABLED, M_TSC, M_CGT, M_ENABLED, M_MEM, M_OBSERVED, M_COUNTERS, M_COUNT };
+
+static void nop_observe(void *user, const mlprof_span_info *span, void *data)
+{
+    (void)user;
+    (void)span;
+    (void)data;
+}
 
 int main(void)
 {
@@ -140,7 +147,16 @@ int main(void)
         best[m] = 1e30;
     for (int r = 0; r < ROUNDS; r++) {
         for (int m = 0; m < M_COUNT; m++) {
-            mlprof_set_state(m == M_ENABLED || m == M_MEM ? MLPROF_STATE_RUN : MLPROF_STATE_STOP);
+            /* observers and counters are set up while stopped, and taken away after */
+            int obs = -1;
+            mlprof_set_state(MLPROF_STATE_STOP);
+            if (m == M_OBSERVED) {
+                mlprof_observer o = {sizeof o, "nop", 16, NULL, nop_observe, NULL, nop_observe};
+                obs = mlprof_observer_register(&o);
+            }
+            if (m == M_COUNTERS)
+                mlprof_set_config("counters", "task-clock,page-faults");
+            mlprof_set_state(m >= M_ENABLED ? MLPROF_STATE_RUN : MLPROF_STATE_STOP);
             double t0 = now_ns();
             switch (m) {
             case M_DISABLED: pairs_macro(PAIRS); break;
@@ -150,9 +166,11 @@ int main(void)
             case M_CGT: pairs_clock_gettime(PAIRS); break;
             case M_ENABLED: pairs_macro(PAIRS); break;
             case M_MEM: pairs_mem(PAIRS); break;
+            case M_OBSERVED:
+            case M_COUNTERS: pairs_macro(m == M_COUNTERS ? PAIRS / 20 : PAIRS); break;
             default: break;
             }
-            double per = (now_ns() - t0) / PAIRS;
+            double per = (now_ns() - t0) / (m == M_COUNTERS ? PAIRS / 20 : PAIRS);
             if (per < best[m])
                 best[m] = per;
             if (m == M_MEM) {
@@ -166,8 +184,14 @@ int main(void)
                 if (info.unknown_frees || info.live_blocks)
                     fprintf(stderr, "bench: the memory accounting is off\n");
             }
-            if (m == M_ENABLED || m == M_MEM)
+            if (m >= M_ENABLED)
                 mlprof_clear();
+            if (m == M_OBSERVED || m == M_COUNTERS) {
+                mlprof_set_state(MLPROF_STATE_STOP);
+                if (obs >= 0)
+                    mlprof_observer_unregister(obs);
+                mlprof_set_config("counters", "");
+            }
         }
     }
     mlprof_set_state(MLPROF_STATE_RUN);
@@ -194,12 +218,15 @@ int main(void)
     printf("memory alloc/free pair, tagged  %7.2f ns (%.1f bytes in the buffers)\n", best[M_MEM],
            bytes_per_mem_pair);
     printf("memory accounting (collector)   %7.2f ns per operation\n", mem_collect);
+    printf("pair with a no-op observer      %7.2f ns\n", best[M_OBSERVED]);
+    printf("pair with 2 perf counters       %7.2f ns (task-clock, page-faults: read() at begin and end)\n",
+           best[M_COUNTERS]);
     printf("memory: fixed at %llu MiB of buffers, %llu MiB in use before the last clear\n",
            (unsigned long long)(capacity >> 20), (unsigned long long)(used >> 20));
     printf("mlprof-bench: enabled_ns=%.2f disabled_ns=%.2f tsc_pair_ns=%.2f clock_gettime_pair_ns=%.2f "
            "threads2_enabled_ns=%.2f bytes_per_event=%.2f mem_pair_ns=%.2f mem_pair_bytes=%.1f "
-           "mem_collect_ns=%.2f\n",
+           "mem_collect_ns=%.2f observed_ns=%.2f counters2_ns=%.2f\n",
            enabled, disabled, tsc, cgt, threads2, bytes_per_event, best[M_MEM], bytes_per_mem_pair,
-           mem_collect);
+           mem_collect, best[M_OBSERVED], best[M_COUNTERS]);
     return 0;
 }

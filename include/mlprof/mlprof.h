@@ -110,6 +110,12 @@ MLPROF_API const char *mlprof_last_error(void);
  *   memory_history   freed blocks kept for the CSV, the picture and
  *                    the live set at the peak (more are counted)     1M
  *   memory_top       blocks listed in the peak report                10
+ *   counters         perf_event counters measured per span, added to
+ *                    it as arguments: cycles, instructions,
+ *                    cache-references, cache-misses, branches,
+ *                    branch-misses, ref-cycles, task-clock, page-faults,
+ *                    minor-faults, major-faults, context-switches,
+ *                    cpu-migrations (comma list; taken at run start)  ""
  *
  * Domains of class MLPROF_CLASS_USER are always recorded while running.
  */

@@ -107,8 +107,13 @@ int mlprof__hw_check(const char *spec, char *err, size_t len)
 
 /* ---------------------------------------------------------- per thread */
 
+/* A thread's counters: as many as will go into one group (read with one
+ * system call), the others each on its own. */
 typedef struct thread_counters {
     int fd[MAX_COUNTERS]; /* -1: not open on this thread */
+    int slot[MAX_COUNTERS]; /* its place in the group's read, or -1 when read alone */
+    int leader;             /* the group's fd, or -1 */
+    int grouped;            /* counters in the group */
     int opened;
     unsigned generation;
 } thread_counters;
@@ -148,7 +153,8 @@ static const char *why(int err)
     }
 }
 
-static int open_counter(const counter_def *d)
+/* group: the leader's fd, -1 to lead a new group, -2 for a counter read alone. */
+static int open_counter(const counter_def *d, int group)
 {
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
@@ -157,7 +163,9 @@ static int open_counter(const counter_def *d)
     a.config = d->config;
     a.exclude_kernel = 1; /* works at perf_event_paranoid 2; what user code costs */
     a.exclude_hv = 1;
-    return (int)syscall(SYS_perf_event_open, &a, 0 /* this thread */, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    a.read_format = group == -2 ? 0 : PERF_FORMAT_GROUP;
+    return (int)syscall(SYS_perf_event_open, &a, 0 /* this thread */, -1, group == -2 ? -1 : group,
+                        PERF_FLAG_FD_CLOEXEC);
 }
 
 static thread_counters *thread_open(void)
@@ -178,12 +186,28 @@ static thread_counters *thread_open(void)
         pthread_setspecific(g_close_key, tc);
     }
     tc->generation = P.generation;
-    tc->opened = 0;
-    for (size_t i = 0; i < MAX_COUNTERS; i++)
+    tc->opened = tc->grouped = 0;
+    tc->leader = -1;
+    for (size_t i = 0; i < MAX_COUNTERS; i++) {
         tc->fd[i] = -1;
+        tc->slot[i] = -1;
+    }
     for (size_t i = 0; i < P.n; i++) {
-        tc->fd[i] = open_counter(P.def[i]);
-        if (tc->fd[i] >= 0) {
+        /* hardware counters go into one group, read with one call; software
+         * ones each alone (in a group, the kernel counts page faults as 0) */
+        int fd = -1;
+        if (P.def[i]->type == PERF_TYPE_HARDWARE) {
+            fd = open_counter(P.def[i], tc->leader);
+            if (fd >= 0) {
+                if (tc->leader < 0)
+                    tc->leader = fd;
+                tc->slot[i] = tc->grouped++;
+            }
+        } else {
+            fd = open_counter(P.def[i], -2);
+        }
+        tc->fd[i] = fd;
+        if (fd >= 0) {
             tc->opened++;
             continue;
         }
@@ -200,8 +224,15 @@ static thread_counters *thread_open(void)
 
 static void read_all(const thread_counters *tc, uint64_t *v)
 {
+    uint64_t group[1 + MAX_COUNTERS]; /* PERF_FORMAT_GROUP: the count, then the values */
+    ssize_t want = (ssize_t)((1 + (size_t)tc->grouped) * sizeof group[0]);
+    int have_group = tc->leader >= 0 && read(tc->leader, group, sizeof group) == want;
     for (size_t i = 0; i < P.n; i++) {
-        if (tc->fd[i] < 0 || read(tc->fd[i], &v[i], sizeof v[i]) != (ssize_t)sizeof v[i])
+        if (tc->fd[i] < 0)
+            v[i] = 0;
+        else if (tc->slot[i] >= 0)
+            v[i] = have_group ? group[1 + tc->slot[i]] : 0;
+        else if (read(tc->fd[i], &v[i], sizeof v[i]) != (ssize_t)sizeof v[i])
             v[i] = 0;
     }
 }

@@ -30,8 +30,9 @@ static unsigned g_generation; /* bumped at each change of the table */
 typedef struct frame {
     const void *handle; /* the span's handle, or NULL for a run-time name */
     const mlprof_domain *domain;
+    const char *name;   /* a handle's name (it lives as long as the handle) */
     int frame;
-    char name[FRAME_NAME];
+    char dyn[FRAME_NAME]; /* a run-time name, copied */
     /* then g_data_size bytes of scratch, 16-aligned */
 } frame;
 
@@ -148,7 +149,7 @@ static frame *frame_at(obs_thread *s, size_t i) { return (frame *)(s->frames + i
 
 static void info_of(const frame *f, size_t depth, mlprof_span_info *info)
 {
-    info->name = f->name;
+    info->name = f->handle ? f->name : f->dyn;
     info->domain = f->domain ? f->domain->name : "";
     info->frame = f->frame;
     info->depth = (int)depth;
@@ -171,7 +172,14 @@ void mlprof__observe_begin(const void *handle, const mlprof_domain *domain, cons
     f->handle = handle;
     f->domain = domain;
     f->frame = is_frame;
-    snprintf(f->name, sizeof f->name, "%s", name ? name : "");
+    if (handle) {
+        f->name = name;
+    } else { /* the caller's text lasts only for the call */
+        size_t n = name ? strnlen(name, FRAME_NAME - 1) : 0;
+        memcpy(f->dyn, name ? name : "", n);
+        f->dyn[n] = '\0';
+        f->name = NULL; /* frames move when the stack grows: dyn is found from f */
+    }
     unsigned char *data = (unsigned char *)f + FRAME_HEAD;
     memset(data, 0, g_data_size);
     mlprof_span_info info;
