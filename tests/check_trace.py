@@ -503,6 +503,12 @@ def area_counters(prog, out):
     tc = x["spin"].get("task-clock")
     check(tc is not None and abs(tc - cpu) <= 0.05 * cpu + 200000,
           f"task clock {tc} ns against {cpu} ns of thread CPU time")
+    with open(os.path.join(out, "counters_stats.json")) as f:
+        st = json.load(f)
+    rows = {r["name"]: r for d in st["domains"] for r in d["durations"]}
+    check(rows["touch"].get("counters", {}).get("page-faults") == faults
+          and rows["spin"]["counters"].get("task-clock") == tc, f"the statistics sum the counters: {rows['touch']}")
+    check(("ipc" in rows["loop"]) == ("instructions" not in missing), "IPC where instructions and cycles exist")
     if "instructions" in missing:
         print("counters: instructions and cycles skipped: this machine has no hardware PMU "
               f"({missing['instructions']})")

@@ -28,6 +28,7 @@ int main(int argc, char **argv)
     CHECK(strstr(mlprof_last_error(), "unknown counter \"bogus\"") != NULL, "named: %s", mlprof_last_error());
     CHECK(mlprof_set_config("counters", "task-clock,task-clock") == MLPROF_EVALUE, "a counter twice");
     CHECK_OK(mlprof_set_config("filename", tu_path("counters_trace.json")));
+    CHECK_OK(mlprof_set_config("stats_file", tu_path("counters_stats.json")));
     CHECK_OK(mlprof_set_config("counters", "task-clock,page-faults,context-switches,instructions,cycles"));
     char buf[128];
     CHECK_OK(mlprof_get_config("counters", buf, sizeof buf));

@@ -35,6 +35,8 @@ typedef struct open_span {
     uint64_t begin_ns;
     uint64_t child_ns;
     mlprof__sb args;
+    int64_t hw[MLPROF__HW_KNOWN]; /* integer arguments named after counters */
+    unsigned hw_mask;
 } open_span;
 
 typedef struct span_stack {
@@ -245,7 +247,7 @@ static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns
     mlprof__chrome_span(out, first, &s);
     if (out == &C.buf && recording_stats())
         mlprof__stats_duration(C.stats, o->handle, s.domain, s.name, s.name_len, frame,
-                               s.end_ns - s.begin_ns, self_ns);
+                               s.end_ns - s.begin_ns, self_ns, o->hw, o->hw_mask);
 }
 
 static void push_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_domain *d,
@@ -266,6 +268,7 @@ static void push_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_
     o->dyn_name = dyn ? mlprof__strndup(dyn, dyn_len) : NULL;
     o->begin_ns = ns;
     o->child_ns = 0;
+    o->hw_mask = 0;
     mlprof__sb_reset(&o->args);
     if (tr->scope && tr->scope->full_len) {
         mlprof__sb_puts(&o->args, "\"scope\":");
@@ -341,12 +344,19 @@ static void start_instant(track *tr, const mlprof__handle *h, mlprof_domain *d, 
     mlprof__sb_reset(&tr->inst_args);
 }
 
+/* The span arguments go to when no instant takes them. */
+static open_span *arg_span(track *tr)
+{
+    span_stack *s = tr->arg_to_frame && tr->frames.depth ? &tr->frames : &tr->tasks;
+    return s->depth ? &s->items[s->depth - 1] : NULL;
+}
+
 static mlprof__sb *arg_target(track *tr)
 {
     if (tr->instant_pending)
         return &tr->inst_args;
-    span_stack *s = tr->arg_to_frame && tr->frames.depth ? &tr->frames : &tr->tasks;
-    return s->depth ? &s->items[s->depth - 1].args : NULL;
+    open_span *o = arg_span(tr);
+    return o ? &o->args : NULL;
 }
 
 static void add_arg(track *tr, unsigned kind, const mlprof__rec *r, const char *text)
@@ -355,6 +365,15 @@ static void add_arg(track *tr, unsigned kind, const mlprof__rec *r, const char *
     if (!args)
         return;
     size_t klen = MLPROF__REC_AUX(r->b);
+    if (kind == MLPROF__REC_ARG_I && !tr->instant_pending) {
+        /* counters measured on the span (perf.c) are summed in the statistics */
+        int hw = mlprof__hw_index(text, klen);
+        open_span *o = hw >= 0 ? arg_span(tr) : NULL;
+        if (o) { /* the first of a span's values starts its sum: stack slots are reused */
+            o->hw[hw] = (o->hw_mask >> hw & 1 ? o->hw[hw] : 0) + (int64_t)r->a;
+            o->hw_mask |= 1u << hw;
+        }
+    }
     if (args->len)
         mlprof__sb_putc(args, ',');
     mlprof__sb_json_str(args, text, klen);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../hw/hw.h"
 #include "export.h"
 
 typedef struct row {
@@ -18,6 +19,8 @@ typedef struct row {
     uint64_t total, self, min, max; /* durations, ns */
     double vmin, vmax, vsum, vlast; /* counters */
     uint64_t last_ns;               /* time of vlast: threads drain in any order */
+    int64_t hw[MLPROF__HW_KNOWN];   /* durations: sums of the spans' hardware counters */
+    unsigned hw_mask;
 } row;
 
 /* Rows by the address of the handle that produced them: most events come from
@@ -143,7 +146,8 @@ static row *get_row_id(mlprof__stats *st, const void *id, int kind, const char *
 }
 
 void mlprof__stats_duration(mlprof__stats *st, const void *id, const char *domain, const char *name,
-                            size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns)
+                            size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns, const int64_t *hw,
+                            unsigned hw_mask)
 {
     row *r = get_row_id(st, id, frame ? MLPROF__STAT_FRAME : MLPROF__STAT_DURATION, domain, name,
                         name_len);
@@ -152,6 +156,11 @@ void mlprof__stats_duration(mlprof__stats *st, const void *id, const char *domai
     r->count++;
     r->total += dur_ns;
     r->self += self_ns;
+    for (int i = 0; hw_mask >> i; i++) {
+        if (hw_mask >> i & 1)
+            r->hw[i] += hw[i];
+    }
+    r->hw_mask |= hw_mask;
     if (dur_ns < r->min)
         r->min = dur_ns;
     if (dur_ns > r->max)
@@ -347,6 +356,101 @@ static void table_row(mlprof__sb *out, const row *r, size_t w)
     mlprof__sb_putc(out, '\n');
 }
 
+/* ------------------------------------------------------ counters per span */
+
+enum { HW_CYCLES = 0, HW_INSTRUCTIONS = 1, HW_CACHE_REFS = 2, HW_CACHE_MISSES = 3, HW_BRANCHES = 4,
+       HW_BRANCH_MISSES = 5, HW_TASK_CLOCK = 7 };
+
+static int has_hw(const row *r, int i) { return r->hw_mask >> i & 1; }
+
+/* Instructions per cycle and miss rates, where the row has both counters. */
+static double hw_ratio(const row *r, int num, int den)
+{
+    return has_hw(r, num) && has_hw(r, den) && r->hw[den] > 0 ? (double)r->hw[num] / (double)r->hw[den] : NAN;
+}
+
+static void cell_si(mlprof__sb *out, double v, size_t width)
+{
+    size_t start = out->len;
+    static const char *const pre[] = {"", "K", "M", "G", "T", "P"};
+    int p = 0;
+    while (fabs(v) >= 1000 && p < 5) {
+        v /= 1000;
+        p++;
+    }
+    mlprof__sb_printf(out, p ? "%.3g%s" : "%.0f%s", v, pre[p]);
+    pad_to(out, start, width, 1);
+}
+
+/* A ratio right-aligned in width columns (as a percentage), or "-". */
+static void cell_ratio(mlprof__sb *out, double v, size_t width, int percent)
+{
+    size_t start = out->len;
+    if (isnan(v))
+        mlprof__sb_putc(out, '-');
+    else if (percent)
+        mlprof__sb_printf(out, "%.2f%%", 100 * v);
+    else
+        mlprof__sb_printf(out, "%.2f", v);
+    pad_to(out, start, width, 1);
+}
+
+/* After a domain's tables: the counters its spans were measured with (sums),
+ * and what they give: instructions per cycle, cache and branch miss rates. */
+static void hw_table(mlprof__sb *out, row **rows, size_t n, const char *domain, size_t w)
+{
+    unsigned mask = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(rows[i]->domain, domain) == 0 && rows[i]->kind <= MLPROF__STAT_FRAME)
+            mask |= rows[i]->hw_mask;
+    }
+    if (!mask)
+        return;
+    int ipc = (mask >> HW_CYCLES & 1) && (mask >> HW_INSTRUCTIONS & 1);
+    int cmiss = (mask >> HW_CACHE_REFS & 1) && (mask >> HW_CACHE_MISSES & 1);
+    int bmiss = (mask >> HW_BRANCHES & 1) && (mask >> HW_BRANCH_MISSES & 1);
+    mlprof__sb_puts(out, "  Counters (sums over the spans)\n  ");
+    cell_text(out, "Name", w);
+    for (int i = 0; i < MLPROF__HW_KNOWN; i++) {
+        if (mask >> i & 1) {
+            size_t start = out->len;
+            mlprof__sb_puts(out, mlprof__hw_name(i));
+            pad_to(out, start, strlen(mlprof__hw_name(i)) > 11 ? strlen(mlprof__hw_name(i)) + 2 : 13, 1);
+        }
+    }
+    mlprof__sb_printf(out, "%s%s%s\n", ipc ? "      IPC" : "", cmiss ? "  cache miss" : "", bmiss ? "  branch miss" : "");
+    for (size_t k = 0; k < n; k++) {
+        const row *r = rows[k];
+        if (strcmp(r->domain, domain) != 0 || r->kind > MLPROF__STAT_FRAME || !r->hw_mask)
+            continue;
+        mlprof__sb_puts(out, "  ");
+        cell_text(out, r->name, w);
+        for (int i = 0; i < MLPROF__HW_KNOWN; i++) {
+            if (!(mask >> i & 1))
+                continue;
+            size_t width = strlen(mlprof__hw_name(i)) > 11 ? strlen(mlprof__hw_name(i)) + 2 : 13;
+            if (!has_hw(r, i)) {
+                size_t start = out->len;
+                mlprof__sb_putc(out, '-');
+                pad_to(out, start, width, 1);
+            } else if (i == HW_TASK_CLOCK) {
+                size_t start = out->len;
+                mlprof__sb_duration(out, r->hw[i] > 0 ? (uint64_t)r->hw[i] : 0);
+                pad_to(out, start, width, 1);
+            } else {
+                cell_si(out, (double)r->hw[i], width);
+            }
+        }
+        if (ipc)
+            cell_ratio(out, hw_ratio(r, HW_INSTRUCTIONS, HW_CYCLES), 9, 0);
+        if (cmiss)
+            cell_ratio(out, hw_ratio(r, HW_CACHE_MISSES, HW_CACHE_REFS), 12, 1);
+        if (bmiss)
+            cell_ratio(out, hw_ratio(r, HW_BRANCH_MISSES, HW_BRANCHES), 13, 1);
+        mlprof__sb_putc(out, '\n');
+    }
+}
+
 static void format_table(row **rows, size_t n, mlprof__sb *out, int sort_by, int ascending,
                          const mlprof__stats_info *info)
 {
@@ -361,6 +465,8 @@ static void format_table(row **rows, size_t n, mlprof__sb *out, int sort_by, int
     for (size_t i = 0; i < n; i++) {
         const row *r = rows[i];
         if (!domain || strcmp(domain, r->domain) != 0) {
+            if (domain)
+                hw_table(out, rows, n, domain, w);
             domain = r->domain;
             kind = -1;
             w = name_width(rows, n, domain);
@@ -372,6 +478,8 @@ static void format_table(row **rows, size_t n, mlprof__sb *out, int sort_by, int
         }
         table_row(out, r, w);
     }
+    if (domain)
+        hw_table(out, rows, n, domain, w);
     if (info && info->dropped_events)
         mlprof__sb_printf(out, "\nWARNING: %llu events were dropped (buffers full); totals are low.\n",
                           (unsigned long long)info->dropped_events);
@@ -404,6 +512,31 @@ static void json_row(mlprof__sb *out, const row *r)
                           (unsigned long long)r->total, (unsigned long long)r->self,
                           (unsigned long long)(r->count ? r->min : 0), (unsigned long long)r->max);
         mlprof__sb_double(out, r->count ? (double)r->total / (double)r->count : 0);
+        if (r->hw_mask) {
+            mlprof__sb_puts(out, ",\"counters\":{");
+            int first = 1;
+            for (int i = 0; i < MLPROF__HW_KNOWN; i++) {
+                if (!has_hw(r, i))
+                    continue;
+                mlprof__sb_printf(out, "%s\"%s\":", first ? "" : ",", mlprof__hw_name(i));
+                mlprof__sb_i64(out, r->hw[i]);
+                first = 0;
+            }
+            mlprof__sb_putc(out, '}');
+            static const struct {
+                const char *key;
+                int num, den;
+            } derived[] = {{"ipc", HW_INSTRUCTIONS, HW_CYCLES},
+                           {"cache_miss_rate", HW_CACHE_MISSES, HW_CACHE_REFS},
+                           {"branch_miss_rate", HW_BRANCH_MISSES, HW_BRANCHES}};
+            for (size_t d = 0; d < 3; d++) {
+                double v = hw_ratio(r, derived[d].num, derived[d].den);
+                if (!isnan(v)) {
+                    mlprof__sb_printf(out, ",\"%s\":", derived[d].key);
+                    mlprof__sb_double(out, v);
+                }
+            }
+        }
     }
     mlprof__sb_putc(out, '}');
 }

@@ -10,6 +10,13 @@
 
 #include "../common/common.h"
 
+/* Every counter mlprof knows, in a fixed order: the statistics keep sums of
+ * the span arguments named after them. */
+#define MLPROF__HW_KNOWN 13
+/* The index of the counter named key (len bytes), or -1. */
+int mlprof__hw_index(const char *key, size_t len);
+const char *mlprof__hw_name(int index);
+
 /* Checks a comma list of counter names; -1 with err naming the first bad one. */
 int mlprof__hw_check(const char *spec, char *err, size_t len);
 /* At a run's start (ctl_lock held, not yet running): registers the counter

@@ -45,6 +45,21 @@ static const counter_def k_counters[] = {
     {"cpu-migrations", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS},
 };
 #define NDEFS (sizeof k_counters / sizeof k_counters[0])
+_Static_assert(NDEFS == MLPROF__HW_KNOWN, "hw.h counts the counters");
+
+int mlprof__hw_index(const char *key, size_t len)
+{
+    for (size_t i = 0; i < NDEFS; i++) {
+        if (strlen(k_counters[i].name) == len && memcmp(k_counters[i].name, key, len) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+const char *mlprof__hw_name(int index)
+{
+    return index >= 0 && (size_t)index < NDEFS ? k_counters[index].name : "";
+}
 
 /* The counters of this run, and what became of opening them. */
 static struct {
