@@ -304,14 +304,12 @@ static int skip(an_input *in, mlprof__sb *raw, mlprof__sb *tmp, int depth)
         int more;
         do {
             if (c == '{') {
-                if (an_json_string(in, tmp) != 0)
+                if (an_json_key(in, tmp) != 0)
                     return -1;
                 if (raw) {
                     mlprof__sb_json_str(raw, tmp->data ? tmp->data : "", tmp->len);
                     mlprof__sb_putc(raw, ':');
                 }
-                if (an_json_expect(in, ':', "':' after a member name") != 0)
-                    return -1;
             }
             if (skip(in, raw, tmp, depth + 1) != 0)
                 return -1;
@@ -345,6 +343,24 @@ int an_json_skip(an_input *in, mlprof__sb *raw)
     int rc = skip(in, raw, &tmp, 0);
     mlprof__sb_free(&tmp);
     return rc;
+}
+
+int an_json_open(an_input *in, char open, const char *what)
+{
+    if (an_json_expect(in, open, what) != 0)
+        return -1;
+    if (an_json_peek(in) == (open == '{' ? '}' : ']')) {
+        in->pos++;
+        return 0;
+    }
+    return 1;
+}
+
+int an_json_key(an_input *in, mlprof__sb *key)
+{
+    if (an_json_string(in, key) != 0)
+        return -1;
+    return an_json_expect(in, ':', "':' after a member name");
 }
 
 int an_json_next(an_input *in, char close)

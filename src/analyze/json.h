@@ -64,6 +64,12 @@ int an_json_string(an_input *in, mlprof__sb *out);
 int an_json_number(an_input *in, double *value, int64_t *integer, int *is_int);
 /* Any value; when raw is not NULL, its compact JSON text is appended there. */
 int an_json_skip(an_input *in, mlprof__sb *raw);
+/* Opens an object or an array (open: '{' or '['; what names it in an error).
+ * Returns 1 when members follow, 0 when it is empty (closed already), -1 on
+ * an error. */
+int an_json_open(an_input *in, char open, const char *what);
+/* A member's name (into key) and the ':' after it. */
+int an_json_key(an_input *in, mlprof__sb *key);
 /* Between members or elements: consumes ',' and returns 1, or the closing
  * bracket and returns 0; -1 on an error. */
 int an_json_next(an_input *in, char close);

@@ -99,15 +99,11 @@ static int read_args(reader *r, an_event *e)
     an_trace *t = r->t;
     if (!e->nargs) /* a second "args" member goes on after the first */
         e->args = (uint32_t)t->nargs;
-    if (an_json_expect(in, '{', "'{' to start args") != 0)
-        return -1;
-    if (an_json_peek(in) == '}') {
-        in->pos++;
-        return 0;
-    }
-    int more;
+    int more = an_json_open(in, '{', "'{' to start args");
+    if (more <= 0)
+        return more;
     do {
-        if (an_json_string(in, &r->key) != 0 || an_json_expect(in, ':', "':' after a member name") != 0)
+        if (an_json_key(in, &r->key) != 0)
             return -1;
         an_arg *a = new_arg(t);
         if (!a)
@@ -327,16 +323,13 @@ static int read_event(reader *r)
     e.args = (uint32_t)t->nargs;
     int has_ts = 0, named_pid = 0, named_tid = 0;
     const char *pid_name = NULL, *tid_name = NULL;
-    if (an_json_expect(in, '{', "'{' to start an event") != 0)
-        return -1;
-    if (an_json_peek(in) == '}') {
-        in->pos++;
-        t->skipped++;
-        return 0;
+    int more = an_json_open(in, '{', "'{' to start an event");
+    if (more <= 0) {
+        t->skipped += more == 0;
+        return more;
     }
-    int more;
     do {
-        if (an_json_string(in, &r->key) != 0 || an_json_expect(in, ':', "':' after a member name") != 0)
+        if (an_json_key(in, &r->key) != 0)
             return -1;
         const char *k = r->key.data ? r->key.data : "";
         double v;
@@ -446,12 +439,9 @@ static int read_event(reader *r)
 static int read_events(reader *r, int bare)
 {
     an_input *in = &r->in;
-    if (an_json_expect(in, '[', "'[' to start the events") != 0)
-        return -1;
-    if (an_json_peek(in) == ']') {
-        in->pos++;
-        return 0;
-    }
+    int open = an_json_open(in, '[', "'[' to start the events");
+    if (open <= 0)
+        return open;
     for (;;) {
         if (bare && an_json_peek(in) < 0)
             return 0;
@@ -469,14 +459,11 @@ static int read_object(reader *r)
 {
     an_input *in = &r->in;
     an_trace *t = r->t;
-    in->pos++; /* the '{' */
-    if (an_json_peek(in) == '}') {
-        in->pos++;
-        return 0;
-    }
-    int more;
+    int more = an_json_open(in, '{', "'{'");
+    if (more <= 0)
+        return more;
     do {
-        if (an_json_string(in, &r->key) != 0 || an_json_expect(in, ':', "':' after a member name") != 0)
+        if (an_json_key(in, &r->key) != 0)
             return -1;
         const char *k = r->key.data ? r->key.data : "";
         int rc;
