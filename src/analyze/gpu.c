@@ -28,9 +28,8 @@ static int has_word(const char *s, const char *const *words)
     return 0;
 }
 
-int an_gpu_kind(const an_trace *t, const an_event *e)
+int an_gpu_kind(const an_event *e)
 {
-    (void)t;
     if (e->ph != 'X')
         return AN_GPU_NONE;
     const char *c = e->cat;
@@ -132,7 +131,7 @@ int an_gpu_link(an_trace *t, an_gpu_links *l)
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const an_event *e = &t->ev[i];
         l->launch[i] = l->bottom[i] = l->top[i] = -1;
-        l->kind[i] = (uint8_t)an_gpu_kind(t, e);
+        l->kind[i] = (uint8_t)an_gpu_kind(e);
         int64_t v;
         if (e->ph == 'X')
             sorted[nsorted++] = i;
@@ -335,21 +334,6 @@ static int use_add(track_use *u, int kind, const an_event *e)
     return 0;
 }
 
-typedef struct op_time {
-    int32_t op; /* bottom-level operator (an event index), or -1 */
-    const char *name;
-    int64_t time;
-    uint64_t kernels;
-} op_time;
-
-static int op_time_cmp(const void *pa, const void *pb)
-{
-    const op_time *a = pa, *b = pb;
-    if (a->time != b->time)
-        return a->time > b->time ? -1 : 1;
-    return strcmp(a->name, b->name);
-}
-
 /* A duration right-aligned in 12 columns, then two spaces. */
 static void put_duration_cell(mlprof__sb *out, int64_t ns)
 {
@@ -385,23 +369,26 @@ static const char *track_label(const an_trace *t, const track_use *u, char *buf,
 
 static const char *const k_kind_names[] = {"", "compute", "communication", "memory"};
 
-typedef struct kernel_row {
+/* GPU time gathered by a name: a kernel's own, or its launching operator's. */
+typedef struct gpu_row {
     const char *name;
     int kind;
     uint64_t count;
     int64_t time;
-    int32_t bottom, top; /* of the first launch */
-} kernel_row;
+    int32_t bottom, top; /* the operators of its first launch */
+} gpu_row;
 
-static int kernel_row_cmp(const void *pa, const void *pb)
+static int gpu_row_cmp(const void *pa, const void *pb)
 {
-    const kernel_row *a = pa, *b = pb;
+    const gpu_row *a = pa, *b = pb;
     if (a->time != b->time)
         return a->time > b->time ? -1 : 1;
     return strcmp(a->name, b->name);
 }
 
-static int kernel_rows(const an_trace *t, const an_gpu_links *l, kernel_row **rows, size_t *n)
+/* The GPU events by kernel name, or (by_operator) by the name of the
+ * bottom-level operator that launched them, largest time first. */
+static int gpu_rows(const an_trace *t, const an_gpu_links *l, int by_operator, gpu_row **rows, size_t *n)
 {
     mlprof__map by_name;
     mlprof__map_init(&by_name);
@@ -411,7 +398,8 @@ static int kernel_rows(const an_trace *t, const an_gpu_links *l, kernel_row **ro
         if (!l->kind[i])
             continue;
         const an_event *e = &t->ev[i];
-        mlprof__map_entry *slot = mlprof__map_slot(&by_name, e->name, strlen(e->name));
+        const char *name = !by_operator ? e->name : l->bottom[i] >= 0 ? t->ev[l->bottom[i]].name : "(no operator)";
+        mlprof__map_entry *slot = mlprof__map_slot(&by_name, name, strlen(name));
         if (!slot) {
             rc = -1;
             break;
@@ -419,7 +407,7 @@ static int kernel_rows(const an_trace *t, const an_gpu_links *l, kernel_row **ro
         if (!slot->value) {
             if (*n == cap) {
                 size_t c = cap ? cap * 2 : 64;
-                kernel_row *p = mlprof__realloc(*rows, c * sizeof *p);
+                gpu_row *p = mlprof__realloc(*rows, c * sizeof *p);
                 if (!p) {
                     rc = -1;
                     break;
@@ -427,16 +415,16 @@ static int kernel_rows(const an_trace *t, const an_gpu_links *l, kernel_row **ro
                 *rows = p;
                 cap = c;
             }
-            (*rows)[*n] = (kernel_row){e->name, l->kind[i], 0, 0, l->bottom[i], l->top[i]};
+            (*rows)[*n] = (gpu_row){name, l->kind[i], 0, 0, l->bottom[i], l->top[i]};
             slot->value = (void *)(uintptr_t)(++*n);
         }
-        kernel_row *k = &(*rows)[(uintptr_t)slot->value - 1];
+        gpu_row *k = &(*rows)[(uintptr_t)slot->value - 1];
         k->count++;
         k->time += e->dur;
     }
     mlprof__map_free(&by_name);
     if (rc == 0)
-        mlprof__sort(*rows, *n, sizeof **rows, kernel_row_cmp);
+        mlprof__sort(*rows, *n, sizeof **rows, gpu_row_cmp);
     return rc;
 }
 
@@ -447,10 +435,6 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
         return -1;
     track_use *uses = NULL;
     size_t nuse = 0, capuse = 0;
-    mlprof__map ops;
-    mlprof__map_init(&ops);
-    op_time *optimes = NULL;
-    size_t nop = 0, capop = 0;
     int rc = 0;
     int64_t all_kernel_time = 0;
     for (size_t i = 0; rc == 0 && i < t->nev; i++) {
@@ -465,60 +449,17 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             break;
         }
         all_kernel_time += e->dur;
-        int32_t op = l.bottom[i];
-        int64_t key = op;
-        mlprof__map_entry *slot = mlprof__map_slot(&ops, (const char *)&key, sizeof key);
-        if (!slot) {
-            rc = -1;
-            break;
-        }
-        if (!slot->value) {
-            if (nop == capop) {
-                size_t c = capop ? capop * 2 : 64;
-                op_time *p = mlprof__realloc(optimes, c * sizeof *p);
-                if (!p) {
-                    rc = -1;
-                    break;
-                }
-                optimes = p;
-                capop = c;
-            }
-            optimes[nop] = (op_time){op, op >= 0 ? t->ev[op].name : "(no operator)", 0, 0};
-            slot->value = (void *)(uintptr_t)(++nop);
-        }
-        op_time *ot = &optimes[(uintptr_t)slot->value - 1];
-        ot->time += e->dur;
-        ot->kernels++;
     }
-    /* the same operator name launched from several places is one row */
-    mlprof__map names;
-    mlprof__map_init(&names);
-    size_t nnamed = 0;
-    for (size_t i = 0; rc == 0 && i < nop; i++) {
-        mlprof__map_entry *slot = mlprof__map_slot(&names, optimes[i].name, strlen(optimes[i].name));
-        if (!slot) {
-            rc = -1;
-            break;
-        }
-        if (!slot->value) {
-            optimes[nnamed] = optimes[i];
-            slot->value = (void *)(uintptr_t)(++nnamed);
-        } else {
-            op_time *into = &optimes[(uintptr_t)slot->value - 1];
-            into->time += optimes[i].time;
-            into->kernels += optimes[i].kernels;
-        }
-    }
-    mlprof__map_free(&names);
-    nop = nnamed;
-    if (rc == 0)
-        mlprof__sort(optimes, nop, sizeof *optimes, op_time_cmp);
+    gpu_row *optimes = NULL;
+    size_t nop = 0;
+    if (rc == 0 && gpu_rows(t, &l, 1, &optimes, &nop) != 0)
+        rc = -1;
     size_t shown_ops = top > 0 && (size_t)top < nop ? (size_t)top : nop;
 
     /* the kernels by name, each with the operators of its first launch */
-    kernel_row *krows = NULL;
+    gpu_row *krows = NULL;
     size_t nk = 0;
-    if (rc == 0 && kernel_rows(t, &l, &krows, &nk) != 0)
+    if (rc == 0 && gpu_rows(t, &l, 0, &krows, &nk) != 0)
         rc = -1;
     size_t shown_k = top > 0 && (size_t)top < nk ? (size_t)top : nk;
 
@@ -572,11 +513,11 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             mlprof__sb_puts(out, i ? ",{\"name\":" : "{\"name\":");
             mlprof__sb_json_str(out, optimes[i].name, strlen(optimes[i].name));
             mlprof__sb_printf(out, ",\"gpu_time_ns\":%lld,\"kernels\":%llu}", (long long)optimes[i].time,
-                              (unsigned long long)optimes[i].kernels);
+                              (unsigned long long)optimes[i].count);
         }
         mlprof__sb_puts(out, "],\"kernels\":[");
         for (size_t i = 0; i < shown_k; i++) {
-            const kernel_row *k = &krows[i];
+            const gpu_row *k = &krows[i];
             mlprof__sb_puts(out, i ? ",{\"name\":" : "{\"name\":");
             mlprof__sb_json_str(out, k->name, strlen(k->name));
             mlprof__sb_printf(out, ",\"kind\":\"%s\",\"count\":%llu,\"time_ns\":%lld,\"bottom_op\":",
@@ -640,7 +581,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
         if (nop) {
             mlprof__sb_puts(out, "\nGPU time by the operator that launched it (bottom level):\n");
             for (size_t i = 0; i < shown_ops; i++) {
-                mlprof__sb_printf(out, "  %-40s %6llu  ", optimes[i].name, (unsigned long long)optimes[i].kernels);
+                mlprof__sb_printf(out, "  %-40s %6llu  ", optimes[i].name, (unsigned long long)optimes[i].count);
                 put_duration_cell(out, optimes[i].time);
                 put_pct(out, optimes[i].time, all_kernel_time);
                 mlprof__sb_putc(out, '\n');
@@ -652,7 +593,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             mlprof__sb_printf(out, "\nTop kernels:\n  %-40s %-13s %6s  %12s  %-24s  %s\n", "name", "kind", "count",
                               "time", "bottom operator", "top operator");
             for (size_t i = 0; i < shown_k; i++) {
-                const kernel_row *k = &krows[i];
+                const gpu_row *k = &krows[i];
                 size_t n = strlen(k->name);
                 mlprof__sb_printf(out, n > 40 ? "  %.37s..." : "  %-40s", k->name);
                 mlprof__sb_printf(out, " %-13s %6llu  ", k_kind_names[k->kind], (unsigned long long)k->count);
@@ -668,7 +609,6 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
     mlprof__free(uses);
     mlprof__free(optimes);
     mlprof__free(krows);
-    mlprof__map_free(&ops);
     an_gpu_links_free(&l);
     return rc == 0 && !out->failed ? 0 : -1;
 }

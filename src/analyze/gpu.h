@@ -22,7 +22,7 @@ typedef struct an_gpu_links {
 } an_gpu_links;
 
 /* The GPU kind of an event from its category and name (AN_GPU_NONE for CPU events). */
-int an_gpu_kind(const an_trace *t, const an_event *e);
+int an_gpu_kind(const an_event *e);
 /* Links every GPU event of t to its launch and its operators (calls
  * an_compute_self). Returns 0, or -1 when out of memory. */
 int an_gpu_link(an_trace *t, an_gpu_links *links);

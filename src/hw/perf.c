@@ -50,7 +50,8 @@ _Static_assert(NDEFS == MLPROF__HW_KNOWN, "hw.h counts the counters");
 int mlprof__hw_index(const char *key, size_t len)
 {
     for (size_t i = 0; i < NDEFS; i++) {
-        if (strlen(k_counters[i].name) == len && memcmp(k_counters[i].name, key, len) == 0)
+        /* strncmp stops at the name's end, so name[len] is inside it when it matched */
+        if (strncmp(k_counters[i].name, key, len) == 0 && k_counters[i].name[len] == '\0')
             return (int)i;
     }
     return -1;
@@ -73,11 +74,8 @@ static struct {
 
 static const counter_def *find_counter(const char *name, size_t len)
 {
-    for (size_t i = 0; i < NDEFS; i++) {
-        if (strlen(k_counters[i].name) == len && strncmp(k_counters[i].name, name, len) == 0)
-            return &k_counters[i];
-    }
-    return NULL;
+    int i = mlprof__hw_index(name, len);
+    return i < 0 ? NULL : &k_counters[i];
 }
 
 static int mlprof__hw_parse(const char *spec, const counter_def **out, size_t *n, char *err, size_t len)
