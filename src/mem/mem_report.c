@@ -93,7 +93,21 @@ static block_set blocks_live_at(int device, uint64_t seq)
     return s;
 }
 
-/* The scope rows of a device, with at_peak and leaks filled, largest first. */
+static int scope_cmp(const void *pa, const void *pb)
+{
+    const mem_scope_stat *a = *(const mem_scope_stat *const *)pa;
+    const mem_scope_stat *b = *(const mem_scope_stat *const *)pb;
+    if (a->at_peak != b->at_peak)
+        return a->at_peak > b->at_peak ? -1 : 1;
+    if (a->peak != b->peak)
+        return a->peak > b->peak ? -1 : 1;
+    if (a->bytes_total != b->bytes_total)
+        return a->bytes_total > b->bytes_total ? -1 : 1;
+    return strcmp(mlprof__mem_scope_name(a->scope), mlprof__mem_scope_name(b->scope));
+}
+
+/* The scope rows of a device, with at_peak and leaks filled, largest first
+ * (held at the peak, then their own peak, then all they allocated). */
 static mem_scope_stat **scope_rows(int device, const block_set *peak, const block_set *live,
                                    size_t *count)
 {
@@ -135,21 +149,10 @@ static mem_scope_stat **scope_rows(int device, const block_set *peak, const bloc
             }
         }
     }
+    mlprof__sort(rows, *count, sizeof *rows, scope_cmp);
     return rows;
 }
 
-static int scope_cmp(const void *pa, const void *pb)
-{
-    const mem_scope_stat *a = *(const mem_scope_stat *const *)pa;
-    const mem_scope_stat *b = *(const mem_scope_stat *const *)pb;
-    if (a->at_peak != b->at_peak)
-        return a->at_peak > b->at_peak ? -1 : 1;
-    if (a->peak != b->peak)
-        return a->peak > b->peak ? -1 : 1;
-    if (a->bytes_total != b->bytes_total)
-        return a->bytes_total > b->bytes_total ? -1 : 1;
-    return strcmp(mlprof__mem_scope_name(a->scope), mlprof__mem_scope_name(b->scope));
-}
 
 /* ------------------------------------------------------------ the table */
 
@@ -277,7 +280,6 @@ static void table_device(mlprof__sb *out, int device, const mem_device *d, int f
     size_t nrows;
     mem_scope_stat **rows = scope_rows(device, &peak, &live, &nrows);
     if (rows && nrows) {
-        mlprof__sort(rows, nrows, sizeof *rows, scope_cmp);
         mlprof__sb_printf(out, "\n  By scope                          at peak     own peak  allocated in all    allocs     frees  %s\n",
                           final ? "never freed" : "  live now");
         for (size_t i = 0; i < nrows; i++) {
@@ -374,7 +376,6 @@ static void json_device(mlprof__sb *out, int device, const mem_device *d, int fi
     mem_scope_stat **rows = scope_rows(device, &peak, &live, &nrows);
     mlprof__sb_puts(out, ",\"scopes\":[");
     if (rows) {
-        mlprof__sort(rows, nrows, sizeof *rows, scope_cmp);
         for (size_t i = 0; i < nrows; i++) {
             const mem_scope_stat *st = rows[i];
             const char *name = mlprof__mem_scope_name(st->scope);
