@@ -291,6 +291,7 @@ typedef struct track_use {
     size_t n[4], cap[4];
     int64_t time[4];  /* summed durations */
     uint64_t count[4];
+    int64_t busy, span; /* once merged: time with an event running, first start to last end */
 } track_use;
 
 static track_use *use_for(track_use **uses, size_t *n, size_t *cap, int64_t pid, int64_t tid)
@@ -464,8 +465,11 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
     size_t shown_k = top > 0 && (size_t)top < nk ? (size_t)top : nk;
 
     for (size_t u = 0; rc == 0 && u < nuse; u++) {
+        track_use *x = &uses[u];
         for (int k = 0; k < 4; k++)
-            uses[u].n[k] = span_union(uses[u].spans[k], uses[u].n[k]);
+            x->n[k] = span_union(x->spans[k], x->n[k]);
+        x->busy = span_length(x->spans[0], x->n[0]);
+        x->span = x->n[0] ? x->spans[0][x->n[0] - 1].b - x->spans[0][0].a : 0;
     }
     char label[200];
     if (rc == 0 && format == AN_JSON) {
@@ -479,8 +483,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             const track_use *d = &uses[u];
             if (d->tid >= 0)
                 continue;
-            int64_t busy = span_length(d->spans[0], d->n[0]);
-            int64_t span_all = d->n[0] ? d->spans[0][d->n[0] - 1].b - d->spans[0][0].a : 0;
+            int64_t busy = d->busy, span_all = d->span;
             mlprof__sb_printf(out, "%s{\"pid\":%lld,\"name\":", firstd ? "" : ",", (long long)d->pid);
             firstd = 0;
             track_label(t, d, label, sizeof label);
@@ -497,8 +500,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
                 const track_use *st = &uses[s];
                 if (st->pid != d->pid || st->tid < 0)
                     continue;
-                int64_t sb = span_length(st->spans[0], st->n[0]);
-                int64_t ss = st->n[0] ? st->spans[0][st->n[0] - 1].b - st->spans[0][0].a : 0;
+                int64_t sb = st->busy, ss = st->span;
                 mlprof__sb_printf(out, "%s{\"tid\":%lld,\"name\":", firsts ? "" : ",", (long long)st->tid);
                 firsts = 0;
                 track_label(t, st, label, sizeof label);
@@ -540,8 +542,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             const track_use *d = &uses[u];
             if (d->tid >= 0)
                 continue;
-            int64_t busy = span_length(d->spans[0], d->n[0]);
-            int64_t span_all = d->n[0] ? d->spans[0][d->n[0] - 1].b - d->spans[0][0].a : 0;
+            int64_t busy = d->busy, span_all = d->span;
             int64_t kt = d->time[1] + d->time[2] + d->time[3];
             mlprof__sb_printf(out, "\n%s: %llu GPU events, busy ", track_label(t, d, label, sizeof label),
                               (unsigned long long)d->count[0]);
@@ -568,8 +569,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
                 const track_use *st = &uses[s];
                 if (st->pid != d->pid || st->tid < 0)
                     continue;
-                int64_t sb = span_length(st->spans[0], st->n[0]);
-                int64_t ss = st->n[0] ? st->spans[0][st->n[0] - 1].b - st->spans[0][0].a : 0;
+                int64_t sb = st->busy, ss = st->span;
                 mlprof__sb_printf(out, "  %s: %llu events, busy ", track_label(t, st, label, sizeof label),
                                   (unsigned long long)st->count[0]);
                 an_put_duration(out, sb);
