@@ -112,7 +112,11 @@ static double two_threads(void)
 
 /* The measured loops, run in turns within each round so that every figure
  * sees the same machine; each keeps its best round. */
-enum { M_DISABLED, M_TSC, M_CGT, M_ENABLED, M_MEM, M_OBSERVED, M_COUNTERS, M_COUNT };
+enum { M_DISABLED, M_TSC, M_CGT, M_ENABLED, M_MEM, M_OBSERVED, M_COUNTERS, M_RSS, M_PAPI, M_SAMPLED, M_COUNT };
+/* What the counters and sampler keys are set to for the methods that measure them. */
+static const char *const k_counters_of[M_COUNT] = {[M_COUNTERS] = "task-clock,page-faults", [M_RSS] = "rss",
+                                                   [M_PAPI] = "papi:perf::TASK-CLOCK"};
+static int slow_method(int m) { return m == M_COUNTERS || m == M_RSS || m == M_PAPI; }
 
 static void nop_observe(void *user, const mlprof_span_info *span, void *data)
 {
@@ -154,8 +158,12 @@ int main(void)
                 mlprof_observer o = {sizeof o, "nop", 16, NULL, nop_observe, NULL, nop_observe};
                 obs = mlprof_observer_register(&o);
             }
-            if (m == M_COUNTERS)
-                mlprof_set_config("counters", "task-clock,page-faults");
+            if (k_counters_of[m])
+                mlprof_set_config("counters", k_counters_of[m]);
+            if (m == M_SAMPLED) { /* the sampler thread at 1 kHz beside the recording one */
+                mlprof_set_config("sampler", "cpu,rss,task-clock");
+                mlprof_set_config("sampler_period", "0.001");
+            }
             mlprof_set_state(m >= M_ENABLED ? MLPROF_STATE_RUN : MLPROF_STATE_STOP);
             double t0 = now_ns();
             switch (m) {
@@ -167,10 +175,13 @@ int main(void)
             case M_ENABLED: pairs_macro(PAIRS); break;
             case M_MEM: pairs_mem(PAIRS); break;
             case M_OBSERVED:
-            case M_COUNTERS: pairs_macro(m == M_COUNTERS ? PAIRS / 20 : PAIRS); break;
+            case M_COUNTERS:
+            case M_RSS:
+            case M_PAPI:
+            case M_SAMPLED: pairs_macro(slow_method(m) ? PAIRS / 20 : PAIRS); break;
             default: break;
             }
-            double per = (now_ns() - t0) / (m == M_COUNTERS ? PAIRS / 20 : PAIRS);
+            double per = (now_ns() - t0) / (slow_method(m) ? PAIRS / 20 : PAIRS);
             if (per < best[m])
                 best[m] = per;
             if (m == M_MEM) {
@@ -186,11 +197,12 @@ int main(void)
             }
             if (m >= M_ENABLED)
                 mlprof_clear();
-            if (m == M_OBSERVED || m == M_COUNTERS) {
+            if (m >= M_OBSERVED) {
                 mlprof_set_state(MLPROF_STATE_STOP);
                 if (obs >= 0)
                     mlprof_observer_unregister(obs);
                 mlprof_set_config("counters", "");
+                mlprof_set_config("sampler", "");
             }
         }
     }
@@ -221,12 +233,16 @@ int main(void)
     printf("pair with a no-op observer      %7.2f ns\n", best[M_OBSERVED]);
     printf("pair with 2 perf counters       %7.2f ns (task-clock, page-faults: read() at begin and end)\n",
            best[M_COUNTERS]);
+    printf("pair with the rss observer      %7.2f ns (a pread of /proc/self/statm at begin and end)\n", best[M_RSS]);
+    printf("pair with 1 PAPI event          %7.2f ns (papi:perf::TASK-CLOCK; PAPI_read at begin and end)\n",
+           best[M_PAPI]);
+    printf("pair, sampler at 1 kHz beside   %7.2f ns (cpu, rss, task-clock of the process)\n", best[M_SAMPLED]);
     printf("memory: fixed at %llu MiB of buffers, %llu MiB in use before the last clear\n",
            (unsigned long long)(capacity >> 20), (unsigned long long)(used >> 20));
     printf("mlprof-bench: enabled_ns=%.2f disabled_ns=%.2f tsc_pair_ns=%.2f clock_gettime_pair_ns=%.2f "
            "threads2_enabled_ns=%.2f bytes_per_event=%.2f mem_pair_ns=%.2f mem_pair_bytes=%.1f "
-           "mem_collect_ns=%.2f observed_ns=%.2f counters2_ns=%.2f\n",
+           "mem_collect_ns=%.2f observed_ns=%.2f counters2_ns=%.2f rss_ns=%.2f papi1_ns=%.2f sampled_ns=%.2f\n",
            enabled, disabled, tsc, cgt, threads2, bytes_per_event, best[M_MEM], bytes_per_mem_pair,
-           mem_collect, best[M_OBSERVED], best[M_COUNTERS]);
+           mem_collect, best[M_OBSERVED], best[M_COUNTERS], best[M_RSS], best[M_PAPI], best[M_SAMPLED]);
     return 0;
 }

@@ -9,7 +9,8 @@
  *
  * It exercises most of the mlprof API: a domain, per-operator tasks with
  * shape/FLOP/byte arguments, nested tasks, frames, a counter, markers, scopes,
- * thread names, MLPROF_ZONE, the statistics table and the trace dump. Tensors
+ * thread names, MLPROF_ZONE, the statistics table and the trace dump, with
+ * hardware counters per operator and a sampler of CPU use and memory. Tensors
  * come from a small caching allocator (one per worker, as frameworks keep
  * per-stream pools) that tells the memory profiler about its segments and
  * blocks, so the run also gives a peak report and memory_flow.svg.
@@ -989,6 +990,13 @@ int main(int argc, char **argv)
         check(mlprof_set_config("filename", "cnn_trace.json"), "setting filename");
     if (!getenv("MLPROF_PROFILE_MEMORY"))
         check(mlprof_set_config("profile_memory", "1"), "turning on the memory profiler");
+    /* each operator measured with the CPU's counters (those the machine has:
+     * a virtual machine without a PMU says so and gives the software ones),
+     * and the process's CPU use and resident set sampled every 10 ms */
+    if (!getenv("MLPROF_COUNTERS"))
+        check(mlprof_set_config("counters", "cycles,instructions,task-clock,page-faults"), "choosing counters");
+    if (!getenv("MLPROF_SAMPLER"))
+        check(mlprof_set_config("sampler", "cpu,rss"), "choosing the sampler's series");
     mlprof_process_set_name(PROG);
     mlprof_thread_set_name("main");
 

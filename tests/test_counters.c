@@ -61,16 +61,27 @@ int main(int argc, char **argv)
     uint64_t cpu = thread_cpu_ns() - c0;
     mlprof_end(spin);
 
-    /* 10 million iterations of a loop the compiler must keep */
+    /* 10 million iterations of a loop whose instructions are known: three each
+     * where it is written in assembly, so the count can be checked tightly */
+    uint64_t acc = 0, n = 10000000u;
+    int per_iteration = 0;
     mlprof_begin(loop);
-    uint64_t acc = 0;
-    for (uint64_t i = 0; i < 10000000u; i++)
-        __asm__ volatile("add %1, %0" : "+r"(acc) : "r"(i));
+#if defined(__x86_64__)
+    __asm__ volatile("1: add %1, %0\n\tdec %1\n\tjnz 1b" : "+r"(acc), "+r"(n) : : "cc");
+    per_iteration = 3;
+#elif defined(__aarch64__)
+    __asm__ volatile("1: add %0, %0, %1\n\tsubs %1, %1, #1\n\tb.ne 1b" : "+r"(acc), "+r"(n) : : "cc");
+    per_iteration = 3;
+#else
+    for (; n; n--)
+        __asm__ volatile("" : "+r"(acc) : "r"(n));
+#endif
     mlprof_end(loop);
+    CHECK(acc == 50000005000000u, "the loop ran: %llu", (unsigned long long)acc);
 
     CHECK_OK(mlprof_dump(1));
-    printf("pages=%d kernel_faults=%ld spin_thread_cpu_ns=%llu loop_iterations=10000000 acc=%llu\n", PAGES,
-           kernel_faults, (unsigned long long)cpu, (unsigned long long)acc);
+    printf("pages=%d kernel_faults=%ld spin_thread_cpu_ns=%llu loop_iterations=10000000 per_iteration=%d\n",
+           PAGES, kernel_faults, (unsigned long long)cpu, per_iteration);
     munmap(mem, PAGES * page);
     return tu_finish("test_counters");
 }

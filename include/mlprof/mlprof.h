@@ -110,12 +110,22 @@ MLPROF_API const char *mlprof_last_error(void);
  *   memory_history   freed blocks kept for the CSV, the picture and
  *                    the live set at the peak (more are counted)     1M
  *   memory_top       blocks listed in the peak report                10
- *   counters         perf_event counters measured per span, added to
- *                    it as arguments: cycles, instructions,
+ *   counters         measured per span by built-in observers and added
+ *                    to it as arguments (comma list; taken at run start):
+ *                    perf_event counters (cycles, instructions,
  *                    cache-references, cache-misses, branches,
  *                    branch-misses, ref-cycles, task-clock, page-faults,
  *                    minor-faults, major-faults, context-switches,
- *                    cpu-migrations (comma list; taken at run start)  ""
+ *                    cpu-migrations; up to 8), "rss" (the change of the
+ *                    resident set, bytes) and "papi:NAME" (PAPI events,
+ *                    up to 8)                                        ""
+ *   sampler          series written by a sampler thread (comma list):
+ *                    cpu, rss, rapl, nvml and perf_event counters over
+ *                    the whole process                               ""
+ *   sampler_period   seconds between samples (0.0001..3600)          0.01
+ *   papi_library     where PAPI is loaded from                       libpapi.so
+ *   nvml_library     where NVML is loaded from               libnvidia-ml.so.1
+ *   powercap_dir     where RAPL's powercap zones are  /sys/class/powercap
  *
  * Domains of class MLPROF_CLASS_USER are always recorded while running.
  */

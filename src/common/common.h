@@ -80,6 +80,8 @@ void mlprof__sb_double(mlprof__sb *sb, double v);
 /* Appends a duration in the unit a person reads: "812 ns", "3.250 us",
  * "12.402 ms", "1.503 s". */
 void mlprof__sb_duration(mlprof__sb *sb, uint64_t ns);
+/* Bytes in B, KiB, MiB, GiB or TiB with three figures: "5.72 MiB". */
+void mlprof__sb_bytes(mlprof__sb *sb, uint64_t bytes);
 /* Takes ownership of the buffer's bytes (NUL-terminated); the buffer is reset. */
 char *mlprof__sb_take(mlprof__sb *sb);
 

@@ -259,3 +259,19 @@ void mlprof__sb_csv(mlprof__sb *sb, const char *s)
     }
     mlprof__sb_putc(sb, '"');
 }
+
+void mlprof__sb_bytes(mlprof__sb *out, uint64_t bytes)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    if (bytes < 1024) {
+        mlprof__sb_printf(out, "%llu B", (unsigned long long)bytes);
+        return;
+    }
+    double v = (double)bytes / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 3) {
+        v /= 1024;
+        u++;
+    }
+    mlprof__sb_printf(out, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
+}

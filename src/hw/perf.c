@@ -10,18 +10,20 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../record/record.h"
-#include "hw.h"
+#include "hw_internal.h"
 
-#define MAX_COUNTERS 8
+#define MAX_COUNTERS MLPROF__PERF_MAX
 
 typedef struct counter_def {
     const char *name;
@@ -45,9 +47,9 @@ static const counter_def k_counters[] = {
     {"cpu-migrations", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS},
 };
 #define NDEFS (sizeof k_counters / sizeof k_counters[0])
-_Static_assert(NDEFS == MLPROF__HW_KNOWN, "hw.h counts the counters");
+_Static_assert(NDEFS == MLPROF__HW_PERF, "hw.h counts the counters");
 
-int mlprof__hw_index(const char *key, size_t len)
+int mlprof__perf_find(const char *key, size_t len)
 {
     for (size_t i = 0; i < NDEFS; i++) {
         /* strncmp stops at the name's end, so name[len] is inside it when it matched */
@@ -57,66 +59,18 @@ int mlprof__hw_index(const char *key, size_t len)
     return -1;
 }
 
-const char *mlprof__hw_name(int index)
+const char *mlprof__perf_name(int index)
 {
     return index >= 0 && (size_t)index < NDEFS ? k_counters[index].name : "";
 }
 
-/* The counters of this run, and what became of opening them. */
+/* The counters measured per span in this run. */
 static struct {
     const counter_def *def[MAX_COUNTERS];
     size_t n;
     int observer;               /* its id, or -1 */
-    int failed[MAX_COUNTERS];   /* atomic: the errno of the first failure, or 0 */
-    int said[MAX_COUNTERS];     /* atomic: the failure was logged */
     unsigned generation;        /* bumped at each start: threads reopen their counters */
 } P = {.observer = -1};
-
-static const counter_def *find_counter(const char *name, size_t len)
-{
-    int i = mlprof__hw_index(name, len);
-    return i < 0 ? NULL : &k_counters[i];
-}
-
-static int mlprof__hw_parse(const char *spec, const counter_def **out, size_t *n, char *err, size_t len)
-{
-    *n = 0;
-    for (const char *p = spec; *p;) {
-        while (*p == ',' || *p == ' ')
-            p++;
-        size_t k = strcspn(p, ", ");
-        if (!k)
-            break;
-        const counter_def *d = find_counter(p, k);
-        if (!d) {
-            snprintf(err, len, "unknown counter \"%.*s\" (one of cycles, instructions, cache-references, "
-                               "cache-misses, branches, branch-misses, ref-cycles, task-clock, page-faults, "
-                               "minor-faults, major-faults, context-switches, cpu-migrations)", (int)k, p);
-            return -1;
-        }
-        for (size_t i = 0; i < *n; i++) {
-            if (out[i] == d) {
-                snprintf(err, len, "counter \"%s\" named twice", d->name);
-                return -1;
-            }
-        }
-        if (*n == MAX_COUNTERS) {
-            snprintf(err, len, "more than %d counters", MAX_COUNTERS);
-            return -1;
-        }
-        out[(*n)++] = d;
-        p += k;
-    }
-    return 0;
-}
-
-/* Parses "cycles,instructions"; an unknown or repeated name is an error. */
-int mlprof__hw_check(const char *spec, char *err, size_t len)
-{
-    const counter_def *defs[MAX_COUNTERS];
-    size_t n;
-    return mlprof__hw_parse(spec, defs, &n, err, len);
-}
 
 /* ---------------------------------------------------------- per thread */
 
@@ -147,7 +101,7 @@ static void close_counters(void *arg)
 
 static void make_key(void) { pthread_key_create(&g_close_key, close_counters); }
 
-static const char *why(int err)
+const char *mlprof__perf_why(int err)
 {
     switch (err) {
     case ENOENT:
@@ -224,12 +178,7 @@ static thread_counters *thread_open(void)
             tc->opened++;
             continue;
         }
-        int err = errno;
-        int none = 0;
-        __atomic_compare_exchange_n(&P.failed[i], &none, err, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-        if (!__atomic_exchange_n(&P.said[i], 1, __ATOMIC_RELAXED))
-            mlprof__log(MLPROF_LOG_WARN, "counter %s cannot be opened: %s; the other counters go on",
-                        P.def[i]->name, why(err));
+        mlprof__hw_unavailable(P.def[i]->name, mlprof__perf_why(errno));
     }
     t_counters = tc;
     return tc;
@@ -281,15 +230,13 @@ static void on_end(void *user, const mlprof_span_info *span, void *data)
     }
 }
 
-int mlprof__hw_start(void)
+int mlprof__perf_span_start(const int *counters, size_t n)
 {
-    if (P.observer >= 0 || !mlprof__g.cfg.counters[0])
+    if (P.observer >= 0)
         return MLPROF_OK;
-    char err[400];
-    if (mlprof__hw_parse(mlprof__g.cfg.counters, P.def, &P.n, err, sizeof err) != 0)
-        return mlprof__fail(MLPROF_EVALUE, "counters: %s", err);
-    memset(P.failed, 0, sizeof P.failed);
-    memset(P.said, 0, sizeof P.said);
+    P.n = n < MAX_COUNTERS ? n : MAX_COUNTERS;
+    for (size_t i = 0; i < P.n; i++)
+        P.def[i] = &k_counters[counters[i]];
     P.generation++;
     mlprof_observer o = {sizeof o, "counters", sizeof(span_counts), NULL, on_begin, NULL, on_end};
     int id = mlprof__observer_register_locked(&o);
@@ -299,7 +246,7 @@ int mlprof__hw_start(void)
     return MLPROF_OK;
 }
 
-void mlprof__hw_stop(void)
+void mlprof__perf_span_stop(void)
 {
     if (P.observer < 0)
         return;
@@ -307,23 +254,143 @@ void mlprof__hw_stop(void)
     P.observer = -1;
 }
 
-void mlprof__hw_other_data(mlprof__sb *out)
+/* ------------------------------------------------- the whole process */
+
+#define PROC_MAX_FDS 1024
+
+struct mlprof__perf_proc {
+    int counter;
+    size_t n;
+    int fd[]; /* one per thread that existed at the open; each inherits */
+};
+
+mlprof__perf_proc *mlprof__perf_proc_open(int counter)
 {
-    if (!P.n)
-        return;
-    mlprof__sb_puts(out, ",\"counters\":[");
-    for (size_t i = 0; i < P.n; i++)
-        mlprof__sb_printf(out, "%s\"%s\"", i ? "," : "", P.def[i]->name);
-    mlprof__sb_puts(out, "],\"counters_unavailable\":{");
-    int first = 1;
-    for (size_t i = 0; i < P.n; i++) {
-        int err = __atomic_load_n(&P.failed[i], __ATOMIC_RELAXED);
-        if (!err)
-            continue;
-        mlprof__sb_printf(out, "%s\"%s\":", first ? "" : ",", P.def[i]->name);
-        const char *w = why(err);
-        mlprof__sb_json_str(out, w, strlen(w));
-        first = 0;
+    char what[64];
+    snprintf(what, sizeof what, "%s (sampler)", k_counters[counter].name);
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir) {
+        mlprof__hw_unavailable(what, "cannot list this process's threads in /proc/self/task");
+        return NULL;
     }
-    mlprof__sb_putc(out, '}');
+    size_t cap = 16;
+    mlprof__perf_proc *p = mlprof__calloc(1, sizeof *p + cap * sizeof(int));
+    int err = 0;
+    size_t skipped = 0;
+    struct dirent *e;
+    while (p && (e = readdir(dir)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        if (p->n == PROC_MAX_FDS) {
+            skipped++;
+            continue;
+        }
+        if (p->n == cap) {
+            mlprof__perf_proc *bigger = mlprof__realloc(p, sizeof *p + 2 * cap * sizeof(int));
+            if (!bigger)
+                break;
+            p = bigger;
+            cap *= 2;
+        }
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof a);
+        a.size = sizeof a;
+        a.type = k_counters[counter].type;
+        a.config = k_counters[counter].config;
+        a.exclude_kernel = 1;
+        a.exclude_hv = 1;
+        a.inherit = 1; /* and the threads it starts */
+        int fd = (int)syscall(SYS_perf_event_open, &a, atoi(e->d_name), -1, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd >= 0)
+            p->fd[p->n++] = fd;
+        else if (errno != ESRCH) /* a thread that has just ended does not matter */
+            err = errno;
+    }
+    closedir(dir);
+    if (p && p->n && !err && !skipped) {
+        p->counter = counter;
+        return p;
+    }
+    if (p && p->n) { /* some threads only: count them, and say so */
+        char why_[200];
+        snprintf(why_, sizeof why_, "counted on %zu of this process's threads only (%s)", p->n,
+                 skipped ? "too many threads" : mlprof__perf_why(err));
+        mlprof__hw_unavailable(what, why_);
+        p->counter = counter;
+        return p;
+    }
+    mlprof__hw_unavailable(what, p ? mlprof__perf_why(err ? err : ESRCH) : "out of memory");
+    mlprof__perf_proc_close(p);
+    return NULL;
 }
+
+uint64_t mlprof__perf_proc_read(const mlprof__perf_proc *p)
+{
+    uint64_t sum = 0, v;
+    for (size_t i = 0; i < p->n; i++) {
+        if (read(p->fd[i], &v, sizeof v) == (ssize_t)sizeof v)
+            sum += v;
+    }
+    return sum;
+}
+
+void mlprof__perf_proc_close(mlprof__perf_proc *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n; i++)
+        close(p->fd[i]);
+    mlprof__free(p);
+}
+
+/* The sampler's series of one counter: its rate per second ("instructions/s"),
+ * task-clock as the number of CPUs kept busy. */
+typedef struct perf_series {
+    mlprof__perf_proc *proc;
+    mlprof_counter *counter;
+    uint64_t last, last_ns;
+    int busy; /* task-clock: nanoseconds per nanosecond */
+} perf_series;
+
+static void *perf_series_open(mlprof_domain *d, const void *arg)
+{
+    int counter = *(const int *)arg;
+    perf_series *s = mlprof__calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->proc = mlprof__perf_proc_open(counter);
+    if (!s->proc) {
+        mlprof__free(s);
+        return NULL;
+    }
+    s->busy = k_counters[counter].type == PERF_TYPE_SOFTWARE && k_counters[counter].config == PERF_COUNT_SW_TASK_CLOCK;
+    char name[64];
+    snprintf(name, sizeof name, s->busy ? "%s (CPUs)" : "%s/s", k_counters[counter].name);
+    s->counter = mlprof_counter_create(d, name);
+    s->last = mlprof__perf_proc_read(s->proc);
+    s->last_ns = mlprof__clock_monotonic_ns();
+    return s;
+}
+
+static void perf_series_sample(void *state, uint64_t now_ns)
+{
+    perf_series *s = state;
+    uint64_t v = mlprof__perf_proc_read(s->proc);
+    if (now_ns > s->last_ns && v >= s->last) {
+        double per_s = (double)(v - s->last) / ((double)(now_ns - s->last_ns) * 1e-9);
+        mlprof_counter_set_double(s->counter, s->busy ? per_s * 1e-9 : per_s);
+    }
+    s->last = v;
+    s->last_ns = now_ns;
+}
+
+static void perf_series_close(void *state, int after_fork)
+{
+    perf_series *s = state;
+    if (!after_fork)
+        mlprof_counter_destroy(s->counter);
+    mlprof__perf_proc_close(s->proc);
+    mlprof__free(s);
+}
+
+const mlprof__source mlprof__perf_source = {"perf", perf_series_open, perf_series_sample, perf_series_close};

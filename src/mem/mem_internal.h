@@ -103,8 +103,6 @@ static inline int mlprof__mem_live_at(const mem_block *b, uint64_t seq)
 {
     return b->seq_alloc <= seq && b->seq_free > seq;
 }
-/* Sizes in the unit a person reads: "512 B", "3.50 KiB", "12.0 MiB". */
-void mlprof__mem_bytes(mlprof__sb *out, uint64_t bytes);
 /* What went wrong on a device, in words ("1 free of an unknown address, 2
  * double frees"); nothing when all is well. Returns the number of problems. */
 uint64_t mlprof__mem_problems(mlprof__sb *out, const mem_device *d);

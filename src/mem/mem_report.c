@@ -9,22 +9,6 @@
 
 #include "mem_internal.h"
 
-void mlprof__mem_bytes(mlprof__sb *out, uint64_t bytes)
-{
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
-    if (bytes < 1024) {
-        mlprof__sb_printf(out, "%llu B", (unsigned long long)bytes);
-        return;
-    }
-    double v = (double)bytes / 1024;
-    int u = 0;
-    while (v >= 1024 && u < 3) {
-        v /= 1024;
-        u++;
-    }
-    mlprof__sb_printf(out, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
-}
-
 static void count_phrase(mlprof__sb *out, int *first, uint64_t n, const char *one, const char *many)
 {
     if (!n)
@@ -173,7 +157,7 @@ static void pad(mlprof__sb *out, size_t start, size_t width, int right)
 static void cell_bytes(mlprof__sb *out, uint64_t bytes, size_t width)
 {
     size_t start = out->len;
-    mlprof__mem_bytes(out, bytes);
+    mlprof__sb_bytes(out, bytes);
     pad(out, start, width, 1);
 }
 
@@ -236,16 +220,16 @@ static void table_device(mlprof__sb *out, int device, const mem_device *d, int f
     size_t top = (size_t)mlprof__g.cfg.memory_top;
     mlprof__sb_printf(out, "\nMemory: %s\n", d->name);
     mlprof__sb_puts(out, "  peak used       ");
-    mlprof__mem_bytes(out, d->peak_used);
+    mlprof__sb_bytes(out, d->peak_used);
     if (d->peak_ns) {
         mlprof__sb_puts(out, " at ");
         mlprof__sb_duration(out, d->peak_ns > origin ? d->peak_ns - origin : 0);
         mlprof__sb_puts(out, " (with ");
-        mlprof__mem_bytes(out, d->alloc_at_peak);
+        mlprof__sb_bytes(out, d->alloc_at_peak);
         mlprof__sb_puts(out, " allocated then)");
     }
     mlprof__sb_puts(out, "\n  peak allocated  ");
-    mlprof__mem_bytes(out, d->peak_allocated);
+    mlprof__sb_bytes(out, d->peak_allocated);
     if (d->peak_alloc_ns) {
         mlprof__sb_puts(out, " at ");
         mlprof__sb_duration(out, d->peak_alloc_ns > origin ? d->peak_alloc_ns - origin : 0);
@@ -255,9 +239,9 @@ static void table_device(mlprof__sb *out, int device, const mem_device *d, int f
                           100.0 * (double)d->peak_used / (double)d->peak_allocated,
                           d->pooled ? "" : "; no pool reserved memory, so they are equal");
     mlprof__sb_puts(out, "\n  now             ");
-    mlprof__mem_bytes(out, d->used);
+    mlprof__sb_bytes(out, d->used);
     mlprof__sb_printf(out, " used in %llu blocks, ", (unsigned long long)d->live_blocks);
-    mlprof__mem_bytes(out, d->allocated);
+    mlprof__sb_bytes(out, d->allocated);
     mlprof__sb_printf(out, " allocated\n  operations      %llu allocs, %llu frees, %llu reserves, %llu releases\n",
                       (unsigned long long)d->allocs, (unsigned long long)d->frees,
                       (unsigned long long)d->reserves, (unsigned long long)d->releases);
@@ -271,7 +255,7 @@ static void table_device(mlprof__sb *out, int device, const mem_device *d, int f
     block_set live = blocks_live_at(device, MEM_LIVE);
     if (peak.n) {
         mlprof__sb_printf(out, "\n  Live at the peak: %zu blocks, ", peak.n);
-        mlprof__mem_bytes(out, peak.bytes);
+        mlprof__sb_bytes(out, peak.bytes);
         mlprof__sb_printf(out, "%s; the largest %zu:\n",
                           d->peak_set_incomplete ? " (incomplete: memory_history was exceeded)" : "",
                           peak.n < top ? peak.n : top);
@@ -298,7 +282,7 @@ static void table_device(mlprof__sb *out, int device, const mem_device *d, int f
     mlprof__free(rows);
     if (live.n) {
         mlprof__sb_printf(out, "\n  %s: %zu blocks, ", final ? "Never freed (leaks)" : "Live now", live.n);
-        mlprof__mem_bytes(out, live.bytes);
+        mlprof__sb_bytes(out, live.bytes);
         mlprof__sb_printf(out, "; the largest %zu:\n", live.n < top ? live.n : top);
         table_blocks(out, &live, top, origin, 1);
     }

@@ -61,7 +61,7 @@ static void bytes_label(mlprof__sb *out, uint64_t v)
     if (x < 10240 || u == 4)
         mlprof__sb_printf(out, "%llu %s", (unsigned long long)x, units[u]);
     else
-        mlprof__mem_bytes(out, v);
+        mlprof__sb_bytes(out, v);
 }
 
 /* A time tick: the steps are 1, 2 or 5 times a power of ten, so whole
@@ -450,7 +450,7 @@ static void block_title(mlprof__sb *out, const mem_block *b, uint64_t origin)
     mlprof__sb_puts(out, "<title>");
     xml_text(out, b->tag ? b->tag : "block");
     mlprof__sb_puts(out, ": ");
-    mlprof__mem_bytes(out, b->bytes);
+    mlprof__sb_bytes(out, b->bytes);
     mlprof__sb_puts(out, "\nscope: ");
     xml_text(out, mlprof__mem_scope_name(b->scope));
     if (b->op) {
@@ -480,7 +480,7 @@ static void block_label(mlprof__sb *out, const mem_block *b, double x, double y,
         mlprof__sb_puts(&text, b->tag);
         mlprof__sb_putc(&text, ' ');
     }
-    mlprof__mem_bytes(&text, b->bytes);
+    mlprof__sb_bytes(&text, b->bytes);
     size_t fit = (size_t)((w - 6) / 5.8);
     if (text.data && text.len > fit) {
         if (fit < 4) {
@@ -567,7 +567,7 @@ static flow_counts flow_panel(mlprof__sb *out, int device, const mem_device *d, 
         double ya = addr_y(rg, nr, s->addr + s->bytes), yb = addr_y(rg, nr, s->addr);
         mlprof__sb_printf(out, "<rect class=\"segment\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>segment reserved by the pool: ",
                           xa, ya, xb - xa > 0.5 ? xb - xa : 0.5, yb - ya > 0.5 ? yb - ya : 0.5);
-        mlprof__mem_bytes(out, s->bytes);
+        mlprof__sb_bytes(out, s->bytes);
         mlprof__sb_printf(out, " at 0x%llx</title></rect>\n", (unsigned long long)s->addr);
     }
     /* blocks big enough to see, the largest first, up to MAX_RECTS */
@@ -640,7 +640,7 @@ static void peak_marker(mlprof__sb *out, const mem_device *d, const view *v, dou
     int right = x > v->x0 + v->w * 0.75;
     mlprof__sb_printf(out, "<text class=\"peaklabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">peak ", right ? x - 4 : x + 4,
                       top + 10, right ? "end" : "start");
-    mlprof__mem_bytes(out, d->peak_used);
+    mlprof__sb_bytes(out, d->peak_used);
     mlprof__sb_puts(out, "</text>\n");
 }
 
@@ -662,7 +662,7 @@ static void legend(mlprof__sb *out, const colours *col, double x, double y)
             xml_text(out, name);
         }
         mlprof__sb_puts(out, " <tspan class=\"dim\">");
-        mlprof__mem_bytes(out, col->ranks[i].weight);
+        mlprof__sb_bytes(out, col->ranks[i].weight);
         mlprof__sb_puts(out, "</tspan></text>\n");
     }
     if (col->n > NCOLORS) {
@@ -732,13 +732,13 @@ int mlprof__mem_write_svg(const char *path, const char *title)
         xml_text(out, d->name);
         mlprof__sb_puts(out, "</text><text class=\"sub\" x=\"");
         mlprof__sb_printf(out, "%.1f\" y=\"%.1f\">peak used ", LEFT + 12 + 9 * (double)strlen(d->name), y + 14);
-        mlprof__mem_bytes(out, d->peak_used);
+        mlprof__sb_bytes(out, d->peak_used);
         if (d->peak_ns) {
             mlprof__sb_puts(out, " at ");
             mlprof__sb_duration(out, d->peak_ns > origin ? d->peak_ns - origin : 0);
         }
         mlprof__sb_puts(out, " · peak allocated ");
-        mlprof__mem_bytes(out, d->peak_allocated);
+        mlprof__sb_bytes(out, d->peak_allocated);
         if (d->peak_allocated)
             mlprof__sb_printf(out, " · used/allocated %.0f%%", 100.0 * (double)d->peak_used / (double)d->peak_allocated);
         mlprof__sb_printf(out, " · %llu allocations", (unsigned long long)d->allocs);

@@ -31,7 +31,7 @@ const char *mlprof_version_string(void) { return MLPROF_VERSION_STRING; }
 
 /* ------------------------------------------------------ the configuration */
 
-typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS } key_type;
+typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER } key_type;
 
 typedef struct key_def {
     const char *name;
@@ -66,7 +66,14 @@ static const key_def g_keys[] = {
      "a number of blocks from 1K to 1000M, such as 65536, 512K or 4M"},
     {"memory_top", T_INT, F(memory_top), 0, 10000, "an integer from 0 to 10000"},
     {"counters", T_COUNTERS, F(counters), 0, 0,
-     "a comma list of counters, such as cycles,instructions,task-clock,page-faults, or empty"},
+     "a comma list of counters, such as cycles,instructions,task-clock,page-faults,rss,papi:PAPI_TOT_INS, "
+     "or empty"},
+    {"sampler", T_SAMPLER, F(sampler), 0, 0,
+     "a comma list of sampler sources, such as cpu,rss,rapl,nvml,instructions, or empty"},
+    {"sampler_period", T_DOUBLE, F(sampler_period), 0.0001, 3600, "seconds, from 0.0001 to 3600"},
+    {"papi_library", T_STR, F(papi_library), 0, 0, "a shared library name or path"},
+    {"nvml_library", T_STR, F(nvml_library), 0, 0, "a shared library name or path"},
+    {"powercap_dir", T_STR, F(powercap_dir), 0, 0, "a directory"},
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
@@ -81,6 +88,10 @@ static void config_defaults(mlprof__config *c)
     c->level = 1;
     c->buffer_size = 64u << 20;
     c->dump_at_exit = 1;
+    c->sampler_period = 0.01;
+    strcpy(c->papi_library, "libpapi.so");
+    strcpy(c->nvml_library, "libnvidia-ml.so.1");
+    strcpy(c->powercap_dir, "/sys/class/powercap");
     strcpy(c->clock, "auto");
     c->memory_sample_rate = 1;
     strcpy(c->memory_csv, "auto");
@@ -155,11 +166,12 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
             break;
         strcpy(field, value);
         return MLPROF_OK;
-    case T_COUNTERS: {
-        char why[400];
+    case T_COUNTERS:
+    case T_SAMPLER: {
+        char why[600];
         if (strlen(value) >= sizeof cfg->counters)
             break;
-        if (mlprof__hw_check(value, why, sizeof why) != 0)
+        if ((k->type == T_COUNTERS ? mlprof__hw_check : mlprof__hw_check_sampler)(value, why, sizeof why) != 0)
             return mlprof__fail(MLPROF_EVALUE, "bad value \"%s\" for configuration key \"%s\": %s", value,
                                 k->name, why);
         strcpy(field, value);
@@ -284,6 +296,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     case T_STR:
     case T_CLOCK:
     case T_COUNTERS:
+    case T_SAMPLER:
         snprintf(tmp, sizeof tmp, "%s", (const char *)field);
         break;
     case T_BOOL:
@@ -466,6 +479,7 @@ static int set_state_locked(int state);
 
 static void at_exit(void)
 {
+    mlprof__hw_quiesce(); /* its last samples are in the final dump */
     pthread_mutex_lock(&mlprof__g.ctl_lock);
     int want = mlprof__g.cfg.dump_at_exit && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
     if (want && mlprof__collect_dump(1) != MLPROF_OK)
@@ -498,6 +512,7 @@ static void fork_child(void)
     mlprof__thread_after_fork();
     mlprof__pool_reset_after_fork();
     mlprof__collect_after_fork();
+    mlprof__hw_after_fork(mlprof__g.state == MLPROF_STATE_RUN);
     if (mlprof__g.state == MLPROF_STATE_RUN)
         mlprof__collect_start_continuous();
 }
@@ -557,6 +572,7 @@ int mlprof_set_state(int state)
     pthread_mutex_lock(&mlprof__g.ctl_lock);
     int rc = set_state_locked(state);
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__hw_join();
     mlprof__collect_join_continuous();
     return rc;
 }
@@ -589,6 +605,8 @@ int mlprof_is_paused(void)
 int mlprof_dump(int finished)
 {
     mlprof__ensure_init();
+    if (finished) /* the sampler's last samples and reports go into the trace */
+        mlprof__hw_quiesce();
     pthread_mutex_lock(&mlprof__g.ctl_lock);
     if (finished) {
         mlprof__g.state = MLPROF_STATE_STOP;
@@ -598,6 +616,7 @@ int mlprof_dump(int finished)
     }
     int rc = mlprof__collect_dump(finished);
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__hw_join();
     mlprof__collect_join_continuous();
     return rc;
 }

@@ -186,7 +186,12 @@ typedef struct mlprof__config {
     uint64_t memory_history;
     int memory_sample_rate;
     int memory_top;
-    char counters[256]; /* perf_event counters measured per span */
+    char counters[256]; /* measured per span (src/hw) */
+    char sampler[256];  /* series written by the sampler thread */
+    double sampler_period;
+    char papi_library[MLPROF__PATH_MAX];
+    char nvml_library[MLPROF__PATH_MAX];
+    char powercap_dir[MLPROF__PATH_MAX];
     int profile_all;
     int profile_api;
     int profile_memory;
