@@ -78,13 +78,43 @@ static long long rss_now(void)
     return resident * sysconf(_SC_PAGESIZE);
 }
 
+static uint64_t process_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spins for 200 ms of this thread's CPU time, writing down every millisecond
+ * the process's CPU time with mlprof's clock: what the sampler's cpu and
+ * task-clock series must add up to, whatever else the machine is doing. */
+static void spin_and_watch(void)
+{
+    enum { MAX = 4000 };
+    static uint64_t at[MAX], cpu[MAX];
+    size_t n = 0;
+    uint64_t c0 = thread_cpu_ns(), last = 0;
+    while (thread_cpu_ns() - c0 < 200000000u) {
+        uint64_t now = mlprof_now_ns();
+        if (n < MAX && now - last >= 1000000u) {
+            at[n] = now;
+            cpu[n++] = process_cpu_ns();
+            last = now;
+        }
+    }
+    printf("watch=");
+    for (size_t i = 0; i < n; i++)
+        printf("%s%llu:%llu", i ? "," : "", (unsigned long long)at[i], (unsigned long long)cpu[i]);
+    printf("\n");
+}
+
 static void process_body(void)
 {
     mlprof_domain *d = mlprof_domain_create("work");
     sleep_ms(40);
     uint64_t t0 = mlprof_now_ns();
     mlprof_begin_dynamic(d, "spin");
-    spin_cpu(200000000u);
+    spin_and_watch();
     mlprof_end_dynamic(d);
     uint64_t t1 = mlprof_now_ns();
     long long r0 = rss_now();

@@ -11,52 +11,47 @@
 
 /* ------------------------------------------------------------- parsing */
 
-enum { K_PERF, K_RSS, K_PAPI, K_CPU, K_RAPL, K_NVML };
-
-typedef struct item {
-    int kind;
-    int perf;                       /* K_PERF: the counter */
-    char papi[MLPROF__PAPI_NAME];   /* K_PAPI: the event */
-} item;
-
-#define MAX_ITEMS (MLPROF__PERF_MAX + 1 + MLPROF__HW_PAPI_MAX + 3)
-
 static const char k_perf_names[] =
     "cycles, instructions, cache-references, cache-misses, branches, branch-misses, ref-cycles, "
     "task-clock, page-faults, minor-faults, major-faults, context-switches, cpu-migrations";
 
+/* The next item of a comma list at *p: its length (0 at the end), *p moved
+ * to its start. */
+static size_t next_item(const char **p)
+{
+    while (**p == ',' || **p == ' ')
+        (*p)++;
+    return strcspn(*p, ", ");
+}
+
 /* Splits a comma list into items; sampler chooses which names are allowed. */
-static int parse(const char *spec, int sampler, item *out, size_t *n, char *err, size_t len)
+static int parse(const char *spec, int sampler, mlprof__hw_item *out, size_t *n, char *err, size_t len)
 {
     size_t perf = 0, papi = 0;
     *n = 0;
-    for (const char *p = spec; *p;) {
-        while (*p == ',' || *p == ' ')
-            p++;
-        size_t k = strcspn(p, ", ");
-        if (!k)
-            break;
-        item it;
+    const char *p = spec;
+    for (size_t k; (k = next_item(&p)) != 0; p += k) {
+        mlprof__hw_item it;
         memset(&it, 0, sizeof it);
         it.perf = -1;
         if ((it.perf = mlprof__perf_find(p, k)) >= 0) {
-            it.kind = K_PERF;
+            it.kind = MLPROF__K_PERF;
         } else if (k == 3 && memcmp(p, "rss", 3) == 0) {
-            it.kind = K_RSS;
+            it.kind = MLPROF__K_RSS;
         } else if (!sampler && k > 5 && memcmp(p, "papi:", 5) == 0) {
             if (k - 5 >= MLPROF__PAPI_NAME) {
                 snprintf(err, len, "PAPI event name \"%.*s\" is longer than %d bytes", (int)(k - 5), p + 5,
                          MLPROF__PAPI_NAME - 1);
                 return -1;
             }
-            it.kind = K_PAPI;
+            it.kind = MLPROF__K_PAPI;
             memcpy(it.papi, p + 5, k - 5);
         } else if (sampler && k == 3 && memcmp(p, "cpu", 3) == 0) {
-            it.kind = K_CPU;
+            it.kind = MLPROF__K_CPU;
         } else if (sampler && k == 4 && memcmp(p, "rapl", 4) == 0) {
-            it.kind = K_RAPL;
+            it.kind = MLPROF__K_RAPL;
         } else if (sampler && k == 4 && memcmp(p, "nvml", 4) == 0) {
-            it.kind = K_NVML;
+            it.kind = MLPROF__K_NVML;
         } else {
             snprintf(err, len, "unknown %s \"%.*s\" (one of %s, %s)", sampler ? "sampler source" : "counter",
                      (int)k, p, k_perf_names,
@@ -69,32 +64,31 @@ static int parse(const char *spec, int sampler, item *out, size_t *n, char *err,
                 return -1;
             }
         }
-        if ((it.kind == K_PERF && ++perf > MLPROF__PERF_MAX) ||
-            (it.kind == K_PAPI && ++papi > MLPROF__HW_PAPI_MAX)) {
-            snprintf(err, len, "more than %d %s counters", it.kind == K_PERF ? MLPROF__PERF_MAX : MLPROF__HW_PAPI_MAX,
-                     it.kind == K_PERF ? "perf_event" : "PAPI");
+        if ((it.kind == MLPROF__K_PERF && ++perf > MLPROF__PERF_MAX) ||
+            (it.kind == MLPROF__K_PAPI && ++papi > MLPROF__HW_PAPI_MAX)) {
+            snprintf(err, len, "more than %d %s counters", it.kind == MLPROF__K_PERF ? MLPROF__PERF_MAX : MLPROF__HW_PAPI_MAX,
+                     it.kind == MLPROF__K_PERF ? "perf_event" : "PAPI");
             return -1;
         }
-        if (*n == MAX_ITEMS) {
-            snprintf(err, len, "more than %d items", MAX_ITEMS);
+        if (*n == MLPROF__HW_ITEMS) {
+            snprintf(err, len, "more than %d items", MLPROF__HW_ITEMS);
             return -1;
         }
         out[(*n)++] = it;
-        p += k;
     }
     return 0;
 }
 
 int mlprof__hw_check(const char *spec, char *err, size_t len)
 {
-    item items[MAX_ITEMS];
+    mlprof__hw_item items[MLPROF__HW_ITEMS];
     size_t n;
     return parse(spec, 0, items, &n, err, len);
 }
 
 int mlprof__hw_check_sampler(const char *spec, char *err, size_t len)
 {
-    item items[MAX_ITEMS];
+    mlprof__hw_item items[MLPROF__HW_ITEMS];
     size_t n;
     return parse(spec, 1, items, &n, err, len);
 }
@@ -165,26 +159,80 @@ void mlprof__hw_unavailable(const char *what, const char *reason)
         mlprof__log(MLPROF_LOG_WARN, "%s cannot be measured: %s; the rest goes on", what, reason);
 }
 
+/* ------------------------------------------------- shared by back-ends */
+
+int mlprof__hw_observer_on(int *id, const char *name, size_t data_size, mlprof__span_fn begin,
+                           mlprof__span_fn end)
+{
+    if (*id >= 0)
+        return MLPROF_OK;
+    mlprof_observer o = {sizeof o, name, data_size, NULL, begin, NULL, end};
+    int got = mlprof__observer_register_locked(&o);
+    if (got < 0)
+        return got;
+    *id = got;
+    return MLPROF_OK;
+}
+
+void mlprof__hw_observer_off(int *id)
+{
+    if (*id < 0)
+        return;
+    mlprof__observer_unregister_locked(*id);
+    *id = -1;
+}
+
+void mlprof__rate_start(mlprof__rate *r, mlprof_domain *d, const char *name, double scale, uint64_t wrap,
+                        uint64_t value)
+{
+    r->counter = mlprof_counter_create(d, name);
+    r->scale = scale;
+    r->wrap = wrap;
+    r->last = value;
+    r->last_ns = mlprof__clock_monotonic_ns();
+}
+
+void mlprof__rate_put(mlprof__rate *r, uint64_t value, uint64_t now_ns)
+{
+    uint64_t grew;
+    if (value >= r->last)
+        grew = value - r->last;
+    else if (r->wrap >= r->last) /* went past wrap and around once */
+        grew = r->wrap - r->last + value;
+    else
+        grew = UINT64_MAX; /* went back: a reset, nothing to say */
+    if (now_ns > r->last_ns && grew != UINT64_MAX)
+        mlprof_counter_set_double(r->counter, r->scale * (double)grew / ((double)(now_ns - r->last_ns) * 1e-9));
+    r->last = value;
+    r->last_ns = now_ns;
+}
+
+void mlprof__rate_end(mlprof__rate *r, int after_fork)
+{
+    if (!after_fork)
+        mlprof_counter_destroy(r->counter);
+    r->counter = NULL;
+}
+
 /* -------------------------------------------------------- start, stop */
 
 static int g_started; /* observers registered, sampler asked to run */
-static char g_counters[256], g_sampler[256]; /* as they were at the start */
+static mlprof__hw_item g_counters[MLPROF__HW_ITEMS], g_sampler[MLPROF__HW_ITEMS]; /* of this run */
+static size_t g_ncounters, g_nsampler;
 
 int mlprof__hw_start(void)
 {
     const mlprof__config *c = &mlprof__g.cfg;
     if (g_started)
         return MLPROF_OK;
-    snprintf(g_counters, sizeof g_counters, "%s", c->counters);
-    snprintf(g_sampler, sizeof g_sampler, "%s", c->sampler);
-    g_papi_n = 0;
-    if (!c->counters[0] && !c->sampler[0])
-        return MLPROF_OK;
-    item items[MAX_ITEMS];
-    size_t n;
     char err[600];
-    if (parse(c->counters, 0, items, &n, err, sizeof err) != 0)
+    g_ncounters = g_nsampler = g_papi_n = 0;
+    if (parse(c->counters, 0, g_counters, &g_ncounters, err, sizeof err) != 0)
         return mlprof__fail(MLPROF_EVALUE, "counters: %s", err);
+    if (parse(c->sampler, 1, g_sampler, &g_nsampler, err, sizeof err) != 0)
+        return mlprof__fail(MLPROF_EVALUE, "sampler: %s", err);
+    if (!g_ncounters && !g_nsampler)
+        return MLPROF_OK;
     pthread_mutex_lock(&U.lock);
     U.n = U.lost = 0;
     pthread_mutex_unlock(&U.lock);
@@ -192,13 +240,13 @@ int mlprof__hw_start(void)
     int perf[MLPROF__PERF_MAX];
     size_t nperf = 0;
     int rss = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (items[i].kind == K_PERF)
-            perf[nperf++] = items[i].perf;
-        else if (items[i].kind == K_RSS)
+    for (size_t i = 0; i < g_ncounters; i++) {
+        if (g_counters[i].kind == MLPROF__K_PERF)
+            perf[nperf++] = g_counters[i].perf;
+        else if (g_counters[i].kind == MLPROF__K_RSS)
             rss = 1;
         else
-            memcpy(g_papi[g_papi_n++], items[i].papi, MLPROF__PAPI_NAME);
+            memcpy(g_papi[g_papi_n++], g_counters[i].papi, MLPROF__PAPI_NAME);
     }
     int rc = nperf ? mlprof__perf_span_start(perf, nperf) : MLPROF_OK;
     if (rc == MLPROF_OK && rss)
@@ -206,7 +254,7 @@ int mlprof__hw_start(void)
     if (rc == MLPROF_OK && g_papi_n)
         rc = mlprof__papi_span_start(g_papi, g_papi_n);
     if (rc == MLPROF_OK)
-        rc = mlprof__sampler_start();
+        rc = mlprof__sampler_start(g_sampler, g_nsampler);
     if (rc != MLPROF_OK) {
         int keep = rc;
         mlprof__hw_stop();
@@ -235,35 +283,34 @@ void mlprof__hw_quiesce(void)
 
 void mlprof__hw_after_fork(int running)
 {
+    pthread_mutex_init(&U.lock, NULL); /* a parent's thread may have held it */
     mlprof__sampler_after_fork(running);
 }
 
-/* A comma list as a JSON array of its items. */
-static void list_json(mlprof__sb *out, const char *key, const char *spec)
+/* Items as a JSON array of their names. */
+static void list_json(mlprof__sb *out, const char *key, const mlprof__hw_item *items, size_t n)
 {
+    static const char *const fixed[] = {"", "rss", "", "cpu", "rapl", "nvml"};
     mlprof__sb_printf(out, ",\"%s\":[", key);
-    int first = 1;
-    for (const char *p = spec; *p;) {
-        while (*p == ',' || *p == ' ')
-            p++;
-        size_t k = strcspn(p, ", ");
-        if (!k)
-            break;
-        if (!first)
+    for (size_t i = 0; i < n; i++) {
+        const mlprof__hw_item *it = &items[i];
+        char name[MLPROF__PAPI_NAME + 8];
+        snprintf(name, sizeof name, "%s%s", it->kind == MLPROF__K_PAPI ? "papi:" : "",
+                 it->kind == MLPROF__K_PERF ? mlprof__perf_name(it->perf)
+                 : it->kind == MLPROF__K_PAPI ? it->papi : fixed[it->kind]);
+        if (i)
             mlprof__sb_putc(out, ',');
-        mlprof__sb_json_str(out, p, k);
-        first = 0;
-        p += k;
+        mlprof__sb_json_str(out, name, strlen(name));
     }
     mlprof__sb_putc(out, ']');
 }
 
 void mlprof__hw_other_data(mlprof__sb *out)
 {
-    if (!g_counters[0] && !g_sampler[0])
+    if (!g_ncounters && !g_nsampler)
         return;
-    list_json(out, "counters", g_counters);
-    list_json(out, "sampler", g_sampler);
+    list_json(out, "counters", g_counters, g_ncounters);
+    list_json(out, "sampler", g_sampler, g_nsampler);
     mlprof__sampler_other_data(out);
     mlprof__sb_puts(out, ",\"counters_unavailable\":{");
     pthread_mutex_lock(&U.lock);

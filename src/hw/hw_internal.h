@@ -14,6 +14,35 @@
 #define MLPROF__PAPI_NAME 64 /* bytes of a PAPI event name, with its NUL */
 #define MLPROF__PERF_MAX 8   /* perf_event counters per span */
 
+/* One item of the counters or sampler key. */
+enum { MLPROF__K_PERF, MLPROF__K_RSS, MLPROF__K_PAPI, MLPROF__K_CPU, MLPROF__K_RAPL, MLPROF__K_NVML };
+typedef struct mlprof__hw_item {
+    int kind;
+    int perf;                          /* MLPROF__K_PERF: the counter */
+    char papi[MLPROF__PAPI_NAME];      /* MLPROF__K_PAPI: the event */
+} mlprof__hw_item;
+#define MLPROF__HW_ITEMS (MLPROF__PERF_MAX + 1 + MLPROF__HW_PAPI_MAX + 3)
+
+/* Registers a built-in observer (ctl_lock held, stopped) into *id unless it
+ * is there (*id >= 0); off takes it away and sets *id to -1. */
+typedef void (*mlprof__span_fn)(void *user, const mlprof_span_info *span, void *data);
+int mlprof__hw_observer_on(int *id, const char *name, size_t data_size, mlprof__span_fn begin,
+                           mlprof__span_fn end);
+void mlprof__hw_observer_off(int *id);
+
+/* A series of the rate of a growing count: each put records
+ * scale * (value - last) / seconds since the last; wrap, when not 0, is where
+ * the count goes back to 0 (RAPL's energy). */
+typedef struct mlprof__rate {
+    mlprof_counter *counter;
+    uint64_t last, last_ns, wrap;
+    double scale;
+} mlprof__rate;
+void mlprof__rate_start(mlprof__rate *r, mlprof_domain *d, const char *name, double scale, uint64_t wrap,
+                        uint64_t value);
+void mlprof__rate_put(mlprof__rate *r, uint64_t value, uint64_t now_ns);
+void mlprof__rate_end(mlprof__rate *r, int after_fork);
+
 /* Records that `what` (a counter, a source) cannot be used and why; said on
  * stderr the first time in a run. Any thread, any time. */
 void mlprof__hw_unavailable(const char *what, const char *reason);
@@ -49,8 +78,8 @@ int mlprof__papi_span_start(char (*names)[MLPROF__PAPI_NAME], size_t n);
 void mlprof__papi_span_stop(void);
 
 /* ------------------------------------------------------- sampler.c */
-/* The sampler thread, for the sampler key (ctl_lock held, as hw.h's). */
-int mlprof__sampler_start(void);
+/* The sampler thread for these sources (ctl_lock held, as hw.h's). */
+int mlprof__sampler_start(const mlprof__hw_item *items, size_t n);
 void mlprof__sampler_stop(void);
 void mlprof__sampler_join(void);
 void mlprof__sampler_after_fork(int running);
@@ -70,14 +99,11 @@ typedef struct mlprof__source {
     void (*close)(void *state, int after_fork);
 } mlprof__source;
 
-extern const mlprof__source mlprof__perf_source; /* arg: the counter's index */
+extern const mlprof__source mlprof__perf_source; /* arg: an int, the counter's index */
 extern const mlprof__source mlprof__cpu_source;
 extern const mlprof__source mlprof__rss_source;
 extern const mlprof__source mlprof__rapl_source;
 extern const mlprof__source mlprof__nvml_source;
 
-/* The change of a counter that wraps at max (RAPL's energy): now - before,
- * or the way around through max when it went past it once. */
-uint64_t mlprof__wrap_delta(uint64_t before, uint64_t now, uint64_t max);
 
 #endif /* MLPROF_HW_INTERNAL_H */

@@ -256,18 +256,7 @@ int mlprof__papi_span_start(char (*names)[MLPROF__PAPI_NAME], size_t n)
     P.n = n < MLPROF__HW_PAPI_MAX ? n : MLPROF__HW_PAPI_MAX;
     memcpy(P.names, names, P.n * sizeof P.names[0]);
     P.generation++;
-    mlprof_observer o = {sizeof o, "papi", sizeof(papi_span), NULL, on_begin, NULL, on_end};
-    int id = mlprof__observer_register_locked(&o);
-    if (id < 0)
-        return id;
-    P.observer = id;
-    return MLPROF_OK;
+    return mlprof__hw_observer_on(&P.observer, "papi", sizeof(papi_span), on_begin, on_end);
 }
 
-void mlprof__papi_span_stop(void)
-{
-    if (P.observer < 0)
-        return;
-    mlprof__observer_unregister_locked(P.observer);
-    P.observer = -1;
-}
+void mlprof__papi_span_stop(void) { mlprof__hw_observer_off(&P.observer); }

@@ -238,21 +238,10 @@ int mlprof__perf_span_start(const int *counters, size_t n)
     for (size_t i = 0; i < P.n; i++)
         P.def[i] = &k_counters[counters[i]];
     P.generation++;
-    mlprof_observer o = {sizeof o, "counters", sizeof(span_counts), NULL, on_begin, NULL, on_end};
-    int id = mlprof__observer_register_locked(&o);
-    if (id < 0)
-        return id;
-    P.observer = id;
-    return MLPROF_OK;
+    return mlprof__hw_observer_on(&P.observer, "counters", sizeof(span_counts), on_begin, on_end);
 }
 
-void mlprof__perf_span_stop(void)
-{
-    if (P.observer < 0)
-        return;
-    mlprof__observer_unregister_locked(P.observer);
-    P.observer = -1;
-}
+void mlprof__perf_span_stop(void) { mlprof__hw_observer_off(&P.observer); }
 
 /* ------------------------------------------------- the whole process */
 
@@ -347,9 +336,7 @@ void mlprof__perf_proc_close(mlprof__perf_proc *p)
  * task-clock as the number of CPUs kept busy. */
 typedef struct perf_series {
     mlprof__perf_proc *proc;
-    mlprof_counter *counter;
-    uint64_t last, last_ns;
-    int busy; /* task-clock: nanoseconds per nanosecond */
+    mlprof__rate rate;
 } perf_series;
 
 static void *perf_series_open(mlprof_domain *d, const void *arg)
@@ -363,32 +350,24 @@ static void *perf_series_open(mlprof_domain *d, const void *arg)
         mlprof__free(s);
         return NULL;
     }
-    s->busy = k_counters[counter].type == PERF_TYPE_SOFTWARE && k_counters[counter].config == PERF_COUNT_SW_TASK_CLOCK;
+    const counter_def *c = &k_counters[counter];
+    int busy = c->type == PERF_TYPE_SOFTWARE && c->config == PERF_COUNT_SW_TASK_CLOCK; /* ns per ns */
     char name[64];
-    snprintf(name, sizeof name, s->busy ? "%s (CPUs)" : "%s/s", k_counters[counter].name);
-    s->counter = mlprof_counter_create(d, name);
-    s->last = mlprof__perf_proc_read(s->proc);
-    s->last_ns = mlprof__clock_monotonic_ns();
+    snprintf(name, sizeof name, busy ? "%s (CPUs)" : "%s/s", c->name);
+    mlprof__rate_start(&s->rate, d, name, busy ? 1e-9 : 1, 0, mlprof__perf_proc_read(s->proc));
     return s;
 }
 
 static void perf_series_sample(void *state, uint64_t now_ns)
 {
     perf_series *s = state;
-    uint64_t v = mlprof__perf_proc_read(s->proc);
-    if (now_ns > s->last_ns && v >= s->last) {
-        double per_s = (double)(v - s->last) / ((double)(now_ns - s->last_ns) * 1e-9);
-        mlprof_counter_set_double(s->counter, s->busy ? per_s * 1e-9 : per_s);
-    }
-    s->last = v;
-    s->last_ns = now_ns;
+    mlprof__rate_put(&s->rate, mlprof__perf_proc_read(s->proc), now_ns);
 }
 
 static void perf_series_close(void *state, int after_fork)
 {
     perf_series *s = state;
-    if (!after_fork)
-        mlprof_counter_destroy(s->counter);
+    mlprof__rate_end(&s->rate, after_fork);
     mlprof__perf_proc_close(s->proc);
     mlprof__free(s);
 }

@@ -24,13 +24,12 @@
 #define MAX_CPUS 16 /* packages counted through the power PMU */
 
 typedef struct zone {
-    mlprof_counter *counter;
+    mlprof__rate rate;
     int fd[MAX_CPUS];  /* powercap: fd[0] is energy_uj; perf: one per package */
     int nfd;
     int perf;          /* read through perf_event */
     double joules;     /* per unit read */
     uint64_t max;      /* powercap: where energy_uj wraps */
-    uint64_t last, last_ns;
     /* A virtual machine may show the power PMU and count nothing: a zone's
      * samples start when its energy first moves, and one still at its first
      * value after STILL_NS is given up on, and said so. */
@@ -45,13 +44,6 @@ typedef struct rapl {
     size_t n;
     zone z[MAX_ZONES];
 } rapl;
-
-uint64_t mlprof__wrap_delta(uint64_t before, uint64_t now, uint64_t max)
-{
-    if (now >= before)
-        return now - before;
-    return max >= before ? max - before + now : now; /* it wrapped once */
-}
 
 /* A small file's text, trailing newline cut; -1 with errno. */
 static int read_text(const char *path, char *buf, size_t len)
@@ -97,9 +89,9 @@ static void zone_start(zone *z, mlprof_domain *d, const char *label)
     char name[128];
     snprintf(z->label, sizeof z->label, "%s", label);
     snprintf(name, sizeof name, "power %s (W)", label);
-    z->counter = mlprof_counter_create(d, name);
-    z->first = z->last = zone_read(z);
-    z->opened_ns = z->last_ns = mlprof__clock_monotonic_ns();
+    z->first = zone_read(z);
+    mlprof__rate_start(&z->rate, d, name, z->joules, z->perf ? 0 : z->max, z->first);
+    z->opened_ns = z->rate.last_ns;
 }
 
 /* A zone that never counted: said, as "rapl LABEL". */
@@ -296,18 +288,13 @@ static void rapl_sample(void *state, uint64_t now_ns)
             continue;
         uint64_t v = zone_read(z);
         z->moved |= v != z->first;
-        if (!z->moved) {
-            if (now_ns - z->opened_ns >= STILL_NS)
-                zone_still(z, now_ns);
-            z->last_ns = now_ns;
-            continue;
+        if (z->moved) {
+            mlprof__rate_put(&z->rate, v, now_ns);
+        } else if (now_ns - z->opened_ns >= STILL_NS) {
+            zone_still(z, now_ns);
+        } else {
+            z->rate.last_ns = now_ns; /* nothing yet: the first sample covers only its own period */
         }
-        if (now_ns > z->last_ns) {
-            uint64_t used = z->perf ? v - z->last : mlprof__wrap_delta(z->last, v, z->max);
-            mlprof_counter_set_double(z->counter, (double)used * z->joules / ((double)(now_ns - z->last_ns) * 1e-9));
-        }
-        z->last = v;
-        z->last_ns = now_ns;
     }
 }
 
@@ -319,8 +306,7 @@ static void rapl_close(void *state, int after_fork)
             zone_still(&r->z[i], mlprof__clock_monotonic_ns());
         for (int k = 0; k < r->z[i].nfd; k++)
             close(r->z[i].fd[k]);
-        if (!after_fork)
-            mlprof_counter_destroy(r->z[i].counter);
+        mlprof__rate_end(&r->z[i].rate, after_fork);
     }
     mlprof__free(r);
 }

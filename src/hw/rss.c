@@ -78,27 +78,14 @@ static void on_end(void *user, const mlprof_span_info *span, void *data)
 
 int mlprof__rss_span_start(void)
 {
-    if (g_observer >= 0)
-        return MLPROF_OK;
     if (mlprof__rss_bytes() < 0) {
         mlprof__hw_unavailable("rss", "cannot read /proc/self/statm");
         return MLPROF_OK;
     }
-    mlprof_observer o = {sizeof o, "rss", sizeof(int64_t), NULL, on_begin, NULL, on_end};
-    int id = mlprof__observer_register_locked(&o);
-    if (id < 0)
-        return id;
-    g_observer = id;
-    return MLPROF_OK;
+    return mlprof__hw_observer_on(&g_observer, "rss", sizeof(int64_t), on_begin, on_end);
 }
 
-void mlprof__rss_span_stop(void)
-{
-    if (g_observer < 0)
-        return;
-    mlprof__observer_unregister_locked(g_observer);
-    g_observer = -1;
-}
+void mlprof__rss_span_stop(void) { mlprof__hw_observer_off(&g_observer); }
 
 /* ------------------------------------------------------ the series */
 

@@ -88,45 +88,25 @@ static void *sampler_main(void *arg)
 }
 
 /* The sampler key's items, as sources. */
-static int add_sources(const char *spec)
+static void add_sources(const mlprof__hw_item *items, size_t n)
 {
+    static const mlprof__source *const by_kind[] = {&mlprof__perf_source, &mlprof__rss_source, NULL,
+                                                    &mlprof__cpu_source, &mlprof__rapl_source,
+                                                    &mlprof__nvml_source};
     S.n = 0;
-    for (const char *p = spec; *p && S.n < MAX_SOURCES;) {
-        while (*p == ',' || *p == ' ')
-            p++;
-        size_t k = strcspn(p, ", ");
-        if (!k)
-            break;
+    for (size_t i = 0; i < n && S.n < MAX_SOURCES; i++) {
+        if (!by_kind[items[i].kind])
+            continue;
         running_source *r = &S.s[S.n++];
+        r->src = by_kind[items[i].kind];
+        r->arg = items[i].perf;
         r->state = NULL;
-        r->arg = mlprof__perf_find(p, k);
-        if (r->arg >= 0)
-            r->src = &mlprof__perf_source;
-        else if (k == 3 && memcmp(p, "cpu", 3) == 0)
-            r->src = &mlprof__cpu_source;
-        else if (k == 3 && memcmp(p, "rss", 3) == 0)
-            r->src = &mlprof__rss_source;
-        else if (k == 4 && memcmp(p, "rapl", 4) == 0)
-            r->src = &mlprof__rapl_source;
-        else if (k == 4 && memcmp(p, "nvml", 4) == 0)
-            r->src = &mlprof__nvml_source;
-        else /* the key was checked when it was set */
-            return mlprof__fail(MLPROF_EVALUE, "sampler: unknown source \"%.*s\"", (int)k, p);
-        p += k;
     }
-    return MLPROF_OK;
 }
 
-int mlprof__sampler_start(void)
+/* Starts the thread over the sources in S. */
+static int launch(void)
 {
-    const mlprof__config *c = &mlprof__g.cfg;
-    pthread_mutex_lock(&S.lock);
-    int busy = S.running;
-    if (!busy)
-        S.period_ns = S.samples = S.skipped = 0; /* what otherData says of this run */
-    pthread_mutex_unlock(&S.lock);
-    if (busy || !c->sampler[0])
-        return MLPROF_OK;
     if (!S.cond_ready) {
         pthread_condattr_t attr;
         pthread_condattr_init(&attr);
@@ -135,16 +115,26 @@ int mlprof__sampler_start(void)
         pthread_condattr_destroy(&attr);
         S.cond_ready = 1;
     }
-    int rc = add_sources(c->sampler);
-    if (rc != MLPROF_OK)
-        return rc;
-    S.period_ns = (uint64_t)(c->sampler_period * 1e9);
     S.stop = 0;
-    rc = pthread_create(&S.thread, NULL, sampler_main, NULL);
+    int rc = pthread_create(&S.thread, NULL, sampler_main, NULL);
     if (rc != 0)
         return mlprof__fail(MLPROF_EIO, "cannot start the sampler thread: %s", strerror(rc));
     S.running = 1;
     return MLPROF_OK;
+}
+
+int mlprof__sampler_start(const mlprof__hw_item *items, size_t n)
+{
+    pthread_mutex_lock(&S.lock);
+    int busy = S.running;
+    if (!busy)
+        S.period_ns = S.samples = S.skipped = 0; /* what otherData says of this run */
+    pthread_mutex_unlock(&S.lock);
+    if (busy || !n)
+        return MLPROF_OK;
+    add_sources(items, n);
+    S.period_ns = (uint64_t)(mlprof__g.cfg.sampler_period * 1e9);
+    return launch();
 }
 
 void mlprof__sampler_stop(void)
@@ -178,7 +168,7 @@ void mlprof__sampler_after_fork(int running)
     /* the thread stayed in the parent: what it had open is let go of here */
     S.running = 0;
     close_sources(1);
-    if (running && mlprof__sampler_start() != MLPROF_OK)
+    if (running && launch() != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "sampler in the forked child: %s", mlprof_last_error());
 }
 
@@ -194,11 +184,6 @@ void mlprof__sampler_other_data(mlprof__sb *out)
 
 /* ------------------------------------------------------------- cpu */
 
-typedef struct cpu_series {
-    mlprof_counter *counter;
-    uint64_t last_cpu_ns, last_ns;
-} cpu_series;
-
 static uint64_t process_cpu_ns(void)
 {
     struct rusage ru;
@@ -211,31 +196,18 @@ static uint64_t process_cpu_ns(void)
 static void *cpu_open(mlprof_domain *d, const void *arg)
 {
     (void)arg;
-    cpu_series *s = mlprof__calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    s->counter = mlprof_counter_create(d, "cpu (%)");
-    s->last_cpu_ns = process_cpu_ns();
-    s->last_ns = mlprof__clock_monotonic_ns();
-    return s;
+    mlprof__rate *r = mlprof__calloc(1, sizeof *r);
+    if (r) /* CPU nanoseconds per nanosecond, in percent */
+        mlprof__rate_start(r, d, "cpu (%)", 100e-9, 0, process_cpu_ns());
+    return r;
 }
 
-static void cpu_sample(void *state, uint64_t now_ns)
-{
-    cpu_series *s = state;
-    uint64_t cpu = process_cpu_ns();
-    if (now_ns > s->last_ns && cpu >= s->last_cpu_ns)
-        mlprof_counter_set_double(s->counter, 100.0 * (double)(cpu - s->last_cpu_ns) / (double)(now_ns - s->last_ns));
-    s->last_cpu_ns = cpu;
-    s->last_ns = now_ns;
-}
+static void cpu_sample(void *state, uint64_t now_ns) { mlprof__rate_put(state, process_cpu_ns(), now_ns); }
 
 static void cpu_close(void *state, int after_fork)
 {
-    cpu_series *s = state;
-    if (!after_fork)
-        mlprof_counter_destroy(s->counter);
-    mlprof__free(s);
+    mlprof__rate_end(state, after_fork);
+    mlprof__free(state);
 }
 
 const mlprof__source mlprof__cpu_source = {"cpu", cpu_open, cpu_sample, cpu_close};
