@@ -29,6 +29,7 @@ check:
 BENCH_MB ?= 512
 bench: build
 	@$(BUILD)/bench_core
+	@python3 bench/bench_run.py $(BUILD)/mlprof
 	@python3 bench/bench_analyze.py $(BUILD)/mlprof --mb $(BENCH_MB)
 
 install: build

@@ -14,6 +14,7 @@
 #include "../src/analyze/analyze.h"
 #include "../src/analyze/gpu.h"
 #include "../src/analyze/merge.h"
+#include "run.h"
 
 #define PROG "mlprof"
 
@@ -27,6 +28,7 @@ static void usage(FILE *out)
             "  diff A B        per operator, what changed from run A to run B\n"
             "  merge A B ...   several processes' or hosts' traces on one timeline\n"
             "  kernels TRACE   GPU time: compute, communication, memory, idle; per operator\n"
+            "  run -- CMD      profile an unmodified program (and what it starts)\n"
             "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
             "\n"
             "Traces are Chrome trace event JSON files, plain or gzip: mlprof's own, and those\n"
@@ -517,6 +519,8 @@ int main(int argc, char **argv)
         return cmd_merge(argc - 1, argv + 1);
     if (strcmp(cmd, "kernels") == 0)
         return cmd_kernels(argc - 1, argv + 1);
+    if (strcmp(cmd, "run") == 0)
+        return mlprof_cmd_run(argc - 1, argv + 1);
     fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
     usage(stderr);
     return 2;

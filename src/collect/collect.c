@@ -693,9 +693,9 @@ int mlprof_output_path(const char *what, char *buf, size_t len)
         return mlprof__fail(MLPROF_EINVAL, "mlprof_output_path: no buffer");
     buf[0] = '\0';
     char path[4200];
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int rc = what ? output_path(what, path, sizeof path) : -1;
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     if (rc != 0)
         return mlprof__fail(MLPROF_EINVAL,
                             "mlprof_output_path: unknown output \"%s\" (trace, stats, memory_csv, memory_svg)",
@@ -960,19 +960,19 @@ void mlprof__collect_clear(void)
 int mlprof_mem_info_get(int device, mlprof_mem_info *info, size_t size)
 {
     mlprof__ensure_init();
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     drain_all(0, 0);
     int rc = mlprof__mem_info(device, info, size);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return rc;
 }
 
 int mlprof_mem_device_name(int device, const char *name)
 {
     mlprof__ensure_init();
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int rc = mlprof__mem_set_device_name(device, name);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return rc;
 }
 
@@ -1011,7 +1011,7 @@ static void deadline_in(struct timespec *ts, uint64_t ns)
 static void *continuous_main(void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     uint64_t next_dump = mlprof__clock_monotonic_ns() + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
     while (!C.thread_stop) {
         /* wake often enough to drain before the pool fills, write every period */
@@ -1030,7 +1030,7 @@ static void *continuous_main(void *arg)
         }
         __atomic_store_n(&C.poked, 0, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return NULL;
 }
 
@@ -1056,12 +1056,12 @@ void mlprof__collect_stop_continuous(void)
 
 void mlprof__collect_join_continuous(void)
 {
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int join = C.thread_running && C.thread_stop;
     pthread_t th = C.thread;
     if (join)
         __atomic_store_n(&C.thread_running, 0, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     if (join)
         pthread_join(th, NULL);
 }

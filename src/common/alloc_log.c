@@ -23,6 +23,7 @@ static void *g_log_user;
 /* Global-dynamic TLS: this buffer is not on the hot path, and keeping it out
  * of the static TLS block leaves room for the one initial-exec variable. */
 static __thread char t_error[512];
+__thread int mlprof__busy;
 
 int mlprof_set_allocator(void *(*malloc_fn)(size_t), void *(*realloc_fn)(void *, size_t),
                          void (*free_fn)(void *))

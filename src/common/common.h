@@ -35,6 +35,11 @@ void mlprof__free(void *p);
 char *mlprof__strdup(const char *s);
 char *mlprof__strndup(const char *s, size_t n);
 
+/* Above 0 while the calling thread works inside mlprof (holds its control
+ * lock, or is one of its own threads): the interposers of mlprof run do not
+ * record what it does then (the collector's own allocations). */
+extern __thread int mlprof__busy;
+
 /* qsort that takes an empty array as it is (qsort's pointer may not be NULL). */
 static inline void mlprof__sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
 {

@@ -122,7 +122,7 @@ int mlprof__clock_init(const char *mode)
 int mlprof_set_clock(uint64_t (*fn)(void *), void *user)
 {
     mlprof__ensure_init();
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int rc = MLPROF_OK;
     if (mlprof__g.state == MLPROF_STATE_RUN) {
         rc = mlprof__fail(MLPROF_ESTATE, "mlprof_set_clock: stop the profiler first");
@@ -135,7 +135,7 @@ int mlprof_set_clock(uint64_t (*fn)(void *), void *user)
         mlprof__clock_mode = MLPROF__CLOCK_MONOTONIC;
         mlprof__clock_init(mlprof__g.cfg.clock);
     }
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return rc;
 }
 

@@ -16,6 +16,7 @@
 
 #include "../collect/collect.h"
 #include "../hw/hw.h"
+#include "../hook/hook.h"
 #include "record.h"
 
 mlprof__global mlprof__g = {
@@ -31,7 +32,7 @@ const char *mlprof_version_string(void) { return MLPROF_VERSION_STRING; }
 
 /* ------------------------------------------------------ the configuration */
 
-typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER } key_type;
+typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS } key_type;
 
 typedef struct key_def {
     const char *name;
@@ -74,6 +75,7 @@ static const key_def g_keys[] = {
     {"papi_library", T_STR, F(papi_library), 0, 0, "a shared library name or path"},
     {"nvml_library", T_STR, F(nvml_library), 0, 0, "a shared library name or path"},
     {"powercap_dir", T_STR, F(powercap_dir), 0, 0, "a directory"},
+    {"hooks", T_HOOKS, F(hooks), 0, 0, "a comma list of interposers (malloc, blas), all or none"},
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
@@ -92,6 +94,8 @@ static void config_defaults(mlprof__config *c)
     strcpy(c->papi_library, "libpapi.so");
     strcpy(c->nvml_library, "libnvidia-ml.so.1");
     strcpy(c->powercap_dir, "/sys/class/powercap");
+    strcpy(c->hooks, "all");
+    c->hooks_mask = MLPROF__HOOKS_ALL;
     strcpy(c->clock, "auto");
     c->memory_sample_rate = 1;
     strcpy(c->memory_csv, "auto");
@@ -166,6 +170,18 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
             break;
         strcpy(field, value);
         return MLPROF_OK;
+    case T_HOOKS: {
+        char why[300];
+        unsigned mask;
+        if (strlen(value) >= sizeof cfg->hooks)
+            break;
+        if (mlprof__hooks_parse(value, &mask, why, sizeof why) != 0)
+            return mlprof__fail(MLPROF_EVALUE, "bad value \"%s\" for configuration key \"%s\": %s", value,
+                                k->name, why);
+        strcpy(field, value);
+        cfg->hooks_mask = mask;
+        return MLPROF_OK;
+    }
     case T_COUNTERS:
     case T_SAMPLER: {
         char why[600];
@@ -270,9 +286,9 @@ int mlprof_set_configs(int n, const char *const *keys, const char *const *values
     mlprof__ensure_init();
     if (n < 0 || (n > 0 && (!keys || !values)))
         return mlprof__fail(MLPROF_EINVAL, "mlprof_set_configs: bad arguments");
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int rc = set_configs_locked(n, keys, values, "");
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return rc;
 }
 
@@ -289,7 +305,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
         return mlprof__fail(MLPROF_EKEY, "unknown configuration key \"%s\"", key ? key : "(null)");
     if (!buf || len == 0)
         return mlprof__fail(MLPROF_EINVAL, "mlprof_get_config: no buffer");
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     const void *field = (const char *)&mlprof__g.cfg + k->offset;
     char tmp[4200];
     switch (k->type) {
@@ -297,6 +313,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     case T_CLOCK:
     case T_COUNTERS:
     case T_SAMPLER:
+    case T_HOOKS:
         snprintf(tmp, sizeof tmp, "%s", (const char *)field);
         break;
     case T_BOOL:
@@ -312,7 +329,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
         snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)*(const uint64_t *)field);
         break;
     }
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     size_t need = strlen(tmp);
     snprintf(buf, len, "%s", tmp);
     if (need >= len)
@@ -430,9 +447,9 @@ int mlprof_load_config(const char *path)
     mlprof__ensure_init();
     if (!path)
         return mlprof__fail(MLPROF_EINVAL, "mlprof_load_config: no path");
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int rc = load_config_locked(path);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return rc;
 }
 
@@ -480,12 +497,12 @@ static int set_state_locked(int state);
 static void at_exit(void)
 {
     mlprof__hw_quiesce(); /* its last samples are in the final dump */
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int want = mlprof__g.cfg.dump_at_exit && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
     if (want && mlprof__collect_dump(1) != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "dump at exit failed: %s", mlprof_last_error());
     mlprof__collect_stop_continuous();
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     mlprof__collect_join_continuous();
 }
 
@@ -519,7 +536,7 @@ static void fork_child(void)
 
 static void do_init(void)
 {
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     config_defaults(&mlprof__g.cfg);
     mlprof__g.pid = getpid();
     read_environment();
@@ -529,7 +546,7 @@ static void do_init(void)
     if (mlprof__g.cfg.autostart && set_state_locked(MLPROF_STATE_RUN) != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "autostart: %s", mlprof_last_error());
     mlprof__update_flags();
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
 }
 
 void mlprof__ensure_init(void)
@@ -569,9 +586,9 @@ static int set_state_locked(int state)
 int mlprof_set_state(int state)
 {
     mlprof__ensure_init();
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int rc = set_state_locked(state);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     mlprof__hw_join();
     mlprof__collect_join_continuous();
     return rc;
@@ -586,10 +603,10 @@ int mlprof_get_state(void)
 static int set_paused(int paused)
 {
     mlprof__ensure_init();
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     mlprof__g.paused = paused;
     mlprof__update_flags();
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return MLPROF_OK;
 }
 
@@ -607,7 +624,7 @@ int mlprof_dump(int finished)
     mlprof__ensure_init();
     if (finished) /* the sampler's last samples and reports go into the trace */
         mlprof__hw_quiesce();
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     if (finished) {
         mlprof__g.state = MLPROF_STATE_STOP;
         mlprof__update_flags();
@@ -615,9 +632,28 @@ int mlprof_dump(int finished)
         mlprof__collect_stop_continuous();
     }
     int rc = mlprof__collect_dump(finished);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     mlprof__hw_join();
     mlprof__collect_join_continuous();
+    return rc;
+}
+
+int mlprof__dump_on_signal(int sig)
+{
+    /* not while another thread (or the crash itself) holds the lock */
+    if (pthread_mutex_trylock(&mlprof__g.ctl_lock) != 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "killed by signal %d inside mlprof: the trace is not written", sig);
+        return MLPROF_ESTATE;
+    }
+    mlprof__busy++;
+    int want = __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
+    mlprof__g.state = MLPROF_STATE_STOP;
+    mlprof__update_flags();
+    int rc = want ? mlprof__collect_dump(1) : MLPROF_OK;
+    if (want)
+        mlprof__log(rc == MLPROF_OK ? MLPROF_LOG_WARN : MLPROF_LOG_ERROR, "killed by signal %d (%s): %s", sig,
+                    strsignal(sig), rc == MLPROF_OK ? "the trace up to it is written" : mlprof_last_error());
+    mlprof__ctl_unlock();
     return rc;
 }
 
@@ -632,27 +668,27 @@ int mlprof_dumps(char **out, int format, int sort_by, int ascending, int reset)
     if (sort_by < MLPROF_SORT_TOTAL || sort_by > MLPROF_SORT_SELF)
         return mlprof__fail(MLPROF_EINVAL,
                             "mlprof_dumps: bad sort_by %d (total, avg, min, max, count, self)", sort_by);
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int rc = mlprof__collect_dumps(out, format, sort_by, ascending, reset);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return rc;
 }
 
 int mlprof_clear(void)
 {
     mlprof__ensure_init();
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     mlprof__collect_clear();
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return MLPROF_OK;
 }
 
 uint64_t mlprof_dropped_events(void)
 {
     mlprof__ensure_init();
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     uint64_t n = mlprof__collect_dropped();
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return n;
 }
 
@@ -661,7 +697,7 @@ void mlprof_process_set_name(const char *name)
     mlprof__ensure_init();
     if (!name)
         return;
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     snprintf(mlprof__g.process_name, sizeof mlprof__g.process_name, "%s", name);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
 }

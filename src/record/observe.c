@@ -61,13 +61,13 @@ int mlprof_observer_register(const mlprof_observer *o)
     if (copy.span_data_size > MAX_DATA)
         return mlprof__fail(MLPROF_EINVAL, "mlprof_observer_register: span_data_size %zu is above %d",
                             copy.span_data_size, MAX_DATA);
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int id;
     if (mlprof__g.state == MLPROF_STATE_RUN)
         id = mlprof__fail(MLPROF_ESTATE, "mlprof_observer_register: only while stopped");
     else
         id = mlprof__observer_register_locked(&copy);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return id;
 }
 
@@ -112,11 +112,11 @@ int mlprof__observer_unregister_locked(int id)
 int mlprof_observer_unregister(int id)
 {
     mlprof__ensure_init();
-    pthread_mutex_lock(&mlprof__g.ctl_lock);
+    mlprof__ctl_lock();
     int rc = mlprof__g.state == MLPROF_STATE_RUN
                  ? mlprof__fail(MLPROF_ESTATE, "mlprof_observer_unregister: only while stopped")
                  : mlprof__observer_unregister_locked(id);
-    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__ctl_unlock();
     return rc;
 }
 

@@ -192,6 +192,8 @@ typedef struct mlprof__config {
     char papi_library[MLPROF__PATH_MAX];
     char nvml_library[MLPROF__PATH_MAX];
     char powercap_dir[MLPROF__PATH_MAX];
+    char hooks[128];     /* interposers of mlprof run (src/hook) */
+    unsigned hooks_mask; /* parsed, read by the hooks */
     int profile_all;
     int profile_api;
     int profile_memory;
@@ -227,6 +229,22 @@ typedef struct mlprof__global {
 } mlprof__global;
 
 extern mlprof__global mlprof__g;
+
+/* Writes the trace from a handler of a fatal signal (best effort: nothing
+ * when the lock is held). */
+int mlprof__dump_on_signal(int sig);
+
+/* ctl_lock, marking the thread busy inside mlprof while it is held. */
+static inline void mlprof__ctl_lock(void)
+{
+    mlprof__busy++;
+    pthread_mutex_lock(&mlprof__g.ctl_lock);
+}
+static inline void mlprof__ctl_unlock(void)
+{
+    pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__busy--;
+}
 /* Nonzero while memory operations are recorded (running, not paused, and
  * profile_memory or profile_all on). Read on the hot path. */
 extern int mlprof__mem_on;

@@ -1,0 +1,43 @@
+/*
+ * hook.h - the interposers of libmlprof_preload.so (mlprof run): which are on
+ * (the hooks key), how they find the functions they stand in front of, and
+ * the guard that keeps mlprof's own work out of what they record.
+ */
+#ifndef MLPROF_HOOK_H
+#define MLPROF_HOOK_H
+
+#include <stddef.h>
+
+#include "../record/record.h"
+
+/* The hooks key: one bit each. */
+enum {
+    MLPROF__HOOK_MALLOC = 1u << 0,
+    MLPROF__HOOK_BLAS = 1u << 1,
+};
+#define MLPROF__HOOKS_ALL (MLPROF__HOOK_MALLOC | MLPROF__HOOK_BLAS)
+
+/* Parses "malloc,blas" (or "all", "none", ""); -1 with err naming a bad item. */
+int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len);
+
+/* The hooks that are on now (the hooks key as parsed when it was set). */
+static inline int mlprof__hook_on(unsigned which)
+{
+    return (__atomic_load_n(&mlprof__g.cfg.hooks_mask, __ATOMIC_RELAXED) & which) != 0;
+}
+
+/* Set while a thread is inside a hook or inside mlprof: what it does then
+ * (an allocation by the recorder, a BLAS call made by a BLAS call) is not
+ * recorded again. Initial-exec TLS: reading it never allocates. */
+extern __thread int mlprof__hook_busy __attribute__((tls_model("initial-exec")));
+
+/* The next definition of a function after ours: dlsym(RTLD_NEXT), or, for a
+ * library opened with RTLD_LOCAL (Python extension modules and what they
+ * load), a search of every loaded object. NULL when there is none. */
+void *mlprof__hook_real(const char *name);
+
+/* Per-file set-up, run by the preload library's constructor. */
+void mlprof__hook_malloc_init(void);
+void mlprof__hook_blas_init(void);
+
+#endif /* MLPROF_HOOK_H */

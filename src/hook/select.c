@@ -1,0 +1,47 @@
+/*
+ * select.c - the hooks key: which interposers of mlprof run are on. Part of
+ * every build of the library, so that the key is the same everywhere; only
+ * libmlprof_preload.so has the interposers themselves.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "hook.h"
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} k_hooks[] = {
+    {"malloc", MLPROF__HOOK_MALLOC},
+    {"blas", MLPROF__HOOK_BLAS},
+};
+
+int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
+{
+    *mask = 0;
+    for (const char *p = spec; *p;) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        size_t k = strcspn(p, ", ");
+        if (!k)
+            break;
+        unsigned bit = 0;
+        if (k == 3 && memcmp(p, "all", 3) == 0)
+            bit = MLPROF__HOOKS_ALL;
+        else if (k == 4 && memcmp(p, "none", 4) == 0)
+            bit = 0;
+        else {
+            for (size_t i = 0; i < sizeof k_hooks / sizeof k_hooks[0]; i++) {
+                if (strlen(k_hooks[i].name) == k && memcmp(k_hooks[i].name, p, k) == 0)
+                    bit = k_hooks[i].bit;
+            }
+            if (!bit) {
+                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas; or all, none)", (int)k, p);
+                return -1;
+            }
+        }
+        *mask |= bit;
+        p += k;
+    }
+    return 0;
+}

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""mlprof run on real, unmodified programs: numpy and PyTorch (Debian's), C programs
+that fork and exec, allocate known sizes, crash; the one trace read back with json.
+
+usage: run_check.py MLPROF RUN_FORKER RUN_ALLOC OUTDIR [PYTHON]
+"""
+import csv
+import glob
+import json
+import os
+import subprocess
+import sys
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}", file=sys.stderr)
+
+
+MLPROF, FORKER, ALLOC, OUT = sys.argv[1:5]
+PYTHON = sys.argv[5] if len(sys.argv) > 5 else "/usr/bin/python3"
+
+
+def run(name, cmd, *options, expect_rc=0, env=None):
+    """mlprof run -o OUT/name.json [options] -- cmd; returns (process, trace)."""
+    trace = os.path.join(OUT, name + ".json")
+    p = subprocess.run([MLPROF, "run", "-o", trace, *options, "--", *cmd], capture_output=True, text=True,
+                       timeout=300, env=env)
+    sys.stdout.write(p.stdout)
+    sys.stderr.write(p.stderr)
+    check(p.returncode == expect_rc, f"{name}: exit status {p.returncode}, {expect_rc} expected")
+    t = None
+    if os.path.exists(trace):
+        with open(trace) as f:
+            t = json.load(f)
+    check(t is not None, f"{name}: the merged trace {trace}")
+    return p, t
+
+
+def spans(t, name=None):
+    return [e for e in t["traceEvents"] if e["ph"] == "X" and (name is None or e["name"] == name)]
+
+
+def plain(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+
+
+def has(module):
+    return subprocess.run([PYTHON, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+# ------------------------------------------------------------------- numpy
+NUMPY = """
+import numpy as np
+a = np.arange(64 * 128, dtype=np.float32).reshape(64, 128) / 1000
+b = np.ones((128, 32), np.float32)
+for i in range(5):
+    c = a @ b
+d = np.arange(100 * 100, dtype=np.float64).reshape(100, 100) / 1e4
+for i in range(3):
+    e = d @ d
+v = np.ones(100)
+for i in range(2):
+    w = d @ v
+print(round(float(c.sum()), 3), round(float(e.sum()), 3), round(float(w.sum()), 3))
+"""
+
+
+def check_numpy():
+    if not has("numpy"):
+        print("run: numpy skipped: python3-numpy is not installed")
+        return
+    cmd = [PYTHON, "-c", NUMPY]
+    p, t = run("numpy", cmd)
+    if not t:
+        return
+    check(plain(cmd) in p.stdout, "numpy: the program's output is unchanged")
+    sg, dg, dv = spans(t, "cblas_sgemm"), spans(t, "cblas_dgemm"), spans(t, "cblas_dgemv")
+    check(len(sg) == 5 and len(dg) == 3 and len(dv) == 2, f"numpy: {len(sg)} sgemm, {len(dg)} dgemm, {len(dv)} dgemv")
+    for e in sg:
+        a = e["args"]
+        check((a["M"], a["N"], a["K"], a["dtype"]) == (64, 32, 128, "float32") and a["flops"] == 2 * 64 * 32 * 128
+              and a["bytes"] == 4 * (64 * 128 + 128 * 32 + 64 * 32), f"numpy: sgemm args {a}")
+    for e in dg:
+        a = e["args"]
+        check((a["M"], a["N"], a["K"], a["dtype"], a["flops"]) == (100, 100, 100, "float64", 2 * 10 ** 6),
+              f"numpy: dgemm args {a}")
+    for e in dv:
+        a = e["args"]
+        check(a["M"] * a["N"] == 10000 and a["flops"] == 20000, f"numpy: dgemv args {a}")
+    check(all(e["cat"] == "blas" for e in sg + dg + dv), "numpy: category blas")
+    check("cblas_sgemm" in p.stdout and "where the time went" in p.stdout, "numpy: the summary's table")
+    check("memory peak (cpu)" in p.stdout and "dropped events: 0" in p.stdout, "numpy: the summary's memory and drops")
+    peak = [e for e in t["traceEvents"] if e["ph"] == "i" and e["name"] == "memory peak (cpu)"]
+    check(peak and peak[0]["args"]["used"] > 64 * 128 * 4, f"numpy: the malloc hooks saw the arrays: {peak}")
+
+
+# ----------------------------------------------------------------- PyTorch
+TORCH = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+x = torch.randn(16, 256)
+with torch.no_grad():
+    for i in range(4):
+        y = model(x)
+print(round(float(y.sum()), 4))
+"""
+
+
+def check_torch():
+    if not has("torch"):
+        print("run: PyTorch skipped: python3-torch is not installed")
+        return
+    cmd = [PYTHON, "-c", TORCH]
+    p, t = run("torch", cmd, "--memory_sample_rate", "100000")
+    if not t:
+        return
+    check(plain(cmd) in p.stdout, "torch: the program's output is unchanged")
+    gemms = spans(t, "sgemm_")
+    shapes = sorted((e["args"]["M"], e["args"]["N"], e["args"]["K"]) for e in gemms)
+    # nn.Linear computes x W^T as the column-major product W x^T: M = out features, N = batch, K = in
+    want = sorted([(64, 16, 256)] * 4 + [(10, 16, 64)] * 4)
+    check(shapes == want, f"torch: the Linear layers' GEMMs {shapes}")
+    check(all(e["args"]["flops"] == 2 * e["args"]["M"] * e["args"]["N"] * e["args"]["K"] for e in gemms),
+          "torch: FLOPs are 2MNK")
+
+
+# --------------------------------------------------------- fork and exec
+def check_fork_exec():
+    p, t = run("forker", [FORKER])
+    if not t:
+        return
+    pids = {int(line.split()[-1]) for line in p.stdout.splitlines()
+            if line.startswith(("parent ", "fork child ", "exec child "))}
+    check(len(pids) == 3, f"forker: three processes said their pid: {pids}")
+    names = {e["pid"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    check(pids <= names, f"forker: every process has its track in the one trace: {names} for {pids}")
+    parts = glob.glob(os.path.join(OUT, "forker.json.parts", "trace.*.json"))
+    check(len(parts) == 3, f"forker: one part per process: {parts}")
+    check("3 processes profiled" in p.stdout, "forker: the summary counts the processes")
+
+
+# ------------------------------------------------------- known allocations
+def check_alloc():
+    p, t = run("alloc", [ALLOC], "--memory_csv", "auto")
+    if not t:
+        return
+    rows = []
+    for path in glob.glob(os.path.join(OUT, "alloc.json.parts", "trace.*.memory.csv")):
+        with open(path, newline="") as f:
+            rows += list(csv.DictReader(f))
+    mine = [r for r in rows if r["bytes"] in ("12345", "12352")]
+    check(len([r for r in mine if r["bytes"] == "12345"]) == 6 and len([r for r in mine if r["bytes"] == "12352"]) == 1,
+          f"alloc: the seven blocks with their sizes: {[r['bytes'] for r in mine]}")
+    live = sorted(r["bytes"] for r in mine if r["end"] == "live")
+    check(live == ["12345"] * 4, f"alloc: four left live at exit: {live}")
+    grown = [r for r in rows if r["bytes"] == "100" and r["end"] == "freed"]
+    check(len(grown) >= 1, "alloc: the block realloc grew is freed")
+    # no hooks, no blocks
+    p, t = run("alloc_nohooks", [ALLOC], "--hooks", "none", "--memory_csv", "auto")
+    rows = glob.glob(os.path.join(OUT, "alloc_nohooks.json.parts", "trace.*.memory.csv"))
+    check(not any(open(r).read().count("\n") > 1 for r in rows), "alloc: --hooks none records no block")
+
+
+# ------------------------------------------------------------------ crash
+CRASH = """
+import ctypes, numpy as np
+d = np.ones((50, 50))
+for i in range(3):
+    d = d @ d / 50
+print("before the crash", flush=True)
+ctypes.string_at(0)
+"""
+
+
+def check_crash():
+    if not has("numpy"):
+        print("run: crash skipped: python3-numpy is not installed")
+        return
+    p, t = run("crash", [PYTHON, "-c", CRASH], expect_rc=128 + 11)
+    if not t:
+        return
+    check(len(spans(t, "cblas_dgemm")) == 3, f"crash: the three GEMMs before it: {len(spans(t, 'cblas_dgemm'))}")
+    check("killed by signal 11" in p.stderr and "was killed by signal 11" in p.stdout,
+          "crash: said by the process and by mlprof run")
+
+
+def check_status_and_errors():
+    p, t = run("status", [PYTHON, "-c", "import sys; sys.exit(7)"], expect_rc=7)
+    check("exited with status 7" in p.stdout, "status: the summary says it")
+    for args, says in ((["--bogus_key", "1"], 'unknown configuration key "bogus_key"'),
+                       (["--counters", "nope"], 'unknown counter "nope"'),
+                       (["--hooks", "cuda9"], 'unknown hook "cuda9"'),
+                       ([], "which command?")):
+        q = subprocess.run([MLPROF, "run", *args, "--"], capture_output=True, text=True)
+        check(q.returncode == 2 and says in q.stderr, f"bad usage {args}: {q.returncode} {q.stderr!r}")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    check_numpy()
+    check_torch()
+    check_fork_exec()
+    check_alloc()
+    check_crash()
+    check_status_and_errors()
+    if failures:
+        print(f"run: {len(failures)} checks failed", file=sys.stderr)
+        sys.exit(1)
+    print("run: checks passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+/*
+ * run_forker.c - a program that knows nothing of mlprof, for `mlprof run`:
+ * it allocates, forks a child that allocates and exits, and forks another
+ * that execs this program again (with "exec"), which allocates too. The
+ * test finds all three processes in the run's one trace.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void work(size_t bytes, int blocks)
+{
+    for (int i = 0; i < blocks; i++) {
+        char *p = malloc(bytes);
+        if (!p)
+            exit(1);
+        memset(p, i, bytes);
+        free(p);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "exec") == 0) {
+        work(3000, 30);
+        printf("exec child %d\n", (int)getpid());
+        return 0;
+    }
+    work(1000, 10);
+    fflush(stdout);
+    pid_t a = fork();
+    if (a == 0) {
+        work(2000, 20);
+        printf("fork child %d\n", (int)getpid());
+        exit(0);
+    }
+    pid_t b = fork();
+    if (b == 0) {
+        execl("/proc/self/exe", argv[0], "exec", (char *)NULL);
+        _exit(127);
+    }
+    int sa = 0, sb = 0;
+    waitpid(a, &sa, 0);
+    waitpid(b, &sb, 0);
+    printf("parent %d\n", (int)getpid());
+    return WIFEXITED(sa) && WEXITSTATUS(sa) == 0 && WIFEXITED(sb) && WEXITSTATUS(sb) == 0 ? 0 : 1;
+}

@@ -1,0 +1,447 @@
+/*
+ * run.c - `mlprof run [options] -- CMD ARGS...`: profiles a program that was
+ * not built for it. CMD runs with libmlprof_preload.so in LD_PRELOAD and the
+ * configuration in MLPROF_* variables, so every process it starts, by fork
+ * or exec, profiles itself and writes its own trace (one per pid) into
+ * OUTPUT.parts/; at the end they are merged into OUTPUT (one process track
+ * each) and a summary is printed. CMD's exit status is passed on (128 + the
+ * signal when it was killed); its trace is written even then.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../src/analyze/analyze.h"
+#include "../src/analyze/merge.h"
+#include "run.h"
+
+#define PROG "mlprof run"
+#define PRELOAD_NAME "libmlprof_preload.so"
+#define MAX_PARTS 4096
+
+static void run_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mlprof run [options] -- CMD [ARGS...]\n"
+            "\n"
+            "Runs CMD with mlprof preloaded: its BLAS calls and allocations (and those of\n"
+            "every process it starts) are recorded with no change to the program, then\n"
+            "merged into one trace with a track per process, and summed up.\n"
+            "\n"
+            "  -o, --output FILE      the merged trace (default mlprof_run.json); each\n"
+            "                         process's own is kept in FILE.parts/\n"
+            "  --hooks LIST           the interposers: malloc, blas, all (default), none\n"
+            "  --KEY VALUE            any configuration key of the library (--KEY=VALUE too),\n"
+            "                         such as --counters task-clock or --sampler cpu,rss;\n"
+            "                         set for every process of the run\n"
+            "  --config FILE          a configuration file, as MLPROF_CONFIG\n"
+            "  -t, --top N            rows of the summary's table (default 10; 0: none)\n"
+            "  -q, --quiet            no summary\n"
+            "  --preload FILE         the preload library (default: found beside mlprof)\n"
+            "\n"
+            "Defaults that differ from the library's, for whole programs: profile_memory on,\n"
+            "memory_sample_rate 1000, memory_csv and memory_svg off, continuous_dump on\n"
+            "with dump_period 30 (the buffers are drained as they fill).\n");
+}
+
+static void run_bad_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, PROG ": ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'mlprof run --help' for more information.\n");
+    exit(2);
+}
+
+/* --------------------------------------------------------- the library */
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Beside the mlprof executable (the build tree), or in the library folder
+ * of its installation prefix. */
+static int find_preload(char *out, size_t len)
+{
+    char exe[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    snprintf(out, len, "%s/%s", exe, PRELOAD_NAME);
+    if (file_exists(out))
+        return 0;
+    snprintf(out, len, "%s/%s/%s", exe, MLPROF_BIN_TO_LIB, PRELOAD_NAME);
+    return file_exists(out) ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ options */
+
+typedef struct run_options {
+    const char *output;
+    const char *preload;
+    int top, quiet;
+    char **cmd;
+} run_options;
+
+/* MLPROF_KEY=value in the environment, after checking the key and value
+ * with the library itself (its error names them). */
+static void set_key(const char *key, const char *value)
+{
+    if (strcmp(key, "filename") == 0)
+        run_bad_usage("%s", "--filename: use -o/--output for the merged trace");
+    if (mlprof_set_config(key, value) != MLPROF_OK)
+        run_bad_usage("%s", mlprof_last_error());
+    char var[128];
+    size_t k = 0;
+    for (const char *p = "MLPROF_"; *p; p++)
+        var[k++] = *p;
+    for (const char *p = key; *p && k < sizeof var - 1; p++)
+        var[k++] = (char)(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p == '-' ? '_' : *p);
+    var[k] = '\0';
+    setenv(var, value, 1);
+}
+
+/* A default for the run, unless the user's environment or options set it. */
+static void default_key(const char *key, const char *value)
+{
+    char var[128];
+    snprintf(var, sizeof var, "MLPROF_%s", key);
+    for (char *p = var; *p; p++)
+        *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
+    setenv(var, value, 0);
+}
+
+static void parse_options(int argc, char **argv, run_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->output = "mlprof_run.json";
+    o->top = 10;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--") == 0) {
+            i++;
+            break;
+        }
+        if (arg[0] != '-')
+            break; /* the command, without a -- before it */
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            run_usage(stdout);
+            exit(0);
+        }
+        if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0) {
+            o->quiet = 1;
+            continue;
+        }
+        /* --name=value or --name value */
+        const char *name = arg + (arg[1] == '-' ? 2 : 1), *eq = strchr(name, '='), *value;
+        char key[64];
+        size_t klen = eq ? (size_t)(eq - name) : strlen(name);
+        if (klen == 0 || klen >= sizeof key)
+            run_bad_usage("unknown option \"%s\"", arg);
+        memcpy(key, name, klen);
+        key[klen] = '\0';
+        if (eq)
+            value = eq + 1;
+        else if (i + 1 < argc)
+            value = argv[++i];
+        else
+            run_bad_usage("option %s needs a value", arg);
+        if (strcmp(key, "o") == 0 || strcmp(key, "output") == 0)
+            o->output = value;
+        else if (strcmp(key, "preload") == 0)
+            o->preload = value;
+        else if (strcmp(key, "config") == 0) {
+            if (mlprof_load_config(value) != MLPROF_OK)
+                run_bad_usage("%s", mlprof_last_error());
+            setenv("MLPROF_CONFIG", value, 1);
+        } else if (strcmp(key, "t") == 0 || strcmp(key, "top") == 0) {
+            char *end;
+            long n = strtol(value, &end, 10);
+            if (*end || n < 0 || n > 100000)
+                run_bad_usage("--top: expected a count from 0, got \"%s\"", value);
+            o->top = (int)n;
+        } else {
+            for (char *p = key; *p; p++)
+                *p = *p == '-' ? '_' : *p;
+            set_key(key, value);
+        }
+    }
+    if (i >= argc)
+        run_bad_usage("%s", "which command? (mlprof run [options] -- CMD ARGS...)");
+    o->cmd = argv + i;
+}
+
+/* -------------------------------------------------------------- parts */
+
+static int is_part(const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(name, "trace.", 6) == 0 && n > 11 && strcmp(name + n - 5, ".json") == 0;
+}
+
+/* Makes dir, or empties it of an earlier run's parts (traces, and the CSV
+ * files and pictures beside them). */
+static int prepare_parts(const char *dir)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, PROG ": cannot make %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, PROG ": cannot open %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    char path[PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "trace.", 6) != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    return 0;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The parts' paths, sorted; their number. */
+static size_t list_parts(const char *dir, char **paths)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < MAX_PARTS) {
+        if (!is_part(e->d_name))
+            continue;
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        paths[n] = malloc(len);
+        if (!paths[n])
+            break;
+        snprintf(paths[n++], len, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    qsort(paths, n, sizeof paths[0], by_name);
+    return n;
+}
+
+/* --------------------------------------------------------------- summary */
+
+/* An unsigned number after "key": in a part's otherData, or 0. */
+static unsigned long long other_number(const an_trace *t, const char *key)
+{
+    char pat[80];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = t->other_data ? strstr(t->other_data, pat) : NULL;
+    return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+static void print_bytes(unsigned long long b)
+{
+    mlprof__sb s;
+    mlprof__sb_init(&s);
+    mlprof__sb_bytes(&s, b);
+    fputs(s.data ? s.data : "", stdout);
+    mlprof__sb_free(&s);
+}
+
+static void summary(const run_options *o, const char *status, double wall, an_trace *const *parts, size_t n,
+                    an_trace *merged, const char *parts_dir)
+{
+    printf("\nmlprof run: %s %s after %.3f s; %zu process%s profiled\n", o->cmd[0], status, wall, n,
+           n == 1 ? "" : "es");
+    if (o->top && merged) {
+        an_options ao;
+        an_options_default(&ao);
+        ao.top = o->top;
+        mlprof__sb table;
+        mlprof__sb_init(&table);
+        if (an_analyze(merged, &ao, &table) == 0 && table.len) {
+            printf("\nwhere the time went (self time; operators and library calls):\n");
+            fwrite(table.data, 1, table.len, stdout);
+        }
+        mlprof__sb_free(&table);
+    }
+    unsigned long long dropped = 0;
+    int first = 1;
+    for (size_t i = 0; i < n; i++) {
+        dropped += other_number(parts[i], "dropped_events");
+        /* the peak of each process's memory, as its trace marks it */
+        for (size_t k = 0; k < parts[i]->nev; k++) {
+            const an_event *e = &parts[i]->ev[k];
+            if (e->ph != 'i' || strncmp(e->name, "memory peak (", 13) != 0)
+                continue;
+            for (uint32_t a = 0; a < e->nargs; a++) {
+                const an_arg *arg = &parts[i]->args[e->args + a];
+                if (strcmp(arg->key, "used") != 0)
+                    continue;
+                printf("%s%s of pid %lld: ", first ? "\n" : "", e->name, (long long)e->pid);
+                print_bytes((unsigned long long)arg->inum);
+                printf(" in use\n");
+                first = 0;
+            }
+        }
+    }
+    printf("dropped events: %llu%s\n", dropped, dropped ? " (raise --buffer_size)" : "");
+    printf("trace: %s\n", o->output);
+    printf("each process's trace: %s/\n", parts_dir);
+}
+
+/* -------------------------------------------------------------- the run */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int mlprof_cmd_run(int argc, char **argv)
+{
+    run_options o;
+    parse_options(argc, argv, &o);
+    char preload[PATH_MAX + 64];
+    if (o.preload)
+        snprintf(preload, sizeof preload, "%s", o.preload);
+    else if (find_preload(preload, sizeof preload) != 0)
+        run_bad_usage("%s", "cannot find " PRELOAD_NAME " beside mlprof or in its lib folder (give --preload)");
+    if (!file_exists(preload))
+        run_bad_usage("no preload library at %s", preload);
+    char *abs_preload = realpath(preload, NULL);
+
+    char parts_dir[PATH_MAX], filename[PATH_MAX + 32];
+    snprintf(parts_dir, sizeof parts_dir, "%s.parts", o.output);
+    if (prepare_parts(parts_dir) != 0)
+        return 1;
+    char *abs_parts = realpath(parts_dir, NULL);
+    snprintf(filename, sizeof filename, "%s/trace.%%p.json", abs_parts ? abs_parts : parts_dir);
+
+    /* the environment every process of the run inherits */
+    const char *old = getenv("LD_PRELOAD");
+    size_t len = strlen(abs_preload) + (old ? strlen(old) : 0) + 2;
+    char *ld = malloc(len);
+    if (!ld)
+        return 1;
+    snprintf(ld, len, "%s%s%s", abs_preload, old && *old ? ":" : "", old ? old : "");
+    setenv("LD_PRELOAD", ld, 1);
+    setenv("MLPROF_FILENAME", filename, 1);
+    setenv("MLPROF_AUTOSTART", "1", 1);
+    setenv("MLPROF_DUMP_AT_EXIT", "1", 1);
+    default_key("profile_memory", "1");
+    default_key("memory_sample_rate", "1000");
+    default_key("memory_csv", "");
+    default_key("memory_svg", "");
+    default_key("continuous_dump", "1");
+    default_key("dump_period", "30");
+    free(ld);
+    free(abs_preload);
+    free(abs_parts);
+
+    double t0 = now_s();
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, PROG ": cannot start %s: %s\n", o.cmd[0], strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        execvp(o.cmd[0], o.cmd);
+        fprintf(stderr, PROG ": cannot run %s: %s\n", o.cmd[0], strerror(errno));
+        _exit(127);
+    }
+    /* a ^C reaches the program, which writes its trace; we wait for it */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    double wall = now_s() - t0;
+    int rc;
+    char status[96];
+    if (WIFSIGNALED(st)) {
+        rc = 128 + WTERMSIG(st);
+        snprintf(status, sizeof status, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    } else {
+        rc = WEXITSTATUS(st);
+        snprintf(status, sizeof status, "exited with status %d", rc);
+    }
+
+    char **paths = calloc(MAX_PARTS, sizeof *paths);
+    an_trace *traces = calloc(MAX_PARTS, sizeof *traces);
+    an_trace **tp = calloc(MAX_PARTS, sizeof *tp);
+    if (!paths || !traces || !tp)
+        return rc ? rc : 1;
+    size_t n = list_parts(parts_dir, paths), used = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (an_trace_read(&traces[used], paths[i]) != 0) {
+            if (!traces[used].partial) {
+                fprintf(stderr, PROG ": %s; left out\n", traces[used].error);
+                an_trace_free(&traces[used]);
+                continue;
+            }
+            fprintf(stderr, PROG ": warning: %s; using the %zu events read before it\n", traces[used].error,
+                    traces[used].nev);
+        }
+        tp[used] = &traces[used];
+        used++;
+    }
+    int failed = 0;
+    an_trace merged;
+    int have_merged = 0;
+    if (!used) {
+        fprintf(stderr, PROG ": no process of the run wrote a trace (was it a static program, or did it "
+                        "clear LD_PRELOAD?)\n");
+        failed = 1;
+    } else {
+        an_merge_options mo;
+        memset(&mo, 0, sizeof mo);
+        mo.same_clock = 1;
+        mlprof__sb out;
+        mlprof__sb_init(&out);
+        char err[600] = "";
+        int method;
+        if (an_merge(tp, used, &mo, &out, &method, err, sizeof err) != 0) {
+            fprintf(stderr, PROG ": merging the processes' traces: %s\n", err[0] ? err : "out of memory");
+            failed = 1;
+        } else if (mlprof__write_file_atomic(o.output, out.data, out.len) != MLPROF_OK) {
+            fprintf(stderr, PROG ": %s\n", mlprof_last_error());
+            failed = 1;
+        } else if (!o.quiet) {
+            if (an_trace_read_mem(&merged, o.output, out.data, out.len) == 0)
+                have_merged = 1;
+            else
+                an_trace_free(&merged);
+        }
+        mlprof__sb_free(&out);
+    }
+    if (!o.quiet)
+        summary(&o, status, wall, tp, used, have_merged ? &merged : NULL, parts_dir);
+    if (have_merged)
+        an_trace_free(&merged);
+    for (size_t i = 0; i < used; i++)
+        an_trace_free(&traces[i]);
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+    free(traces);
+    free(tp);
+    return rc ? rc : failed;
+}
