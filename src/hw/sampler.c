@@ -50,6 +50,7 @@ static void close_sources(int after_fork)
 static void *sampler_main(void *arg)
 {
     (void)arg;
+    mlprof__busy = 1; /* a thread of mlprof's own: mlprof run's hooks leave it alone */
     mlprof_thread_set_name("mlprof sampler");
     mlprof_domain *d = mlprof_domain_create("sampler");
     size_t open = 0;
