@@ -103,11 +103,14 @@ TORCH = """
 import torch
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(256, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 16, 3, stride=2))
 x = torch.randn(16, 256)
+img = torch.randn(4, 3, 32, 32)
 with torch.no_grad():
     for i in range(4):
         y = model(x)
-print(round(float(y.sum()), 4))
+        z = conv(img)
+print(round(float(y.sum()), 4), round(float(z.sum()), 4))
 """
 
 
@@ -127,6 +130,15 @@ def check_torch():
     check(shapes == want, f"torch: the Linear layers' GEMMs {shapes}")
     check(all(e["args"]["flops"] == 2 * e["args"]["M"] * e["args"]["N"] * e["args"]["K"] for e in gemms),
           "torch: FLOPs are 2MNK")
+    # the convolutions go through the shared oneDNN: each with its shapes and 2 x outputs x (C_in x k x k)
+    convs = spans(t, "convolution_forward")
+    got = sorted((e["args"].get("src_shape"), e["args"].get("weights_shape"), e["args"].get("dst_shape"),
+                  e["args"].get("flops")) for e in convs)
+    want = sorted([("[4,3,32,32]", "[8,3,3,3]", "[4,8,32,32]", 2 * 4 * 8 * 32 * 32 * 27)] * 4
+                  + [("[4,8,32,32]", "[16,8,3,3]", "[4,16,15,15]", 2 * 4 * 16 * 15 * 15 * 72)] * 4)
+    check(got == want, f"torch: the oneDNN convolutions {got}")
+    check(all(e["cat"] == "dnnl" and e["args"].get("impl") and e["args"].get("dtype") == "float32" for e in convs),
+          f"torch: category, implementation and type of the convolutions {convs[:1]}")
 
 
 # --------------------------------------------------------- fork and exec

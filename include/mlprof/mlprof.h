@@ -127,7 +127,7 @@ MLPROF_API const char *mlprof_last_error(void);
  *   nvml_library     where NVML is loaded from               libnvidia-ml.so.1
  *   powercap_dir     where RAPL's powercap zones are  /sys/class/powercap
  *   hooks            the interposers of `mlprof run` (libmlprof_preload):
- *                    malloc, blas; "all" or "none"                   all
+ *                    malloc, blas, dnnl; "all" or "none"             all
  *
  * Domains of class MLPROF_CLASS_USER are always recorded while running.
  */

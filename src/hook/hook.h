@@ -14,8 +14,9 @@
 enum {
     MLPROF__HOOK_MALLOC = 1u << 0,
     MLPROF__HOOK_BLAS = 1u << 1,
+    MLPROF__HOOK_DNNL = 1u << 2,
 };
-#define MLPROF__HOOKS_ALL (MLPROF__HOOK_MALLOC | MLPROF__HOOK_BLAS)
+#define MLPROF__HOOKS_ALL (MLPROF__HOOK_MALLOC | MLPROF__HOOK_BLAS | MLPROF__HOOK_DNNL)
 
 /* Parses "malloc,blas" (or "all", "none", ""); -1 with err naming a bad item. */
 int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len);
@@ -39,5 +40,6 @@ void *mlprof__hook_real(const char *name);
 /* Per-file set-up, run by the preload library's constructor. */
 void mlprof__hook_malloc_init(void);
 void mlprof__hook_blas_init(void);
+void mlprof__hook_dnnl_init(void);
 
 #endif /* MLPROF_HOOK_H */

@@ -46,5 +46,6 @@ __attribute__((constructor)) static void preload_start(void)
     mlprof__hook_malloc_init(); /* first: mlprof's own memory bypasses the hooks */
     mlprof__ensure_init();      /* the environment's configuration; autostart */
     mlprof__hook_blas_init();
+    mlprof__hook_dnnl_init();
     install_handlers();
 }

@@ -14,6 +14,7 @@ static const struct {
 } k_hooks[] = {
     {"malloc", MLPROF__HOOK_MALLOC},
     {"blas", MLPROF__HOOK_BLAS},
+    {"dnnl", MLPROF__HOOK_DNNL},
 };
 
 int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
@@ -36,7 +37,7 @@ int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
                     bit = k_hooks[i].bit;
             }
             if (!bit) {
-                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas; or all, none)", (int)k, p);
+                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas, dnnl; or all, none)", (int)k, p);
                 return -1;
             }
         }
