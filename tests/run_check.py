@@ -2,7 +2,7 @@
 """mlprof run on real, unmodified programs: numpy and PyTorch (Debian's), C programs
 that fork and exec, allocate known sizes, crash; the one trace read back with json.
 
-usage: run_check.py MLPROF RUN_FORKER RUN_ALLOC OUTDIR [PYTHON]
+usage: run_check.py MLPROF RUN_FORKER RUN_ALLOC RUN_CUDA OUTDIR [PYTHON]
 """
 import csv
 import glob
@@ -20,8 +20,8 @@ def check(cond, what):
         print(f"FAIL: {what}", file=sys.stderr)
 
 
-MLPROF, FORKER, ALLOC, OUT = sys.argv[1:5]
-PYTHON = sys.argv[5] if len(sys.argv) > 5 else "/usr/bin/python3"
+MLPROF, FORKER, ALLOC, CUDA, OUT = sys.argv[1:6]
+PYTHON = sys.argv[6] if len(sys.argv) > 6 else "/usr/bin/python3"
 
 
 def run(name, cmd, *options, expect_rc=0, env=None):
@@ -178,6 +178,44 @@ def check_alloc():
     check(not any(open(r).read().count("\n") > 1 for r in rows), "alloc: --hooks none records no block")
 
 
+# -------------------------------------------------------- CUDA, faked
+def check_cuda():
+    p, t = run("cuda", [CUDA])
+    if not t:
+        return
+    check(plain([CUDA]) in p.stdout, "cuda: the program's output is unchanged")
+    x = {}
+    for e in spans(t):
+        x.setdefault(e["name"], []).append(e)
+    mallocs = sorted(e["args"]["bytes"] for e in x.get("cudaMalloc", []))
+    check(mallocs == [4096, 1 << 20, 3 << 20], f"cuda: cudaMalloc sizes {mallocs}")
+    copies = sorted((e["args"]["bytes"], e["args"]["kind"]) for e in x.get("cudaMemcpy", []))
+    check(copies == [(4096, "DtoH"), (4096, "HtoD")], f"cuda: copies {copies}")
+    check([e["args"]["bytes"] for e in x.get("cudaMemsetAsync", [])] == [3 << 20], "cuda: the memset")
+    launch = x.get("vector_add_kernel", [{}])[0].get("args", {})
+    check(launch.get("grid") == "[256,2,1]" and launch.get("block") == "[128,1,1]"
+          and launch.get("shared_bytes") == 1024, f"cuda: the launch, named by its kernel: {launch}")
+    check(len(x.get("cudaStreamSynchronize", [])) == 1 and len(x.get("cudaDeviceSynchronize", [])) == 1
+          and len(x.get("cudaFree", [])) == 2, "cuda: waits and frees")
+    sg = x.get("cublasSgemm_v2", [{}])[0].get("args", {})
+    check((sg.get("M"), sg.get("N"), sg.get("K"), sg.get("trans"), sg.get("flops"), sg.get("bytes"))
+          == (128, 64, 32, "NT", 2 * 128 * 64 * 32, 4 * (128 * 32 + 32 * 64 + 128 * 64)), f"cuda: Sgemm {sg}")
+    ex = x.get("cublasGemmEx", [{}])[0].get("args", {})
+    check((ex.get("dtype"), ex.get("out_dtype"), ex.get("flops"), ex.get("bytes"))
+          == ("float16", "float32", 2 * 256 * 256 * 512, 2 * 256 * 512 + 2 * 512 * 256 + 4 * 256 * 256),
+          f"cuda: GemmEx with half inputs {ex}")
+    sb = x.get("cublasSgemmStridedBatched", [{}])[0].get("args", {})
+    check(sb.get("batch") == 8 and sb.get("flops") == 8 * 2 * 16 ** 3, f"cuda: strided batched {sb}")
+    check(all(e["cat"] == "cublas" for e in x.get("cublasGemmEx", [])), "cuda: category cublas")
+    peak = [e for e in t["traceEvents"] if e["ph"] == "i" and e["name"] == "memory peak (cuda:1)"]
+    check(peak and peak[0]["args"]["used"] == (1 << 20) + (3 << 20) + 4096, f"cuda: device memory on cuda:1 {peak}")
+    # only the chosen runtime functions
+    p, t = run("cuda_chosen", [CUDA], "--cuda_functions", "cudaMalloc,cudaFree")
+    names = {e["name"] for e in spans(t)} if t else set()
+    check(names == {"cudaMalloc", "cudaFree", "cublasSgemm_v2", "cublasGemmEx", "cublasSgemmStridedBatched"},
+          f"cuda: --cuda_functions cudaMalloc,cudaFree leaves {names}")
+
+
 # ------------------------------------------------------------------ crash
 CRASH = """
 import ctypes, numpy as np
@@ -207,6 +245,7 @@ def check_status_and_errors():
     for args, says in ((["--bogus_key", "1"], 'unknown configuration key "bogus_key"'),
                        (["--counters", "nope"], 'unknown counter "nope"'),
                        (["--hooks", "cuda9"], 'unknown hook "cuda9"'),
+                       (["--cuda_functions", "cudaFoo"], 'unknown CUDA runtime function "cudaFoo"'),
                        ([], "which command?")):
         q = subprocess.run([MLPROF, "run", *args, "--"], capture_output=True, text=True)
         check(q.returncode == 2 and says in q.stderr, f"bad usage {args}: {q.returncode} {q.stderr!r}")
@@ -218,6 +257,7 @@ def main():
     check_torch()
     check_fork_exec()
     check_alloc()
+    check_cuda()
     check_crash()
     check_status_and_errors()
     if failures:

@@ -15,8 +15,19 @@ enum {
     MLPROF__HOOK_MALLOC = 1u << 0,
     MLPROF__HOOK_BLAS = 1u << 1,
     MLPROF__HOOK_DNNL = 1u << 2,
+    MLPROF__HOOK_CUDA = 1u << 3,
+    MLPROF__HOOK_CUBLAS = 1u << 4,
 };
-#define MLPROF__HOOKS_ALL (MLPROF__HOOK_MALLOC | MLPROF__HOOK_BLAS | MLPROF__HOOK_DNNL)
+#define MLPROF__HOOKS_ALL \
+    (MLPROF__HOOK_MALLOC | MLPROF__HOOK_BLAS | MLPROF__HOOK_DNNL | MLPROF__HOOK_CUDA | MLPROF__HOOK_CUBLAS)
+
+/* The functions of cuda.c, in its order: first the CUDA runtime's (those the
+ * cuda_functions key chooses among, cudaGetDevice excepted), then cuBLAS's. */
+#define MLPROF__CUDA_NAMES 19
+#define MLPROF__CUDA_RUNTIME 13
+extern const char *const mlprof__cuda_names[MLPROF__CUDA_NAMES];
+/* Parses the cuda_functions key: "all", or runtime function names. */
+int mlprof__cuda_functions_parse(const char *spec, unsigned *mask, char *err, size_t len);
 
 /* Parses "malloc,blas" (or "all", "none", ""); -1 with err naming a bad item. */
 int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len);
@@ -41,5 +52,6 @@ void *mlprof__hook_real(const char *name);
 void mlprof__hook_malloc_init(void);
 void mlprof__hook_blas_init(void);
 void mlprof__hook_dnnl_init(void);
+void mlprof__hook_cuda_init(void);
 
 #endif /* MLPROF_HOOK_H */

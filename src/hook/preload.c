@@ -47,5 +47,6 @@ __attribute__((constructor)) static void preload_start(void)
     mlprof__ensure_init();      /* the environment's configuration; autostart */
     mlprof__hook_blas_init();
     mlprof__hook_dnnl_init();
+    mlprof__hook_cuda_init();
     install_handlers();
 }

@@ -15,7 +15,45 @@ static const struct {
     {"malloc", MLPROF__HOOK_MALLOC},
     {"blas", MLPROF__HOOK_BLAS},
     {"dnnl", MLPROF__HOOK_DNNL},
+    {"cuda", MLPROF__HOOK_CUDA},
+    {"cublas", MLPROF__HOOK_CUBLAS},
 };
+
+const char *const mlprof__cuda_names[MLPROF__CUDA_NAMES] = {
+    "cudaMalloc", "cudaMallocAsync", "cudaFree", "cudaFreeAsync", "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset",
+    "cudaMemsetAsync", "cudaLaunchKernel", "cudaDeviceSynchronize", "cudaStreamSynchronize",
+    "cudaEventSynchronize", "cudaGetDevice", "cublasSgemm_v2", "cublasDgemm_v2", "cublasGemmEx",
+    "cublasSgemmStridedBatched", "cublasDgemmStridedBatched", "cublasGemmStridedBatchedEx"};
+
+int mlprof__cuda_functions_parse(const char *spec, unsigned *mask, char *err, size_t len)
+{
+    *mask = 0;
+    for (const char *p = spec; *p;) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        size_t k = strcspn(p, ", ");
+        if (!k)
+            break;
+        int found = k == 3 && memcmp(p, "all", 3) == 0;
+        if (found)
+            *mask = (1u << MLPROF__CUDA_RUNTIME) - 1;
+        for (int i = 0; i < MLPROF__CUDA_RUNTIME - 1 && !found; i++) { /* cudaGetDevice is ours */
+            if (strlen(mlprof__cuda_names[i]) == k && memcmp(mlprof__cuda_names[i], p, k) == 0) {
+                *mask |= 1u << i;
+                found = 1;
+            }
+        }
+        if (!found) {
+            snprintf(err, len, "unknown CUDA runtime function \"%.*s\" (all, or of cudaMalloc, cudaMallocAsync, "
+                               "cudaFree, cudaFreeAsync, cudaMemcpy, cudaMemcpyAsync, cudaMemset, cudaMemsetAsync, "
+                               "cudaLaunchKernel, cudaDeviceSynchronize, cudaStreamSynchronize, "
+                               "cudaEventSynchronize)", (int)k, p);
+            return -1;
+        }
+        p += k;
+    }
+    return 0;
+}
 
 int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
 {
@@ -37,7 +75,7 @@ int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
                     bit = k_hooks[i].bit;
             }
             if (!bit) {
-                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas, dnnl; or all, none)", (int)k, p);
+                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas, dnnl, cuda, cublas; or all, none)", (int)k, p);
                 return -1;
             }
         }

@@ -32,7 +32,7 @@ const char *mlprof_version_string(void) { return MLPROF_VERSION_STRING; }
 
 /* ------------------------------------------------------ the configuration */
 
-typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS } key_type;
+typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS, T_CUDA_FNS } key_type;
 
 typedef struct key_def {
     const char *name;
@@ -75,7 +75,9 @@ static const key_def g_keys[] = {
     {"papi_library", T_STR, F(papi_library), 0, 0, "a shared library name or path"},
     {"nvml_library", T_STR, F(nvml_library), 0, 0, "a shared library name or path"},
     {"powercap_dir", T_STR, F(powercap_dir), 0, 0, "a directory"},
-    {"hooks", T_HOOKS, F(hooks), 0, 0, "a comma list of interposers (malloc, blas, dnnl), all or none"},
+    {"hooks", T_HOOKS, F(hooks), 0, 0, "a comma list of interposers (malloc, blas, dnnl, cuda, cublas), all or none"},
+    {"cuda_functions", T_CUDA_FNS, F(cuda_functions), 0, 0,
+     "all, or a comma list of CUDA runtime functions such as cudaMalloc,cudaLaunchKernel"},
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
@@ -96,6 +98,8 @@ static void config_defaults(mlprof__config *c)
     strcpy(c->powercap_dir, "/sys/class/powercap");
     strcpy(c->hooks, "all");
     c->hooks_mask = MLPROF__HOOKS_ALL;
+    strcpy(c->cuda_functions, "all");
+    c->cuda_functions_mask = (1u << MLPROF__CUDA_RUNTIME) - 1;
     strcpy(c->clock, "auto");
     c->memory_sample_rate = 1;
     strcpy(c->memory_csv, "auto");
@@ -170,16 +174,18 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
             break;
         strcpy(field, value);
         return MLPROF_OK;
-    case T_HOOKS: {
-        char why[300];
+    case T_HOOKS:
+    case T_CUDA_FNS: {
+        char why[600];
         unsigned mask;
-        if (strlen(value) >= sizeof cfg->hooks)
+        if (strlen(value) >= (k->type == T_HOOKS ? sizeof cfg->hooks : sizeof cfg->cuda_functions))
             break;
-        if (mlprof__hooks_parse(value, &mask, why, sizeof why) != 0)
+        if ((k->type == T_HOOKS ? mlprof__hooks_parse : mlprof__cuda_functions_parse)(value, &mask, why,
+                                                                                      sizeof why) != 0)
             return mlprof__fail(MLPROF_EVALUE, "bad value \"%s\" for configuration key \"%s\": %s", value,
                                 k->name, why);
         strcpy(field, value);
-        cfg->hooks_mask = mask;
+        *(k->type == T_HOOKS ? &cfg->hooks_mask : &cfg->cuda_functions_mask) = mask;
         return MLPROF_OK;
     }
     case T_COUNTERS:
@@ -314,6 +320,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     case T_COUNTERS:
     case T_SAMPLER:
     case T_HOOKS:
+    case T_CUDA_FNS:
         snprintf(tmp, sizeof tmp, "%s", (const char *)field);
         break;
     case T_BOOL:

@@ -194,6 +194,8 @@ typedef struct mlprof__config {
     char powercap_dir[MLPROF__PATH_MAX];
     char hooks[128];     /* interposers of mlprof run (src/hook) */
     unsigned hooks_mask; /* parsed, read by the hooks */
+    char cuda_functions[512];
+    unsigned cuda_functions_mask; /* bit i: mlprof__cuda_names[i] is recorded */
     int profile_all;
     int profile_api;
     int profile_memory;
