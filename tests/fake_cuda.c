@@ -2,7 +2,9 @@
  * fake_cuda.c - a stand-in for libcudart and libcublas with the functions
  * that mlprof run's CUDA interposers stand in front of, for testing without
  * a GPU: device memory is host memory, copies are memcpy, a launch calls
- * nothing, a GEMM does nothing, and the current device is 1.
+ * nothing, a GEMM does nothing, and the current device is 1. Its cuDNN
+ * descriptors are fake_desc structs that the test program fills in and the
+ * getters read back.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -77,5 +79,78 @@ int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, cons
 {
     (void)h, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)sa, (void)b;
     (void)ldb, (void)sb, (void)beta, (void)c, (void)ldc, (void)sc, (void)batch;
+    return 0;
+}
+
+/* ------------------------------------------------------------- cuDNN */
+typedef struct fake_desc {
+    int type, n;
+    int dims[8];
+    int pad[8], stride[8], dilation[8], groups; /* a convolution's */
+} fake_desc;
+
+int cudnnGetTensorNdDescriptor(const fake_desc *d, int req, int *type, int *n, int *dims, int *strides);
+int cudnnGetFilterNdDescriptor(const fake_desc *d, int req, int *type, int *format, int *n, int *dims);
+int cudnnGetConvolutionNdDescriptor(const fake_desc *d, int req, int *n, int *pad, int *stride, int *dilation,
+                                    int *mode, int *compute);
+int cudnnGetConvolutionGroupCount(const fake_desc *d, int *groups);
+int cudnnConvolutionForward(void *h, const void *alpha, const void *xd, const void *x, const void *wd,
+                            const void *w, const void *cd, int algo, void *ws, size_t wsn, const void *beta,
+                            const void *yd, void *y);
+int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha, const void *beta, const void *xd,
+                                            const void *x, const void *yd, void *y, const void *bnd,
+                                            const void *scale, const void *bias, const void *mean, const void *var,
+                                            double eps);
+
+int cudnnGetTensorNdDescriptor(const fake_desc *d, int req, int *type, int *n, int *dims, int *strides)
+{
+    *type = d->type;
+    *n = d->n;
+    for (int i = 0; i < d->n && i < req; i++) {
+        dims[i] = d->dims[i];
+        strides[i] = 1;
+    }
+    return 0;
+}
+
+int cudnnGetFilterNdDescriptor(const fake_desc *d, int req, int *type, int *format, int *n, int *dims)
+{
+    *format = 0;
+    int strides[8];
+    return cudnnGetTensorNdDescriptor(d, req, type, n, dims, strides);
+}
+
+int cudnnGetConvolutionNdDescriptor(const fake_desc *d, int req, int *n, int *pad, int *stride, int *dilation,
+                                    int *mode, int *compute)
+{
+    *n = d->n;
+    for (int i = 0; i < d->n && i < req; i++) {
+        pad[i] = d->pad[i];
+        stride[i] = d->stride[i];
+        dilation[i] = d->dilation[i];
+    }
+    *mode = 1;
+    *compute = 0;
+    return 0;
+}
+
+int cudnnGetConvolutionGroupCount(const fake_desc *d, int *groups) { return *groups = d->groups, 0; }
+
+int cudnnConvolutionForward(void *h, const void *alpha, const void *xd, const void *x, const void *wd,
+                            const void *w, const void *cd, int algo, void *ws, size_t wsn, const void *beta,
+                            const void *yd, void *y)
+{
+    (void)h, (void)alpha, (void)xd, (void)x, (void)wd, (void)w, (void)cd, (void)algo, (void)ws, (void)wsn;
+    (void)beta, (void)yd, (void)y;
+    return 0;
+}
+
+int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha, const void *beta, const void *xd,
+                                            const void *x, const void *yd, void *y, const void *bnd,
+                                            const void *scale, const void *bias, const void *mean, const void *var,
+                                            double eps)
+{
+    (void)h, (void)mode, (void)alpha, (void)beta, (void)xd, (void)x, (void)yd, (void)y, (void)bnd, (void)scale;
+    (void)bias, (void)mean, (void)var, (void)eps;
     return 0;
 }

@@ -207,12 +207,21 @@ def check_cuda():
     sb = x.get("cublasSgemmStridedBatched", [{}])[0].get("args", {})
     check(sb.get("batch") == 8 and sb.get("flops") == 8 * 2 * 16 ** 3, f"cuda: strided batched {sb}")
     check(all(e["cat"] == "cublas" for e in x.get("cublasGemmEx", [])), "cuda: category cublas")
+    conv = x.get("cudnnConvolutionForward", [{}])[0].get("args", {})
+    check(conv == {"input_shape": "[8,64,56,56]", "dtype": "float16", "filter_shape": "[128,32,3,3]",
+                   "output_shape": "[8,128,28,28]", "padding": "[1,1]", "stride": "[2,2]", "dilation": "[1,1]",
+                   "groups": 2, "flops": 2 * 8 * 128 * 28 * 28 * 32 * 9,
+                   "bytes": 2 * (8 * 64 * 56 * 56 + 128 * 32 * 9 + 8 * 128 * 28 * 28), "algo": 1},
+          f"cuda: the cuDNN convolution {conv}")
+    bn = x.get("cudnnBatchNormalizationForwardInference", [{}])[0].get("args", {})
+    check(bn == {"input_shape": "[8,128,28,28]", "dtype": "float16"}, f"cuda: the batch norm {bn}")
     peak = [e for e in t["traceEvents"] if e["ph"] == "i" and e["name"] == "memory peak (cuda:1)"]
     check(peak and peak[0]["args"]["used"] == (1 << 20) + (3 << 20) + 4096, f"cuda: device memory on cuda:1 {peak}")
     # only the chosen runtime functions
     p, t = run("cuda_chosen", [CUDA], "--cuda_functions", "cudaMalloc,cudaFree")
     names = {e["name"] for e in spans(t)} if t else set()
-    check(names == {"cudaMalloc", "cudaFree", "cublasSgemm_v2", "cublasGemmEx", "cublasSgemmStridedBatched"},
+    check(names == {"cudaMalloc", "cudaFree", "cublasSgemm_v2", "cublasGemmEx", "cublasSgemmStridedBatched",
+                     "cudnnConvolutionForward", "cudnnBatchNormalizationForwardInference"},
           f"cuda: --cuda_functions cudaMalloc,cudaFree leaves {names}")
 
 

@@ -26,6 +26,19 @@ int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, cons
                               int lda, long long sa, const float *b, int ldb, long long sb, const float *beta,
                               float *c, int ldc, long long sc, int batch);
 
+typedef struct fake_desc { /* as fake_cuda.c reads it */
+    int type, n;
+    int dims[8];
+    int pad[8], stride[8], dilation[8], groups;
+} fake_desc;
+int cudnnConvolutionForward(void *h, const void *alpha, const void *xd, const void *x, const void *wd,
+                            const void *w, const void *cd, int algo, void *ws, size_t wsn, const void *beta,
+                            const void *yd, void *y);
+int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha, const void *beta, const void *xd,
+                                            const void *x, const void *yd, void *y, const void *bnd,
+                                            const void *scale, const void *bias, const void *mean, const void *var,
+                                            double eps);
+
 /* what nvcc's host stub of a kernel would be: a function whose symbol names it */
 void vector_add_kernel(void);
 void vector_add_kernel(void) {}
@@ -47,6 +60,12 @@ int main(void)
     cublasSgemm_v2(NULL, 0, 1, 128, 64, 32, &one, a, 128, b, 64, &zero, c, 128);
     cublasGemmEx(NULL, 1, 0, 256, 256, 512, &one, a, 2, 512, b, 2, 512, &zero, c, 0, 256, 68, -1);
     cublasSgemmStridedBatched(NULL, 0, 0, 16, 16, 16, &one, a, 16, 256, b, 16, 256, &zero, c, 16, 256, 8);
+    /* a 3x3 convolution 64 -> 128 channels, stride 2, 2 groups, over 8 images of 56x56 (float16) */
+    fake_desc x = {2, 4, {8, 64, 56, 56}, {0}, {0}, {0}, 0}, w = {2, 4, {128, 32, 3, 3}, {0}, {0}, {0}, 0};
+    fake_desc y = {2, 4, {8, 128, 28, 28}, {0}, {0}, {0}, 0};
+    fake_desc conv = {0, 2, {0}, {1, 1}, {2, 2}, {1, 1}, 2};
+    cudnnConvolutionForward(NULL, &one, &x, a, &w, b, &conv, 1, NULL, 0, &zero, &y, c);
+    cudnnBatchNormalizationForwardInference(NULL, 1, &one, &zero, &y, c, &y, c, NULL, NULL, NULL, NULL, NULL, 1e-5);
     cudaDeviceSynchronize();
     cudaMemcpy(host, a, sizeof host, 2);  /* device to host */
     cudaFree(a);

@@ -17,9 +17,11 @@ enum {
     MLPROF__HOOK_DNNL = 1u << 2,
     MLPROF__HOOK_CUDA = 1u << 3,
     MLPROF__HOOK_CUBLAS = 1u << 4,
+    MLPROF__HOOK_CUDNN = 1u << 5,
 };
-#define MLPROF__HOOKS_ALL \
-    (MLPROF__HOOK_MALLOC | MLPROF__HOOK_BLAS | MLPROF__HOOK_DNNL | MLPROF__HOOK_CUDA | MLPROF__HOOK_CUBLAS)
+#define MLPROF__HOOKS_ALL                                                                                \
+    (MLPROF__HOOK_MALLOC | MLPROF__HOOK_BLAS | MLPROF__HOOK_DNNL | MLPROF__HOOK_CUDA | MLPROF__HOOK_CUBLAS | \
+     MLPROF__HOOK_CUDNN)
 
 /* The functions of cuda.c, in its order: first the CUDA runtime's (those the
  * cuda_functions key chooses among, cudaGetDevice excepted), then cuBLAS's. */
@@ -53,5 +55,6 @@ void mlprof__hook_malloc_init(void);
 void mlprof__hook_blas_init(void);
 void mlprof__hook_dnnl_init(void);
 void mlprof__hook_cuda_init(void);
+void mlprof__hook_cudnn_init(void);
 
 #endif /* MLPROF_HOOK_H */

@@ -48,5 +48,6 @@ __attribute__((constructor)) static void preload_start(void)
     mlprof__hook_blas_init();
     mlprof__hook_dnnl_init();
     mlprof__hook_cuda_init();
+    mlprof__hook_cudnn_init();
     install_handlers();
 }

@@ -17,6 +17,7 @@ static const struct {
     {"dnnl", MLPROF__HOOK_DNNL},
     {"cuda", MLPROF__HOOK_CUDA},
     {"cublas", MLPROF__HOOK_CUBLAS},
+    {"cudnn", MLPROF__HOOK_CUDNN},
 };
 
 const char *const mlprof__cuda_names[MLPROF__CUDA_NAMES] = {
@@ -75,7 +76,7 @@ int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
                     bit = k_hooks[i].bit;
             }
             if (!bit) {
-                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas, dnnl, cuda, cublas; or all, none)", (int)k, p);
+                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas, dnnl, cuda, cublas, cudnn; or all, none)", (int)k, p);
                 return -1;
             }
         }
