@@ -141,6 +141,34 @@ def check_torch():
           f"torch: category, implementation and type of the convolutions {convs[:1]}")
 
 
+# ------------------------------------------------------------- ITT
+ITT = """
+import torch
+torch.manual_seed(0)
+conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 16, 3, stride=2))
+img = torch.randn(4, 3, 32, 32)
+with torch.no_grad():
+    for i in range(4):
+        z = conv(img)
+print(round(float(z.sum()), 4))
+"""
+
+
+def check_itt():
+    if not has("torch"):
+        print("run: ITT skipped: python3-torch is not installed")
+        return
+    # oneDNN's own ITT tasks, one per primitive executed on the main thread
+    env = dict(os.environ, DNNL_ITT_TASK_LEVEL="1")
+    p, t = run("itt", [PYTHON, "-c", ITT], "--hooks", "itt", env=env)
+    if not t:
+        return
+    tasks = [e for e in spans(t) if e["cat"] == "dnnl::primitive::execute"]
+    convs = [e for e in tasks if e["name"] == "convolution"]
+    check(len(convs) == 8, f"itt: oneDNN's 8 convolution tasks: {len(convs)} of {len(tasks)} tasks")
+    check(not spans(t, "convolution_forward"), "itt: only the ITT hook was on")
+
+
 # --------------------------------------------------------- fork and exec
 def check_fork_exec():
     p, t = run("forker", [FORKER])
@@ -264,6 +292,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     check_numpy()
     check_torch()
+    check_itt()
     check_fork_exec()
     check_alloc()
     check_cuda()

@@ -18,10 +18,11 @@ enum {
     MLPROF__HOOK_CUDA = 1u << 3,
     MLPROF__HOOK_CUBLAS = 1u << 4,
     MLPROF__HOOK_CUDNN = 1u << 5,
+    MLPROF__HOOK_ITT = 1u << 6,
 };
 #define MLPROF__HOOKS_ALL                                                                                \
     (MLPROF__HOOK_MALLOC | MLPROF__HOOK_BLAS | MLPROF__HOOK_DNNL | MLPROF__HOOK_CUDA | MLPROF__HOOK_CUBLAS | \
-     MLPROF__HOOK_CUDNN)
+     MLPROF__HOOK_CUDNN | MLPROF__HOOK_ITT)
 
 /* The functions of cuda.c, in its order: first the CUDA runtime's (those the
  * cuda_functions key chooses among, cudaGetDevice excepted), then cuBLAS's. */
