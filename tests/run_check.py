@@ -2,7 +2,7 @@
 """mlprof run on real, unmodified programs: numpy and PyTorch (Debian's), C programs
 that fork and exec, allocate known sizes, crash; the one trace read back with json.
 
-usage: run_check.py MLPROF RUN_FORKER RUN_ALLOC RUN_CUDA OUTDIR [PYTHON]
+usage: run_check.py MLPROF RUN_FORKER RUN_ALLOC RUN_CUDA RUN_NVTX|none OUTDIR [PYTHON]
 """
 import csv
 import glob
@@ -20,8 +20,8 @@ def check(cond, what):
         print(f"FAIL: {what}", file=sys.stderr)
 
 
-MLPROF, FORKER, ALLOC, CUDA, OUT = sys.argv[1:6]
-PYTHON = sys.argv[6] if len(sys.argv) > 6 else "/usr/bin/python3"
+MLPROF, FORKER, ALLOC, CUDA, NVTX, OUT = sys.argv[1:7]
+PYTHON = sys.argv[7] if len(sys.argv) > 7 else "/usr/bin/python3"
 
 
 def run(name, cmd, *options, expect_rc=0, env=None):
@@ -169,6 +169,31 @@ def check_itt():
     check(not spans(t, "convolution_forward"), "itt: only the ITT hook was on")
 
 
+# ------------------------------------------------------------- NVTX
+def check_nvtx():
+    if NVTX == "none":
+        print("run: NVTX skipped: no nvtx3 headers to build the test program (they come with CUDA)")
+        return
+    p, t = run("nvtx", [NVTX])
+    if not t:
+        return
+    check("push depth 0, pop left 0" in p.stdout, f"nvtx: push and pop return the depths: {p.stdout!r}")
+    epoch = spans(t, "epoch")
+    steps = spans(t, "step")
+    check(len(epoch) == 1 and epoch[0]["cat"] == "nvtx", f"nvtx: the default domain's range {epoch}")
+    check(sorted(e["args"].get("payload") for e in steps) == [100, 101, 102] and all(e["cat"] == "trainer" for e in steps),
+          f"nvtx: the domain's registered ranges with payloads {steps}")
+    if epoch:
+        e = epoch[0]
+        check(all(e["ts"] <= s["ts"] and s["ts"] + s["dur"] <= e["ts"] + e["dur"] for s in steps), "nvtx: they nest")
+    marks = [e for e in t["traceEvents"] if e["ph"] == "i" and e["name"] == "tick"]
+    check(len(marks) == 3, f"nvtx: 3 marks: {len(marks)}")
+    loading = [e for e in t["traceEvents"] if e["name"] == "loading" and e["ph"] in "be"]
+    check(len(loading) == 2 and {e["ph"] for e in loading} == {"b", "e"}, f"nvtx: the start/end range {loading}")
+    names = {e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    check("nvtx-main" in names, f"nvtx: the thread's name {names}")
+
+
 # --------------------------------------------------------- fork and exec
 def check_fork_exec():
     p, t = run("forker", [FORKER])
@@ -293,6 +318,7 @@ def main():
     check_numpy()
     check_torch()
     check_itt()
+    check_nvtx()
     check_fork_exec()
     check_alloc()
     check_cuda()

@@ -39,7 +39,7 @@ static void run_usage(FILE *out)
             "  -o, --output FILE      the merged trace (default mlprof_run.json); each\n"
             "                         process's own is kept in FILE.parts/\n"
             "  --hooks LIST           the interposers: malloc, blas, dnnl, cuda, cublas, cudnn,\n"
-            "                         itt, all\n"
+            "                         itt, nvtx, all\n"
             "                         (default), none; --cuda_functions LIST chooses among\n"
             "                         the CUDA runtime functions\n"
             "  --KEY VALUE            any configuration key of the library (--KEY=VALUE too),\n"
@@ -349,6 +349,7 @@ int mlprof_cmd_run(int argc, char **argv)
     setenv("MLPROF_AUTOSTART", "1", 1);
     setenv("MLPROF_DUMP_AT_EXIT", "1", 1);
     setenv("INTEL_LIBITTNOTIFY64", abs_preload, 0); /* we are the ITT collector, unless one is chosen */
+    setenv("NVTX_INJECTION64_PATH", abs_preload, 0); /* and NVTX's injection */
     default_key("profile_memory", "1");
     default_key("memory_sample_rate", "1000");
     default_key("memory_csv", "");

@@ -127,8 +127,8 @@ MLPROF_API const char *mlprof_last_error(void);
  *   nvml_library     where NVML is loaded from               libnvidia-ml.so.1
  *   powercap_dir     where RAPL's powercap zones are  /sys/class/powercap
  *   hooks            the interposers of `mlprof run` (libmlprof_preload):
- *                    malloc, blas, dnnl, cuda, cublas, cudnn, itt;
- *                    "all" or "none"                                 all
+ *                    malloc, blas, dnnl, cuda, cublas, cudnn, itt,
+ *                    nvtx; "all" or "none"                           all
  *   cuda_functions   the CUDA runtime functions the cuda hook records:
  *                    "all" or names such as cudaMalloc,cudaMemcpy    all
  *

@@ -75,7 +75,7 @@ static const key_def g_keys[] = {
     {"papi_library", T_STR, F(papi_library), 0, 0, "a shared library name or path"},
     {"nvml_library", T_STR, F(nvml_library), 0, 0, "a shared library name or path"},
     {"powercap_dir", T_STR, F(powercap_dir), 0, 0, "a directory"},
-    {"hooks", T_HOOKS, F(hooks), 0, 0, "a comma list of interposers (malloc, blas, dnnl, cuda, cublas, cudnn, itt), all or none"},
+    {"hooks", T_HOOKS, F(hooks), 0, 0, "a comma list of interposers (malloc, blas, dnnl, cuda, cublas, cudnn, itt, nvtx), all or none"},
     {"cuda_functions", T_CUDA_FNS, F(cuda_functions), 0, 0,
      "all, or a comma list of CUDA runtime functions such as cudaMalloc,cudaLaunchKernel"},
 };
