@@ -154,3 +154,48 @@ int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha
     (void)bias, (void)mean, (void)var, (void)eps;
     return 0;
 }
+
+/* ------------------------------------------------------------ cublasLt */
+typedef struct fake_layout {
+    unsigned type;
+    unsigned long long rows, cols;
+    int batch;
+} fake_layout;
+typedef struct fake_matmul_desc {
+    int transa, transb;
+} fake_matmul_desc;
+
+int cublasLtMatrixLayoutGetAttribute(const fake_layout *l, int attr, void *buf, size_t size, size_t *written);
+int cublasLtMatmulDescGetAttribute(const fake_matmul_desc *d, int attr, void *buf, size_t size, size_t *written);
+int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *a, void *ad, const void *b, void *bd,
+                   const void *beta, const void *c, void *cd, void *d, void *dd, const void *algo, void *ws, size_t wsn,
+                   void *stream);
+
+int cublasLtMatrixLayoutGetAttribute(const fake_layout *l, int attr, void *buf, size_t size, size_t *written)
+{
+    switch (attr) {
+    case 0: if (size < 4) return 7; *(unsigned *)buf = l->type; *written = 4; return 0;
+    case 2: if (size < 8) return 7; *(unsigned long long *)buf = l->rows; *written = 8; return 0;
+    case 3: if (size < 8) return 7; *(unsigned long long *)buf = l->cols; *written = 8; return 0;
+    case 5: if (size < 4) return 7; *(int *)buf = l->batch; *written = 4; return 0;
+    default: return 7;
+    }
+}
+
+int cublasLtMatmulDescGetAttribute(const fake_matmul_desc *d, int attr, void *buf, size_t size, size_t *written)
+{
+    if (size < 4 || (attr != 3 && attr != 4))
+        return 7;
+    *(int *)buf = attr == 3 ? d->transa : d->transb;
+    *written = 4;
+    return 0;
+}
+
+int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *a, void *ad, const void *b, void *bd,
+                   const void *beta, const void *c, void *cd, void *d, void *dd, const void *algo, void *ws, size_t wsn,
+                   void *stream)
+{
+    (void)h, (void)desc, (void)alpha, (void)a, (void)ad, (void)b, (void)bd, (void)beta, (void)c, (void)cd, (void)d;
+    (void)dd, (void)algo, (void)ws, (void)wsn, (void)stream;
+    return 0;
+}

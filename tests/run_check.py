@@ -260,6 +260,10 @@ def check_cuda():
     sb = x.get("cublasSgemmStridedBatched", [{}])[0].get("args", {})
     check(sb.get("batch") == 8 and sb.get("flops") == 8 * 2 * 16 ** 3, f"cuda: strided batched {sb}")
     check(all(e["cat"] == "cublas" for e in x.get("cublasGemmEx", [])), "cuda: category cublas")
+    lt = x.get("cublasLtMatmul", [{}])[0].get("args", {})
+    check((lt.get("M"), lt.get("N"), lt.get("K"), lt.get("batch"), lt.get("trans"), lt.get("dtype"), lt.get("out_dtype"),
+           lt.get("flops")) == (64, 32, 128, 4, "TN", "bfloat16", "float32", 4 * 2 * 64 * 32 * 128),
+          f"cuda: cublasLt matmul from its layouts {lt}")
     conv = x.get("cudnnConvolutionForward", [{}])[0].get("args", {})
     check(conv == {"input_shape": "[8,64,56,56]", "dtype": "float16", "filter_shape": "[128,32,3,3]",
                    "output_shape": "[8,128,28,28]", "padding": "[1,1]", "stride": "[2,2]", "dilation": "[1,1]",
@@ -273,7 +277,7 @@ def check_cuda():
     # only the chosen runtime functions
     p, t = run("cuda_chosen", [CUDA], "--cuda_functions", "cudaMalloc,cudaFree")
     names = {e["name"] for e in spans(t)} if t else set()
-    check(names == {"cudaMalloc", "cudaFree", "cublasSgemm_v2", "cublasGemmEx", "cublasSgemmStridedBatched",
+    check(names == {"cudaMalloc", "cudaFree", "cublasSgemm_v2", "cublasGemmEx", "cublasSgemmStridedBatched", "cublasLtMatmul",
                      "cudnnConvolutionForward", "cudnnBatchNormalizationForwardInference"},
           f"cuda: --cuda_functions cudaMalloc,cudaFree leaves {names}")
 

@@ -39,6 +39,18 @@ int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha
                                             const void *scale, const void *bias, const void *mean, const void *var,
                                             double eps);
 
+typedef struct fake_layout {
+    unsigned type;
+    unsigned long long rows, cols;
+    int batch;
+} fake_layout;
+typedef struct fake_matmul_desc {
+    int transa, transb;
+} fake_matmul_desc;
+int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *a, void *ad, const void *b, void *bd,
+                   const void *beta, const void *c, void *cd, void *d, void *dd, const void *algo, void *ws, size_t wsn,
+                   void *stream);
+
 /* what nvcc's host stub of a kernel would be: a function whose symbol names it */
 void vector_add_kernel(void);
 void vector_add_kernel(void) {}
@@ -66,6 +78,10 @@ int main(void)
     fake_desc conv = {0, 2, {0}, {1, 1}, {2, 2}, {1, 1}, 2};
     cudnnConvolutionForward(NULL, &one, &x, a, &w, b, &conv, 1, NULL, 0, &zero, &y, c);
     cudnnBatchNormalizationForwardInference(NULL, 1, &one, &zero, &y, c, &y, c, NULL, NULL, NULL, NULL, NULL, 1e-5);
+    /* D[64x32] = op(A) B with A stored 128x64 and transposed (K = 128), bfloat16 in, float32 out, 4 of them */
+    fake_layout la = {14, 128, 64, 4}, lb = {14, 128, 32, 4}, ld = {0, 64, 32, 4};
+    fake_matmul_desc md = {1, 0};
+    cublasLtMatmul(NULL, &md, &one, a, &la, b, &lb, &zero, c, &ld, c, &ld, NULL, NULL, 0, NULL);
     cudaDeviceSynchronize();
     cudaMemcpy(host, a, sizeof host, 2);  /* device to host */
     cudaFree(a);

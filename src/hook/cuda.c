@@ -12,8 +12,9 @@
  *     symbol or address, grid, block, shared memory and stream;
  *   cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize.
  * cuBLAS (hook "cublas"): cublasSgemm_v2, cublasDgemm_v2, cublasGemmEx, the
- *   strided batched forms - spans with M, N, K, batch, types, FLOPs (2MNK per
- *   matrix) and the bytes of the matrices.
+ *   strided batched forms and cublasLtMatmul (its shapes, types and batch
+ *   read back from its layouts and descriptor) - spans with M, N, K, batch,
+ *   types, FLOPs (2MNK per matrix) and the bytes of the matrices.
  *
  * These are CPU-side times: what the call cost the thread (a launch, a
  * wait). What the GPU did is CUPTI's part. A program built with nvcc links
@@ -37,7 +38,8 @@ typedef struct dim3_ {
 
 enum { F_MALLOC, F_MALLOC_ASYNC, F_FREE, F_FREE_ASYNC, F_MEMCPY, F_MEMCPY_ASYNC, F_MEMSET, F_MEMSET_ASYNC,
        F_LAUNCH, F_DEVICE_SYNC, F_STREAM_SYNC, F_EVENT_SYNC, F_GET_DEVICE,
-       F_SGEMM, F_DGEMM, F_GEMM_EX, F_SGEMM_SB, F_DGEMM_SB, F_GEMM_SB_EX, F_N };
+       F_SGEMM, F_DGEMM, F_GEMM_EX, F_SGEMM_SB, F_DGEMM_SB, F_GEMM_SB_EX, F_LT_MATMUL, F_LT_LAYOUT_GET,
+       F_LT_DESC_GET, F_N };
 #define k_names mlprof__cuda_names /* select.c: the cuda_functions key checks names against it */
 _Static_assert(F_N == MLPROF__CUDA_NAMES, "select.c names every function");
 #define F_FIRST_CUBLAS F_SGEMM
@@ -51,7 +53,7 @@ void mlprof__hook_cuda_init(void)
     g_runtime = mlprof_domain_create("cuda_runtime");
     g_cublas = mlprof_domain_create("cublas");
     for (int i = 0; i < F_N; i++) {
-        if (i != F_GET_DEVICE && i != F_LAUNCH)
+        if (i != F_GET_DEVICE && i != F_LAUNCH && i != F_LT_LAYOUT_GET && i != F_LT_DESC_GET)
             g_task[i] = mlprof_task_create(i < F_FIRST_CUBLAS ? g_runtime : g_cublas, k_names[i]);
     }
 }
@@ -420,4 +422,51 @@ EXPORT int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int
     return end_span(F_GEMM_SB_EX, span,
                     ((gemm_sb_ex_fn)real(F_GEMM_SB_EX))(h, ta, tb, m, n, k, alpha, a, at, lda, sa, b, bt, ldb, sb,
                                                         beta, c, ct, ldc, sc, batch, compute, algo));
+}
+
+/* cublasLtMatmul: D = op(A) op(B) (+ C). D is M x N; K is op(A)'s columns. */
+typedef int lt_matmul_fn(void *, void *, const void *, const void *, void *, const void *, void *, const void *,
+                         const void *, void *, void *, void *, const void *, void *, size_t, void *);
+typedef int lt_get_fn(void *, int, void *, size_t, size_t *);
+EXPORT lt_matmul_fn cublasLtMatmul;
+
+enum { LAYOUT_TYPE = 0, LAYOUT_ROWS = 2, LAYOUT_COLS = 3, LAYOUT_BATCH = 5, DESC_TRANSA = 3, DESC_TRANSB = 4 };
+
+static int lt_get(int f, void *obj, int attr, void *buf, size_t size)
+{
+    size_t written = 0;
+    memset(buf, 0, size);
+    return obj && ((lt_get_fn *)real(f))(obj, attr, buf, size, &written) == 0;
+}
+
+EXPORT int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *a, void *ad, const void *b, void *bd,
+                          const void *beta, const void *c, void *cd, void *d, void *dd, const void *algo, void *ws,
+                          size_t wsn, void *stream)
+{
+    int span = 0;
+    if (wanted(F_LT_MATMUL)) {
+        uint64_t a_rows, a_cols, d_rows, d_cols;
+        uint32_t at, bt, dt;
+        int32_t ta = 0, tb = 0, batch = 1;
+        if (lt_get(F_LT_LAYOUT_GET, ad, LAYOUT_ROWS, &a_rows, sizeof a_rows) &&
+            lt_get(F_LT_LAYOUT_GET, ad, LAYOUT_COLS, &a_cols, sizeof a_cols) &&
+            lt_get(F_LT_LAYOUT_GET, dd, LAYOUT_ROWS, &d_rows, sizeof d_rows) &&
+            lt_get(F_LT_LAYOUT_GET, dd, LAYOUT_COLS, &d_cols, sizeof d_cols) &&
+            lt_get(F_LT_LAYOUT_GET, ad, LAYOUT_TYPE, &at, sizeof at) &&
+            lt_get(F_LT_LAYOUT_GET, bd, LAYOUT_TYPE, &bt, sizeof bt) &&
+            lt_get(F_LT_LAYOUT_GET, dd, LAYOUT_TYPE, &dt, sizeof dt)) {
+            lt_get(F_LT_LAYOUT_GET, dd, LAYOUT_BATCH, &batch, sizeof batch);
+            lt_get(F_LT_DESC_GET, desc, DESC_TRANSA, &ta, sizeof ta);
+            lt_get(F_LT_DESC_GET, desc, DESC_TRANSB, &tb, sizeof tb);
+            int64_t k = (int64_t)(ta == 0 ? a_cols : a_rows);
+            span = gemm_span(F_LT_MATMUL, ta, tb, (int64_t)d_rows, (int64_t)d_cols, k, batch > 0 ? batch : 1,
+                             (int)at, (int)bt, (int)dt);
+        } else {
+            mlprof_begin(g_task[F_LT_MATMUL]); /* layouts that cannot be read: the call alone */
+            span = 1;
+        }
+    }
+    return end_span(F_LT_MATMUL, span,
+                    ((lt_matmul_fn *)real(F_LT_MATMUL))(h, desc, alpha, a, ad, b, bd, beta, c, cd, d, dd, algo, ws, wsn,
+                                                        stream));
 }

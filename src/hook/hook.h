@@ -27,7 +27,7 @@ enum {
 
 /* The functions of cuda.c, in its order: first the CUDA runtime's (those the
  * cuda_functions key chooses among, cudaGetDevice excepted), then cuBLAS's. */
-#define MLPROF__CUDA_NAMES 19
+#define MLPROF__CUDA_NAMES 22
 #define MLPROF__CUDA_RUNTIME 13
 extern const char *const mlprof__cuda_names[MLPROF__CUDA_NAMES];
 /* Parses the cuda_functions key: "all", or runtime function names. */

@@ -26,7 +26,8 @@ const char *const mlprof__cuda_names[MLPROF__CUDA_NAMES] = {
     "cudaMalloc", "cudaMallocAsync", "cudaFree", "cudaFreeAsync", "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset",
     "cudaMemsetAsync", "cudaLaunchKernel", "cudaDeviceSynchronize", "cudaStreamSynchronize",
     "cudaEventSynchronize", "cudaGetDevice", "cublasSgemm_v2", "cublasDgemm_v2", "cublasGemmEx",
-    "cublasSgemmStridedBatched", "cublasDgemmStridedBatched", "cublasGemmStridedBatchedEx"};
+    "cublasSgemmStridedBatched", "cublasDgemmStridedBatched", "cublasGemmStridedBatchedEx", "cublasLtMatmul",
+    "cublasLtMatrixLayoutGetAttribute", "cublasLtMatmulDescGetAttribute"};
 
 int mlprof__cuda_functions_parse(const char *spec, unsigned *mask, char *err, size_t len)
 {
