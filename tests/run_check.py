@@ -189,7 +189,14 @@ def check_nvtx():
     marks = [e for e in t["traceEvents"] if e["ph"] == "i" and e["name"] == "tick"]
     check(len(marks) == 3, f"nvtx: 3 marks: {len(marks)}")
     loading = [e for e in t["traceEvents"] if e["name"] == "loading" and e["ph"] in "be"]
-    check(len(loading) == 2 and {e["ph"] for e in loading} == {"b", "e"}, f"nvtx: the start/end range {loading}")
+    check(len(loading) == 2 and {e["ph"] for e in loading} == {"b", "e"}
+          and not any(e.get("args", {}).get("unfinished") for e in loading), f"nvtx: the start/end range {loading}")
+    if epoch and len(loading) == 2:
+        b = min(e["ts"] for e in loading)
+        check(b <= epoch[0]["ts"] and max(e["ts"] for e in loading) >= epoch[0]["ts"] + epoch[0]["dur"],
+              "nvtx: the start/end range spans the pushes")
+    worker = spans(t, "worker")
+    check(len(worker) == 1 and epoch and worker[0]["tid"] != epoch[0]["tid"], "nvtx: the worker's range on its thread")
     names = {e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
     check("nvtx-main" in names, f"nvtx: the thread's name {names}")
 

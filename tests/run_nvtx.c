@@ -1,8 +1,8 @@
 /*
  * run_nvtx.c - a program annotated with NVTX 3 (header only), for mlprof
  * run's NVTX injection: nested pushes in the default domain and in a domain
- * of its own with registered strings and payloads, a start/end range that
- * ends on another thread, marks and a thread name.
+ * of its own with registered strings and payloads, a start/end range, marks,
+ * a thread name, and a worker thread with ranges of its own.
  */
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
@@ -12,10 +12,11 @@
 
 static nvtxRangeId_t g_loading;
 
-static void *finisher(void *arg)
+static void *worker(void *arg)
 {
     (void)arg;
-    nvtxRangeEnd(g_loading); /* started on the main thread */
+    nvtxRangePushA("worker");
+    nvtxRangePop();
     return NULL;
 }
 
@@ -39,8 +40,9 @@ int main(void)
         nvtxDomainRangePop(dom);
     }
     int left = nvtxRangePop();
+    nvtxRangeEnd(g_loading);
     pthread_t t;
-    pthread_create(&t, NULL, finisher, NULL);
+    pthread_create(&t, NULL, worker, NULL);
     pthread_join(t, NULL);
     printf("push depth %d, pop left %d\n", depth, left);
     return 0;
