@@ -197,6 +197,14 @@ def check_nvtx():
               "nvtx: the start/end range spans the pushes")
     worker = spans(t, "worker")
     check(len(worker) == 1 and epoch and worker[0]["tid"] != epoch[0]["tid"], "nvtx: the worker's range on its thread")
+    if worker and len(loading) == 2:  # the worker ended the range the main thread started
+        end = max(e["ts"] for e in loading)
+        check(end >= worker[0]["ts"] + worker[0]["dur"], "nvtx: the range ends when the worker ended it")
+    for part in glob.glob(os.path.join(OUT, "nvtx.json.parts", "trace.*.json")):
+        with open(part) as f:
+            other = json.load(f)["otherData"]
+        check(other["unmatched_ends"] == 0 and other["unfinished_spans"] == 0,
+              f"nvtx: nothing unmatched or unfinished in {part}: {other}")
     names = {e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
     check("nvtx-main" in names, f"nvtx: the thread's name {names}")
 

@@ -1,8 +1,8 @@
 /*
  * run_nvtx.c - a program annotated with NVTX 3 (header only), for mlprof
  * run's NVTX injection: nested pushes in the default domain and in a domain
- * of its own with registered strings and payloads, a start/end range, marks,
- * a thread name, and a worker thread with ranges of its own.
+ * of its own with registered strings and payloads, a start/end range that a
+ * worker thread ends, marks, a thread name, and the worker's own ranges.
  */
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
@@ -17,6 +17,7 @@ static void *worker(void *arg)
     (void)arg;
     nvtxRangePushA("worker");
     nvtxRangePop();
+    nvtxRangeEnd(g_loading); /* started on the main thread */
     return NULL;
 }
 
@@ -40,7 +41,6 @@ int main(void)
         nvtxDomainRangePop(dom);
     }
     int left = nvtxRangePop();
-    nvtxRangeEnd(g_loading);
     pthread_t t;
     pthread_create(&t, NULL, worker, NULL);
     pthread_join(t, NULL);

@@ -79,6 +79,14 @@ static struct {
     uint64_t frame_ids;
     uint64_t unfinished;
     uint64_t unmatched_ends;
+    /* frame ends that found no frame open on their thread: a frame may end on
+     * another thread than the one that began it (NVTX start/end ranges); they
+     * are matched once every thread of the drain has been read */
+    struct {
+        const mlprof__handle *h;
+        uint64_t ns;
+    } pending_end[256];
+    size_t npending;
     uint64_t reported_drops;
     uint64_t corrupt;
     uint64_t start_ns;
@@ -304,7 +312,12 @@ static void end_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_d
         i--;
     }
     if (i == 0) {
-        C.unmatched_ends++;
+        if (frame && h && C.npending < sizeof C.pending_end / sizeof C.pending_end[0]) {
+            C.pending_end[C.npending].h = h;
+            C.pending_end[C.npending++].ns = ns;
+        } else {
+            C.unmatched_ends++;
+        }
         return;
     }
     while (s->depth > i)
@@ -570,6 +583,26 @@ static void forget_thread(mlprof__thread *t)
  * before the first thread was drained (or all of them, when everything is
  * over): one recorded later on another thread waits for the next drain, so
  * that operations are accounted in time order. */
+/* Frame ends that came from another thread than their begin: each closes the
+ * innermost frame of its handle open on another track, when it is that
+ * track's innermost frame; otherwise it is unmatched. */
+static void match_pending_ends(void)
+{
+    for (size_t k = 0; k < C.npending; k++) {
+        track *found = NULL;
+        for (track *tr = C.tracks; tr && !found; tr = tr->next) {
+            span_stack *s = &tr->frames;
+            if (s->depth && s->items[s->depth - 1].handle == C.pending_end[k].h)
+                found = tr;
+        }
+        if (found)
+            pop_span(found, &found->frames, C.pending_end[k].ns, 1, 0);
+        else
+            C.unmatched_ends++;
+    }
+    C.npending = 0;
+}
+
 static void drain_all(int discard, int all_memory)
 {
     if (!mlprof__pool_ready())
@@ -582,6 +615,7 @@ static void drain_all(int discard, int all_memory)
         C.start_ns = mlprof__clock_monotonic_ns();
     for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
         drain_thread(t, discard);
+    match_pending_ends();
     for (track *tr = C.tracks; tr; tr = tr->next)
         flush_instant(tr);
     mlprof__mem_apply(watermark, discard ? NULL : &C.buf, &C.spool_first, mlprof__g.pid);

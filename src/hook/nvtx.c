@@ -11,10 +11,8 @@
  *     domain "nvtx" or the NVTX domain's name, with the payload and category
  *     as arguments; push returns the depth, pop the depth it leaves;
  *   start/end (nvtxRangeStart*, nvtxRangeEnd) - frames (async slices) named
- *     by the message. NVTX allows such a range to end on another thread;
- *     the collector matches a frame's end on the thread that began it, so
- *     such an end is counted as unmatched and the range closed at the dump
- *     (a known gap: it needs ends matched across threads);
+ *     by the message; such a range may end on another thread (the collector
+ *     matches a frame's end across threads);
  *   marks - instants on the thread; nvtxNameOsThreadA for the calling thread
  *     names it.
  *
