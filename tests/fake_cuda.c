@@ -9,30 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    unsigned x, y, z;
-} dim3_;
-
-int cudaGetDevice(int *dev);
-int cudaMalloc(void **p, size_t n);
-int cudaMallocAsync(void **p, size_t n, void *stream);
-int cudaFree(void *p);
-int cudaFreeAsync(void *p, void *stream);
-int cudaMemcpy(void *dst, const void *src, size_t n, int kind);
-int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *stream);
-int cudaMemset(void *p, int v, size_t n);
-int cudaMemsetAsync(void *p, int v, size_t n, void *stream);
-int cudaLaunchKernel(const void *func, dim3_ grid, dim3_ block, void **args, size_t shared, void *stream);
-int cudaDeviceSynchronize(void);
-int cudaStreamSynchronize(void *stream);
-int cudaEventSynchronize(void *event);
-int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *a, int lda,
-                   const float *b, int ldb, const float *beta, float *c, int ldc);
-int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *a, int at, int lda,
-                 const void *b, int bt, int ldb, const void *beta, void *c, int ct, int ldc, int compute, int algo);
-int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *a,
-                              int lda, long long sa, const float *b, int ldb, long long sb, const float *beta,
-                              float *c, int ldc, long long sc, int batch);
+#include "fake_cuda.h"
 
 int cudaGetDevice(int *dev)
 {
@@ -83,25 +60,6 @@ int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, cons
 }
 
 /* ------------------------------------------------------------- cuDNN */
-typedef struct fake_desc {
-    int type, n;
-    int dims[8];
-    int pad[8], stride[8], dilation[8], groups; /* a convolution's */
-} fake_desc;
-
-int cudnnGetTensorNdDescriptor(const fake_desc *d, int req, int *type, int *n, int *dims, int *strides);
-int cudnnGetFilterNdDescriptor(const fake_desc *d, int req, int *type, int *format, int *n, int *dims);
-int cudnnGetConvolutionNdDescriptor(const fake_desc *d, int req, int *n, int *pad, int *stride, int *dilation,
-                                    int *mode, int *compute);
-int cudnnGetConvolutionGroupCount(const fake_desc *d, int *groups);
-int cudnnConvolutionForward(void *h, const void *alpha, const void *xd, const void *x, const void *wd,
-                            const void *w, const void *cd, int algo, void *ws, size_t wsn, const void *beta,
-                            const void *yd, void *y);
-int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha, const void *beta, const void *xd,
-                                            const void *x, const void *yd, void *y, const void *bnd,
-                                            const void *scale, const void *bias, const void *mean, const void *var,
-                                            double eps);
-
 int cudnnGetTensorNdDescriptor(const fake_desc *d, int req, int *type, int *n, int *dims, int *strides)
 {
     *type = d->type;
@@ -156,21 +114,6 @@ int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha
 }
 
 /* ------------------------------------------------------------ cublasLt */
-typedef struct fake_layout {
-    unsigned type;
-    unsigned long long rows, cols;
-    int batch;
-} fake_layout;
-typedef struct fake_matmul_desc {
-    int transa, transb;
-} fake_matmul_desc;
-
-int cublasLtMatrixLayoutGetAttribute(const fake_layout *l, int attr, void *buf, size_t size, size_t *written);
-int cublasLtMatmulDescGetAttribute(const fake_matmul_desc *d, int attr, void *buf, size_t size, size_t *written);
-int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *a, void *ad, const void *b, void *bd,
-                   const void *beta, const void *c, void *cd, void *d, void *dd, const void *algo, void *ws, size_t wsn,
-                   void *stream);
-
 int cublasLtMatrixLayoutGetAttribute(const fake_layout *l, int attr, void *buf, size_t size, size_t *written)
 {
     switch (attr) {

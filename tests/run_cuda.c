@@ -1,55 +1,13 @@
 /*
  * run_cuda.c - a CUDA-style program for mlprof run's interposers, linked
  * against fake_cuda.c on machines without a GPU: three device buffers, a
- * copy, a set, a kernel launch, waits, and three cuBLAS GEMMs; one buffer is
- * never freed.
+ * copy, a set, a kernel launch, waits, three cuBLAS GEMMs, a cuBLASLt
+ * matmul, a cuDNN convolution and batch norm; one buffer is never freed.
  */
 #include <stdio.h>
 #include <string.h>
 
-typedef struct {
-    unsigned x, y, z;
-} dim3_;
-
-int cudaMalloc(void **p, size_t n);
-int cudaFree(void *p);
-int cudaMemcpy(void *dst, const void *src, size_t n, int kind);
-int cudaMemsetAsync(void *p, int v, size_t n, void *stream);
-int cudaLaunchKernel(const void *func, dim3_ grid, dim3_ block, void **args, size_t shared, void *stream);
-int cudaDeviceSynchronize(void);
-int cudaStreamSynchronize(void *stream);
-int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *a, int lda,
-                   const float *b, int ldb, const float *beta, float *c, int ldc);
-int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *a, int at, int lda,
-                 const void *b, int bt, int ldb, const void *beta, void *c, int ct, int ldc, int compute, int algo);
-int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *a,
-                              int lda, long long sa, const float *b, int ldb, long long sb, const float *beta,
-                              float *c, int ldc, long long sc, int batch);
-
-typedef struct fake_desc { /* as fake_cuda.c reads it */
-    int type, n;
-    int dims[8];
-    int pad[8], stride[8], dilation[8], groups;
-} fake_desc;
-int cudnnConvolutionForward(void *h, const void *alpha, const void *xd, const void *x, const void *wd,
-                            const void *w, const void *cd, int algo, void *ws, size_t wsn, const void *beta,
-                            const void *yd, void *y);
-int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha, const void *beta, const void *xd,
-                                            const void *x, const void *yd, void *y, const void *bnd,
-                                            const void *scale, const void *bias, const void *mean, const void *var,
-                                            double eps);
-
-typedef struct fake_layout {
-    unsigned type;
-    unsigned long long rows, cols;
-    int batch;
-} fake_layout;
-typedef struct fake_matmul_desc {
-    int transa, transb;
-} fake_matmul_desc;
-int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *a, void *ad, const void *b, void *bd,
-                   const void *beta, const void *c, void *cd, void *d, void *dd, const void *algo, void *ws, size_t wsn,
-                   void *stream);
+#include "fake_cuda.h"
 
 /* what nvcc's host stub of a kernel would be: a function whose symbol names it */
 void vector_add_kernel(void);

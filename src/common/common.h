@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,15 @@ char *mlprof__strndup(const char *s, size_t n);
  * lock, or is one of its own threads): the interposers of mlprof run do not
  * record what it does then (the collector's own allocations). */
 extern __thread int mlprof__busy;
+
+/* The next item of a comma (or space) separated list at *p: its length, 0
+ * at the end; *p is moved to the item's start. The caller steps past it. */
+static inline size_t mlprof__list_item(const char **p)
+{
+    while (**p == ',' || **p == ' ')
+        (*p)++;
+    return strcspn(*p, ", ");
+}
 
 /* qsort that takes an empty array as it is (qsort's pointer may not be NULL). */
 static inline void mlprof__sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))

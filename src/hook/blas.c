@@ -35,19 +35,7 @@ void mlprof__hook_blas_init(void)
         g_task[i] = mlprof_task_create(g_domain, k_names[i]);
 }
 
-static void *real(int f)
-{
-    void *p = __atomic_load_n(&g_real[f], __ATOMIC_ACQUIRE);
-    if (!p) {
-        p = mlprof__hook_real(k_names[f]);
-        if (!p) {
-            mlprof__log(MLPROF_LOG_ERROR, "%s was called, but no library defines it", k_names[f]);
-            abort();
-        }
-        __atomic_store_n(&g_real[f], p, __ATOMIC_RELEASE);
-    }
-    return p;
-}
+static void *real(int f) { return mlprof__hook_real_cached(&g_real[f], k_names[f], 1); }
 
 /* Whether this call is a span: the hook is on and it is not inside another. */
 static int outer(void) { return t_depth++ == 0 && mlprof__busy == 0 && mlprof__hook_on(MLPROF__HOOK_BLAS); }

@@ -58,19 +58,7 @@ void mlprof__hook_cuda_init(void)
     }
 }
 
-static void *real(int f)
-{
-    void *p = __atomic_load_n(&g_real[f], __ATOMIC_ACQUIRE);
-    if (!p) {
-        p = mlprof__hook_real(k_names[f]);
-        if (!p) {
-            mlprof__log(MLPROF_LOG_ERROR, "%s was called, but no library defines it", k_names[f]);
-            abort();
-        }
-        __atomic_store_n(&g_real[f], p, __ATOMIC_RELEASE);
-    }
-    return p;
-}
+static void *real(int f) { return mlprof__hook_real_cached(&g_real[f], k_names[f], 1); }
 
 /* Whether this call of runtime function f (or of cuBLAS) is recorded. */
 static int wanted(int f)

@@ -44,19 +44,7 @@ void mlprof__hook_cudnn_init(void)
 
 /* The real function, or NULL for a getter that is missing (the span is then
  * written without what it would have given). */
-static void *real(int f)
-{
-    void *p = __atomic_load_n(&g_real[f], __ATOMIC_ACQUIRE);
-    if (!p) {
-        p = mlprof__hook_real(k_names[f]);
-        if (!p && f < F_GET_TENSOR) {
-            mlprof__log(MLPROF_LOG_ERROR, "%s was called, but no library defines it", k_names[f]);
-            abort();
-        }
-        __atomic_store_n(&g_real[f], p, __ATOMIC_RELEASE);
-    }
-    return p;
-}
+static void *real(int f) { return mlprof__hook_real_cached(&g_real[f], k_names[f], f < F_GET_TENSOR); }
 
 typedef struct shape {
     int n, type;

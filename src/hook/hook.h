@@ -51,6 +51,9 @@ extern __thread int mlprof__hook_busy __attribute__((tls_model("initial-exec")))
  * library opened with RTLD_LOCAL (Python extension modules and what they
  * load), a search of every loaded object. NULL when there is none. */
 void *mlprof__hook_real(const char *name);
+/* The same, found once and kept in *slot. A function the program called must
+ * exist (required: said, then abort); a helper that is missing gives NULL. */
+void *mlprof__hook_real_cached(void **slot, const char *name, int required);
 
 /* Per-file set-up, run by the preload library's constructor. */
 void mlprof__hook_malloc_init(void);

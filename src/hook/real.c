@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hook.h"
@@ -62,4 +63,18 @@ void *mlprof__hook_real(const char *name)
     }
     mlprof__busy--;
     return f;
+}
+
+void *mlprof__hook_real_cached(void **slot, const char *name, int required)
+{
+    void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (p)
+        return p;
+    p = mlprof__hook_real(name);
+    if (!p && required) {
+        mlprof__log(MLPROF_LOG_ERROR, "%s was called, but no library defines it", name);
+        abort();
+    }
+    __atomic_store_n(slot, p, __ATOMIC_RELEASE);
+    return p;
 }

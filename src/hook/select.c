@@ -32,12 +32,8 @@ const char *const mlprof__cuda_names[MLPROF__CUDA_NAMES] = {
 int mlprof__cuda_functions_parse(const char *spec, unsigned *mask, char *err, size_t len)
 {
     *mask = 0;
-    for (const char *p = spec; *p;) {
-        while (*p == ',' || *p == ' ')
-            p++;
-        size_t k = strcspn(p, ", ");
-        if (!k)
-            break;
+    const char *p = spec;
+    for (size_t k; (k = mlprof__list_item(&p)) != 0; p += k) {
         int found = k == 3 && memcmp(p, "all", 3) == 0;
         if (found)
             *mask = (1u << MLPROF__CUDA_RUNTIME) - 1;
@@ -54,7 +50,6 @@ int mlprof__cuda_functions_parse(const char *spec, unsigned *mask, char *err, si
                                "cudaEventSynchronize)", (int)k, p);
             return -1;
         }
-        p += k;
     }
     return 0;
 }
@@ -62,12 +57,8 @@ int mlprof__cuda_functions_parse(const char *spec, unsigned *mask, char *err, si
 int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
 {
     *mask = 0;
-    for (const char *p = spec; *p;) {
-        while (*p == ',' || *p == ' ')
-            p++;
-        size_t k = strcspn(p, ", ");
-        if (!k)
-            break;
+    const char *p = spec;
+    for (size_t k; (k = mlprof__list_item(&p)) != 0; p += k) {
         unsigned bit = 0;
         if (k == 3 && memcmp(p, "all", 3) == 0)
             bit = MLPROF__HOOKS_ALL;
@@ -84,7 +75,6 @@ int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
             }
         }
         *mask |= bit;
-        p += k;
     }
     return 0;
 }

@@ -15,22 +15,13 @@ static const char k_perf_names[] =
     "cycles, instructions, cache-references, cache-misses, branches, branch-misses, ref-cycles, "
     "task-clock, page-faults, minor-faults, major-faults, context-switches, cpu-migrations";
 
-/* The next item of a comma list at *p: its length (0 at the end), *p moved
- * to its start. */
-static size_t next_item(const char **p)
-{
-    while (**p == ',' || **p == ' ')
-        (*p)++;
-    return strcspn(*p, ", ");
-}
-
 /* Splits a comma list into items; sampler chooses which names are allowed. */
 static int parse(const char *spec, int sampler, mlprof__hw_item *out, size_t *n, char *err, size_t len)
 {
     size_t perf = 0, papi = 0;
     *n = 0;
     const char *p = spec;
-    for (size_t k; (k = next_item(&p)) != 0; p += k) {
+    for (size_t k; (k = mlprof__list_item(&p)) != 0; p += k) {
         mlprof__hw_item it;
         memset(&it, 0, sizeof it);
         it.perf = -1;
