@@ -3,7 +3,7 @@
 # when everything is already there.
 #   install-deps.sh build    cmake, make, gcc, clang, python3, libpapi (run time)
 #   install-deps.sh viewer   chromium, node, npm + tests/viewer/node_modules
-#   install-deps.sh torch    Debian's python3-torch and python3-numpy
+#   install-deps.sh torch    Debian's python3-torch, -numpy, -pytest, -pip, -setuptools
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,13 +64,16 @@ viewer)
     fi
     ;;
 torch)
-    # Debian's PyTorch (CPU), for the tests that check mlprof against torch's own
-    # profiler; /usr/bin/python3 is the interpreter that sees Debian's packages
-    if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch, numpy" >/dev/null 2>&1; then
-        exit 0
-    fi
-    ensure_pkg python3-torch
-    ensure_pkg python3-numpy
+    # Debian's PyTorch (CPU) and numpy, for the tests that check mlprof against torch's
+    # own profiler and run real programs; pytest, pip and setuptools for the Python
+    # bindings' tests; /usr/bin/python3 is the interpreter that sees Debian's packages
+    py=/usr/bin/python3
+    for pair in torch:python3-torch numpy:python3-numpy pytest:python3-pytest pip:python3-pip \
+                setuptools:python3-setuptools; do
+        if ! [ -x $py ] || ! $py -c "import ${pair%%:*}" >/dev/null 2>&1; then
+            ensure_pkg "${pair#*:}"
+        fi
+    done
     ;;
 *)
     echo "usage: $0 build|viewer|torch" >&2

@@ -1,0 +1,121 @@
+"""The C library under the bindings: found, loaded with ctypes, and every
+function given its argtypes and restype, so that a wrong call is a Python
+TypeError and not a crash."""
+import ctypes
+import ctypes.util
+import os
+
+c_char_p, c_int, c_size_t, c_void_p = ctypes.c_char_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p
+c_int64, c_uint64, c_double, c_uint = ctypes.c_int64, ctypes.c_uint64, ctypes.c_double, ctypes.c_uint
+
+
+class MemInfo(ctypes.Structure):
+    """mlprof_mem_info, field for field."""
+    _fields_ = [(name, c_uint64) for name in (
+        "used", "peak_used", "allocated", "peak_allocated", "peak_used_ns", "live_blocks", "allocs", "frees",
+        "reserves", "releases", "unknown_frees", "double_frees", "unknown_releases", "implicit_frees")]
+
+
+# name: (restype, argtypes); pointers to handles are opaque void pointers
+PROTOTYPES = {
+    "mlprof_version": (c_uint, []),
+    "mlprof_version_string": (c_char_p, []),
+    "mlprof_strerror": (c_char_p, [c_int]),
+    "mlprof_err_name": (c_char_p, [c_int]),
+    "mlprof_last_error": (c_char_p, []),
+    "mlprof_set_config": (c_int, [c_char_p, c_char_p]),
+    "mlprof_set_configs": (c_int, [c_int, ctypes.POINTER(c_char_p), ctypes.POINTER(c_char_p)]),
+    "mlprof_get_config": (c_int, [c_char_p, c_char_p, c_size_t]),
+    "mlprof_load_config": (c_int, [c_char_p]),
+    "mlprof_set_state": (c_int, [c_int]),
+    "mlprof_get_state": (c_int, []),
+    "mlprof_pause": (c_int, []),
+    "mlprof_resume": (c_int, []),
+    "mlprof_is_paused": (c_int, []),
+    "mlprof_trace_path": (c_int, [c_char_p, c_size_t]),
+    "mlprof_output_path": (c_int, [c_char_p, c_char_p, c_size_t]),
+    "mlprof_dump": (c_int, [c_int]),
+    "mlprof_dumps": (c_int, [ctypes.POINTER(c_void_p), c_int, c_int, c_int, c_int]),
+    "mlprof_clear": (c_int, []),
+    "mlprof_free": (None, [c_void_p]),
+    "mlprof_dropped_events": (c_uint64, []),
+    "mlprof_buffer_usage": (None, [ctypes.POINTER(c_uint64), ctypes.POINTER(c_uint64)]),
+    "mlprof_domain_create": (c_void_p, [c_char_p]),
+    "mlprof_domain_set_class": (c_int, [c_void_p, c_int]),
+    "mlprof_domain_set_level": (c_int, [c_void_p, c_int]),
+    "mlprof_domain_name": (c_char_p, [c_void_p]),
+    "mlprof_task_create": (c_void_p, [c_void_p, c_char_p]),
+    "mlprof_frame_create": (c_void_p, [c_void_p, c_char_p]),
+    "mlprof_event_create": (c_void_p, [c_char_p]),
+    "mlprof_span_destroy": (None, [c_void_p]),
+    "mlprof_span_name": (c_char_p, [c_void_p]),
+    "mlprof_begin": (None, [c_void_p]),
+    "mlprof_end": (None, [c_void_p]),
+    "mlprof_begin_dynamic": (None, [c_void_p, c_char_p]),
+    "mlprof_end_dynamic": (None, [c_void_p]),
+    "mlprof_counter_create": (c_void_p, [c_void_p, c_char_p]),
+    "mlprof_counter_destroy": (None, [c_void_p]),
+    "mlprof_counter_set": (None, [c_void_p, c_int64]),
+    "mlprof_counter_add": (None, [c_void_p, c_int64]),
+    "mlprof_counter_set_double": (None, [c_void_p, c_double]),
+    "mlprof_counter_value": (c_int64, [c_void_p]),
+    "mlprof_marker_create": (c_void_p, [c_void_p, c_char_p]),
+    "mlprof_marker_destroy": (None, [c_void_p]),
+    "mlprof_mark": (None, [c_void_p, c_int]),
+    "mlprof_mark_dynamic": (None, [c_void_p, c_char_p, c_int]),
+    "mlprof_arg_int": (None, [c_char_p, c_int64]),
+    "mlprof_arg_double": (None, [c_char_p, c_double]),
+    "mlprof_arg_str": (None, [c_char_p, c_char_p]),
+    "mlprof_scope_push": (None, [c_char_p]),
+    "mlprof_scope_pop": (None, []),
+    "mlprof_scope_current": (c_char_p, []),
+    "mlprof_mem_alloc": (c_int, [c_int, c_void_p, c_uint64, c_char_p]),
+    "mlprof_mem_free": (c_int, [c_int, c_void_p]),
+    "mlprof_mem_reserve": (c_int, [c_int, c_void_p, c_uint64]),
+    "mlprof_mem_release": (c_int, [c_int, c_void_p]),
+    "mlprof_mem_device_name": (c_int, [c_int, c_char_p]),
+    "mlprof_mem_info_get": (c_int, [c_int, ctypes.POINTER(MemInfo), c_size_t]),
+    "mlprof_thread_set_name": (None, [c_char_p]),
+    "mlprof_process_set_name": (None, [c_char_p]),
+    "mlprof_now_ns": (c_uint64, []),
+}
+
+
+def _candidates():
+    """Where libmlprof.so may be: LIBMLPROF_PATH, beside this package (an
+    installed copy), the build tree of the checkout, then the system's."""
+    env = os.environ.get("LIBMLPROF_PATH")
+    if env:
+        yield env
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libmlprof.so")
+    root = os.path.dirname(os.path.dirname(here))
+    for build in ("build", "build-asan", "build-tsan"):
+        yield os.path.join(root, build, "libmlprof.so")
+    found = ctypes.util.find_library("mlprof")
+    if found:
+        yield found
+
+
+def load():
+    tried = []
+    for path in _candidates():
+        if path != os.path.basename(path) and not os.path.exists(path):
+            tried.append(path)
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+            continue
+        for name, (restype, argtypes) in PROTOTYPES.items():
+            fn = getattr(lib, name)
+            fn.restype = restype
+            fn.argtypes = argtypes
+        lib.path = path
+        return lib
+    raise ImportError("mlprof: cannot find libmlprof.so (build it with `make`, or set LIBMLPROF_PATH); tried: "
+                      + ", ".join(tried))
+
+
+lib = load()

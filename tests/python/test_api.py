@@ -1,0 +1,218 @@
+"""The Python bindings against the C library, each API read back from the
+trace (json) or the statistics: MXNet's, MegEngine's and RAF's styles, and
+the errors. Run by make check with pytest; the library comes from the build
+tree (or LIBMLPROF_PATH)."""
+import ctypes
+import json
+import os
+import sys
+import threading
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+import mlprof  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path):
+    """Each test starts stopped, with nothing recorded and its own files."""
+    mlprof.set_state("stop")
+    mlprof.clear()
+    mlprof.set_config(filename=str(tmp_path / "trace.json"), profile_all=False, profile_memory=False,
+                      aggregate_stats=True, memory_svg="", memory_csv="", level=1, stats_file="")
+    yield
+    mlprof.set_state("stop")
+
+
+def events(trace, ph=None, name=None):
+    return [e for e in trace["traceEvents"] if (ph is None or e["ph"] == ph) and (name is None or e["name"] == name)]
+
+
+def test_version_and_library():
+    assert mlprof.version().count(".") == 2
+    assert "libmlprof.so" in os.path.basename(mlprof._lib.lib.path)
+
+
+def test_every_function_is_declared():
+    # argtypes and restype on each, so that a wrong call is a TypeError
+    for name, (restype, argtypes) in mlprof._lib.PROTOTYPES.items():
+        fn = getattr(mlprof._lib.lib, name)
+        assert fn.argtypes == argtypes and fn.restype == restype, name
+    with pytest.raises(ctypes.ArgumentError):
+        mlprof._lib.lib.mlprof_set_state("run")
+
+
+def test_config_round_trip_and_errors():
+    mlprof.set_config(dump_period=2.5, continuous_dump=False)
+    assert mlprof.get_config("dump_period") == "2.5"
+    mlprof.set_config("profile_api", True)
+    assert mlprof.get_config("profile_api") == "true"
+    with pytest.raises(mlprof.MlprofError) as e:
+        mlprof.set_config(no_such_key=1)
+    assert e.value.name == "MLPROF_EKEY" and "no_such_key" in str(e.value)
+    with pytest.raises(mlprof.MlprofError) as e:
+        mlprof.set_config(dump_period="soon")
+    assert e.value.name == "MLPROF_EVALUE" and "dump_period" in str(e.value) and "soon" in str(e.value)
+    # all or none: a bad key leaves the good one unset
+    with pytest.raises(mlprof.MlprofError):
+        mlprof.set_config(dump_period=7, level="high")
+    assert mlprof.get_config("dump_period") == "2.5"
+    with pytest.raises(ValueError):
+        mlprof.set_state("go")
+    with pytest.raises(ValueError):
+        mlprof.dumps(sort_by="speed")
+
+
+def test_config_file(tmp_path):
+    path = tmp_path / "mlprof.conf"
+    path.write_text("dump_period = 3\nbogus = 1\n")
+    with pytest.raises(mlprof.MlprofError) as e:
+        mlprof.load_config(path)
+    assert str(e.value) == f'{path}:2: unknown configuration key "bogus"' and e.value.name == "MLPROF_EKEY"
+
+
+def test_mxnet_style(tmp_path):
+    dom = mlprof.Domain("py")
+    task, frame, ev = dom.new_task("step"), dom.new_frame("batch"), mlprof.Event("load")
+    counter, marker = dom.new_counter("images", 0), dom.new_marker("epoch_end")
+    mlprof.set_state("run")
+    for i in range(3):
+        with frame:
+            with ev:
+                pass
+            task.start(flops=1000 * (i + 1), shape="[8,3]")
+            counter += 8
+            task.stop()
+    counter -= 4
+    marker.mark("global")
+    mlprof.pause()
+    assert mlprof.is_paused()
+    with task:  # not recorded while paused
+        pass
+    mlprof.resume()
+    with mlprof.scope("model"):
+        with mlprof.scope("conv1") as where:
+            assert where == "model:conv1:"
+            with task:
+                pass
+    path = mlprof.dump(True)
+    assert path == str(tmp_path / "trace.json") and mlprof.get_state() == "stop"
+    with open(path) as f:
+        t = json.load(f)
+    steps = events(t, "X", "step")
+    assert len(steps) == 4
+    assert [s["args"].get("flops") for s in steps[:3]] == [1000, 2000, 3000] and steps[0]["args"]["shape"] == "[8,3]"
+    assert steps[3]["args"]["scope"] == "model:conv1:"
+    assert len(events(t, "X", "load")) == 3
+    assert len([e for e in events(t, "b") if e["name"] == "batch"]) == 3
+    values = [e["args"]["value"] for e in events(t, "C", "images")]
+    assert values == [8, 16, 24, 20] and counter.value == 20  # its first value was set before the run
+    assert events(t, "i", "epoch_end")[0]["s"] == "g"
+
+
+def test_dumps_table_and_json():
+    dom = mlprof.Domain("stats")
+    fast, slow = dom.new_task("fast"), dom.new_task("slow")
+    mlprof.set_state("run")
+    for _ in range(5):
+        with fast:
+            pass
+    with slow:
+        sum(range(200000))
+    mlprof.set_state("stop")
+    table = mlprof.dumps()
+    assert "Domain: stats" in table and table.index("slow") < table.index("fast")
+    by_count = mlprof.dumps(sort_by="count")
+    assert by_count.index("fast") < by_count.index("slow")
+    assert mlprof.dumps(sort_by="count", ascending=True).index("slow") < by_count.index("slow") + len(by_count)
+    doc = json.loads(mlprof.dumps(format="json", reset=True))
+    rows = {r["name"]: r for d in doc["domains"] if d["name"] == "stats" for r in d["durations"]}
+    assert rows["fast"]["count"] == 5 and rows["slow"]["count"] == 1
+    after = json.loads(mlprof.dumps(format="json"))
+    assert not [d for d in after["domains"] if d["name"] == "stats"]
+
+
+def test_threads_and_decorators():
+    dom = mlprof.Domain("threads")
+    work = dom.new_task("work")
+
+    @work
+    def job():
+        return 42
+
+    mlprof.set_state("run")
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(job()), name=f"w{i}") for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    t = mlprof.get()
+    assert results == [42] * 4
+    assert len({e["tid"] for e in events(t, "X", "work")}) == 4
+
+
+def test_raf_style(tmp_path):
+    dom = mlprof.Domain("raf")
+    op = dom.new_task("op")
+    deep = mlprof.Domain("raf_deep", level=3).new_task("deep")
+    mlprof.start(level=1)
+    with op:
+        pass
+    with deep:  # above the level: not recorded
+        pass
+    live = mlprof.get()
+    assert len(events(live, "X", "op")) == 1 and not events(live, "X", "deep")
+    mlprof.stop()
+    mlprof.clear()
+    mlprof.start(level=3)
+    with deep:
+        pass
+    out = mlprof.dump(str(tmp_path / "raf.json"))
+    assert out == str(tmp_path / "raf.json")
+    with open(out) as f:
+        t = json.load(f)
+    assert len(events(t, "X", "deep")) == 1 and not events(t, "X", "op")
+
+
+def test_memory():
+    mlprof.set_config(profile_memory=True)
+    mlprof.set_state("run")
+    with mlprof.scope("tensors"):
+        mlprof.memory_alloc(0x1000, 4096, tag="a")
+        mlprof.memory_alloc(0x9000, 1024, device=1, tag="b")
+        mlprof.memory_free(0x1000)
+    cpu, gpu = mlprof.memory_info(0), mlprof.memory_info(1)
+    assert cpu["peak_used"] == 4096 and cpu["used"] == 0 and cpu["allocs"] == 1 and cpu["frees"] == 1
+    assert gpu["used"] == 1024
+    with pytest.raises(mlprof.MlprofError):
+        mlprof.memory_info(5000)
+
+
+def test_megengine_style(tmp_path):
+    out = tmp_path / "prof"
+    dom = mlprof.Domain("meg")
+    step = dom.new_task("train_step")
+
+    @mlprof.profile(path=out, formats=["chrome_timeline.json", "stats.txt", "memory_flow.svg"], sample_rate=1)
+    def train():
+        for i in range(2):
+            with step:
+                mlprof.memory_alloc(0x5000 + i * 0x1000, 100, tag="act")
+                mlprof.memory_free(0x5000 + i * 0x1000)
+        return "done"
+
+    assert train() == "done"
+    stem = out / str(os.getpid())
+    with open(f"{stem}.chrome_timeline.json") as f:
+        t = json.load(f)
+    assert len(events(t, "X", "train_step")) == 2
+    assert "train_step" in open(f"{stem}.stats.txt").read()
+    assert open(f"{stem}.memory_flow.svg").read().startswith("<?xml") or "<svg" in open(f"{stem}.memory_flow.svg").read()
+    with mlprof.Profiler(path=out / "again") as p:
+        with step:
+            pass
+    assert set(p.outputs) == {"chrome_timeline.json"} and os.path.exists(p.outputs["chrome_timeline.json"])
+    with pytest.raises(ValueError):
+        mlprof.Profiler(formats=["flamegraph.html"])
