@@ -1,0 +1,175 @@
+"""PyTorch op tracing: every aten operator a model runs, forward and
+backward, as a span (domain "aten", named "aten::addmm") with its input
+shapes and dtypes, and FLOPs for the matrix products, convolutions and
+attention; and each module's forward and backward as spans named by its path
+in the model ("model.layer1.0.conv1", "... (backward)"), in which the
+operators nest.
+
+    import mlprof, mlprof.torch
+    mlprof.set_state("run")
+    with mlprof.torch.trace(model):
+        loss = model(x).sum()
+        loss.backward()
+    mlprof.dump()
+
+Operators are seen through a TorchDispatchMode (what the installed torch
+offers for this): below autograd, so composite operators appear as what they
+are made of (nn.Linear as aten::t and aten::addmm), as torch's own profiler
+shows them one level down.
+"""
+import contextlib
+import math
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import _lib
+
+_lib_ = _lib.lib
+_OPS = _lib_.mlprof_domain_create(b"aten")
+_MODULES = _lib_.mlprof_domain_create(b"module")
+
+
+def _shape(x):
+    return list(x.shape) if isinstance(x, torch.Tensor) else None
+
+
+def _tensors(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (t for t in a if isinstance(t, torch.Tensor))
+
+
+def _numel(shape):
+    return math.prod(shape) if shape else 1
+
+
+def flops(name, args, out):
+    """The FLOPs of one operator call (multiply-adds counted as two), or None
+    for operators this does not count."""
+    try:
+        if name == "aten::mm":
+            (m, k), (_, n) = args[0].shape, args[1].shape
+            return 2 * m * k * n
+        if name in ("aten::addmm", "aten::baddbmm") or name == "aten::bmm":
+            a, b = (args[0], args[1]) if name == "aten::bmm" else (args[1], args[2])
+            batch = a.shape[0] if a.dim() == 3 else 1
+            m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+            return 2 * batch * m * k * n
+        if name in ("aten::convolution", "aten::_convolution", "aten::mkldnn_convolution",
+                    "aten::thnn_conv2d", "aten::_slow_conv2d_forward"):
+            weight = args[1]
+            transposed = bool(args[6]) if name in ("aten::convolution", "aten::_convolution") else False
+            result = out[0] if isinstance(out, (tuple, list)) else out
+            per_out = _numel(list(weight.shape[1:]))
+            if transposed:  # each input element meets the weights once
+                return 2 * args[0].numel() * per_out
+            return 2 * result.numel() * per_out
+        if name == "aten::convolution_backward":
+            grad_out, weight = args[0], args[2]
+            mask = args[-1] if isinstance(args[-1], (list, tuple)) else (True, True, False)
+            one = 2 * grad_out.numel() * _numel(list(weight.shape[1:]))
+            return one * (int(bool(mask[0])) + int(bool(mask[1])))
+        if name.startswith("aten::_scaled_dot_product") and name.endswith("attention"):
+            q, k = args[0], args[1]  # [B.., L, E] x [B.., S, E]: QK^T and the product with V
+            return 4 * _numel(list(q.shape[:-1])) * k.shape[-2] * q.shape[-1]
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+    return None
+
+
+class _Ops(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not _lib_.mlprof_get_state():
+            return func(*args, **kwargs)
+        name = func._schema.name  # "aten::addmm"
+        _lib_.mlprof_begin_dynamic(_OPS, name.encode())
+        try:
+            shapes = [_shape(a) for a in args if isinstance(a, torch.Tensor)]
+            if shapes:
+                _lib_.mlprof_arg_str(b"input_shapes", str(shapes).replace(" ", "").encode())
+                dtypes = [str(a.dtype).replace("torch.", "") for a in args if isinstance(a, torch.Tensor)]
+                _lib_.mlprof_arg_str(b"dtypes", ",".join(dtypes).encode())
+            out = func(*args, **kwargs)
+            f = flops(name, args, out)
+            if f:
+                _lib_.mlprof_arg_int(b"flops", int(f))
+            return out
+        finally:
+            _lib_.mlprof_end_dynamic(_OPS)
+
+
+def _on_grad(tensor, end, action):
+    """Runs action when tensor's gradient is computed. A tensor is both the
+    output of one module and the input of the next: when its gradient
+    arrives the next module's backward ends (end=True) before the first one's
+    begins. Forward hooks run inner modules first, so ends run in the order
+    they were added (inner first) and begins the other way (outer first)."""
+    acts = getattr(tensor, "_mlprof_grad_actions", None)
+    if acts is None:
+        acts = ([], [])
+        tensor._mlprof_grad_actions = acts
+
+        def run(grad):
+            todo = acts[0] + acts[1][::-1]
+            del acts[0][:], acts[1][:]  # once: a parameter's hook stays for the next steps
+            for fn in todo:
+                fn()
+            return grad
+        tensor.register_hook(run)
+    acts[0 if end else 1].append(action)
+
+
+class _Modules:
+    """Forward and backward spans for every module of a model, by path."""
+
+    def __init__(self, model, prefix):
+        self.handles = []
+        for path, module in model.named_modules():
+            full = f"{prefix}.{path}" if path else prefix
+            self.handles.append(module.register_forward_pre_hook(self._begin(full)))
+            self.handles.append(module.register_forward_hook(self._end(full)))
+
+    @staticmethod
+    def _begin(path):
+        def hook(module, inputs):
+            _lib_.mlprof_begin_dynamic(_MODULES, path.encode())
+        return hook
+
+    @staticmethod
+    def _end(path):
+        name = f"{path} (backward)".encode()
+
+        def hook(module, inputs, output):
+            _lib_.mlprof_end_dynamic(_MODULES)
+            outs = [t for t in _tensors([output]) if t.requires_grad]
+            # the backward ends when the gradient reaches the module's input, or, for the first
+            # layers (whose input needs none), its first parameter
+            ins = [t for t in _tensors(inputs) if t.requires_grad] or \
+                [p for p in module.parameters() if p.requires_grad][:1]
+            if outs and ins and torch.is_grad_enabled():
+                # the output's gradient starts the module's backward, the input's ends it
+                _on_grad(outs[0], False, lambda: _lib_.mlprof_begin_dynamic(_MODULES, name))
+                _on_grad(ins[0], True, lambda: _lib_.mlprof_end_dynamic(_MODULES))
+        return hook
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+@contextlib.contextmanager
+def trace(model=None, name="model"):
+    """Traces every aten operator run inside, and, when model is given, its
+    modules' forward and backward passes (named name.path)."""
+    modules = _Modules(model, name) if model is not None else None
+    try:
+        with _Ops():
+            yield
+    finally:
+        if modules:
+            modules.remove()
