@@ -392,10 +392,11 @@ class Profiler:
     def __enter__(self):
         os.makedirs(self.path, exist_ok=True)
         stem = self._stem()
-        set_config(filename=stem + ".chrome_timeline.json",
-                   memory_svg=stem + ".memory_flow.svg" if "memory_flow.svg" in self.formats else "",
-                   memory_csv=stem + ".memory.csv" if "memory.csv" in self.formats else "",
-                   **self.config)
+        keys = dict(filename=stem + ".chrome_timeline.json",
+                    memory_svg=stem + ".memory_flow.svg" if "memory_flow.svg" in self.formats else "",
+                    memory_csv=stem + ".memory.csv" if "memory.csv" in self.formats else "", **self.config)
+        self._saved = {k: get_config(k) for k in keys}  # put back when it ends
+        set_config(**keys)
         clear()
         set_state("run")
         return self
@@ -415,6 +416,7 @@ class Profiler:
         for fmt in ("memory_flow.svg", "memory.csv"):
             if fmt in self.formats:
                 self.outputs[fmt] = f"{stem}.{fmt}"
+        set_config(**self._saved)
         return False
 
     def __call__(self, fn):

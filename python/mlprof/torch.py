@@ -16,9 +16,17 @@ Operators are seen through a TorchDispatchMode (what the installed torch
 offers for this): below autograd, so composite operators appear as what they
 are made of (nn.Linear as aten::t and aten::addmm), as torch's own profiler
 shows them one level down.
+
+With profile_memory on, the storages of the tensors that operators return go
+into the memory profiler (device cpu, or cuda:N), attributed to the operator
+and module open then: a storage is allocated when an operator first returns
+it, and freed when the last tensor seen on it is collected. Storages made
+outside the traced code, and views kept only by torch's internals, are not
+seen: this is what torch lets Python observe.
 """
 import contextlib
 import math
+import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -80,7 +88,52 @@ def flops(name, args, out):
     return None
 
 
+def _storage(t):
+    """(base address, bytes) of a tensor's storage."""
+    st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return st.data_ptr(), st.nbytes()
+
+
+class _Memory:
+    """Storages of the tensors operators return, counted by the tensors that
+    hold them, into the memory profiler."""
+
+    def __init__(self):
+        self.live = {}  # (device, address) -> tensors seen on it
+
+    def returned(self, out, op):
+        for t in _tensors(out if isinstance(out, (tuple, list)) else [out]):
+            if t.is_meta or t.layout != torch.strided:
+                continue
+            try:
+                addr, nbytes = _storage(t)
+            except (RuntimeError, NotImplementedError):
+                continue
+            if not addr:
+                continue
+            dev = 0 if t.device.type == "cpu" else 1 + (t.device.index or 0)
+            key = (dev, addr)
+            if key not in self.live:
+                self.live[key] = 0
+                _lib_.mlprof_mem_alloc(dev, addr, nbytes, op.encode())
+            self.live[key] += 1
+            weakref.finalize(t, self._dropped, key)
+
+    def _dropped(self, key):
+        n = self.live.get(key, 0) - 1
+        if n > 0:
+            self.live[key] = n
+            return
+        self.live.pop(key, None)
+        if _lib_:
+            _lib_.mlprof_mem_free(key[0], key[1])
+
+
 class _Ops(TorchDispatchMode):
+    def __init__(self, memory):
+        super().__init__()
+        self.memory = memory
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if not _lib_.mlprof_get_state():
@@ -97,6 +150,8 @@ class _Ops(TorchDispatchMode):
             f = flops(name, args, out)
             if f:
                 _lib_.mlprof_arg_int(b"flops", int(f))
+            if self.memory:
+                self.memory.returned(out, name)
             return out
         finally:
             _lib_.mlprof_end_dynamic(_OPS)
@@ -163,12 +218,16 @@ class _Modules:
 
 
 @contextlib.contextmanager
-def trace(model=None, name="model"):
+def trace(model=None, name="model", memory=None):
     """Traces every aten operator run inside, and, when model is given, its
-    modules' forward and backward passes (named name.path)."""
+    modules' forward and backward passes (named name.path). memory: record
+    tensor storages (default: when profile_memory is on)."""
+    from . import get_config
+    if memory is None:
+        memory = get_config("profile_memory") == "true" or get_config("profile_all") == "true"
     modules = _Modules(model, name) if model is not None else None
     try:
-        with _Ops():
+        with _Ops(_Memory() if memory else None):
             yield
     finally:
         if modules:

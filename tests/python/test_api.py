@@ -216,3 +216,4 @@ def test_megengine_style(tmp_path):
     assert set(p.outputs) == {"chrome_timeline.json"} and os.path.exists(p.outputs["chrome_timeline.json"])
     with pytest.raises(ValueError):
         mlprof.Profiler(formats=["flamegraph.html"])
+    assert mlprof.get_config("profile_memory") == "false"  # the profiler's keys are put back

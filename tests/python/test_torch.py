@@ -40,7 +40,7 @@ def traced(tmp_path):
     x = torch.randn(4, 3, 8, 8, requires_grad=True)
     mlprof.set_state("stop")
     mlprof.clear()
-    mlprof.set_config(filename=str(tmp_path / "torch.json"), memory_svg="", memory_csv="")
+    mlprof.set_config(filename=str(tmp_path / "torch.json"), memory_svg="", memory_csv="", profile_memory=False)
     mlprof.set_state("run")
     with mlprof.torch.trace(model, name="model"):
         run_model(model, x)
@@ -124,6 +124,28 @@ def test_first_layers_without_input_gradient(tmp_path):
                  "model.head (backward)"):
         assert names[name] == 2, (name, names)
     assert t["otherData"]["unmatched_ends"] == 0 and t["otherData"]["unfinished_spans"] == 0
+
+
+def test_tensor_memory(tmp_path):
+    mlprof.set_state("stop")
+    mlprof.clear()
+    mlprof.set_config(filename=str(tmp_path / "mem.json"), profile_memory=True, memory_svg="", memory_csv="")
+    mlprof.set_state("run")
+    mlprof.dumps(reset=True)  # the peak starts again from what is in use now
+    before = mlprof.memory_info(0)
+    with mlprof.torch.trace():
+        a = torch.ones(256, 256)          # 256 KiB
+        b = a @ a                         # 256 KiB more
+        c = b[:128]                       # a view: no new storage
+        del a
+        total = float(c.sum())
+        del b, c
+    info = mlprof.memory_info(0)
+    mlprof.set_config(profile_memory=False)
+    assert total == 128 * 256 * 256.0
+    grew = info["peak_used"] - before["used"]
+    assert 2 * 256 * 256 * 4 <= grew < 2 * 256 * 256 * 4 + 4096, (before, info)
+    assert info["used"] == before["used"] and info["unknown_frees"] == before["unknown_frees"], (before, info)
 
 
 def test_example_training_step():
