@@ -209,7 +209,18 @@ class Domain:
         return f"Domain({self.name!r})"
 
 
-class _Span:
+class _Decorates:
+    """Used as a decorator, each call of the function runs inside `with self`."""
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            with self:
+                return fn(*a, **kw)
+        return wrapper
+
+
+class _Span(_Decorates):
     """start()/stop(), or with: ...; arguments with args(**kw) while open."""
 
     def start(self, **args):
@@ -227,14 +238,6 @@ class _Span:
     def __exit__(self, *exc):
         self.stop()
         return False
-
-    def __call__(self, fn):
-        """As a decorator: each call of fn is a span."""
-        @functools.wraps(fn)
-        def wrapper(*a, **kw):
-            with self:
-                return fn(*a, **kw)
-        return wrapper
 
     def __del__(self):
         h, self._h = getattr(self, "_h", None), None
@@ -363,7 +366,7 @@ def get():
 
 # ------------------------------------------------------- MegEngine's style
 
-class Profiler:
+class Profiler(_Decorates):
     """with Profiler(path="profile"): ... or @Profiler() / @profile(): records
     what runs inside and writes the outputs when it ends, into the folder path:
     formats among "chrome_timeline.json" (the trace), "stats.txt" (the
@@ -418,13 +421,6 @@ class Profiler:
                 self.outputs[fmt] = f"{stem}.{fmt}"
         set_config(**self._saved)
         return False
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*a, **kw):
-            with self:
-                return fn(*a, **kw)
-        return wrapper
 
 
 profile = Profiler
