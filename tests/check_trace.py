@@ -660,6 +660,28 @@ def area_sampler(prog, out, fake_nvml):
     check(rows["spin"].get("counters", {}).get("perf::TASK-CLOCK") == tc, f"the statistics sum PAPI's counters: {rows['spin']}")
 
 
+def area_gpu_region(prog, out):
+    run(prog, out)
+    t = load(os.path.join(out, "gpu_region.json"))
+    tracks = {e["tid"]: e["args"]["name"] for e in events(t, "M", "thread_name")}
+    regions = [e for e in events(t, "X") if e["cat"] == "gpu_region"]
+    check(regions and all(tracks.get(e["tid"]) == "GPU regions" for e in regions),
+          f"the regions on the GPU regions track: {tracks}")
+    by = {}
+    for e in regions:
+        by.setdefault(e["name"], []).append(e)
+    gemm = sorted(e["args"]["gpu_ms"] for e in by.get("gemm_block", []))
+    check(len(gemm) == 3 and all(abs(ms - want) < 2 for ms, want in zip(gemm, (20, 40, 60))),
+          f"three regions of 20, 40 and 60 ms of GPU time: {gemm}")
+    for e in regions:
+        check(abs(e["dur"] - 1000 * e["args"]["gpu_ms"]) < 1, f"{e['name']}: its span lasts its GPU time")
+    check(len(by.get("scoped", [])) == 1 and abs(by["scoped"][0]["args"]["gpu_ms"] - 30) < 2, "the macro's region")
+    check(len(by.get("late", [])) == 1 and abs(by["late"][0]["args"]["gpu_ms"] - 50) < 2,
+          "a region still running at the final dump is waited for")
+    check(not by.get("stopped") and t["otherData"]["external_dropped"] == 0, "nothing while stopped, nothing dropped")
+    check(by["gemm_block"][0]["args"]["stream"] == "0x7", f"the stream: {by['gemm_block'][0]['args']}")
+
+
 AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}
 
 

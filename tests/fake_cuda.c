@@ -6,8 +6,10 @@
  * descriptors are fake_desc structs that the test program fills in and the
  * getters read back.
  */
+#define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_cuda.h"
 
@@ -35,7 +37,6 @@ int cudaLaunchKernel(const void *func, dim3_ grid, dim3_ block, void **args, siz
 }
 int cudaDeviceSynchronize(void) { return 0; }
 int cudaStreamSynchronize(void *stream) { return (void)stream, 0; }
-int cudaEventSynchronize(void *event) { return (void)event, 0; }
 int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *a, int lda,
                    const float *b, int ldb, const float *beta, float *c, int ldc)
 {
@@ -140,5 +141,74 @@ int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *a, void *
 {
     (void)h, (void)desc, (void)alpha, (void)a, (void)ad, (void)b, (void)bd, (void)beta, (void)c, (void)cd, (void)d;
     (void)dd, (void)algo, (void)ws, (void)wsn, (void)stream;
+    return 0;
+}
+
+/* --------------------------------------------------------------- events */
+/* An event's time is when it was recorded plus the GPU work queued before it
+ * (fake_cuda_gpu_busy); it is complete once the host clock passes that. */
+typedef struct fake_event {
+    double at_ms;
+} fake_event;
+
+static double g_queued_ms; /* GPU work queued and not yet counted */
+static int g_events;
+
+static double host_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void fake_cuda_gpu_busy(double ms) { g_queued_ms += ms; }
+int fake_cuda_events_alive(void) { return g_events; }
+
+int cudaEventCreate(void **event)
+{
+    fake_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return 2;
+    g_events++;
+    *event = e;
+    return 0;
+}
+
+int cudaEventRecord(void *event, void *stream)
+{
+    (void)stream;
+    static double gpu_free_at; /* when the fake GPU finishes what it was given */
+    double now = host_ms();
+    if (gpu_free_at < now)
+        gpu_free_at = now;
+    gpu_free_at += g_queued_ms;
+    g_queued_ms = 0;
+    ((fake_event *)event)->at_ms = gpu_free_at;
+    return 0;
+}
+
+int cudaEventQuery(void *event) { return host_ms() >= ((fake_event *)event)->at_ms ? 0 : 600; }
+
+int cudaEventSynchronize(void *event)
+{
+    while (cudaEventQuery(event) != 0) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+int cudaEventElapsedTime(float *ms, void *start, void *stop)
+{
+    if (cudaEventQuery(stop) != 0)
+        return 600;
+    *ms = (float)(((fake_event *)stop)->at_ms - ((fake_event *)start)->at_ms);
+    return 0;
+}
+
+int cudaEventDestroy(void *event)
+{
+    g_events--;
+    free(event);
     return 0;
 }

@@ -43,6 +43,15 @@ int cudaLaunchKernel(const void *func, dim3_ grid, dim3_ block, void **args, siz
 int cudaDeviceSynchronize(void);
 int cudaStreamSynchronize(void *stream);
 int cudaEventSynchronize(void *event);
+int cudaEventCreate(void **event);
+int cudaEventRecord(void *event, void *stream);
+int cudaEventQuery(void *event);
+int cudaEventSynchronize(void *event);
+int cudaEventElapsedTime(float *ms, void *start, void *stop);
+int cudaEventDestroy(void *event);
+/* the fake's own: work "on the GPU" takes ms more before the next event completes */
+void fake_cuda_gpu_busy(double ms);
+int fake_cuda_events_alive(void);
 int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *a, int lda,
                    const float *b, int ldb, const float *beta, float *c, int ldc);
 int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *a, int at, int lda,

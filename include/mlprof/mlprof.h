@@ -426,6 +426,20 @@ MLPROF_API int mlprof_mem_info_get(int device, mlprof_mem_info *info, size_t siz
  * MLPROF_EINVAL (unknown what), MLPROF_ELIMIT (buf too small; truncated). */
 MLPROF_API int mlprof_output_path(const char *what, char *buf, size_t len);
 
+/* --------------------------------------------------------- GPU-timed regions */
+
+/* A block of code timed on a CUDA stream with two CUDA events (RAF's
+ * WITH_CUDA_PROFILER): begin records the first on stream (NULL: the default
+ * stream), end the second. Once both have completed, the region appears as a
+ * span on the trace's "GPU regions" track (at the CPU time it began, lasting
+ * its GPU time; args gpu_ms and stream) and in the statistics under domain
+ * "gpu_region". begin returns NULL while not recording, and on error (no CUDA
+ * runtime in the process: MLPROF_EUNSUPPORTED, see mlprof_last_error); end
+ * accepts NULL. Uses the program's own CUDA runtime. */
+typedef struct mlprof_gpu_region mlprof_gpu_region;
+MLPROF_API mlprof_gpu_region *mlprof_gpu_region_begin(const char *name, void *stream);
+MLPROF_API int mlprof_gpu_region_end(mlprof_gpu_region *region);
+
 /* ---------------------------------------------------------- threads, process */
 
 /* Names the calling thread (up to 63 bytes) and the process in the trace. */
@@ -536,6 +550,16 @@ static inline int mlprof_i_scope_begin(const char *name)
 #define MLPROF_SCOPE(name)                                                                   \
     int MLPROF_I_UNIQUE(mlprof_i_scope_) __attribute__((cleanup(mlprof_i_scope_end), unused)) = \
         mlprof_i_scope_begin(name)
+static inline void mlprof_i_gpu_region_end(mlprof_gpu_region **region)
+{
+    mlprof_gpu_region_end(*region);
+}
+/* Times the rest of the enclosing block on a CUDA stream (RAF's
+ * WITH_CUDA_PROFILER): a GPU region from here to the closing brace. */
+#define MLPROF_GPU_REGION(name, stream)                                                         \
+    mlprof_gpu_region *MLPROF_I_UNIQUE(mlprof_i_gpu_)                                          \
+        __attribute__((cleanup(mlprof_i_gpu_region_end), unused)) =                            \
+            (MLPROF_I_ACTIVE() ? mlprof_gpu_region_begin((name), (stream)) : (mlprof_gpu_region *)0)
 #endif /* __GNUC__ */
 
 #else /* MLPROF_DISABLE */
@@ -554,6 +578,7 @@ static inline int mlprof_i_scope_begin(const char *name)
 #define MLPROF_MEM_FREE(dev, p) ((void)sizeof(dev), (void)sizeof(p))
 #define MLPROF_ZONE(domain, name) _Static_assert(sizeof(domain) && sizeof(name), "mlprof zone")
 #define MLPROF_SCOPE(name) _Static_assert(sizeof(name), "mlprof scope")
+#define MLPROF_GPU_REGION(name, stream) _Static_assert(sizeof(name) && sizeof(stream), "mlprof gpu region")
 
 #endif /* MLPROF_DISABLE */
 

@@ -583,6 +583,104 @@ static void forget_thread(mlprof__thread *t)
  * before the first thread was drained (or all of them, when everything is
  * over): one recorded later on another thread waits for the next drain, so
  * that operations are accounted in time order. */
+/* ----------------------------------- events that come with their own times */
+
+#define EXT_MAX 1048576     /* events queued between two drains, at most */
+#define EXT_TRACKS 256
+#define EXT_TID0 0x40000000 /* synthetic thread ids of their tracks */
+
+typedef struct ext_event {
+    int tid;
+    uint64_t begin_ns, end_ns;
+    char *domain, *name, *args;
+} ext_event;
+
+static struct {
+    pthread_mutex_t lock;
+    ext_event *q;
+    size_t n, cap;
+    uint64_t dropped;
+    char *track[EXT_TRACKS]; /* names; track i has tid EXT_TID0 + i */
+    size_t ntracks;
+} X = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+int mlprof__ext_track(const char *name)
+{
+    pthread_mutex_lock(&X.lock);
+    size_t i;
+    for (i = 0; i < X.ntracks && strcmp(X.track[i], name) != 0; i++) {
+    }
+    int tid = -1;
+    if (i < X.ntracks)
+        tid = EXT_TID0 + (int)i;
+    else if (X.ntracks < EXT_TRACKS && (X.track[X.ntracks] = mlprof__strdup(name)) != NULL)
+        tid = EXT_TID0 + (int)X.ntracks++;
+    pthread_mutex_unlock(&X.lock);
+    return tid;
+}
+
+int mlprof__ext_span(int tid, const char *domain, const char *name, uint64_t begin_ns, uint64_t end_ns,
+                     const char *args)
+{
+    pthread_mutex_lock(&X.lock);
+    int ok = 0;
+    if (X.n == X.cap && X.cap < EXT_MAX) {
+        size_t cap = X.cap ? 2 * X.cap : 256;
+        ext_event *q = mlprof__realloc(X.q, cap * sizeof *q);
+        if (q) {
+            X.q = q;
+            X.cap = cap;
+        }
+    }
+    if (X.n < X.cap) {
+        ext_event *e = &X.q[X.n];
+        e->tid = tid;
+        e->begin_ns = begin_ns;
+        e->end_ns = end_ns > begin_ns ? end_ns : begin_ns;
+        e->domain = mlprof__strdup(domain);
+        e->name = mlprof__strdup(name);
+        e->args = args && *args ? mlprof__strdup(args) : NULL;
+        if (e->domain && e->name) {
+            X.n++;
+            ok = 1;
+        } else {
+            mlprof__free(e->domain);
+            mlprof__free(e->name);
+            mlprof__free(e->args);
+        }
+    }
+    if (!ok)
+        X.dropped++;
+    pthread_mutex_unlock(&X.lock);
+    return ok ? MLPROF_OK : MLPROF_ELIMIT;
+}
+
+/* Writes the queued events into the trace and the statistics (or drops them). */
+static void drain_ext(int discard)
+{
+    pthread_mutex_lock(&X.lock);
+    ext_event *q = X.q;
+    size_t n = X.n;
+    X.q = NULL;
+    X.n = X.cap = 0;
+    pthread_mutex_unlock(&X.lock);
+    for (size_t i = 0; i < n; i++) {
+        ext_event *e = &q[i];
+        if (!discard) {
+            mlprof__span_out so = {e->name, strlen(e->name), e->domain, MLPROF__OUT_TASK, e->begin_ns, e->end_ns,
+                                   mlprof__g.pid, e->tid, e->args, e->args ? strlen(e->args) : 0, 0, 0};
+            mlprof__chrome_span(&C.buf, &C.spool_first, &so);
+            if (recording_stats())
+                mlprof__stats_duration(C.stats, NULL, e->domain, e->name, strlen(e->name), 0,
+                                       e->end_ns - e->begin_ns, e->end_ns - e->begin_ns, NULL, 0);
+        }
+        mlprof__free(e->domain);
+        mlprof__free(e->name);
+        mlprof__free(e->args);
+    }
+    mlprof__free(q);
+}
+
 /* Frame ends that came from another thread than their begin: each closes the
  * innermost frame of its handle open on another track, when it is that
  * track's innermost frame; otherwise it is unmatched. */
@@ -616,6 +714,8 @@ static void drain_all(int discard, int all_memory)
     for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
         drain_thread(t, discard);
     match_pending_ends();
+    mlprof__gpu_before_drain(discard);
+    drain_ext(discard);
     for (track *tr = C.tracks; tr; tr = tr->next)
         flush_instant(tr);
     mlprof__mem_apply(watermark, discard ? NULL : &C.buf, &C.spool_first, mlprof__g.pid);
@@ -781,6 +881,11 @@ static void write_tail(mlprof__sb *out, int first, int finished, uint64_t droppe
                 emit_span(tr, &s->items[i], now_ns, 0, f, 1, out, &first);
         }
     }
+    pthread_mutex_lock(&X.lock);
+    for (size_t i = 0; i < X.ntracks; i++)
+        mlprof__chrome_thread_meta(out, &first, mlprof__g.pid, EXT_TID0 + (int)i, X.track[i], 1000000 + (uint32_t)i);
+    uint64_t ext_dropped = X.dropped;
+    pthread_mutex_unlock(&X.lock);
     mlprof__mem_trace_tail(out, &first, mlprof__g.pid);
     char host[256];
     host_name(host, sizeof host);
@@ -792,11 +897,11 @@ static void write_tail(mlprof__sb *out, int first, int finished, uint64_t droppe
     mlprof__sb_json_str(out, mlprof__clock_name(), strlen(mlprof__clock_name()));
     mlprof__sb_printf(out,
                       ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"start_ns\":%llu,\"dump_ns\":%llu"
-                      ",\"dropped_events\":%llu,\"unfinished_spans\":%llu,\"unmatched_ends\":%llu"
+                      ",\"dropped_events\":%llu,\"external_dropped\":%llu,\"unfinished_spans\":%llu,\"unmatched_ends\":%llu"
                       ",\"corrupt_records\":%llu,\"buffer_size\":%llu,\"chunk_size\":%zu"
                       ",\"finished\":%s",
                       (unsigned long long)C.start_ns, (unsigned long long)now_ns,
-                      (unsigned long long)dropped, (unsigned long long)C.unfinished,
+                      (unsigned long long)dropped, (unsigned long long)ext_dropped, (unsigned long long)C.unfinished,
                       (unsigned long long)C.unmatched_ends, (unsigned long long)C.corrupt,
                       (unsigned long long)mlprof__g.cfg.buffer_size, mlprof__pool_chunk_size(),
                       finished ? "true" : "false");
@@ -1018,6 +1123,9 @@ void mlprof__collect_after_fork(void)
     mlprof__mem_reset();
     if (C.stats)
         mlprof__stats_reset(C.stats);
+    pthread_mutex_init(&X.lock, NULL);
+    drain_ext(1);
+    X.dropped = 0;
     C.reported_drops = 0;
     C.thread_running = 0;
     C.thread_stop = 0;

@@ -31,4 +31,16 @@ void mlprof__collect_after_fork(void);
 /* The path the trace is written to (with %p and the fork suffix applied). */
 void mlprof__collect_trace_path(char *buf, size_t len);
 
+/* Events that come with their own times, on tracks of their own (GPU
+ * streams, CUDA-event regions): any thread, any time, never the hot path.
+ * A track's synthetic thread id by its name (-1 when there are too many). */
+int mlprof__ext_track(const char *name);
+/* Queues a duration for the next drain (copied); MLPROF_ELIMIT when the queue
+ * is full (counted as otherData.external_dropped). */
+int mlprof__ext_span(int tid, const char *domain, const char *name, uint64_t begin_ns, uint64_t end_ns,
+                     const char *args);
+/* src/gpu: resolves the GPU regions whose events have completed, before each
+ * drain (ctl_lock held); at a discard, only lets them go. */
+void mlprof__gpu_before_drain(int discard);
+
 #endif /* MLPROF_COLLECT_H */
