@@ -229,22 +229,25 @@ static int kernels_analysis(an_trace *t, const an_options *o, mlprof__sb *out)
     return an_kernels(t, o->format, o->top, out);
 }
 
-static int cmd_analyze(int argc, char **argv)
+/* The arguments of a command on one trace (analyze, kernels): --help, the
+ * common options, --order-by where the command sorts its rows, the path.
+ * Exits on --help (0) and on a mistake (2). */
+static const char *one_trace_args(const char *cmd, int argc, char **argv, void (*help)(FILE *), int order_by,
+                                  an_options *o, const char **output)
 {
-    const char *cmd = "analyze";
-    an_options o;
-    an_options_default(&o);
-    const char *path = NULL, *output = NULL, *v;
+    const char *path = NULL, *v;
+    an_options_default(o);
+    *output = NULL;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            analyze_usage(stdout);
-            return 0;
+            help(stdout);
+            exit(0);
         }
-        if (common_option(cmd, argc, argv, &i, &o, &output))
+        if (common_option(cmd, argc, argv, &i, o, output))
             continue;
-        if ((v = option_value(cmd, argc, argv, &i, "--order-by", NULL)))
-            o.order_by = v;
+        if (order_by && (v = option_value(cmd, argc, argv, &i, "--order-by", NULL)))
+            o->order_by = v;
         else if (arg[0] == '-' && arg[1])
             bad_usage(cmd, "unknown option \"%s\"", arg);
         else if (!path)
@@ -252,11 +255,22 @@ static int cmd_analyze(int argc, char **argv)
         else
             bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
     }
-    if (!path)
-        bad_usage(cmd, "%s", "which trace? (mlprof analyze TRACE)");
+    if (!path) {
+        char which[64];
+        snprintf(which, sizeof which, "which trace? (mlprof %s TRACE)", cmd);
+        bad_usage(cmd, "%s", which);
+    }
+    return path;
+}
+
+static int cmd_analyze(int argc, char **argv)
+{
+    an_options o;
+    const char *output;
+    const char *path = one_trace_args("analyze", argc, argv, analyze_usage, 1, &o, &output);
     char err[300];
     if (an_options_check(&o, err, sizeof err) != 0)
-        bad_usage(cmd, "%s", err);
+        bad_usage("analyze", "%s", err);
     return run_on_trace(path, output, an_analyze, &o);
 }
 
@@ -470,29 +484,11 @@ static void kernels_usage(FILE *out)
 
 static int cmd_kernels(int argc, char **argv)
 {
-    const char *cmd = "kernels";
     an_options o;
-    an_options_default(&o);
-    const char *path = NULL, *output = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            kernels_usage(stdout);
-            return 0;
-        }
-        if (common_option(cmd, argc, argv, &i, &o, &output))
-            continue;
-        if (arg[0] == '-' && arg[1])
-            bad_usage(cmd, "unknown option \"%s\"", arg);
-        else if (!path)
-            path = arg;
-        else
-            bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
-    }
-    if (!path)
-        bad_usage(cmd, "%s", "which trace? (mlprof kernels TRACE)");
+    const char *output;
+    const char *path = one_trace_args("kernels", argc, argv, kernels_usage, 0, &o, &output);
     if (o.format == AN_CSV)
-        bad_usage(cmd, "%s", "--format: table or json");
+        bad_usage("kernels", "%s", "--format: table or json");
     return run_on_trace(path, output, kernels_analysis, &o);
 }
 
