@@ -72,8 +72,8 @@ void mlprof__rss_span_stop(void);
 
 /* ---------------------------------------------------------- papi.c */
 /* Loads PAPI (the papi_library key) and registers the per-span observer for
- * these events; an event or a library that is missing is said, and the
- * others go on. */
+ * these events (kept, not copied: hw.c's list for the run); an event or a
+ * library that is missing is said, and the others go on. */
 int mlprof__papi_span_start(char (*names)[MLPROF__PAPI_NAME], size_t n);
 void mlprof__papi_span_stop(void);
 

@@ -43,7 +43,7 @@ static char g_load_error[2 * MLPROF__PATH_MAX];
 static char g_tried[MLPROF__PATH_MAX]; /* the papi_library that failed */
 
 static struct {
-    char names[MLPROF__HW_PAPI_MAX][MLPROF__PAPI_NAME];
+    char (*names)[MLPROF__PAPI_NAME]; /* hw.c's list for this run (the statistics' slots) */
     size_t n;
     int observer;
     unsigned generation;
@@ -254,7 +254,7 @@ int mlprof__papi_span_start(char (*names)[MLPROF__PAPI_NAME], size_t n)
         return MLPROF_OK;
     }
     P.n = n < MLPROF__HW_PAPI_MAX ? n : MLPROF__HW_PAPI_MAX;
-    memcpy(P.names, names, P.n * sizeof P.names[0]);
+    P.names = names;
     P.generation++;
     return mlprof__hw_observer_on(&P.observer, "papi", sizeof(papi_span), on_begin, on_end);
 }
