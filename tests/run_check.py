@@ -300,6 +300,13 @@ def check_cuda():
     check(names == {"cudaMalloc", "cudaFree", "cublasSgemm_v2", "cublasGemmEx", "cublasSgemmStridedBatched", "cublasLtMatmul",
                      "cudnnConvolutionForward", "cudnnBatchNormalizationForwardInference"},
           f"cuda: --cuda_functions cudaMalloc,cudaFree leaves {names}")
+    # --gpu on: CUPTI would write the runtime's calls, so the interposer keeps to the allocations
+    # (no libcupti here: that is said, and the rest of the run goes on)
+    p, t = run("cuda_gpu", [CUDA], "--gpu", "on", "--cupti_library", "/nonexistent/libcupti.so")
+    names = {e["name"] for e in spans(t)} if t else set()
+    check("cudaMalloc" in names and "cudaFree" in names and "cudaMemcpy" not in names and "cudaLaunchKernel" not in names,
+          f"cuda: with --gpu on the interposer records the allocations only: {names}")
+    check("gpu activity cannot be measured: cannot load libcupti" in p.stderr, "cuda: no libcupti is said")
 
 
 # ------------------------------------------------------------------ crash

@@ -43,7 +43,8 @@ static void run_usage(FILE *out)
             "                         (default), none; --cuda_functions LIST chooses among\n"
             "                         the CUDA runtime functions\n"
             "  --KEY VALUE            any configuration key of the library (--KEY=VALUE too),\n"
-            "                         such as --counters task-clock or --sampler cpu,rss;\n"
+            "                         such as --counters task-clock, --sampler cpu,rss or\n"
+            "                         --gpu on (CUPTI: kernels, copies, runtime calls);\n"
             "                         set for every process of the run\n"
             "  --config FILE          a configuration file, as MLPROF_CONFIG\n"
             "  -t, --top N            rows of the summary's table (default 10; 0: none)\n"
@@ -52,7 +53,8 @@ static void run_usage(FILE *out)
             "\n"
             "Defaults that differ from the library's, for whole programs: profile_memory on,\n"
             "memory_sample_rate 1000, memory_csv and memory_svg off, continuous_dump on\n"
-            "with dump_period 30 (the buffers are drained as they fill).\n");
+            "with dump_period 30 (the buffers are drained as they fill); with --gpu recording\n"
+            "runtime calls, the cuda interposer keeps to cudaMalloc/Free (CUPTI has the rest).\n");
 }
 
 static void run_bad_usage(const char *fmt, const char *arg)
@@ -126,6 +128,20 @@ static void default_key(const char *key, const char *value)
     for (char *p = var; *p; p++)
         *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p);
     setenv(var, value, 0);
+}
+
+/* Whether the run's gpu key (an option, or the user's MLPROF_GPU) has CUPTI
+ * record the CUDA runtime's calls. */
+static int gpu_records_runtime(void)
+{
+    char value[1024];
+    if (mlprof_get_config("gpu", value, sizeof value) != MLPROF_OK)
+        return 0;
+    for (char *item = strtok(value, ", "); item; item = strtok(NULL, ", ")) {
+        if (!strcmp(item, "on") || !strcmp(item, "all") || !strcmp(item, "runtime"))
+            return 1;
+    }
+    return 0;
 }
 
 static void parse_options(int argc, char **argv, run_options *o)
@@ -337,6 +353,8 @@ int mlprof_cmd_run(int argc, char **argv)
     char *abs_parts = realpath(parts_dir, NULL);
     snprintf(filename, sizeof filename, "%s/trace.%%p.json", abs_parts ? abs_parts : parts_dir);
 
+    /* read before MLPROF_AUTOSTART is set: this process must not record */
+    int gpu_runtime = gpu_records_runtime();
     /* the environment every process of the run inherits */
     const char *old = getenv("LD_PRELOAD");
     size_t len = strlen(abs_preload) + (old ? strlen(old) : 0) + 2;
@@ -356,6 +374,8 @@ int mlprof_cmd_run(int argc, char **argv)
     default_key("memory_svg", "");
     default_key("continuous_dump", "1");
     default_key("dump_period", "30");
+    if (gpu_runtime) /* CUPTI writes the calls; the interposer keeps the allocations */
+        default_key("cuda_functions", "cudaMalloc,cudaMallocAsync,cudaFree,cudaFreeAsync");
     free(ld);
     free(abs_preload);
     free(abs_parts);

@@ -22,6 +22,7 @@
 
 #include "../export/export.h"
 #include "../hw/hw.h"
+#include "../gpu/gpu.h"
 #include "../mem/mem.h"
 #include "../record/record.h"
 #include "collect.h"
@@ -89,6 +90,9 @@ static struct {
     size_t npending;
     uint64_t reported_drops;
     uint64_t corrupt;
+    /* the GPU launches of this drain whose CPU spans are looked up, by (tid, ns) */
+    mlprof__launch_point *lp;
+    size_t nlp;
     uint64_t start_ns;
     /* continuous dump */
     pthread_t thread;
@@ -521,6 +525,48 @@ static void decode_one(track *tr, const mlprof__rec *r)
     }
 }
 
+/* ---------------------------------------------- the spans around launches */
+
+static int lp_cmp(const void *pa, const void *pb)
+{
+    const mlprof__launch_point *a = pa, *b = pb;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    return a->ns < b->ns ? -1 : a->ns > b->ns;
+}
+
+/* The first launch point of thread tid. */
+static size_t lp_first(pid_t tid)
+{
+    size_t lo = 0, hi = C.nlp;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (C.lp[mid].tid < tid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Tells src/gpu the spans open on tr now (the hooks' own runtime calls left
+ * out: the operator is what called them). */
+static void lp_answer(track *tr, const mlprof__launch_point *p)
+{
+    const char *names[64];
+    size_t n = 0;
+    for (size_t i = 0; i < tr->tasks.depth && n < 64; i++) {
+        const open_span *o = &tr->tasks.items[i];
+        if (strcmp(o->domain->name, "cuda_runtime") == 0)
+            continue;
+        size_t len;
+        names[n++] = span_name(o, &len);
+    }
+    mlprof__gpu_launch_ops(p->index, names, n);
+}
+
+static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp);
+
 /* Consumes the records of one thread published so far. discard: skip them,
  * except memory operations, which keep the accounting of live blocks right. */
 static void drain_thread(mlprof__thread *t, int discard)
@@ -528,6 +574,19 @@ static void drain_thread(mlprof__thread *t, int discard)
     track *tr = track_for(t);
     if (tr && !discard)
         read_thread_name(tr);
+    size_t lp = tr && C.nlp ? lp_first(tr->tid) : C.nlp;
+    /* a call from before the records already read: what was open then is
+     * gone (its record came late); it gets no operator rather than a wrong one */
+    for (; lp < C.nlp && C.lp[lp].tid == tr->tid && C.lp[lp].ns < tr->last_ns; lp++) {
+    }
+    drain_records(t, tr, discard, &lp);
+    /* launches after the last record: the spans open now were open then */
+    for (; lp < C.nlp && C.lp[lp].tid == tr->tid; lp++)
+        lp_answer(tr, &C.lp[lp]);
+}
+
+static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
+{
     size_t chunk_size = mlprof__pool_chunk_size();
     for (;;) {
         mlprof__chunk *c = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
@@ -554,6 +613,11 @@ static void drain_thread(mlprof__thread *t, int discard)
             if (p + slots * sizeof *r > limit) {
                 C.corrupt++;
                 break;
+            }
+            if (*lp < C.nlp && C.lp[*lp].tid == tr->tid && MLPROF__REC_KIND(r->b) <= MLPROF__REC_END_DYN) {
+                uint64_t ns = mlprof__clock_to_ns(r->a); /* a begin or an end: launches before it */
+                for (; *lp < C.nlp && C.lp[*lp].tid == tr->tid && C.lp[*lp].ns < ns; (*lp)++)
+                    lp_answer(tr, &C.lp[*lp]);
             }
             if (!discard)
                 decode_one(tr, r);
@@ -590,8 +654,10 @@ static void forget_thread(mlprof__thread *t)
 #define EXT_TID0 0x40000000 /* synthetic thread ids of their tracks */
 
 typedef struct ext_event {
+    char ph; /* 'X' a span; 's' and 'f' the two ends of a flow */
     int tid;
     uint64_t begin_ns, end_ns;
+    uint64_t id; /* a flow's */
     char *domain, *name, *args;
 } ext_event;
 
@@ -600,6 +666,7 @@ static struct {
     ext_event *q;
     size_t n, cap;
     uint64_t dropped;
+    int poked;
     char *track[EXT_TRACKS]; /* names; track i has tid EXT_TID0 + i */
     size_t ntracks;
 } X = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -619,40 +686,72 @@ int mlprof__ext_track(const char *name)
     return tid;
 }
 
-int mlprof__ext_span(int tid, const char *domain, const char *name, uint64_t begin_ns, uint64_t end_ns,
-                     const char *args)
+/* Queues n events (copied); all or none. X.lock held. */
+static int ext_push(const ext_event *ev, size_t n)
 {
-    pthread_mutex_lock(&X.lock);
-    int ok = 0;
-    if (X.n == X.cap && X.cap < EXT_MAX) {
+    while (X.n + n > X.cap && X.cap < EXT_MAX) {
         size_t cap = X.cap ? 2 * X.cap : 256;
         ext_event *q = mlprof__realloc(X.q, cap * sizeof *q);
-        if (q) {
-            X.q = q;
-            X.cap = cap;
-        }
+        if (!q)
+            break;
+        X.q = q;
+        X.cap = cap;
     }
-    if (X.n < X.cap) {
-        ext_event *e = &X.q[X.n];
-        e->tid = tid;
-        e->begin_ns = begin_ns;
-        e->end_ns = end_ns > begin_ns ? end_ns : begin_ns;
-        e->domain = mlprof__strdup(domain);
-        e->name = mlprof__strdup(name);
-        e->args = args && *args ? mlprof__strdup(args) : NULL;
-        if (e->domain && e->name) {
-            X.n++;
-            ok = 1;
-        } else {
+    if (X.n + n > X.cap) {
+        X.dropped += n;
+        return MLPROF_ELIMIT;
+    }
+    size_t done;
+    for (done = 0; done < n; done++) {
+        ext_event *e = &X.q[X.n + done];
+        *e = ev[done];
+        int has_args = ev[done].args && *ev[done].args;
+        e->domain = mlprof__strdup(ev[done].domain);
+        e->name = mlprof__strdup(ev[done].name);
+        e->args = has_args ? mlprof__strdup(ev[done].args) : NULL;
+        if (!e->domain || !e->name || (has_args && !e->args)) {
             mlprof__free(e->domain);
             mlprof__free(e->name);
             mlprof__free(e->args);
+            break;
         }
     }
-    if (!ok)
-        X.dropped++;
+    if (done < n) {
+        for (size_t i = 0; i < done; i++) {
+            mlprof__free(X.q[X.n + i].domain);
+            mlprof__free(X.q[X.n + i].name);
+            mlprof__free(X.q[X.n + i].args);
+        }
+        X.dropped += n;
+        return MLPROF_ENOMEM;
+    }
+    X.n += n;
+    if (X.n > EXT_MAX / 2 && !X.poked) { /* a drain soon, before the queue is full */
+        X.poked = 1;
+        mlprof__collect_poke();
+    }
+    return MLPROF_OK;
+}
+
+int mlprof__ext_span(int tid, const char *domain, const char *name, uint64_t begin_ns, uint64_t end_ns,
+                     const char *args)
+{
+    ext_event e = {'X', tid, begin_ns, end_ns > begin_ns ? end_ns : begin_ns, 0, (char *)domain, (char *)name,
+                   (char *)args};
+    pthread_mutex_lock(&X.lock);
+    int rc = ext_push(&e, 1);
     pthread_mutex_unlock(&X.lock);
-    return ok ? MLPROF_OK : MLPROF_ELIMIT;
+    return rc;
+}
+
+int mlprof__ext_flow(uint64_t id, int from_tid, uint64_t from_ns, int to_tid, uint64_t to_ns)
+{
+    ext_event e[2] = {{'s', from_tid, from_ns, from_ns, id, "gpu_launch", "launch", NULL},
+                      {'f', to_tid, to_ns, to_ns, id, "gpu_launch", "launch", NULL}};
+    pthread_mutex_lock(&X.lock);
+    int rc = ext_push(e, 2);
+    pthread_mutex_unlock(&X.lock);
+    return rc;
 }
 
 /* Writes the queued events into the trace and the statistics (or drops them). */
@@ -663,10 +762,14 @@ static void drain_ext(int discard)
     size_t n = X.n;
     X.q = NULL;
     X.n = X.cap = 0;
+    X.poked = 0;
     pthread_mutex_unlock(&X.lock);
     for (size_t i = 0; i < n; i++) {
         ext_event *e = &q[i];
-        if (!discard) {
+        if (!discard && e->ph != 'X') {
+            mlprof__chrome_flow(&C.buf, &C.spool_first, e->ph, e->id, e->name, e->domain, e->begin_ns, mlprof__g.pid,
+                                e->tid);
+        } else if (!discard) {
             mlprof__span_out so = {e->name, strlen(e->name), e->domain, MLPROF__OUT_TASK, e->begin_ns, e->end_ns,
                                    mlprof__g.pid, e->tid, e->args, e->args ? strlen(e->args) : 0, 0, 0};
             mlprof__chrome_span(&C.buf, &C.spool_first, &so);
@@ -711,10 +814,14 @@ static void drain_all(int discard, int all_memory)
     uint64_t watermark = all_memory ? UINT64_MAX : mlprof__clock_to_ns(mlprof__clock_raw());
     if (C.start_ns == 0)
         C.start_ns = mlprof__clock_monotonic_ns();
+    /* GPU activity first: its launches are looked up while the threads are read */
+    C.nlp = mlprof__gpu_flush(discard, all_memory, &C.lp);
+    mlprof__sort(C.lp, C.nlp, sizeof *C.lp, lp_cmp);
     for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
         drain_thread(t, discard);
+    C.nlp = 0;
     match_pending_ends();
-    mlprof__gpu_before_drain(discard);
+    mlprof__gpu_emit(discard, all_memory);
     drain_ext(discard);
     for (track *tr = C.tracks; tr; tr = tr->next)
         flush_instant(tr);
@@ -907,6 +1014,7 @@ static void write_tail(mlprof__sb *out, int first, int finished, uint64_t droppe
                       finished ? "true" : "false");
     mlprof__mem_other_data(out);
     mlprof__hw_other_data(out);
+    mlprof__gpu_other_data(out);
     mlprof__sb_puts(out, "}\n}\n");
 }
 
@@ -1015,6 +1123,7 @@ static void reset_trace(void)
     spool_reset();
     C.unfinished = C.unmatched_ends = C.corrupt = 0;
     C.start_ns = 0;
+    mlprof__gpu_reset();
     mlprof__g.run_ns = mlprof__g.state == MLPROF_STATE_RUN ? mlprof_now_ns() : 0;
 }
 
@@ -1033,6 +1142,7 @@ int mlprof__collect_dump(int finished)
                     (unsigned long long)dropped, (unsigned long long)mlprof__g.cfg.buffer_size);
         C.reported_drops = dropped;
     }
+    mlprof__gpu_report();
     char path[4200];
     mlprof__collect_trace_path(path, sizeof path);
     char *tmp;

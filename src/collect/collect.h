@@ -39,8 +39,8 @@ int mlprof__ext_track(const char *name);
  * is full (counted as otherData.external_dropped). */
 int mlprof__ext_span(int tid, const char *domain, const char *name, uint64_t begin_ns, uint64_t end_ns,
                      const char *args);
-/* src/gpu: resolves the GPU regions whose events have completed, before each
- * drain (ctl_lock held); at a discard, only lets them go. */
-void mlprof__gpu_before_drain(int discard);
+/* Queues a flow from a slice on from_tid (at from_ns) to the slice that
+ * encloses to_ns on to_tid (a launch to its kernel). */
+int mlprof__ext_flow(uint64_t id, int from_tid, uint64_t from_ns, int to_tid, uint64_t to_ns);
 
 #endif /* MLPROF_COLLECT_H */

@@ -95,6 +95,20 @@ void mlprof__chrome_instant(mlprof__sb *out, int *first, const char *name, size_
     mlprof__sb_putc(out, '}');
 }
 
+void mlprof__chrome_flow(mlprof__sb *out, int *first, char ph, uint64_t id, const char *name, const char *domain,
+                         uint64_t ts_ns, pid_t pid, pid_t tid)
+{
+    char p[2] = {ph, 0};
+    begin_event(out, first);
+    put_common(out, p, name, strlen(name), domain, pid, tid);
+    put_ts(out, ",\"ts\":", ts_ns);
+    mlprof__sb_puts(out, ",\"id\":");
+    mlprof__sb_u64(out, id);
+    if (ph == 'f') /* bound to the slice that encloses it, not to the next one */
+        mlprof__sb_puts(out, ",\"bp\":\"e\"");
+    mlprof__sb_putc(out, '}');
+}
+
 void mlprof__chrome_counter(mlprof__sb *out, int *first, const char *name, const char *domain,
                             uint64_t ts_ns, double value, int is_int, int64_t ivalue, pid_t pid,
                             pid_t tid)

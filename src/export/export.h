@@ -34,6 +34,10 @@ void mlprof__chrome_span(mlprof__sb *out, int *first, const mlprof__span_out *s)
 void mlprof__chrome_instant(mlprof__sb *out, int *first, const char *name, size_t name_len,
                             const char *domain, uint64_t ts_ns, int scope, pid_t pid, pid_t tid,
                             const char *args, size_t args_len);
+/* One end of a flow: ph 's' (its start, bound to the slice enclosing ts on
+ * that thread) or 'f' (its end, bound to the slice enclosing ts). */
+void mlprof__chrome_flow(mlprof__sb *out, int *first, char ph, uint64_t id, const char *name, const char *domain,
+                         uint64_t ts_ns, pid_t pid, pid_t tid);
 void mlprof__chrome_counter(mlprof__sb *out, int *first, const char *name, const char *domain,
                             uint64_t ts_ns, double value, int is_int, int64_t ivalue, pid_t pid,
                             pid_t tid);

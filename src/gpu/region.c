@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../collect/collect.h"
+#include "gpu.h"
 #include "../record/record.h"
 
 enum { CUDA_SUCCESS = 0, CUDA_NOT_READY = 600 };
@@ -140,7 +141,7 @@ static void resolve(mlprof_gpu_region *r)
     mlprof__free(r);
 }
 
-void mlprof__gpu_before_drain(int discard)
+void mlprof__gpu_regions_resolve(int discard)
 {
     pthread_mutex_lock(&g_lock);
     mlprof_gpu_region *r = g_pending, *keep = NULL;

@@ -222,11 +222,11 @@ int mlprof__hw_start(void)
         return mlprof__fail(MLPROF_EVALUE, "counters: %s", err);
     if (parse(c->sampler, 1, g_sampler, &g_nsampler, err, sizeof err) != 0)
         return mlprof__fail(MLPROF_EVALUE, "sampler: %s", err);
-    if (!g_ncounters && !g_nsampler)
-        return MLPROF_OK;
-    pthread_mutex_lock(&U.lock);
+    pthread_mutex_lock(&U.lock); /* each run says again what it cannot measure */
     U.n = U.lost = 0;
     pthread_mutex_unlock(&U.lock);
+    if (!g_ncounters && !g_nsampler)
+        return MLPROF_OK;
 
     int perf[MLPROF__PERF_MAX];
     size_t nperf = 0;
@@ -298,7 +298,10 @@ static void list_json(mlprof__sb *out, const char *key, const mlprof__hw_item *i
 
 void mlprof__hw_other_data(mlprof__sb *out)
 {
-    if (!g_ncounters && !g_nsampler)
+    pthread_mutex_lock(&U.lock);
+    size_t unavailable = U.n + U.lost;
+    pthread_mutex_unlock(&U.lock);
+    if (!g_ncounters && !g_nsampler && !unavailable) /* GPU activity says here too */
         return;
     list_json(out, "counters", g_counters, g_ncounters);
     list_json(out, "sampler", g_sampler, g_nsampler);

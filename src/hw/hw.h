@@ -50,6 +50,10 @@ void mlprof__hw_quiesce(void);
 /* In a forked child: the sampler thread is gone; its counters are closed and
  * it starts again when recording goes on. */
 void mlprof__hw_after_fork(int running);
+/* Records that `what` (a counter, a source, GPU activity) cannot be used
+ * and why; said on stderr the first time in a run and listed in
+ * otherData.counters_unavailable. Any thread, any time. */
+void mlprof__hw_unavailable(const char *what, const char *reason);
 /* Appends ,"counters":[...],"sampler":[...],"counters_unavailable":{...}. */
 void mlprof__hw_other_data(mlprof__sb *out);
 

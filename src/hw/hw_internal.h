@@ -43,9 +43,6 @@ void mlprof__rate_start(mlprof__rate *r, mlprof_domain *d, const char *name, dou
 void mlprof__rate_put(mlprof__rate *r, uint64_t value, uint64_t now_ns);
 void mlprof__rate_end(mlprof__rate *r, int after_fork);
 
-/* Records that `what` (a counter, a source) cannot be used and why; said on
- * stderr the first time in a run. Any thread, any time. */
-void mlprof__hw_unavailable(const char *what, const char *reason);
 
 /* ---------------------------------------------------------- perf.c */
 /* The perf_event counter named key, or -1 (its slot in the statistics). */

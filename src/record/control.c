@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../collect/collect.h"
+#include "../gpu/gpu.h"
 #include "../hw/hw.h"
 #include "../hook/hook.h"
 #include "record.h"
@@ -32,7 +33,7 @@ const char *mlprof_version_string(void) { return MLPROF_VERSION_STRING; }
 
 /* ------------------------------------------------------ the configuration */
 
-typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS, T_CUDA_FNS } key_type;
+typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS, T_CUDA_FNS, T_GPU } key_type;
 
 typedef struct key_def {
     const char *name;
@@ -78,6 +79,13 @@ static const key_def g_keys[] = {
     {"hooks", T_HOOKS, F(hooks), 0, 0, "a comma list of interposers (malloc, blas, dnnl, cuda, cublas, cudnn, itt, nvtx), all or none"},
     {"cuda_functions", T_CUDA_FNS, F(cuda_functions), 0, 0,
      "all, or a comma list of CUDA runtime functions such as cudaMalloc,cudaLaunchKernel"},
+    {"gpu", T_GPU, F(gpu), 0, 0, "off, on, all, or a comma list of kernel, memcpy, memset, sync, runtime, driver"},
+    {"gpu_functions", T_GPU, F(gpu_functions), 0, 0,
+     "empty for all, or a comma list of CUDA runtime and driver functions such as cudaLaunchKernel,cuMemAlloc"},
+    {"gpu_details", T_GPU, F(gpu_details), 0, 0, "empty, or a comma list of: occupancy"},
+    {"gpu_buffer_size", T_SIZE, F(gpu_buffer_size), 1048576, 68719476736.0,
+     "a size in bytes from 1M to 64G, such as 64M or 1G"},
+    {"cupti_library", T_STR, F(cupti_library), 0, 0, "a shared library name or path, or empty to search"},
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
@@ -100,6 +108,8 @@ static void config_defaults(mlprof__config *c)
     c->hooks_mask = MLPROF__HOOKS_ALL;
     strcpy(c->cuda_functions, "all");
     c->cuda_functions_mask = (1u << MLPROF__CUDA_RUNTIME) - 1;
+    strcpy(c->gpu, "off");
+    c->gpu_buffer_size = 64u << 20;
     strcpy(c->clock, "auto");
     c->memory_sample_rate = 1;
     strcpy(c->memory_csv, "auto");
@@ -186,6 +196,21 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
                                 k->name, why);
         strcpy(field, value);
         *(k->type == T_HOOKS ? &cfg->hooks_mask : &cfg->cuda_functions_mask) = mask;
+        return MLPROF_OK;
+    }
+    case T_GPU: {
+        char why[600];
+        unsigned mask = 0;
+        if (strlen(value) >= MLPROF__GPU_KEY)
+            break;
+        if (mlprof__gpu_parse(k->name, value, &mask, why, sizeof why) != 0)
+            return mlprof__fail(MLPROF_EVALUE, "bad value \"%s\" for configuration key \"%s\": %s", value,
+                                k->name, why);
+        strcpy(field, value);
+        if (strcmp(k->name, "gpu") == 0)
+            cfg->gpu_mask = mask;
+        else if (strcmp(k->name, "gpu_details") == 0)
+            cfg->gpu_details_mask = mask;
         return MLPROF_OK;
     }
     case T_COUNTERS:
@@ -321,6 +346,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     case T_SAMPLER:
     case T_HOOKS:
     case T_CUDA_FNS:
+    case T_GPU:
         snprintf(tmp, sizeof tmp, "%s", (const char *)field);
         break;
     case T_BOOL:
@@ -537,6 +563,7 @@ static void fork_child(void)
     mlprof__pool_reset_after_fork();
     mlprof__collect_after_fork();
     mlprof__hw_after_fork(mlprof__g.state == MLPROF_STATE_RUN);
+    mlprof__gpu_after_fork();
     if (mlprof__g.state == MLPROF_STATE_RUN)
         mlprof__collect_start_continuous();
 }
@@ -577,6 +604,7 @@ static int set_state_locked(int state)
             return rc;
         mlprof__g.state = MLPROF_STATE_RUN;
         mlprof__g.paused = 0;
+        mlprof__gpu_start();
         if (!mlprof__g.run_ns)
             mlprof__g.run_ns = mlprof_now_ns();
         __atomic_store_n(&mlprof__g.recorded, 1, __ATOMIC_RELEASE);
@@ -586,6 +614,7 @@ static int set_state_locked(int state)
     mlprof__g.state = MLPROF_STATE_STOP;
     mlprof__update_flags();
     mlprof__hw_stop();
+    mlprof__gpu_stop();
     mlprof__collect_stop_continuous();
     return MLPROF_OK;
 }
@@ -613,6 +642,12 @@ static int set_paused(int paused)
     mlprof__ctl_lock();
     mlprof__g.paused = paused;
     mlprof__update_flags();
+    if (mlprof__g.state == MLPROF_STATE_RUN) {
+        if (paused)
+            mlprof__gpu_stop();
+        else
+            mlprof__gpu_start();
+    }
     mlprof__ctl_unlock();
     return MLPROF_OK;
 }
@@ -636,6 +671,7 @@ int mlprof_dump(int finished)
         mlprof__g.state = MLPROF_STATE_STOP;
         mlprof__update_flags();
         mlprof__hw_stop();
+        mlprof__gpu_stop();
         mlprof__collect_stop_continuous();
     }
     int rc = mlprof__collect_dump(finished);

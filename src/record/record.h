@@ -177,6 +177,7 @@ double mlprof__clock_rate_hz(void);
 /* -------------------------------------------------------- configuration */
 
 #define MLPROF__PATH_MAX 4096
+#define MLPROF__GPU_KEY 1024
 
 typedef struct mlprof__config {
     char filename[MLPROF__PATH_MAX];
@@ -196,6 +197,13 @@ typedef struct mlprof__config {
     unsigned hooks_mask; /* parsed, read by the hooks */
     char cuda_functions[512];
     unsigned cuda_functions_mask; /* bit i: mlprof__cuda_names[i] is recorded */
+    char gpu[MLPROF__GPU_KEY];           /* CUPTI activities (src/gpu) */
+    unsigned gpu_mask;                   /* parsed: MLPROF__GPU_* */
+    char gpu_functions[MLPROF__GPU_KEY]; /* runtime and driver calls recorded; empty: all */
+    char gpu_details[MLPROF__GPU_KEY];
+    unsigned gpu_details_mask;
+    uint64_t gpu_buffer_size;
+    char cupti_library[MLPROF__PATH_MAX];
     int profile_all;
     int profile_api;
     int profile_memory;
