@@ -61,7 +61,12 @@ int main(void)
     FIELD(cupti_memcpy, CUpti_ActivityMemcpy6, correlation_id, correlationId);
     FIELD(cupti_memcpy, CUpti_ActivityMemcpy6, runtime_correlation_id, runtimeCorrelationId);
 
+    FIELD(cupti_memcpy_p2p, CUpti_ActivityMemcpyPtoP4, copy_kind, copyKind);
+    FIELD(cupti_memcpy_p2p, CUpti_ActivityMemcpyPtoP4, dst_kind, dstKind);
     FIELD(cupti_memcpy_p2p, CUpti_ActivityMemcpyPtoP4, bytes, bytes);
+    FIELD(cupti_memcpy_p2p, CUpti_ActivityMemcpyPtoP4, end, end);
+    FIELD(cupti_memcpy_p2p, CUpti_ActivityMemcpyPtoP4, device_id, deviceId);
+    FIELD(cupti_memcpy_p2p, CUpti_ActivityMemcpyPtoP4, context_id, contextId);
     FIELD(cupti_memcpy_p2p, CUpti_ActivityMemcpyPtoP4, start, start);
     FIELD(cupti_memcpy_p2p, CUpti_ActivityMemcpyPtoP4, stream_id, streamId);
     FIELD(cupti_memcpy_p2p, CUpti_ActivityMemcpyPtoP4, src_device_id, srcDeviceId);

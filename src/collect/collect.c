@@ -690,12 +690,10 @@ int mlprof__ext_track(const char *name)
 static int ext_push(const ext_event *ev, size_t n)
 {
     while (X.n + n > X.cap && X.cap < EXT_MAX) {
-        size_t cap = X.cap ? 2 * X.cap : 256;
-        ext_event *q = mlprof__realloc(X.q, cap * sizeof *q);
+        ext_event *q = mlprof__grow(X.q, &X.cap, X.cap, sizeof *q, 256);
         if (!q)
             break;
         X.q = q;
-        X.cap = cap;
     }
     if (X.n + n > X.cap) {
         X.dropped += n;

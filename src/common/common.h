@@ -50,6 +50,20 @@ static inline size_t mlprof__list_item(const char **p)
     return strcspn(*p, ", ");
 }
 
+/* Room for one more item in a growing array of n items with room for *cap:
+ * the array itself, or a larger copy (doubled, from `first`; *cap updated),
+ * or NULL when out of memory (the array is then unchanged). */
+static inline void *mlprof__grow(void *items, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap)
+        return items;
+    size_t c = *cap ? 2 * *cap : first;
+    void *p = mlprof__realloc(items, c * size);
+    if (p)
+        *cap = c;
+    return p;
+}
+
 /* qsort that takes an empty array as it is (qsort's pointer may not be NULL). */
 static inline void mlprof__sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
 {

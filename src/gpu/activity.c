@@ -262,18 +262,25 @@ int mlprof__gpu_occupancy_of(const mlprof__gpu_device *d, uint32_t threads, uint
 
 static void keep(const act *a)
 {
-    if (G.np == G.capp) {
-        size_t cap = G.capp ? 2 * G.capp : 1024;
-        act *p = cap <= MAX_PENDING ? mlprof__realloc(G.P, cap * sizeof *p) : NULL;
-        if (!p) {
-            G.pending_dropped++;
-            return;
-        }
-        G.P = p;
-        G.capp = cap;
+    act *p = G.np < MAX_PENDING ? mlprof__grow(G.P, &G.capp, G.np, sizeof *G.P, 1024) : NULL;
+    if (!p) {
+        G.pending_dropped++;
+        return;
     }
+    G.P = p;
     G.P[G.np++] = *a;
 }
+
+/* Where and when: the fields every GPU record has under the same names. */
+#define PLACE(a, r)                    \
+    do {                               \
+        (a).start_ns = (r)->start;     \
+        (a).end_ns = (r)->end;         \
+        (a).device = (r)->device_id;   \
+        (a).context = (r)->context_id; \
+        (a).stream = (r)->stream_id;   \
+        (a).corr = (r)->correlation_id; \
+    } while (0)
 
 static void take_api(const cupti_api *r)
 {
@@ -296,22 +303,13 @@ static void take_api(const cupti_api *r)
         mlprof__ext_span(tid, domain == CUPTI_DOMAIN_RUNTIME ? "cuda_runtime" : "cuda_driver", name, begin, end,
                          args);
     }
-    if (G.nl == G.capl) {
-        size_t cap = G.capl ? 2 * G.capl : 1024;
-        launch *l = mlprof__realloc(G.L, cap * sizeof *l);
-        if (!l)
-            return;
-        G.L = l;
-        G.capl = cap;
-    }
-    if (G.npts == G.cappts) {
-        size_t cap = G.cappts ? 2 * G.cappts : 1024;
-        mlprof__launch_point *p = mlprof__realloc(G.pts, cap * sizeof *p);
-        if (!p)
-            return;
-        G.pts = p;
-        G.cappts = cap;
-    }
+    launch *ls = mlprof__grow(G.L, &G.capl, G.nl, sizeof *G.L, 1024);
+    if (ls)
+        G.L = ls;
+    mlprof__launch_point *ps = ls ? mlprof__grow(G.pts, &G.cappts, G.npts, sizeof *G.pts, 1024) : NULL;
+    if (!ps)
+        return;
+    G.pts = ps;
     launch *l = &G.L[G.nl];
     l->corr = r->correlation_id;
     l->gen = G.gen;
@@ -330,12 +328,7 @@ static void take_kernel(const cupti_kernel *r)
     act a;
     memset(&a, 0, sizeof a);
     a.type = A_KERNEL;
-    a.device = r->device_id;
-    a.context = r->context_id;
-    a.stream = r->stream_id;
-    a.corr = r->correlation_id;
-    a.start_ns = r->start;
-    a.end_ns = r->end;
+    PLACE(a, r);
     memcpy(a.grid, r->grid, sizeof a.grid);
     memcpy(a.block, r->block, sizeof a.block);
     a.registers = r->registers_per_thread;
@@ -348,39 +341,27 @@ static void take_kernel(const cupti_kernel *r)
     keep(&a);
 }
 
+/* A copy; a peer-to-peer one shares the plain one's fields up to the stream
+ * (test_cupti_layout checks both), then has its devices before its id. */
 static void take_copy(const cupti_record *rec)
 {
+    const cupti_memcpy *r = (const cupti_memcpy *)rec;
     act a;
     memset(&a, 0, sizeof a);
-    if (rec->kind == CUPTI_KIND_MEMCPY) {
-        const cupti_memcpy *r = (const cupti_memcpy *)rec;
-        a.type = A_MEMCPY;
-        a.copy_kind = r->copy_kind;
-        a.src_kind = r->src_kind;
-        a.dst_kind = r->dst_kind;
-        a.bytes = r->bytes;
-        a.start_ns = r->start;
-        a.end_ns = r->end;
-        a.device = r->device_id;
-        a.context = r->context_id;
-        a.stream = r->stream_id;
-        a.corr = r->correlation_id;
-        a.corr2 = r->runtime_correlation_id;
-    } else {
-        const cupti_memcpy_p2p *r = (const cupti_memcpy_p2p *)rec;
+    a.type = A_MEMCPY;
+    PLACE(a, r);
+    a.copy_kind = r->copy_kind;
+    a.src_kind = r->src_kind;
+    a.dst_kind = r->dst_kind;
+    a.bytes = r->bytes;
+    a.corr2 = r->runtime_correlation_id;
+    if (rec->kind == CUPTI_KIND_MEMCPY2) {
+        const cupti_memcpy_p2p *p = (const cupti_memcpy_p2p *)rec;
         a.type = A_MEMCPY_P2P;
-        a.copy_kind = r->copy_kind;
-        a.src_kind = r->src_kind;
-        a.dst_kind = r->dst_kind;
-        a.bytes = r->bytes;
-        a.start_ns = r->start;
-        a.end_ns = r->end;
-        a.device = r->device_id;
-        a.context = r->context_id;
-        a.stream = r->stream_id;
-        a.corr = r->correlation_id;
-        a.peer_src = r->src_device_id;
-        a.peer_dst = r->dst_device_id;
+        a.corr = p->correlation_id;
+        a.corr2 = 0;
+        a.peer_src = p->src_device_id;
+        a.peer_dst = p->dst_device_id;
     }
     G.memcpys++;
     keep(&a);
@@ -391,15 +372,10 @@ static void take_memset(const cupti_memset *r)
     act a;
     memset(&a, 0, sizeof a);
     a.type = A_MEMSET;
+    PLACE(a, r);
     a.bytes = r->bytes;
     a.value = r->value;
     a.dst_kind = (uint8_t)r->memory_kind;
-    a.start_ns = r->start;
-    a.end_ns = r->end;
-    a.device = r->device_id;
-    a.context = r->context_id;
-    a.stream = r->stream_id;
-    a.corr = r->correlation_id;
     G.memsets++;
     keep(&a);
 }
