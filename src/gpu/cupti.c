@@ -34,6 +34,7 @@ static struct {
     int tried, ok, forked;
     void *lib;
     char path[MLPROF__PATH_MAX];
+    char load_error[1024];
     int (*register_callbacks)(buf_request_fn, buf_complete_fn);
     int (*enable)(uint32_t kind);
     int (*disable)(uint32_t kind);
@@ -402,14 +403,12 @@ void mlprof__gpu_start(void)
         K.tried = 1;
         mlprof__map_init(&K.interned);
         K.tail = &K.queue;
-        if (load(why, sizeof why) != 0) {
-            no_gpu(why);
-            return;
-        }
-        K.ok = 1;
+        K.ok = load(K.load_error, sizeof K.load_error) == 0;
     }
-    if (!K.ok)
+    if (!K.ok) { /* said again in every run's trace */
+        no_gpu(K.load_error);
         return;
+    }
     K.cap = mlprof__g.cfg.gpu_buffer_size;
     K.buf_size = K.cap / 8 < (4u << 20) ? K.cap / 8 : (4u << 20);
     if (K.buf_size < 65536)
