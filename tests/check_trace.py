@@ -724,6 +724,70 @@ def area_cupti(prog, out, fake, layout):
     # this machine's own libcupti, if it has one: no GPU in CI
     no_gpu("real", ["cannot load libcupti", "no NVIDIA driver", "cuptiActivityEnable"])
 
+    run(prog, out, "metrics", fake)
+    cupti_metrics(load(os.path.join(out, "cupti_metrics.json")), prog)
+
+    def no_metrics(mode, want, env=None, lib=fake):
+        p = run(prog, out, mode, lib, env=env)
+        t = load(os.path.join(out, f"cupti_{mode}.json"))
+        why = t["otherData"].get("counters_unavailable", {}).get("gpu metrics", "")
+        check(any(w in why for w in want), f"{mode}: gpu metrics' reason ({why!r}) says one of {want}")
+        check(any(w in p.stderr for w in want), f"{mode}: said on stderr: {p.stderr!r}")
+        check([e["name"] for e in events(t, "X")] == ["step"], f"{mode}: the run goes on")
+
+    no_metrics("subscribed", ["holds CUPTI's only callback subscription"],
+               env=dict(os.environ, FAKE_CUPTI_SUBSCRIBED="1"))
+    no_metrics("realmetrics", ["cannot load libcupti", "no NVIDIA driver", "cuptiProfilerInitialize"])
+
+
+def cupti_metrics(t, prog):
+    """The trace of test_cupti's metrics mode: per-kernel metrics of the
+    fake range profiler, matched to launches (see test_cupti.c)."""
+    ranges = [e for e in events(t, "X") if e["cat"] == "cuda_profiler_range"]
+    got = sorted((e["args"]["correlation"], e["name"].split("(")[0], e["args"].get("op_stack")) for e in ranges)
+    want = [(100, "gemm", "forward > matmul"), (102, "gemm", "forward > matmul"), (104, "gemm", "forward > matmul"),
+            (120, "copy_kernel", "forward"), (130, "reduce", "forward"), (160, "gemm", None),
+            (170, "gemm", "forward"), (1110, "reduce", "forward > reduce")]
+    check(got == want, f"metrics: each measured launch's kernel, id and operators:\n  {got}\n  {want}")
+    gemm = next(e for e in ranges if e["args"]["correlation"] == 100)
+    a = gemm["args"]
+    # fma 1e6 (two FLOPs each), add 2e5, mul 1e5; DRAM 4e6 read, 1e6 written; 50 us on the GPU
+    check(a["flops"] == 2.3e6 and a["bytes"] == 5e6 and a["gpu_time_ns"] == 50000,
+          f"metrics: FLOPs (FMA twice), DRAM bytes and GPU time of gemm: {a}")
+    check(abs(a["gflops"] - 46.0) < 1e-6 and abs(a["dram_gbps"] - 100.0) < 1e-6
+          and abs(a["arithmetic_intensity"] - 0.46) < 1e-9, f"metrics: the rates and the intensity: {a}")
+    check(a["achieved_occupancy"] == 0.625 and a["branch_efficiency"] == 1.0,
+          f"metrics: achieved occupancy and branch efficiency as fractions: {a}")
+    check(abs(gemm["dur"] - 50.0) < 1e-6, f"metrics: the range lasts the kernel's GPU time: {gemm['dur']}")
+    check(a["dram__bytes_read.sum"] == 4e6 and "bogus__metric.sum" not in a,
+          "metrics: the raw values under CUPTI's names; an unknown metric left out")
+    red = next(e for e in ranges if e["args"]["correlation"] == 130)["args"]
+    check(red["branch_efficiency"] == 0.875 and red["achieved_occupancy"] == 0.4, f"metrics: reduce's details {red}")
+    names = {e["tid"]: e["args"]["name"] for e in events(t, "M", "thread_name")}
+    tracks = {names.get(e["tid"]) for e in ranges}
+    check(tracks == {"GPU 0 kernel counters", "GPU 1 kernel counters"}, f"metrics: one track per device: {tracks}")
+    c = t["otherData"]["gpu"]["counters"]
+    check(c["kernels_measured"] == 8 and c["batch"] == 4, f"metrics: 8 kernels measured in batches of 4: {c}")
+    # the graph's 3 kernels: 2 ranges fill the batch (not matched: a graph's), 1 is dropped
+    check(c["graph_ranges"] == 2 and c["ranges_unmatched"] == 2 and c["ranges_dropped"] == 1,
+          f"metrics: the graph's ranges counted, not guessed: {c}")
+    check("bogus__metric.sum" not in c["metrics"] and "gpu__time_duration.sum" in c["metrics"]
+          and len(c["metrics"]) == 15, f"metrics: the list measured: {c['metrics']}")
+    unavailable = t["otherData"].get("counters_unavailable", {})
+    check("gpu metric bogus__metric.sum" in unavailable, f"metrics: an unknown metric is said: {unavailable}")
+    # the analyzer: FLOP/s and bandwidth per operator, from the ranges' flops and bytes
+    mlprof = os.path.join(os.path.dirname(os.path.dirname(prog)), "mlprof")
+    if os.path.exists(mlprof):
+        path = os.path.join(os.path.dirname(prog), "out_cupti", "cupti_metrics.json")
+        p = subprocess.run([mlprof, "analyze", path, "--type", "cuda_profiler_range", "--aggregate-by", "op",
+                            "--format", "json"], capture_output=True, text=True)
+        check(p.returncode == 0, f"metrics: mlprof analyze reads the ranges: {p.stderr}")
+        if p.returncode == 0:
+            rows = {r["key"]: r for r in json.loads(p.stdout)["rows"]}
+            mm = rows.get("matmul", {})
+            check(mm.get("count") == 3 and abs(mm.get("flops", 0) - 6.9e6) < 1,
+                  f"metrics: analyze sums the FLOPs of matmul's kernels: {mm}")
+
 
 def cupti_main(t, variant):
     """The trace of test_cupti's main mode (see test_cupti.c for the times)."""

@@ -11,6 +11,7 @@
  * as it does where no driver is installed.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 
 #include "../src/gpu/cupti_abi.h"
+#include "../src/gpu/cupti_prof_abi.h"
 
 /* Every function below is an entry point found with dlsym, by CUPTI's name
  * or by the test's: none has a header to declare it in. */
@@ -398,3 +400,406 @@ API void fake_cupti_device_h100(uint32_t id, uint32_t context)
     }
     pthread_mutex_unlock(&g_lock);
 }
+
+/* ------------------------------------------- callbacks and the profiler */
+/*
+ * The range profiler as its documentation describes it, in auto range mode:
+ * while an object is started, every kernel launched on its context adds one
+ * range to the counter data image (dropped and counted when the image is
+ * full); the values of a range are those the test gave for the kernel's
+ * name (fake_cupti_kernel_values). Contexts are fake_ctx pointers.
+ * FAKE_CUPTI_SUBSCRIBED=1: another client holds the callback subscription.
+ */
+typedef struct fake_ctx {
+    uint32_t device;
+} fake_ctx;
+
+#define IMAGE_MAGIC 0x46414b45u
+typedef struct {
+    uint32_t magic, capacity, ranges, metrics;
+    char names[16][128];
+    double values[]; /* capacity * metrics */
+} image_head;
+
+typedef struct {
+    fake_ctx *ctx;
+    const uint8_t *config;
+    image_head *image;
+    int started;
+    size_t dropped;
+} fake_rp;
+
+static cupti_callback_fn g_cb;
+static int g_subscribed;
+static uint8_t g_cb_on[4][1024];
+static fake_rp *g_rp[8];
+static int g_rp_n;
+static int g_prof_init, g_decodes, g_set_configs;
+static struct {
+    char name[128];
+    double v[7]; /* fma, add, mul, dram read, dram write, duration ns, warps % */
+    double branch;
+} g_kv[16];
+static int g_nkv;
+
+static const char *const k_known[] = {
+    "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum", "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum", "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
+    "gpu__time_duration.sum", "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "smsp__sass_average_branch_targets_threads_uniform.pct", "sm__inst_executed_pipe_tensor.sum",
+};
+
+static int known(const char *m)
+{
+    for (size_t i = 0; i < sizeof k_known / sizeof k_known[0]; i++) {
+        if (strcmp(k_known[i], m) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The value of metric m for a kernel (single precision: the f* ops). */
+static double value_of(const char *kernel, const char *m)
+{
+    for (int i = 0; i < g_nkv; i++) {
+        if (!kernel || strcmp(g_kv[i].name, kernel) != 0)
+            continue;
+        if (strstr(m, "_ffma_pred_on"))
+            return g_kv[i].v[0];
+        if (strstr(m, "_fadd_pred_on"))
+            return g_kv[i].v[1];
+        if (strstr(m, "_fmul_pred_on"))
+            return g_kv[i].v[2];
+        if (!strcmp(m, "dram__bytes_read.sum"))
+            return g_kv[i].v[3];
+        if (!strcmp(m, "dram__bytes_write.sum"))
+            return g_kv[i].v[4];
+        if (!strcmp(m, "gpu__time_duration.sum"))
+            return g_kv[i].v[5];
+        if (strstr(m, "warps_active"))
+            return g_kv[i].v[6];
+        if (strstr(m, "branch_targets"))
+            return g_kv[i].branch;
+        return 0;
+    }
+    return 0;
+}
+
+API int cuptiSubscribe(void **sub, cupti_callback_fn cb, void *ud)
+{
+    (void)ud;
+    const char *other = getenv("FAKE_CUPTI_SUBSCRIBED");
+    if ((other && *other == '1') || g_subscribed)
+        return CUPTI_ERR_MULTIPLE_SUBSCRIBERS;
+    g_cb = cb;
+    g_subscribed = 1;
+    *sub = &g_cb;
+    return 0;
+}
+
+API int cuptiEnableCallback(uint32_t enable, void *sub, uint32_t domain, uint32_t cbid)
+{
+    if (sub != &g_cb || domain > 3 || cbid >= 1024)
+        return 1;
+    g_cb_on[domain][cbid] = (uint8_t)enable;
+    return 0;
+}
+
+API int cuptiGetDeviceId(void *ctx, uint32_t *dev)
+{
+    if (!ctx)
+        return 1;
+    *dev = ((fake_ctx *)ctx)->device;
+    return 0;
+}
+
+API int cuptiProfilerInitialize(cupti_prof_init *p)
+{
+    if (p->size != MLPROF__CUPTI_SIZE(cupti_prof_init, priv))
+        return 1;
+    g_prof_init++;
+    return 0;
+}
+
+API int cuptiDeviceGetChipName(cupti_chip_name *p)
+{
+    if (p->size != MLPROF__CUPTI_SIZE(cupti_chip_name, chip))
+        return 1;
+    p->chip = "GH100";
+    return 0;
+}
+
+API int cuptiProfilerGetCounterAvailability(cupti_counter_avail *p)
+{
+    if (!p->context)
+        return 1;
+    if (!p->image) {
+        p->image_size = 64;
+        return 0;
+    }
+    memset(p->image, 0xab, p->image_size);
+    return 0;
+}
+
+typedef struct {
+    size_t n;
+    char names[16][128];
+} fake_host;
+
+API int cuptiProfilerHostInitialize(cupti_host_init *p)
+{
+    if (strcmp(p->chip, "GH100") != 0 || !p->availability || p->availability[0] != 0xab)
+        return 1;
+    p->host = calloc(1, sizeof(fake_host));
+    return p->host ? 0 : 1;
+}
+
+API int cuptiProfilerHostDeinitialize(cupti_host_deinit *p)
+{
+    free(p->host);
+    return 0;
+}
+
+API int cuptiProfilerHostConfigAddMetrics(cupti_host_add_metrics *p)
+{
+    fake_host *h = p->host;
+    for (size_t i = 0; i < p->n; i++) {
+        if (!known(p->metrics[i]))
+            return CUPTI_ERR_INVALID_METRIC_NAME;
+    }
+    if (h->n + p->n > 16)
+        return 1;
+    for (size_t i = 0; i < p->n && h->n < 16; i++)
+        snprintf(h->names[h->n++], 128, "%s", p->metrics[i]);
+    return 0;
+}
+
+API int cuptiProfilerHostGetConfigImageSize(cupti_host_config_image *p)
+{
+    p->image_size = sizeof(fake_host);
+    return 0;
+}
+
+API int cuptiProfilerHostGetConfigImage(cupti_host_config_image *p)
+{
+    if (p->image_size < sizeof(fake_host))
+        return 1;
+    memcpy(p->image, p->host, sizeof(fake_host));
+    return 0;
+}
+
+API int cuptiProfilerHostGetNumOfPasses(cupti_host_passes *p)
+{
+    const fake_host *h = (const fake_host *)p->image;
+    size_t sass = 0;
+    for (size_t i = 0; i < h->n; i++)
+        sass += strstr(h->names[i], "sass") != NULL;
+    p->passes = 1 + sass;
+    return 0;
+}
+
+API int cuptiProfilerHostEvaluateToGpuValues(cupti_host_evaluate *p)
+{
+    const image_head *im = (const image_head *)p->counter_data;
+    if (im->magic != IMAGE_MAGIC || p->range >= im->ranges)
+        return 1;
+    for (size_t i = 0; i < p->n; i++) {
+        p->values[i] = NAN;
+        for (uint32_t j = 0; j < im->metrics; j++) {
+            if (strcmp(im->names[j], p->metrics[i]) == 0)
+                p->values[i] = im->values[p->range * im->metrics + j];
+        }
+    }
+    return 0;
+}
+
+API int cuptiRangeProfilerEnable(cupti_rp_enable *p)
+{
+    if (!p->context || g_rp_n == 8)
+        return 1;
+    fake_rp *rp = calloc(1, sizeof *rp);
+    rp->ctx = p->context;
+    g_rp[g_rp_n++] = rp;
+    p->object = rp;
+    return 0;
+}
+
+API int cuptiRangeProfilerDisable(cupti_rp_object *p)
+{
+    for (int i = 0; i < g_rp_n; i++) {
+        if (g_rp[i] == p->object) {
+            free(g_rp[i]);
+            g_rp[i] = g_rp[--g_rp_n];
+            return 0;
+        }
+    }
+    return 1;
+}
+
+API int cuptiRangeProfilerGetCounterDataSize(cupti_rp_data_size *p)
+{
+    if (p->max_range_tree_nodes < p->max_ranges)
+        return 1;
+    p->counter_data_size = sizeof(image_head) + p->max_ranges * p->n * sizeof(double);
+    return 0;
+}
+
+API int cuptiRangeProfilerCounterDataImageInitialize(cupti_rp_data_init *p)
+{
+    fake_rp *rp = p->object;
+    image_head *im = (image_head *)p->counter_data;
+    memset(im, 0, sizeof *im);
+    im->magic = IMAGE_MAGIC;
+    /* the capacity and metrics are in the size mlprof asked for */
+    (void)rp;
+    return 0;
+}
+
+API int cuptiRangeProfilerSetConfig(cupti_rp_set_config *p)
+{
+    fake_rp *rp = p->object;
+    const fake_host *h = (const fake_host *)p->config;
+    image_head *im = (image_head *)p->counter_data;
+    if (p->size != MLPROF__CUPTI_SIZE(cupti_rp_set_config, target_nesting_level) || p->range != CUPTI_AUTO_RANGE ||
+        p->replay_mode != CUPTI_KERNEL_REPLAY || im->magic != IMAGE_MAGIC || rp->started)
+        return 1;
+    im->metrics = (uint32_t)h->n;
+    for (size_t i = 0; i < h->n; i++)
+        memcpy(im->names[i], h->names[i], 128);
+    im->capacity = (uint32_t)((p->counter_data_size - sizeof(image_head)) / (sizeof(double) * (h->n ? h->n : 1)));
+    rp->config = p->config;
+    rp->image = im;
+    g_set_configs++;
+    return 0;
+}
+
+API int cuptiRangeProfilerStart(cupti_rp_object *p)
+{
+    fake_rp *rp = p->object;
+    if (!rp->image || rp->started)
+        return 1;
+    rp->started = 1;
+    return 0;
+}
+
+API int cuptiRangeProfilerStop(cupti_rp_stop *p)
+{
+    fake_rp *rp = p->object;
+    if (!rp->started)
+        return 1;
+    rp->started = 0;
+    p->all_passes_submitted = 1;
+    return 0;
+}
+
+API int cuptiRangeProfilerDecodeData(cupti_rp_decode *p)
+{
+    fake_rp *rp = p->object;
+    p->ranges_dropped = rp->dropped;
+    rp->dropped = 0;
+    g_decodes++;
+    return 0;
+}
+
+API int cuptiRangeProfilerGetCounterDataInfo(cupti_rp_data_info *p)
+{
+    const image_head *im = (const image_head *)p->counter_data;
+    if (im->magic != IMAGE_MAGIC)
+        return 1;
+    p->ranges = im->ranges;
+    return 0;
+}
+
+/* ------------------------------------------------- for the tests, again */
+
+API void *fake_cupti_context(uint32_t device)
+{
+    fake_ctx *c = calloc(1, sizeof *c);
+    c->device = device;
+    return c;
+}
+
+API void fake_cupti_kernel_values(const char *name, double fma, double add, double mul, double dram_read,
+                                  double dram_write, double duration_ns, double warps_pct, double branch_pct)
+{
+    if (g_nkv == 16)
+        return;
+    snprintf(g_kv[g_nkv].name, 128, "%s", name);
+    double v[7] = {fma, add, mul, dram_read, dram_write, duration_ns, warps_pct};
+    memcpy(g_kv[g_nkv].v, v, sizeof v);
+    g_kv[g_nkv].branch = branch_pct;
+    g_nkv++;
+}
+
+static void callback(uint32_t domain, uint32_t cbid, uint32_t site, void *ctx, const char *symbol, uint32_t corr)
+{
+    if (!g_cb || domain > 3 || cbid >= 1024 || !g_cb_on[domain][cbid])
+        return;
+    cupti_callback_data d;
+    memset(&d, 0, sizeof d);
+    d.site = site;
+    d.symbol_name = symbol;
+    d.context = ctx;
+    d.correlation_id = corr;
+    g_cb(NULL, domain, cbid, &d);
+}
+
+/* The kernel's ranges on ctx, where its range profiler is started. */
+static void run_kernel(void *ctx, const char *symbol, int ranges)
+{
+    for (int i = 0; i < g_rp_n; i++) {
+        fake_rp *rp = g_rp[i];
+        if (rp->ctx != ctx || !rp->started)
+            continue;
+        for (int k = 0; k < ranges; k++) {
+            image_head *im = rp->image;
+            if (im->ranges == im->capacity) {
+                rp->dropped++;
+                continue;
+            }
+            for (uint32_t j = 0; j < im->metrics; j++)
+                im->values[im->ranges * im->metrics + j] = value_of(symbol, im->names[j]);
+            im->ranges++;
+        }
+    }
+}
+
+/* A launch of kernel symbol on ctx. how: 0 through the runtime, with the
+ * driver's callback inside; 1 through the runtime, no driver callback (the
+ * runtime's context is NULL at the entry, as before its lazy creation); 2
+ * through the driver alone; 3 a graph of `ranges` kernels (runtime). */
+API void fake_cupti_launch(void *ctx, int how, const char *symbol, uint32_t corr, int ranges)
+{
+    uint32_t rt = how == 3 ? 311 : 211, drv = 307;
+    if (how != 2)
+        callback(2, rt, CUPTI_SITE_ENTER, how == 1 ? NULL : ctx, how == 3 ? NULL : symbol, corr);
+    if (how == 0 || how == 2)
+        callback(1, drv, CUPTI_SITE_ENTER, ctx, symbol, corr + 1000);
+    run_kernel(ctx, symbol, how == 3 ? ranges : 1);
+    if (how == 0 || how == 2)
+        callback(1, drv, CUPTI_SITE_EXIT, ctx, symbol, corr + 1000);
+    if (how != 2)
+        callback(2, rt, CUPTI_SITE_EXIT, ctx, how == 3 ? NULL : symbol, corr);
+}
+
+API void fake_cupti_context_destroy(void *ctx)
+{
+    if (g_cb && g_cb_on[CUPTI_DOMAIN_RESOURCE][CUPTI_RESOURCE_CONTEXT_DESTROY_STARTING]) {
+        cupti_resource_data r = {ctx, NULL, NULL};
+        g_cb(NULL, CUPTI_DOMAIN_RESOURCE, CUPTI_RESOURCE_CONTEXT_DESTROY_STARTING, &r);
+    }
+}
+
+API int fake_cupti_profilers(void) { return g_rp_n; }
+API int fake_cupti_started(void *ctx)
+{
+    for (int i = 0; i < g_rp_n; i++) {
+        if (g_rp[i]->ctx == ctx)
+            return g_rp[i]->started;
+    }
+    return -1;
+}
+API int fake_cupti_decodes(void) { return g_decodes; }

@@ -9,6 +9,10 @@
  *   missing    cupti_library that does not exist
  *   nodriver   enabling fails (run with FAKE_CUPTI_NO_DRIVER=1)
  *   real       the libcupti of this machine, if any, without a GPU
+ *   metrics    per-kernel metrics through the fake's range profiler
+ *   subscribed metrics asked for while another client holds CUPTI's
+ *              callbacks (run with FAKE_CUPTI_SUBSCRIBED=1)
+ *   realmetrics  metrics with this machine's libcupti, if any, without a GPU
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -32,6 +36,13 @@ static struct {
     void (*memset_)(uint64_t, uint32_t, uint32_t, uint32_t, uint32_t, uint64_t, uint64_t);
     void (*sync)(uint32_t, uint32_t, uint32_t, uint32_t, uint64_t, uint64_t);
     void (*device_h100)(uint32_t, uint32_t);
+    void *(*context)(uint32_t);
+    void (*kernel_values)(const char *, double, double, double, double, double, double, double, double);
+    void (*launch)(void *, int, const char *, uint32_t, int);
+    void (*context_destroy)(void *);
+    int (*profilers)(void);
+    int (*started)(void *);
+    int (*decodes)(void);
 } F;
 
 enum { RUNTIME = 0, DRIVER = 1 };
@@ -70,7 +81,14 @@ static int load_fake(const char *path)
              {"fake_cupti_memcpy", (void **)&F.memcpy_},
              {"fake_cupti_memset", (void **)&F.memset_},
              {"fake_cupti_sync", (void **)&F.sync},
-             {"fake_cupti_device_h100", (void **)&F.device_h100}};
+             {"fake_cupti_device_h100", (void **)&F.device_h100},
+             {"fake_cupti_context", (void **)&F.context},
+             {"fake_cupti_kernel_values", (void **)&F.kernel_values},
+             {"fake_cupti_launch", (void **)&F.launch},
+             {"fake_cupti_context_destroy", (void **)&F.context_destroy},
+             {"fake_cupti_profilers", (void **)&F.profilers},
+             {"fake_cupti_started", (void **)&F.started},
+             {"fake_cupti_decodes", (void **)&F.decodes}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         *t[i].fn = dlsym(h, t[i].name);
         if (!*t[i].fn) {
@@ -195,6 +213,77 @@ static void functions_mode(void)
     CHECK_OK(mlprof_dump(1));
 }
 
+/* How fake_cupti_launch launches. */
+enum { VIA_RUNTIME = 0, RUNTIME_ONLY = 1, VIA_DRIVER = 2, GRAPH = 3 };
+#define GEMM "_Z4gemmPKfS0_Pfi"
+#define REDUCE "_Z6reducePKfPfi"
+
+static void *metrics_worker(void *ctx)
+{
+    F.launch(ctx, VIA_RUNTIME, GEMM, 160, 1); /* a thread without spans */
+    return NULL;
+}
+
+/* gpu_metrics_batch is 4: the fifth launch makes the launching thread
+ * evaluate the first four (see check_trace.py's cupti_metrics). */
+static void metrics_mode(void)
+{
+    /* fma, add, mul, DRAM read and written, GPU ns, warps active %, branch efficiency % */
+    F.kernel_values(GEMM, 1e6, 2e5, 1e5, 4e6, 1e6, 50000, 62.5, 100);
+    F.kernel_values(REDUCE, 0, 1e6, 0, 8e6, 1e3, 20000, 40, 87.5);
+    F.kernel_values("copy_kernel", 0, 0, 0, 16777216, 16777216, 10000, 80, 100);
+    void *ctx = F.context(0);
+    mlprof_domain *d = mlprof_domain_create("model");
+    mlprof_span *forward = mlprof_task_create(d, "forward");
+    mlprof_span *matmul = mlprof_task_create(d, "matmul");
+    mlprof_span *reduce = mlprof_task_create(d, "reduce");
+
+    mlprof_begin(forward);
+    mlprof_begin(matmul);
+    for (uint32_t i = 0; i < 3; i++) {
+        spin_us(20);
+        F.launch(ctx, VIA_RUNTIME, GEMM, 100 + 2 * i, 1);
+    }
+    CHECK(F.profilers() == 1 && F.started(ctx) == 1, "the context's range profiler set up at its first launch");
+    spin_us(20);
+    mlprof_end(matmul);
+    mlprof_begin(reduce);
+    spin_us(20);
+    F.launch(ctx, VIA_DRIVER, REDUCE, 110, 1);
+    spin_us(20);
+    mlprof_end(reduce);
+    spin_us(20);
+    CHECK(F.decodes() == 0, "nothing decoded before the batch is full");
+    F.launch(ctx, VIA_RUNTIME, "copy_kernel", 120, 1);
+    CHECK(F.decodes() == 1 && F.started(ctx) == 1, "a full batch decoded by the launching thread, and restarted");
+    spin_us(20);
+    CHECK_OK(mlprof_dump(0)); /* the first four written; the copy's operator asked for already */
+    F.launch(ctx, RUNTIME_ONLY, REDUCE, 130, 1);
+    spin_us(20);
+    F.launch(ctx, GRAPH, NULL, 140, 3);
+    spin_us(20);
+    mlprof_end(forward);
+
+    CHECK_OK(mlprof_pause());
+    CHECK(F.started(ctx) == 0 && F.decodes() == 2, "paused: stopped and decoded");
+    F.launch(ctx, VIA_RUNTIME, GEMM, 150, 1); /* not measured */
+    CHECK_OK(mlprof_resume());
+    CHECK(F.started(ctx) == 1, "resumed: started again");
+    pthread_t t;
+    pthread_create(&t, NULL, metrics_worker, ctx);
+    pthread_join(t, NULL);
+
+    void *ctx1 = F.context(1);
+    mlprof_begin(forward);
+    F.launch(ctx1, VIA_RUNTIME, GEMM, 170, 1);
+    spin_us(20);
+    mlprof_end(forward);
+    F.context_destroy(ctx1);
+    CHECK(F.profilers() == 1, "a context's profiler evaluated and disabled before the context goes");
+    CHECK_OK(mlprof_dump(1));
+    CHECK(F.started(ctx) == 0, "stopped at the final dump");
+}
+
 /* Without CUPTI (or without a driver) the run goes on: a span is recorded. */
 static void plain_mode(void)
 {
@@ -214,7 +303,9 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *mode = argv[2], *lib = argv[3];
-    int fake = !strcmp(mode, "main") || !strcmp(mode, "functions") || !strcmp(mode, "nodriver");
+    int fake = !strcmp(mode, "main") || !strcmp(mode, "functions") || !strcmp(mode, "nodriver") ||
+               !strcmp(mode, "metrics") || !strcmp(mode, "subscribed");
+    int metrics = !strcmp(mode, "metrics") || !strcmp(mode, "subscribed") || !strcmp(mode, "realmetrics");
     if (fake && load_fake(lib) != 0)
         return 1;
     char name[256];
@@ -222,8 +313,16 @@ int main(int argc, char **argv)
     CHECK_OK(mlprof_set_config("filename", tu_path(name)));
     CHECK_OK(mlprof_set_config("gpu", !strcmp(mode, "main") ? "all" : "on"));
     CHECK_OK(mlprof_set_config("gpu_details", "occupancy"));
-    if (strcmp(mode, "real") != 0)
+    if (strcmp(mode, "real") != 0 && strcmp(mode, "realmetrics") != 0)
         CHECK_OK(mlprof_set_config("cupti_library", lib));
+    if (metrics) {
+        CHECK_OK(mlprof_set_config("gpu_metrics", "roofline,tensor,bogus__metric.sum"));
+        CHECK_OK(mlprof_set_config("gpu_details", "occupancy,achieved_occupancy,branch_efficiency"));
+        CHECK_OK(mlprof_set_config("gpu_metrics_batch", "4"));
+        CHECK(mlprof_set_config("gpu_metrics", "flops,DRAM") == MLPROF_EVALUE, "a bad metric name is refused");
+        CHECK(mlprof_set_config("gpu_details", "occupancy,warp_divergence") == MLPROF_EVALUE,
+              "a bad detail is refused");
+    }
     if (!strcmp(mode, "functions"))
         CHECK_OK(mlprof_set_config("gpu_functions", "cudaLaunchKernel,cudaNoSuchFunction"));
     CHECK(mlprof_set_config("gpu", "kernels") == MLPROF_EVALUE, "a bad activity is refused");
@@ -233,6 +332,8 @@ int main(int argc, char **argv)
         main_mode();
     else if (!strcmp(mode, "functions"))
         functions_mode();
+    else if (!strcmp(mode, "metrics"))
+        metrics_mode();
     else
         plain_mode();
     return tu_finish("test_cupti");

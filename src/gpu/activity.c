@@ -96,6 +96,8 @@ static const char *intern(const char *s, size_t n)
     return e ? e->key : NULL;
 }
 
+const char *mlprof__gpu_intern(const char *s, size_t n) { return intern(s, n); }
+
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 /* The C++ runtime's demangler: the process's own, else libstdc++ loaded for it. */
@@ -115,7 +117,7 @@ static demangle_fn demangler(void)
     return fn;
 }
 
-static const char *kernel_name(const char *mangled)
+const char *mlprof__gpu_kernel_name(const char *mangled)
 {
     if (!mangled || !*mangled)
         return intern("(unnamed kernel)", 16);
@@ -160,6 +162,21 @@ static int gpu_track(uint32_t device, uint32_t stream)
         snprintf(name, sizeof name, "GPU synchronization");
     else
         snprintf(name, sizeof name, "GPU %u stream %u", device, stream);
+    int tid = mlprof__ext_track(name);
+    mlprof__map_entry *e = tid >= 0 ? mlprof__map_slot(&G.tracks, (const char *)key, sizeof key) : NULL;
+    if (e)
+        e->value = (void *)(intptr_t)(tid + 1);
+    return tid;
+}
+
+int mlprof__gpu_counters_track(uint32_t device)
+{
+    uint32_t key[2] = {device, UINT32_MAX};
+    void *v = mlprof__map_get(&G.tracks, (const char *)key, sizeof key);
+    if (v)
+        return (int)((intptr_t)v - 1);
+    char name[64];
+    snprintf(name, sizeof name, "GPU %u kernel counters", device);
     int tid = mlprof__ext_track(name);
     mlprof__map_entry *e = tid >= 0 ? mlprof__map_slot(&G.tracks, (const char *)key, sizeof key) : NULL;
     if (e)
@@ -306,20 +323,15 @@ static void take_api(const cupti_api *r)
     launch *ls = mlprof__grow(G.L, &G.capl, G.nl, sizeof *G.L, 1024);
     if (ls)
         G.L = ls;
-    mlprof__launch_point *ps = ls ? mlprof__grow(G.pts, &G.cappts, G.npts, sizeof *G.pts, 1024) : NULL;
-    if (!ps)
+    if (!ls)
         return;
-    G.pts = ps;
     launch *l = &G.L[G.nl];
     l->corr = r->correlation_id;
     l->gen = G.gen;
     l->tid = tid;
     l->start_ns = begin;
     l->op = l->stack = NULL;
-    G.pts[G.npts].tid = tid;
-    G.pts[G.npts].ns = begin;
-    G.pts[G.npts].index = (uint32_t)G.nl;
-    G.npts++;
+    mlprof__gpu_add_point(tid, begin, (uint32_t)G.nl);
     G.nl++;
 }
 
@@ -336,7 +348,7 @@ static void take_kernel(const cupti_kernel *r)
     a.dynamic_shared = (uint32_t)r->dynamic_shared_memory;
     a.local_per_thread = r->local_memory_per_thread;
     a.carveout = r->shared_memory_executed;
-    a.name = kernel_name(r->name);
+    a.name = mlprof__gpu_kernel_name(r->name);
     G.kernels++;
     keep(&a);
 }
@@ -476,7 +488,7 @@ void mlprof__gpu_count_lost(uint64_t dropped, uint64_t refused)
 
 void mlprof__gpu_launch_ops(uint32_t index, const char *const *names, size_t depth)
 {
-    if (index >= G.nl || depth == 0)
+    if (depth == 0)
         return;
     mlprof__sb sb;
     mlprof__sb_init(&sb);
@@ -485,10 +497,27 @@ void mlprof__gpu_launch_ops(uint32_t index, const char *const *names, size_t dep
             mlprof__sb_puts(&sb, " > ");
         mlprof__sb_puts(&sb, names[i]);
     }
-    launch *l = &G.L[index];
-    l->stack = sb.data ? intern(sb.data, sb.len) : NULL;
-    l->op = intern(names[depth - 1], strlen(names[depth - 1]));
+    const char *stack = sb.data ? intern(sb.data, sb.len) : NULL;
+    const char *op = intern(names[depth - 1], strlen(names[depth - 1]));
     mlprof__sb_free(&sb);
+    if (index & 0x80000000u) { /* counters.c's */
+        mlprof__gpu_counters_ops(index, op, stack);
+    } else if (index < G.nl) {
+        G.L[index].stack = stack;
+        G.L[index].op = op;
+    }
+}
+
+void mlprof__gpu_add_point(pid_t tid, uint64_t ns, uint32_t index)
+{
+    mlprof__launch_point *ps = mlprof__grow(G.pts, &G.cappts, G.npts, sizeof *G.pts, 1024);
+    if (!ps)
+        return;
+    G.pts = ps;
+    G.pts[G.npts].tid = tid;
+    G.pts[G.npts].ns = ns;
+    G.pts[G.npts].index = index;
+    G.npts++;
 }
 
 static int launch_cmp(const void *pa, const void *pb)
@@ -605,6 +634,7 @@ size_t mlprof__gpu_flush(int discard, int final, mlprof__launch_point **points)
 {
     G.npts = 0;
     mlprof__cupti_flush(discard, final);
+    mlprof__gpu_counters_points();
     *points = G.pts;
     return G.npts;
 }
@@ -649,13 +679,15 @@ void mlprof__gpu_emit(int discard, int final)
     }
     G.nl = G.nl_sorted = w;
     G.npts = 0;
+    mlprof__gpu_counters_emit(discard);
 }
 
 /* --------------------------------------------------------------- reports */
 
 void mlprof__gpu_other_data(mlprof__sb *out)
 {
-    if (!mlprof__g.cfg.gpu_mask && !G.records)
+    if (!mlprof__g.cfg.gpu_mask && !G.records && !mlprof__g.cfg.gpu_metrics[0] &&
+        !(mlprof__g.cfg.gpu_details_mask & MLPROF__GPU_MEASURED_DETAILS))
         return;
     mlprof__sb_printf(out,
                       ",\"gpu\":{\"records\":%llu,\"kernels\":%llu,\"memcpys\":%llu,\"memsets\":%llu,\"syncs\":%llu"
@@ -680,11 +712,14 @@ void mlprof__gpu_other_data(mlprof__sb *out)
                           d->multiprocessors);
         first = 0;
     }
-    mlprof__sb_puts(out, "]}");
+    mlprof__sb_puts(out, "]");
+    mlprof__gpu_counters_other_data(out);
+    mlprof__sb_putc(out, '}');
 }
 
 void mlprof__gpu_report(void)
 {
+    mlprof__gpu_counters_report();
     uint64_t lost = G.cupti_dropped + G.pending_dropped;
     if (lost > G.reported_lost) {
         mlprof__log(MLPROF_LOG_WARN,
@@ -709,4 +744,5 @@ void mlprof__gpu_reset(void)
     G.records = G.kernels = G.memcpys = G.memsets = G.syncs = G.apis = 0;
     G.linked = G.unlinked = G.incomplete = G.cupti_dropped = G.refused = G.pending_dropped = G.unknown = 0;
     G.reported_lost = G.reported_incomplete = 0;
+    mlprof__gpu_counters_reset();
 }

@@ -52,6 +52,7 @@ static struct {
     int own_clock; /* CUPTI reads mlprof's clock */
 
     unsigned kinds_on;       /* the MLPROF__GPU_* bits enabled now */
+    int metrics_on;          /* the range profiler is running (counters.c) */
     unsigned per_function;   /* MLPROF__GPU_RUNTIME/DRIVER: calls enabled one by one */
     const char *names[3][MAX_CBID]; /* by domain and callback id (interned) */
     int names_read;
@@ -389,26 +390,16 @@ static int enable_kind(uint32_t kind, char *why, size_t len)
     return -1;
 }
 
-void mlprof__gpu_start(void)
+/* Whether per-kernel metrics are asked for (gpu_metrics, measured details). */
+static int metrics_wanted(void)
 {
-    unsigned want = mlprof__g.cfg.gpu_mask;
-    if (!want || K.kinds_on)
-        return;
-    if (K.forked) {
-        no_gpu("not in a forked child (CUDA does not survive fork)");
-        return;
-    }
+    return mlprof__g.cfg.gpu_metrics[0] || (mlprof__g.cfg.gpu_details_mask & MLPROF__GPU_MEASURED_DETAILS);
+}
+
+/* The activity kinds of the gpu key on, libcupti loaded. */
+static void start_activity(unsigned want)
+{
     char why[1024];
-    if (!K.tried) {
-        K.tried = 1;
-        mlprof__map_init(&K.interned);
-        K.tail = &K.queue;
-        K.ok = load(K.load_error, sizeof K.load_error) == 0;
-    }
-    if (!K.ok) { /* said again in every run's trace */
-        no_gpu(K.load_error);
-        return;
-    }
     K.cap = mlprof__g.cfg.gpu_buffer_size;
     K.buf_size = K.cap / 8 < (4u << 20) ? K.cap / 8 : (4u << 20);
     if (K.buf_size < 65536)
@@ -453,8 +444,45 @@ void mlprof__gpu_start(void)
     clock_point();
 }
 
+void mlprof__gpu_start(void)
+{
+    unsigned want = mlprof__g.cfg.gpu_mask;
+    int metrics = metrics_wanted();
+    if ((!want && !metrics) || K.kinds_on || K.metrics_on)
+        return;
+    if (K.forked) {
+        no_gpu("not in a forked child (CUDA does not survive fork)");
+        if (metrics)
+            mlprof__hw_unavailable("gpu metrics", "not in a forked child (CUDA does not survive fork)");
+        return;
+    }
+    if (!K.tried) {
+        K.tried = 1;
+        mlprof__map_init(&K.interned);
+        K.tail = &K.queue;
+        K.ok = load(K.load_error, sizeof K.load_error) == 0;
+    }
+    if (!K.ok) { /* said again in every run's trace */
+        if (want)
+            no_gpu(K.load_error);
+        if (metrics)
+            mlprof__hw_unavailable("gpu metrics", K.load_error);
+        return;
+    }
+    if (want)
+        start_activity(want);
+    if (metrics) {
+        mlprof__gpu_counters_start(K.lib);
+        K.metrics_on = 1;
+    }
+}
+
 void mlprof__gpu_stop(void)
 {
+    if (K.metrics_on) {
+        mlprof__gpu_counters_stop();
+        K.metrics_on = 0;
+    }
     if (!K.kinds_on || K.forked)
         return;
     for (size_t i = 0; i < sizeof k_kinds / sizeof k_kinds[0]; i++) {
@@ -473,6 +501,8 @@ void mlprof__gpu_after_fork(void)
 {
     K.forked = 1;
     K.kinds_on = 0;
+    K.metrics_on = 0;
+    mlprof__gpu_counters_after_fork();
     pthread_mutex_init(&K.lock, NULL);
     K.queue = NULL; /* the parent's buffers: their memory is the child's copy, never handed back */
     K.tail = &K.queue;
@@ -500,6 +530,8 @@ int mlprof__gpu_parse(const char *key, const char *value, unsigned *mask, char *
                  {"none", 0}};
     int is_gpu = strcmp(key, "gpu") == 0, is_details = strcmp(key, "gpu_details") == 0;
     *mask = 0;
+    if (strcmp(key, "gpu_metrics") == 0)
+        return mlprof__gpu_metrics_check(value, why, len);
     const char *p = value;
     size_t n;
     while ((n = mlprof__list_item(&p)) != 0) {
@@ -516,11 +548,17 @@ int mlprof__gpu_parse(const char *key, const char *value, unsigned *mask, char *
             }
             *mask |= kinds[i].bits;
         } else if (is_details) {
-            if (!item_is(item, n, "occupancy")) {
-                snprintf(why, len, "unknown GPU detail \"%.*s\" (known: occupancy)", (int)n, item);
+            if (item_is(item, n, "occupancy")) {
+                *mask |= MLPROF__GPU_OCCUPANCY;
+            } else if (item_is(item, n, "achieved_occupancy")) {
+                *mask |= MLPROF__GPU_ACHIEVED_OCCUPANCY;
+            } else if (item_is(item, n, "branch_efficiency")) {
+                *mask |= MLPROF__GPU_BRANCH_EFFICIENCY;
+            } else {
+                snprintf(why, len, "unknown GPU detail \"%.*s\" (known: occupancy, achieved_occupancy, "
+                                   "branch_efficiency)", (int)n, item);
                 return -1;
             }
-            *mask |= MLPROF__GPU_OCCUPANCY;
         } else {
             int ok = n >= 3 && item[0] == 'c' && item[1] == 'u' && n < 128;
             for (size_t i = 0; ok && i < n; i++)

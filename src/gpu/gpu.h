@@ -8,7 +8,12 @@
  *                  "all", or "off" (the default)
  *   gpu_functions  the runtime and driver functions recorded (names such as
  *                  cudaLaunchKernel,cuMemcpyHtoD_v2); empty for all
- *   gpu_details    costlier details per kernel: occupancy
+ *   gpu_details    costlier details per kernel: occupancy (theoretical),
+ *                  achieved_occupancy, branch_efficiency (measured)
+ *   gpu_metrics    per-kernel metrics of CUPTI's range profiler (names such
+ *                  as dram__bytes_read.sum, or flops, dram, roofline...)
+ *   gpu_metrics_batch  kernels profiled between two decodings of the
+ *                  counter data
  *   gpu_buffer_size  bytes of CUPTI buffers held at most (records beyond are
  *                  dropped by CUPTI, counted and said)
  *   cupti_library  the libcupti to load
@@ -37,10 +42,16 @@ enum {
     MLPROF__GPU_DRIVER = 1 << 5,
 };
 /* Bits of the gpu_details key. */
-enum { MLPROF__GPU_OCCUPANCY = 1 << 0 };
+enum {
+    MLPROF__GPU_OCCUPANCY = 1 << 0,          /* theoretical, from the launch */
+    MLPROF__GPU_ACHIEVED_OCCUPANCY = 1 << 1, /* measured: the range profiler */
+    MLPROF__GPU_BRANCH_EFFICIENCY = 1 << 2,  /* measured: the range profiler */
+};
+#define MLPROF__GPU_MEASURED_DETAILS (MLPROF__GPU_ACHIEVED_OCCUPANCY | MLPROF__GPU_BRANCH_EFFICIENCY)
 
-/* Parses the value of gpu, gpu_details or gpu_functions (by key name) into
- * *mask (0 for gpu_functions); -1 with why naming the bad item. */
+/* Parses the value of gpu, gpu_details, gpu_functions or gpu_metrics (by
+ * key name) into *mask (0 but for gpu and gpu_details); -1 with why naming
+ * the bad item. */
 int mlprof__gpu_parse(const char *key, const char *value, unsigned *mask, char *why, size_t len);
 
 /* At a run's start and at resume (ctl_lock held): enables the configured
@@ -77,6 +88,11 @@ void mlprof__gpu_emit(int discard, int final);
 void mlprof__gpu_regions_resolve(int discard);
 /* Appends ,"gpu":{...}: what was recorded, dropped, left unlinked. */
 void mlprof__gpu_other_data(mlprof__sb *out);
+/* The range events of the kernels whose counters were decoded (called by
+ * mlprof__gpu_emit, after the activities). */
+void mlprof__gpu_counters_emit(int discard);
+/* Appends ,"counters":{...} inside otherData.gpu. */
+void mlprof__gpu_counters_other_data(mlprof__sb *out);
 /* Says on stderr what was lost since the last time (at each dump). */
 void mlprof__gpu_report(void);
 /* A new trace begins (after a finished dump, or cleared). */

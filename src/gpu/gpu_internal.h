@@ -69,4 +69,66 @@ typedef struct mlprof__gpu_occupancy {
 int mlprof__gpu_occupancy_of(const mlprof__gpu_device *d, uint32_t threads, uint32_t registers,
                              uint32_t shared, uint32_t carveout, mlprof__gpu_occupancy *out);
 
+/* ----------------------------------------------------------- metrics.c */
+
+#define MLPROF__GPU_MAX_METRICS 48
+#define MLPROF__GPU_METRIC_LEN 128
+
+/* The metrics the range profiler collects, aliases expanded. */
+typedef struct mlprof__gpu_metric_set {
+    char names[MLPROF__GPU_MAX_METRICS][MLPROF__GPU_METRIC_LEN];
+    size_t n;
+    int overflow; /* more than MLPROF__GPU_MAX_METRICS after expansion */
+} mlprof__gpu_metric_set;
+
+/* Whether every item of gpu_metrics is an alias or looks like a CUPTI
+ * metric name (which CUPTI itself judges only when a GPU is there); -1 with
+ * why naming the bad item. */
+int mlprof__gpu_metrics_check(const char *value, char *why, size_t len);
+/* gpu_metrics' items and gpu_details' measured details into *set, aliases
+ * expanded, each metric once; gpu__time_duration.sum is added to any
+ * non-empty set. */
+void mlprof__gpu_metrics_expand(const char *value, unsigned details, mlprof__gpu_metric_set *set);
+
+/* What one kernel's metric values give; NAN where they do not. */
+typedef struct mlprof__gpu_derived {
+    double flops;        /* FMA counted twice */
+    double dram_bytes;   /* read + written */
+    double gpu_ns;       /* gpu__time_duration.sum */
+    double flops_per_s, dram_bytes_per_s, arithmetic_intensity;
+    double achieved_occupancy, branch_efficiency; /* 0..1 */
+} mlprof__gpu_derived;
+/* values[i] belongs to set->names[i] (NAN: not measured); fallback_ns is the
+ * kernel's time when gpu__time_duration.sum is missing. */
+void mlprof__gpu_metrics_derive(const mlprof__gpu_metric_set *set, const double *values, double fallback_ns,
+                                mlprof__gpu_derived *out);
+
+/* ---------------------------------------------------------- counters.c */
+
+/* With gpu_metrics (or a measured detail) set, at the start of a run and
+ * at resume: loads the profiler's functions from libcupti (lib), subscribes
+ * to context creation and kernel launches, and starts the range profiler on
+ * every context. What cannot be done is said and the run goes on. */
+void mlprof__gpu_counters_start(void *lib);
+/* At a stop or a pause: stops the range profiler on every context and
+ * evaluates what it measured, for the next drain. */
+void mlprof__gpu_counters_stop(void);
+/* Points for the collector: the launches whose counters were evaluated;
+ * appended through mlprof__gpu_add_point. */
+void mlprof__gpu_counters_points(void);
+/* The collector's answer for a point of counters.c. */
+void mlprof__gpu_counters_ops(uint32_t index, const char *ops, const char *stack);
+void mlprof__gpu_counters_after_fork(void);
+void mlprof__gpu_counters_report(void);
+void mlprof__gpu_counters_reset(void);
+
+/* activity.c: a point whose answer goes to counters.c (its index there). */
+void mlprof__gpu_add_point(pid_t tid, uint64_t ns, uint32_t index);
+/* activity.c: a kernel's name demangled and interned. */
+const char *mlprof__gpu_kernel_name(const char *mangled);
+/* activity.c: an interned copy. */
+const char *mlprof__gpu_intern(const char *s, size_t n);
+/* activity.c: the track of a device's kernel counters. */
+int mlprof__gpu_counters_track(uint32_t device);
+
 #endif /* MLPROF_GPU_INTERNAL_H */

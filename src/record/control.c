@@ -82,7 +82,12 @@ static const key_def g_keys[] = {
     {"gpu", T_GPU, F(gpu), 0, 0, "off, on, all, or a comma list of kernel, memcpy, memset, sync, runtime, driver"},
     {"gpu_functions", T_GPU, F(gpu_functions), 0, 0,
      "empty for all, or a comma list of CUDA runtime and driver functions such as cudaLaunchKernel,cuMemAlloc"},
-    {"gpu_details", T_GPU, F(gpu_details), 0, 0, "empty, or a comma list of: occupancy"},
+    {"gpu_details", T_GPU, F(gpu_details), 0, 0,
+     "empty, or a comma list of: occupancy, achieved_occupancy, branch_efficiency"},
+    {"gpu_metrics", T_GPU, F(gpu_metrics), 0, 0,
+     "empty, or a comma list of CUPTI metrics (dram__bytes_read.sum, sm__warps_active.avg.pct_of_peak_sustained_active)"
+     " and flops, flops_sp, flops_dp, flops_hp, dram, tensor, duration, roofline"},
+    {"gpu_metrics_batch", T_INT, F(gpu_metrics_batch), 1, 100000, "an integer from 1 to 100000"},
     {"gpu_buffer_size", T_SIZE, F(gpu_buffer_size), 1048576, 68719476736.0,
      "a size in bytes from 1M to 64G, such as 64M or 1G"},
     {"cupti_library", T_STR, F(cupti_library), 0, 0, "a shared library name or path, or empty to search"},
@@ -110,6 +115,7 @@ static void config_defaults(mlprof__config *c)
     c->cuda_functions_mask = (1u << MLPROF__CUDA_RUNTIME) - 1;
     strcpy(c->gpu, "off");
     c->gpu_buffer_size = 64u << 20;
+    c->gpu_metrics_batch = 512;
     strcpy(c->clock, "auto");
     c->memory_sample_rate = 1;
     strcpy(c->memory_csv, "auto");

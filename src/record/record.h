@@ -202,6 +202,8 @@ typedef struct mlprof__config {
     char gpu_functions[MLPROF__GPU_KEY]; /* runtime and driver calls recorded; empty: all */
     char gpu_details[MLPROF__GPU_KEY];
     unsigned gpu_details_mask;
+    char gpu_metrics[MLPROF__GPU_KEY]; /* range profiler metrics, aliases unexpanded */
+    int gpu_metrics_batch;             /* ranges per counter data image */
     uint64_t gpu_buffer_size;
     char cupti_library[MLPROF__PATH_MAX];
     int profile_all;

@@ -1,0 +1,1016 @@
+/*
+ * counters.c - per-kernel metrics through CUPTI's range profiler (CUDA 12.6
+ * and later) and its profiler host API, for gpu_metrics and the measured
+ * gpu_details (achieved_occupancy, branch_efficiency).
+ *
+ * The range profiler runs in auto range mode with kernel replay: every
+ * kernel launched on a context while it is started becomes one range, its
+ * counters collected by replaying the kernel as many times as the metrics
+ * need passes. Ranges are numbered in launch order and carry no name but
+ * their number, so mlprof subscribes to CUPTI's callbacks for the kernel
+ * launches and keeps, per context, the launches in the order they came: the
+ * i-th range of a batch is the i-th launch. Each launch is kept with its
+ * correlation id (the runtime call's when the kernel was launched through
+ * the runtime, as its activity record has), its thread and its times; the
+ * collector looks up the CPU operators open at it, as for activity records.
+ *
+ * A context is set up at its first launch (on the launching thread, where it
+ * is current): chip name, counter availability, the host object and its
+ * configuration image for the metrics, the range profiler object and its
+ * counter data image for gpu_metrics_batch ranges. When a batch is full, the
+ * launching thread stops the profiler, decodes and evaluates the batch and
+ * starts it again before its launch goes on, so no range is dropped; the
+ * rest of a batch is evaluated at a stop, a pause, a final dump and before
+ * the context is destroyed. CUDA graphs launch many kernels in one call:
+ * their ranges cannot be matched to kernels and are counted, not guessed.
+ *
+ * Nothing here runs unless gpu_metrics (or a measured detail) is set: the
+ * callbacks and the replay make every launch far slower, as with Nsight
+ * Compute. CUPTI takes one callback subscriber per process: when another
+ * tool holds it, that is said and the activity records go on without
+ * metrics.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../collect/collect.h"
+#include "../hw/hw.h"
+#include "../record/record.h"
+#include "cupti_prof_abi.h"
+#include "gpu_internal.h"
+
+#define MAX_CTX 64
+#define ASK_BIT 0x80000000u
+
+/* Callback ids of the calls that launch kernels (cupti_runtime_cbid.h,
+ * cupti_driver_cbid.h): cudaLaunchKernel and its _ptsz, cooperative, ExC and
+ * CUDA 13's __cudaLaunchKernel forms; cuLaunchKernel, _ptsz, cooperative, Ex. */
+static const uint32_t k_runtime_launch[] = {211, 214, 269, 270, 430, 431, 505, 506};
+static const uint32_t k_driver_launch[] = {307, 442, 477, 478, 652, 653};
+static const uint32_t k_runtime_graph[] = {311, 312}; /* cudaGraphLaunch, _ptsz */
+static const uint32_t k_driver_graph[] = {514, 515};  /* cuGraphLaunch, _ptsz */
+
+typedef int (*cupti_fn)(void *params);
+
+/* One profiled launch: range i of its context's batch is launch i. */
+typedef struct rlaunch {
+    uint32_t seq;  /* mlprof's number, to find it again */
+    uint32_t corr; /* the runtime call's id, else the driver call's */
+    uint8_t graph, asked;
+    pid_t tid;
+    uint64_t enter_ns, exit_ns;
+    const char *symbol;      /* mangled, interned here */
+    const char *op, *stack;  /* the CPU spans open at the launch (activity.c's strings) */
+} rlaunch;
+
+/* A kernel whose counters were evaluated, waiting for the next drain. */
+typedef struct result {
+    rlaunch l;
+    uint32_t device;
+    size_t values; /* its values in R.V: R.set.n of them, NAN where not measured */
+} result;
+
+typedef struct rctx {
+    void *ctx;
+    uint32_t device;
+    int state; /* 0 set up, stopped; 1 started; -1 failed */
+    void *host, *object;
+    uint8_t *config, *data;
+    size_t config_size, data_size, passes;
+    const char *names[MLPROF__GPU_MAX_METRICS]; /* the metrics this device knows */
+    size_t index[MLPROF__GPU_MAX_METRICS];      /* their places in R.set */
+    size_t n;
+    rlaunch *L;
+    size_t nl, capl;
+} rctx;
+
+static struct {
+    pthread_mutex_t lock; /* everything below: launching threads, the control thread, the collector */
+    int loaded, failed, initialized, subscribed, running, forked;
+    void *subscriber, *cuda;
+    char why[512];
+    int (*subscribe)(void **, cupti_callback_fn, void *);
+    int (*enable_callback)(uint32_t, void *, uint32_t, uint32_t);
+    int (*device_id)(void *ctx, uint32_t *dev);
+    int (*result_string)(int, const char **);
+    cupti_fn prof_init, chip_name, availability;
+    cupti_fn host_init, host_deinit, host_add, host_image_size, host_image, host_passes, host_evaluate;
+    cupti_fn rp_enable, rp_disable, rp_start, rp_stop, rp_decode, rp_data_size, rp_data_init, rp_set_config,
+        rp_data_info;
+    int (*ctx_push)(void *);
+    int (*ctx_pop)(void **);
+
+    mlprof__gpu_metric_set set;
+    uint8_t refused[MLPROF__GPU_MAX_METRICS]; /* by a device: not in otherData's list */
+    size_t batch;
+    char configured[MLPROF__GPU_KEY * 2]; /* the gpu_metrics and details the contexts were set up for */
+    rctx C[MAX_CTX];
+    size_t nc;
+    uint32_t seq;
+    mlprof__map symbols;
+
+    result *R; /* evaluated since the last drain */
+    size_t nr, capr;
+    double *V;
+    size_t nv, capv;
+
+    /* the collector's (ctl_lock): results being written, and the launches asked about */
+    result *O;
+    size_t no, capo;
+    double *OV;
+    size_t capov;
+    struct ask {
+        uint32_t seq;
+        pid_t tid;
+        uint64_t ns;
+        const char *op, *stack;
+    } *A;
+    size_t na, capa;
+
+    uint64_t measured, unmatched, dropped, unmeasured, graph_ranges, failed_evals, lost;
+    uint64_t reported;
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static __thread struct {
+    uint32_t corr, depth, graph;
+    uint64_t enter_ns;
+    int pending; /* a runtime launch whose driver call has not been seen */
+    const char *symbol;
+} t_rt;
+
+static const char *result_name(int rc)
+{
+    const char *s = NULL;
+    if (R.result_string && R.result_string(rc, &s) == CUPTI_OK && s)
+        return s;
+    return "unknown CUPTI error";
+}
+
+static pid_t my_tid(void)
+{
+    static __thread pid_t tid;
+    if (!tid)
+        tid = (pid_t)syscall(SYS_gettid);
+    return tid;
+}
+
+static void unavailable(const char *why) { mlprof__hw_unavailable("gpu metrics", why); }
+
+/* Makes c's context current on this thread for a call from outside its
+ * own threads (a stop from the control thread); 1 if it was pushed. */
+static int push(const rctx *c) { return R.ctx_push && R.ctx_push(c->ctx) == 0; }
+static void pop(int pushed)
+{
+    void *popped = NULL;
+    if (pushed)
+        R.ctx_pop(&popped);
+}
+
+/* ------------------------------------------------------------- loading */
+
+static int load(void *lib)
+{
+    struct {
+        const char *name;
+        void **fn;
+    } table[] = {
+        {"cuptiSubscribe", (void **)&R.subscribe},
+        {"cuptiEnableCallback", (void **)&R.enable_callback},
+        {"cuptiGetDeviceId", (void **)&R.device_id},
+        {"cuptiGetResultString", (void **)&R.result_string},
+        {"cuptiProfilerInitialize", (void **)&R.prof_init},
+        {"cuptiDeviceGetChipName", (void **)&R.chip_name},
+        {"cuptiProfilerGetCounterAvailability", (void **)&R.availability},
+        {"cuptiProfilerHostInitialize", (void **)&R.host_init},
+        {"cuptiProfilerHostDeinitialize", (void **)&R.host_deinit},
+        {"cuptiProfilerHostConfigAddMetrics", (void **)&R.host_add},
+        {"cuptiProfilerHostGetConfigImageSize", (void **)&R.host_image_size},
+        {"cuptiProfilerHostGetConfigImage", (void **)&R.host_image},
+        {"cuptiProfilerHostGetNumOfPasses", (void **)&R.host_passes},
+        {"cuptiProfilerHostEvaluateToGpuValues", (void **)&R.host_evaluate},
+        {"cuptiRangeProfilerEnable", (void **)&R.rp_enable},
+        {"cuptiRangeProfilerDisable", (void **)&R.rp_disable},
+        {"cuptiRangeProfilerStart", (void **)&R.rp_start},
+        {"cuptiRangeProfilerStop", (void **)&R.rp_stop},
+        {"cuptiRangeProfilerDecodeData", (void **)&R.rp_decode},
+        {"cuptiRangeProfilerGetCounterDataSize", (void **)&R.rp_data_size},
+        {"cuptiRangeProfilerCounterDataImageInitialize", (void **)&R.rp_data_init},
+        {"cuptiRangeProfilerSetConfig", (void **)&R.rp_set_config},
+        {"cuptiRangeProfilerGetCounterDataInfo", (void **)&R.rp_data_info},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        *table[i].fn = dlsym(lib, table[i].name);
+        if (!*table[i].fn) {
+            snprintf(R.why, sizeof R.why,
+                     "libcupti has no %s: the range profiler needs CUPTI from CUDA 12.6 or later", table[i].name);
+            return -1;
+        }
+    }
+    /* the driver's, to make a context current around a stop from another
+     * thread: the process has libcuda loaded if it has a context at all */
+    R.cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    void *from = R.cuda ? R.cuda : lib;
+    R.ctx_push = (int (*)(void *))dlsym(from, "cuCtxPushCurrent_v2");
+    R.ctx_pop = (int (*)(void **))dlsym(from, "cuCtxPopCurrent_v2");
+    mlprof__map_init(&R.symbols);
+    return 0;
+}
+
+/* ------------------------------------------------------------ contexts */
+
+/* Says why a context cannot be profiled; it is left alone from then on. */
+static void ctx_fail(rctx *c, const char *call, int rc)
+{
+    char why[512];
+    if (rc == CUPTI_ERR_INSUFFICIENT_PRIVILEGES)
+        snprintf(why, sizeof why, "%s: %s (%d): GPU performance counters are for administrators only on this "
+                                  "machine (NVreg_RestrictProfilingToAdminUsers=0 opens them to every user)",
+                 call, result_name(rc), rc);
+    else
+        snprintf(why, sizeof why, "%s failed on device %u: %s (%d)", call, c->device, result_name(rc), rc);
+    unavailable(why);
+    c->state = -1;
+}
+
+static void ctx_release(rctx *c)
+{
+    int pushed = push(c);
+    if (c->object) {
+        cupti_rp_object d = {MLPROF__CUPTI_SIZE(cupti_rp_object, object), NULL, c->object};
+        R.rp_disable(&d);
+    }
+    if (c->host) {
+        cupti_host_deinit d = {MLPROF__CUPTI_SIZE(cupti_host_deinit, host), NULL, c->host};
+        R.host_deinit(&d);
+    }
+    pop(pushed);
+    mlprof__free(c->config);
+    mlprof__free(c->data);
+    mlprof__free(c->L);
+    memset(c, 0, sizeof *c);
+}
+
+/* A host object configured for metrics[0..n); 0, or CUPTI's error. */
+static int host_for(rctx *c, const char *chip, const uint8_t *avail, const char **metrics, size_t n, void **host)
+{
+    cupti_host_init hi = {MLPROF__CUPTI_SIZE(cupti_host_init, host), NULL, CUPTI_PROFILER_RANGE_PROFILER, chip, avail,
+                          NULL};
+    int rc = R.host_init(&hi);
+    if (rc != CUPTI_OK)
+        return rc;
+    cupti_host_add_metrics am = {MLPROF__CUPTI_SIZE(cupti_host_add_metrics, n), NULL, hi.host, metrics, n};
+    rc = R.host_add(&am);
+    if (rc != CUPTI_OK) {
+        cupti_host_deinit d = {MLPROF__CUPTI_SIZE(cupti_host_deinit, host), NULL, hi.host};
+        R.host_deinit(&d);
+        return rc;
+    }
+    (void)c;
+    *host = hi.host;
+    return CUPTI_OK;
+}
+
+/* The metrics this device knows: all of them, or, when CUPTI refuses the
+ * list, each tried alone; each refused one is said. */
+static int choose_metrics(rctx *c, const char *chip, const uint8_t *avail)
+{
+    const char *all[MLPROF__GPU_MAX_METRICS];
+    for (size_t i = 0; i < R.set.n; i++)
+        all[i] = R.set.names[i];
+    int rc = host_for(c, chip, avail, all, R.set.n, &c->host);
+    if (rc == CUPTI_OK) {
+        for (size_t i = 0; i < R.set.n; i++) {
+            c->names[i] = R.set.names[i];
+            c->index[i] = i;
+        }
+        c->n = R.set.n;
+        return 0;
+    }
+    c->n = 0;
+    for (size_t i = 0; i < R.set.n; i++) {
+        void *h = NULL;
+        int one = host_for(c, chip, avail, &all[i], 1, &h);
+        if (one == CUPTI_OK) {
+            cupti_host_deinit d = {MLPROF__CUPTI_SIZE(cupti_host_deinit, host), NULL, h};
+            R.host_deinit(&d);
+            c->names[c->n] = R.set.names[i];
+            c->index[c->n++] = i;
+            continue;
+        }
+        char what[200], why[300];
+        snprintf(what, sizeof what, "gpu metric %s", R.set.names[i]);
+        snprintf(why, sizeof why, "CUPTI does not know it on %s: %s (%d)", chip, result_name(one), one);
+        mlprof__hw_unavailable(what, why);
+        R.refused[i] = 1;
+    }
+    if (!c->n) {
+        ctx_fail(c, "cuptiProfilerHostConfigAddMetrics", rc);
+        return -1;
+    }
+    rc = host_for(c, chip, avail, c->names, c->n, &c->host);
+    if (rc != CUPTI_OK) {
+        ctx_fail(c, "cuptiProfilerHostConfigAddMetrics", rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* Resets the counter data image and starts a batch. */
+static int batch_start(rctx *c)
+{
+    cupti_rp_data_init di = {MLPROF__CUPTI_SIZE(cupti_rp_data_init, counter_data), NULL, c->object, c->data_size,
+                             c->data};
+    int rc = R.rp_data_init(&di);
+    if (rc != CUPTI_OK) {
+        ctx_fail(c, "cuptiRangeProfilerCounterDataImageInitialize", rc);
+        return -1;
+    }
+    cupti_rp_set_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.size = MLPROF__CUPTI_SIZE(cupti_rp_set_config, target_nesting_level);
+    sc.object = c->object;
+    sc.config_size = c->config_size;
+    sc.config = c->config;
+    sc.counter_data_size = c->data_size;
+    sc.counter_data = c->data;
+    sc.range = CUPTI_AUTO_RANGE;
+    sc.replay_mode = CUPTI_KERNEL_REPLAY;
+    sc.max_ranges_per_pass = R.batch;
+    sc.num_nesting_levels = 1;
+    sc.min_nesting_level = 1;
+    sc.pass_index = 0;
+    sc.target_nesting_level = 1;
+    rc = R.rp_set_config(&sc);
+    if (rc != CUPTI_OK) {
+        ctx_fail(c, "cuptiRangeProfilerSetConfig", rc);
+        return -1;
+    }
+    cupti_rp_object st = {MLPROF__CUPTI_SIZE(cupti_rp_object, object), NULL, c->object};
+    rc = R.rp_start(&st);
+    if (rc != CUPTI_OK) {
+        ctx_fail(c, "cuptiRangeProfilerStart", rc);
+        return -1;
+    }
+    c->state = 1;
+    c->nl = 0;
+    return 0;
+}
+
+/* Sets a context up for the metrics (on a thread where it is current). */
+static int ctx_setup(rctx *c)
+{
+    int rc = R.device_id(c->ctx, &c->device);
+    if (rc != CUPTI_OK) {
+        ctx_fail(c, "cuptiGetDeviceId", rc);
+        return -1;
+    }
+    cupti_chip_name cn = {MLPROF__CUPTI_SIZE(cupti_chip_name, chip), NULL, c->device, NULL};
+    rc = R.chip_name(&cn);
+    if (rc != CUPTI_OK || !cn.chip) {
+        ctx_fail(c, "cuptiDeviceGetChipName", rc);
+        return -1;
+    }
+    cupti_counter_avail ca = {MLPROF__CUPTI_SIZE(cupti_counter_avail, image), NULL, c->ctx, 0, NULL};
+    rc = R.availability(&ca);
+    uint8_t *avail = rc == CUPTI_OK && ca.image_size ? mlprof__malloc(ca.image_size) : NULL;
+    if (avail) {
+        ca.image = avail;
+        rc = R.availability(&ca);
+    }
+    if (rc != CUPTI_OK || !avail) {
+        mlprof__free(avail);
+        ctx_fail(c, "cuptiProfilerGetCounterAvailability", rc);
+        return -1;
+    }
+    rc = choose_metrics(c, cn.chip, avail);
+    mlprof__free(avail);
+    if (rc != 0)
+        return -1;
+    cupti_host_config_image ci = {MLPROF__CUPTI_SIZE(cupti_host_config_image, image_size), NULL, c->host, 0, NULL};
+    rc = R.host_image_size(&ci);
+    c->config = rc == CUPTI_OK && ci.image_size ? mlprof__malloc(ci.image_size) : NULL;
+    if (c->config) {
+        ci.size = MLPROF__CUPTI_SIZE(cupti_host_config_image, image);
+        ci.image = c->config;
+        rc = R.host_image(&ci);
+        c->config_size = ci.image_size;
+    }
+    if (rc != CUPTI_OK || !c->config) {
+        ctx_fail(c, "cuptiProfilerHostGetConfigImage", rc);
+        return -1;
+    }
+    cupti_host_passes hp = {MLPROF__CUPTI_SIZE(cupti_host_passes, passes), NULL, c->config_size, c->config, 0};
+    if (R.host_passes(&hp) == CUPTI_OK)
+        c->passes = hp.passes;
+    cupti_rp_enable en = {MLPROF__CUPTI_SIZE(cupti_rp_enable, object), NULL, c->ctx, NULL};
+    rc = R.rp_enable(&en);
+    if (rc != CUPTI_OK) {
+        ctx_fail(c, "cuptiRangeProfilerEnable", rc);
+        return -1;
+    }
+    c->object = en.object;
+    cupti_rp_data_size ds = {MLPROF__CUPTI_SIZE(cupti_rp_data_size, counter_data_size),
+                             NULL,
+                             c->object,
+                             c->names,
+                             c->n,
+                             R.batch,
+                             (uint32_t)R.batch,
+                             0};
+    rc = R.rp_data_size(&ds);
+    c->data = rc == CUPTI_OK && ds.counter_data_size ? mlprof__malloc(ds.counter_data_size) : NULL;
+    c->data_size = ds.counter_data_size;
+    if (!c->data) {
+        ctx_fail(c, "cuptiRangeProfilerGetCounterDataSize", rc);
+        return -1;
+    }
+    return 0;
+}
+
+static rctx *ctx_find(void *ctx)
+{
+    for (size_t i = 0; i < R.nc; i++) {
+        if (R.C[i].ctx == ctx)
+            return &R.C[i];
+    }
+    return NULL;
+}
+
+/* The context of a launch, set up and started at its first one. */
+static rctx *ctx_get(void *ctx)
+{
+    rctx *c = ctx_find(ctx);
+    if (c || !ctx)
+        return c;
+    if (R.nc == MAX_CTX) {
+        unavailable("more than 64 CUDA contexts: the others' kernels are not measured");
+        return NULL;
+    }
+    c = &R.C[R.nc++];
+    memset(c, 0, sizeof *c);
+    c->ctx = ctx;
+    if (ctx_setup(c) == 0)
+        batch_start(c);
+    return c;
+}
+
+/* ---------------------------------------------------------- evaluation */
+
+/* p with room for need items of size (at least doubled), or NULL. */
+static void *reserve(void *p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return p;
+    size_t c = *cap * 2 > need ? *cap * 2 : need;
+    void *q = mlprof__realloc(p, c * size);
+    if (q)
+        *cap = c;
+    return q;
+}
+
+static void keep_result(const rctx *c, const rlaunch *l, const double *values)
+{
+    result *r = reserve(R.R, &R.capr, R.nr + 1, sizeof *R.R);
+    if (r)
+        R.R = r;
+    double *v = r ? reserve(R.V, &R.capv, R.nv + R.set.n, sizeof *R.V) : NULL;
+    if (!v) {
+        R.lost++;
+        return;
+    }
+    R.V = v;
+    result *out = &R.R[R.nr++];
+    out->l = *l;
+    out->device = c->device;
+    out->values = R.nv;
+    for (size_t i = 0; i < R.set.n; i++)
+        R.V[R.nv + i] = NAN;
+    for (size_t i = 0; i < c->n; i++)
+        R.V[R.nv + c->index[i]] = values[i];
+    R.nv += R.set.n;
+    R.measured++;
+}
+
+/* Stops the batch, decodes it and matches its ranges to its launches. */
+static void batch_finish(rctx *c)
+{
+    if (c->state != 1)
+        return;
+    int pushed = push(c);
+    cupti_rp_stop sp;
+    memset(&sp, 0, sizeof sp);
+    sp.size = MLPROF__CUPTI_SIZE(cupti_rp_stop, all_passes_submitted);
+    sp.object = c->object;
+    int rc = R.rp_stop(&sp);
+    cupti_rp_decode dd = {MLPROF__CUPTI_SIZE(cupti_rp_decode, ranges_dropped), NULL, c->object, 0};
+    if (rc == CUPTI_OK)
+        rc = R.rp_decode(&dd);
+    cupti_rp_data_info info = {MLPROF__CUPTI_SIZE(cupti_rp_data_info, ranges), NULL, c->data, c->data_size, 0};
+    if (rc == CUPTI_OK)
+        rc = R.rp_data_info(&info);
+    c->state = 0;
+    if (rc != CUPTI_OK) {
+        pop(pushed);
+        R.unmeasured += c->nl;
+        c->nl = 0;
+        ctx_fail(c, "cuptiRangeProfilerStop or DecodeData", rc);
+        return;
+    }
+    R.dropped += dd.ranges_dropped;
+    double values[MLPROF__GPU_MAX_METRICS];
+    size_t stop = info.ranges;
+    for (size_t i = 0; i < info.ranges; i++) {
+        if (i >= c->nl || c->L[i].graph) { /* more ranges than launches, or a graph's many */
+            stop = i;
+            break;
+        }
+        cupti_host_evaluate ev = {MLPROF__CUPTI_SIZE(cupti_host_evaluate, values),
+                                  NULL,
+                                  c->host,
+                                  c->data,
+                                  c->data_size,
+                                  i,
+                                  c->names,
+                                  c->n,
+                                  values};
+        if (R.host_evaluate(&ev) != CUPTI_OK)
+            R.failed_evals++;
+        else
+            keep_result(c, &c->L[i], values);
+    }
+    pop(pushed);
+    if (stop < info.ranges) {
+        R.unmatched += info.ranges - stop;
+        if (stop < c->nl)
+            R.graph_ranges += info.ranges - stop;
+    } else if (info.ranges < c->nl) { /* launches whose range never came: dropped, or failed launches */
+        R.unmeasured += c->nl - info.ranges;
+    }
+    c->nl = 0;
+}
+
+/* ------------------------------------------------------------ callbacks */
+
+static int in(uint32_t cbid, const uint32_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] == cbid)
+            return 1;
+    }
+    return 0;
+}
+#define IN(cbid, ids) in(cbid, ids, sizeof ids / sizeof ids[0])
+
+/* A launch on ctx: the next range of its batch (R.lock held). */
+static void add_launch(void *ctx, uint32_t corr, const char *symbol, int graph, uint64_t enter_ns, int ran)
+{
+    if (!R.running)
+        return;
+    int fresh = ctx_find(ctx) == NULL;
+    rctx *c = ctx_get(ctx);
+    if (!c || c->state < 0)
+        return;
+    if (fresh && ran) { /* set up after its kernel ran: not measured */
+        R.unmeasured++;
+        return;
+    }
+    if (c->state == 0 && batch_start(c) != 0)
+        return;
+    if (c->nl >= R.batch) { /* full: evaluate it and begin the next before this launch goes on */
+        batch_finish(c);
+        if (c->state < 0 || batch_start(c) != 0)
+            return;
+    }
+    rlaunch *L = reserve(c->L, &c->capl, c->nl + 1, sizeof *c->L);
+    if (!L) {
+        R.unmeasured++;
+        return;
+    }
+    c->L = L;
+    rlaunch *l = &c->L[c->nl++];
+    memset(l, 0, sizeof *l);
+    l->seq = ++R.seq;
+    l->corr = corr;
+    l->graph = (uint8_t)graph;
+    l->tid = my_tid();
+    l->enter_ns = enter_ns;
+    if (symbol && *symbol) {
+        mlprof__map_entry *e = mlprof__map_slot(&R.symbols, symbol, strlen(symbol));
+        l->symbol = e ? e->key : NULL;
+    }
+}
+
+/* The exit of a launch: its end time, on the last launch of this thread. */
+static void end_launch(void *ctx, uint64_t exit_ns)
+{
+    rctx *c = ctx_find(ctx);
+    pid_t tid = my_tid();
+    for (size_t i = c ? c->nl : 0; i > 0; i--) {
+        if (c->L[i - 1].tid == tid) {
+            if (!c->L[i - 1].exit_ns)
+                c->L[i - 1].exit_ns = exit_ns;
+            return;
+        }
+    }
+}
+
+static void on_launch(uint32_t domain, uint32_t cbid, const cupti_callback_data *d)
+{
+    int runtime = domain == CUPTI_DOMAIN_RUNTIME;
+    int graph = runtime ? IN(cbid, k_runtime_graph) : IN(cbid, k_driver_graph);
+    uint64_t now = mlprof_now_ns();
+    pthread_mutex_lock(&R.lock);
+    if (d->site == CUPTI_SITE_ENTER) {
+        if (runtime) {
+            /* the context may not exist yet (the runtime makes it lazily):
+             * the launch is taken at the driver call, or at this call's exit */
+            if (t_rt.depth++ == 0) {
+                t_rt.corr = d->correlation_id;
+                t_rt.graph = (uint32_t)graph;
+                t_rt.enter_ns = now;
+                t_rt.pending = 1;
+                t_rt.symbol = d->symbol_name;
+            }
+        } else if (t_rt.depth && t_rt.pending) {
+            t_rt.pending = 0;
+            add_launch(d->context, t_rt.corr, d->symbol_name ? d->symbol_name : t_rt.symbol, (int)t_rt.graph,
+                       t_rt.enter_ns, 0);
+        } else if (!t_rt.depth) {
+            add_launch(d->context, d->correlation_id, d->symbol_name, graph, now, 0);
+        }
+    } else {
+        if (runtime && t_rt.depth && --t_rt.depth == 0 && t_rt.pending) {
+            /* no driver callback came inside: the launch is known only now */
+            t_rt.pending = 0;
+            add_launch(d->context, t_rt.corr, d->symbol_name ? d->symbol_name : t_rt.symbol, (int)t_rt.graph,
+                       t_rt.enter_ns, 1);
+        }
+        if (runtime || !t_rt.depth)
+            end_launch(d->context, now);
+    }
+    pthread_mutex_unlock(&R.lock);
+}
+
+static void on_resource(uint32_t cbid, const cupti_resource_data *d)
+{
+    if (cbid != CUPTI_RESOURCE_CONTEXT_DESTROY_STARTING)
+        return;
+    pthread_mutex_lock(&R.lock);
+    rctx *c = ctx_find(d->context);
+    if (c) {
+        batch_finish(c);
+        ctx_release(c);
+        *c = R.C[--R.nc]; /* results keep no pointer into the contexts */
+    }
+    pthread_mutex_unlock(&R.lock);
+}
+
+static void on_callback(void *userdata, uint32_t domain, uint32_t cbid, const void *data)
+{
+    (void)userdata;
+    if (R.forked || !data)
+        return;
+    mlprof__busy++;
+    if (domain == CUPTI_DOMAIN_RESOURCE)
+        on_resource(cbid, data);
+    else if (domain == CUPTI_DOMAIN_RUNTIME || domain == CUPTI_DOMAIN_DRIVER)
+        on_launch(domain, cbid, data);
+    mlprof__busy--;
+}
+
+/* ------------------------------------------------------------- on, off */
+
+static int subscribe(void)
+{
+    int rc = R.subscribe(&R.subscriber, on_callback, NULL);
+    if (rc == CUPTI_ERR_MULTIPLE_SUBSCRIBERS) {
+        snprintf(R.why, sizeof R.why, "another CUPTI client of this process (torch.profiler, Nsight, a tool loaded "
+                                      "with CUDA_INJECTION64_PATH) holds CUPTI's only callback subscription");
+        return -1;
+    }
+    if (rc != CUPTI_OK) {
+        snprintf(R.why, sizeof R.why, "cuptiSubscribe failed: %s (%d)", result_name(rc), rc);
+        return -1;
+    }
+    struct {
+        uint32_t domain;
+        const uint32_t *ids;
+        size_t n;
+    } lists[] = {
+        {CUPTI_DOMAIN_RUNTIME, k_runtime_launch, sizeof k_runtime_launch / sizeof k_runtime_launch[0]},
+        {CUPTI_DOMAIN_RUNTIME, k_runtime_graph, sizeof k_runtime_graph / sizeof k_runtime_graph[0]},
+        {CUPTI_DOMAIN_DRIVER, k_driver_launch, sizeof k_driver_launch / sizeof k_driver_launch[0]},
+        {CUPTI_DOMAIN_DRIVER, k_driver_graph, sizeof k_driver_graph / sizeof k_driver_graph[0]},
+    };
+    rc = R.enable_callback(1, R.subscriber, CUPTI_DOMAIN_RESOURCE, CUPTI_RESOURCE_CONTEXT_DESTROY_STARTING);
+    for (size_t i = 0; rc == CUPTI_OK && i < sizeof lists / sizeof lists[0]; i++) {
+        for (size_t j = 0; rc == CUPTI_OK && j < lists[i].n; j++) {
+            rc = R.enable_callback(1, R.subscriber, lists[i].domain, lists[i].ids[j]);
+            if (rc != CUPTI_OK && lists[i].ids[j] != 211 && lists[i].ids[j] != 307)
+                rc = CUPTI_OK; /* an id this (older) CUPTI does not have: its launches are not seen */
+        }
+    }
+    if (rc != CUPTI_OK) {
+        snprintf(R.why, sizeof R.why, "cuptiEnableCallback failed: %s (%d)", result_name(rc), rc);
+        return -1;
+    }
+    return 0;
+}
+
+void mlprof__gpu_counters_start(void *lib)
+{
+    mlprof__gpu_metric_set set;
+    mlprof__gpu_metrics_expand(mlprof__g.cfg.gpu_metrics, mlprof__g.cfg.gpu_details_mask, &set);
+    if (!set.n || R.forked)
+        return;
+    pthread_mutex_lock(&R.lock);
+    if (!R.loaded) {
+        R.loaded = 1;
+        R.failed = load(lib) != 0;
+    }
+    if (!R.failed && !R.initialized) {
+        cupti_prof_init pi = {MLPROF__CUPTI_SIZE(cupti_prof_init, priv), NULL};
+        int rc = R.prof_init(&pi);
+        void *cuda = rc != CUPTI_OK ? dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) : NULL;
+        if (rc != CUPTI_OK && !cuda)
+            snprintf(R.why, sizeof R.why, "no NVIDIA driver: libcuda.so.1 cannot be loaded (%.400s)", dlerror());
+        else if (rc != CUPTI_OK)
+            snprintf(R.why, sizeof R.why, "cuptiProfilerInitialize failed: %s (%d)", result_name(rc), rc);
+        R.failed = rc != CUPTI_OK;
+        R.initialized = 1;
+    }
+    if (!R.failed && !R.subscribed) {
+        R.failed = subscribe() != 0;
+        R.subscribed = !R.failed;
+    }
+    if (R.failed) { /* said again in every run's trace */
+        pthread_mutex_unlock(&R.lock);
+        unavailable(R.why);
+        return;
+    }
+    /* other metrics than the contexts were set up for: set them up again */
+    char configured[sizeof R.configured];
+    snprintf(configured, sizeof configured, "%s|%u|%d", mlprof__g.cfg.gpu_metrics,
+             mlprof__g.cfg.gpu_details_mask & MLPROF__GPU_MEASURED_DETAILS, mlprof__g.cfg.gpu_metrics_batch);
+    if (strcmp(configured, R.configured) != 0) {
+        for (size_t i = 0; i < R.nc; i++) {
+            batch_finish(&R.C[i]);
+            ctx_release(&R.C[i]);
+        }
+        R.nc = 0;
+        /* results already evaluated keep their values under the old names */
+        if (R.nr == 0) {
+            R.set = set;
+            memset(R.refused, 0, sizeof R.refused);
+        }
+        else
+            unavailable("gpu_metrics changed while results of the old ones wait: they are written at the next "
+                        "dump under the old names");
+        R.batch = (size_t)mlprof__g.cfg.gpu_metrics_batch;
+        memcpy(R.configured, configured, sizeof configured);
+        if (set.overflow)
+            unavailable("more than 48 metrics after the aliases are expanded: the last ones are left out");
+    }
+    R.running = 1;
+    for (size_t i = 0; i < R.nc; i++) { /* contexts set up in an earlier run */
+        rctx *c = &R.C[i];
+        if (c->state == 0) {
+            int pushed = push(c);
+            batch_start(c);
+            pop(pushed);
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+}
+
+void mlprof__gpu_counters_stop(void)
+{
+    pthread_mutex_lock(&R.lock);
+    R.running = 0;
+    for (size_t i = 0; i < R.nc; i++)
+        batch_finish(&R.C[i]);
+    pthread_mutex_unlock(&R.lock);
+}
+
+void mlprof__gpu_counters_after_fork(void)
+{
+    R.forked = 1;
+    R.running = 0;
+    pthread_mutex_init(&R.lock, NULL);
+}
+
+/* ------------------------------------------------------ the collector's */
+
+static void ask(rlaunch *l)
+{
+    if (l->asked)
+        return;
+    struct ask *a = reserve(R.A, &R.capa, R.na + 1, sizeof *R.A);
+    if (!a)
+        return;
+    R.A = a;
+    l->asked = 1;
+    R.A[R.na].seq = l->seq;
+    R.A[R.na].tid = l->tid;
+    R.A[R.na].ns = l->enter_ns;
+    R.A[R.na].op = R.A[R.na].stack = NULL;
+    R.na++;
+}
+
+void mlprof__gpu_counters_points(void)
+{
+    R.na = 0;
+    pthread_mutex_lock(&R.lock);
+    /* the results evaluated since the last drain become the collector's */
+    result *o = reserve(R.O, &R.capo, R.nr, sizeof *R.O);
+    if (o)
+        R.O = o;
+    double *ov = o ? reserve(R.OV, &R.capov, R.nv, sizeof *R.OV) : NULL;
+    if (ov) {
+        R.OV = ov;
+        if (R.nr)
+            memcpy(R.O, R.R, R.nr * sizeof *R.R);
+        if (R.nv)
+            memcpy(R.OV, R.V, R.nv * sizeof *R.V);
+        R.no = R.nr;
+    } else {
+        R.lost += R.nr;
+        R.no = 0;
+    }
+    R.nr = R.nv = 0;
+    /* the operators of every launch not asked about yet, measured or not */
+    for (size_t i = 0; i < R.no; i++)
+        ask(&R.O[i].l);
+    for (size_t i = 0; i < R.nc; i++) {
+        for (size_t j = 0; j < R.C[i].nl; j++)
+            ask(&R.C[i].L[j]);
+    }
+    pthread_mutex_unlock(&R.lock);
+    for (size_t i = 0; i < R.na; i++)
+        mlprof__gpu_add_point(R.A[i].tid, R.A[i].ns, (uint32_t)i | ASK_BIT);
+}
+
+void mlprof__gpu_counters_ops(uint32_t index, const char *op, const char *stack)
+{
+    index &= ~ASK_BIT;
+    if (index < R.na) {
+        R.A[index].op = op;
+        R.A[index].stack = stack;
+    }
+}
+
+/* The launch numbered seq among L[0..n) (numbers grow along the array). */
+static rlaunch *by_seq(rlaunch *L, size_t n, size_t stride, uint32_t seq)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        rlaunch *l = (rlaunch *)((char *)L + mid * stride);
+        if (l->seq == seq)
+            return l;
+        if (l->seq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static void put(mlprof__sb *sb, const char *key, double v, const char *fmt)
+{
+    if (isnan(v) || isinf(v))
+        return;
+    mlprof__sb_printf(sb, ",\"%s\":", key);
+    mlprof__sb_printf(sb, fmt, v);
+}
+
+static void write_result(const result *r, const double *values)
+{
+    const mlprof__gpu_metric_set *set = &R.set;
+    uint64_t launch_ns = r->l.exit_ns > r->l.enter_ns ? r->l.exit_ns - r->l.enter_ns : 0;
+    mlprof__gpu_derived d;
+    mlprof__gpu_metrics_derive(set, values, (double)launch_ns, &d);
+    mlprof__sb args;
+    mlprof__sb_init(&args);
+    const char *name = mlprof__gpu_kernel_name(r->l.symbol);
+    mlprof__sb_printf(&args, "\"device\":%u,\"correlation\":%u,\"kernel\":", r->device, r->l.corr);
+    mlprof__sb_json_str(&args, name, strlen(name));
+    for (size_t i = 0; i < set->n; i++) {
+        if (!isnan(values[i]) && !isinf(values[i]))
+            mlprof__sb_printf(&args, ",\"%s\":%.17g", set->names[i], values[i]);
+    }
+    put(&args, "gpu_time_ns", d.gpu_ns, "%.0f");
+    put(&args, "flops", d.flops, "%.17g");
+    put(&args, "bytes", d.dram_bytes, "%.17g");
+    put(&args, "gflops", d.flops_per_s / 1e9, "%.3f");
+    put(&args, "dram_gbps", d.dram_bytes_per_s / 1e9, "%.3f");
+    put(&args, "arithmetic_intensity", d.arithmetic_intensity, "%.4f");
+    put(&args, "achieved_occupancy", d.achieved_occupancy, "%.4f");
+    put(&args, "branch_efficiency", d.branch_efficiency, "%.4f");
+    if (launch_ns)
+        mlprof__sb_printf(&args, ",\"launch_ns\":%llu", (unsigned long long)launch_ns);
+    if (r->l.op) {
+        mlprof__sb_puts(&args, ",\"op\":");
+        mlprof__sb_json_str(&args, r->l.op, strlen(r->l.op));
+        mlprof__sb_puts(&args, ",\"op_stack\":");
+        mlprof__sb_json_str(&args, r->l.stack, strlen(r->l.stack));
+    }
+    /* the range starts at the launch and lasts the kernel's own GPU time, so
+     * that FLOPs and bytes over its length are the kernel's rates */
+    uint64_t dur = !isnan(d.gpu_ns) && d.gpu_ns > 0 ? (uint64_t)d.gpu_ns : launch_ns;
+    int tid = mlprof__gpu_counters_track(r->device);
+    if (tid >= 0)
+        mlprof__ext_span(tid, "cuda_profiler_range", name, r->l.enter_ns, r->l.enter_ns + dur, args.data);
+    mlprof__sb_free(&args);
+}
+
+void mlprof__gpu_counters_emit(int discard)
+{
+    /* the answers go to the launches, measured or still in a batch */
+    pthread_mutex_lock(&R.lock);
+    for (size_t i = 0; i < R.na; i++) {
+        if (!R.A[i].op)
+            continue;
+        rlaunch *l = R.no ? by_seq(&R.O[0].l, R.no, sizeof *R.O, R.A[i].seq) : NULL;
+        for (size_t c = 0; !l && c < R.nc; c++)
+            l = by_seq(R.C[c].L, R.C[c].nl, sizeof *R.C[c].L, R.A[i].seq);
+        if (!l) { /* evaluated meanwhile: among the new results */
+            for (size_t j = 0; !l && j < R.nr; j++)
+                l = R.R[j].l.seq == R.A[i].seq ? &R.R[j].l : NULL;
+        }
+        if (l) {
+            l->op = R.A[i].op;
+            l->stack = R.A[i].stack;
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+    R.na = 0;
+    for (size_t i = 0; i < R.no && !discard; i++)
+        write_result(&R.O[i], &R.OV[R.O[i].values]);
+    R.no = 0;
+}
+
+/* --------------------------------------------------------------- reports */
+
+void mlprof__gpu_counters_other_data(mlprof__sb *out)
+{
+    pthread_mutex_lock(&R.lock);
+    if (!R.loaded || R.failed) {
+        pthread_mutex_unlock(&R.lock);
+        return;
+    }
+    mlprof__sb_puts(out, ",\"counters\":{\"metrics\":[");
+    for (size_t i = 0, first = 1; i < R.set.n; i++) {
+        if (R.refused[i])
+            continue;
+        if (!first)
+            mlprof__sb_putc(out, ',');
+        mlprof__sb_json_str(out, R.set.names[i], strlen(R.set.names[i]));
+        first = 0;
+    }
+    size_t passes = 0;
+    for (size_t i = 0; i < R.nc; i++)
+        passes = R.C[i].passes > passes ? R.C[i].passes : passes;
+    mlprof__sb_printf(out,
+                      "],\"passes\":%zu,\"batch\":%zu,\"kernels_measured\":%llu,\"ranges_unmatched\":%llu"
+                      ",\"graph_ranges\":%llu,\"ranges_dropped\":%llu,\"launches_unmeasured\":%llu"
+                      ",\"evaluations_failed\":%llu,\"results_lost\":%llu}",
+                      passes, R.batch, (unsigned long long)R.measured, (unsigned long long)R.unmatched,
+                      (unsigned long long)R.graph_ranges, (unsigned long long)R.dropped,
+                      (unsigned long long)R.unmeasured, (unsigned long long)R.failed_evals,
+                      (unsigned long long)R.lost);
+    pthread_mutex_unlock(&R.lock);
+}
+
+void mlprof__gpu_counters_report(void)
+{
+    pthread_mutex_lock(&R.lock);
+    uint64_t bad = R.unmatched + R.dropped + R.unmeasured + R.failed_evals + R.lost;
+    uint64_t fresh = bad > R.reported ? bad - R.reported : 0;
+    R.reported = bad;
+    uint64_t unmatched = R.unmatched, graph = R.graph_ranges, dropped = R.dropped, unmeasured = R.unmeasured,
+             failed = R.failed_evals, lost = R.lost;
+    pthread_mutex_unlock(&R.lock);
+    if (fresh)
+        mlprof__log(MLPROF_LOG_WARN,
+                    "GPU metrics: %llu kernels not measured or not matched (%llu ranges without a launch, %llu of "
+                    "them in CUDA graphs; %llu ranges dropped by CUPTI; %llu launches without a range; %llu "
+                    "evaluations failed; %llu results lost for memory)",
+                    (unsigned long long)fresh, (unsigned long long)unmatched, (unsigned long long)graph,
+                    (unsigned long long)dropped, (unsigned long long)unmeasured, (unsigned long long)failed,
+                    (unsigned long long)lost);
+}
+
+void mlprof__gpu_counters_reset(void)
+{
+    pthread_mutex_lock(&R.lock);
+    R.measured = R.unmatched = R.dropped = R.unmeasured = R.graph_ranges = R.failed_evals = R.lost = 0;
+    R.reported = 0;
+    pthread_mutex_unlock(&R.lock);
+}
