@@ -2,8 +2,12 @@
  * test_gpu_units.c - the pure parts of src/gpu, linked from the static
  * library: the conversion of CUPTI's clock to mlprof's, and theoretical
  * occupancy against values worked out by hand from the CUDA occupancy
- * calculator's rules.
+ * calculator's rules, and the per-kernel metrics' names, expansion and
+ * derived values.
  */
+#include <math.h>
+#include <stdint.h>
+
 #include "../src/gpu/gpu_internal.h"
 #include "testutil.h"
 
@@ -59,10 +63,73 @@ static void occupancy_tests(void)
     CHECK(mlprof__gpu_occupancy_of(&unknown, 256, 32, 0, 0, &o) == -1, "an unknown device: no answer");
 }
 
+static size_t find(const mlprof__gpu_metric_set *set, const char *name)
+{
+    for (size_t i = 0; i < set->n; i++) {
+        if (!strcmp(set->names[i], name))
+            return i;
+    }
+    return SIZE_MAX;
+}
+
+static void metrics_tests(void)
+{
+    char why[512];
+    CHECK(mlprof__gpu_metrics_check("flops,dram__bytes_read.sum,roofline", why, sizeof why) == 0, "good names");
+    CHECK(mlprof__gpu_metrics_check("flops,Dram", why, sizeof why) == -1 && strstr(why, "\"Dram\""),
+          "a bad name is named: %s", why);
+    CHECK(mlprof__gpu_metrics_check("dram_bytes", why, sizeof why) == -1, "no unit__counter: refused");
+
+    mlprof__gpu_metric_set set;
+    mlprof__gpu_metrics_expand("", 0, &set);
+    CHECK(set.n == 0, "nothing asked: no metrics, not even the duration");
+    mlprof__gpu_metrics_expand("roofline,dram__bytes_read.sum", MLPROF__GPU_ACHIEVED_OCCUPANCY, &set);
+    /* 9 FLOP counters, 2 DRAM, the warps, the duration; the repeated read once */
+    CHECK(set.n == 13 && !set.overflow, "roofline expanded, each metric once (%zu)", set.n);
+    CHECK(find(&set, "sm__warps_active.avg.pct_of_peak_sustained_active") != SIZE_MAX &&
+              find(&set, "gpu__time_duration.sum") == set.n - 1,
+          "the detail's metric, and the duration last");
+
+    double v[MLPROF__GPU_MAX_METRICS];
+    for (size_t i = 0; i < set.n; i++)
+        v[i] = 0;
+    v[find(&set, "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum")] = 1000;
+    v[find(&set, "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum")] = 10;
+    v[find(&set, "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum")] = 5;
+    v[find(&set, "dram__bytes_read.sum")] = 3000;
+    v[find(&set, "dram__bytes_write.sum")] = 1000;
+    v[find(&set, "gpu__time_duration.sum")] = 2000; /* 2 us */
+    v[find(&set, "sm__warps_active.avg.pct_of_peak_sustained_active")] = 37.5;
+    mlprof__gpu_derived d;
+    mlprof__gpu_metrics_derive(&set, v, 999999, &d);
+    CHECK(d.flops == 2025, "an FMA is two FLOPs, an add one, at every precision (%g)", d.flops);
+    CHECK(d.dram_bytes == 4000 && d.gpu_ns == 2000, "DRAM bytes read and written; the GPU time");
+    CHECK(fabs(d.flops_per_s - 2025 / 2e-6) < 1 && fabs(d.dram_bytes_per_s - 2e9) < 1,
+          "rates over the GPU time, not the fallback (%g, %g)", d.flops_per_s, d.dram_bytes_per_s);
+    CHECK(fabs(d.arithmetic_intensity - 2025.0 / 4000) < 1e-12 && d.achieved_occupancy == 0.375 &&
+              isnan(d.branch_efficiency), "intensity, occupancy as a fraction, branch efficiency not measured");
+
+    /* no duration measured: the fallback; no DRAM: no intensity */
+    mlprof__gpu_metrics_expand("flops_sp", 0, &set);
+    for (size_t i = 0; i < set.n; i++)
+        v[i] = NAN;
+    v[find(&set, "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum")] = 500;
+    mlprof__gpu_metrics_derive(&set, v, 1000, &d);
+    CHECK(set.n == 4 && d.flops == 500 && fabs(d.flops_per_s - 5e8) < 1e-3 && isnan(d.dram_bytes) &&
+              isnan(d.arithmetic_intensity) && isnan(d.gpu_ns), "the fallback time; what is missing is NAN");
+
+    /* more than the set holds */
+    char many[4096] = "";
+    for (int i = 0; i < 60; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%sunit__c%d.sum", i ? "," : "", i);
+    CHECK(mlprof__gpu_metrics_check(many, why, sizeof why) == -1, "more than 48 metrics refused: %s", why);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
     clock_tests();
     occupancy_tests();
+    metrics_tests();
     return tu_finish("test_gpu_units");
 }

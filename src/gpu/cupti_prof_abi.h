@@ -33,6 +33,16 @@ enum { CUPTI_RESOURCE_CONTEXT_CREATED = 1, CUPTI_RESOURCE_CONTEXT_DESTROY_STARTI
 /* CUpti_ProfilerRange, CUpti_ProfilerReplayMode, CUpti_ProfilerType */
 enum { CUPTI_AUTO_RANGE = 1, CUPTI_KERNEL_REPLAY = 2, CUPTI_PROFILER_RANGE_PROFILER = 0 };
 
+/* The callback ids of the calls that launch kernels (cupti_runtime_cbid.h,
+ * cupti_driver_cbid.h), in this order: cudaLaunchKernel, its _ptsz,
+ * cooperative, cooperative _ptsz, ExC and ExC _ptsz forms, and CUDA 13's
+ * __cudaLaunchKernel and its _ptsz; cuLaunchKernel, _ptsz, cooperative,
+ * cooperative _ptsz, Ex, Ex _ptsz; the graph launches of both, and _ptsz. */
+#define MLPROF__CUPTI_RUNTIME_LAUNCHES 211, 214, 269, 270, 430, 431, 505, 506
+#define MLPROF__CUPTI_DRIVER_LAUNCHES 307, 442, 477, 478, 652, 653
+#define MLPROF__CUPTI_RUNTIME_GRAPHS 311, 312
+#define MLPROF__CUPTI_DRIVER_GRAPHS 514, 515
+
 typedef void (*cupti_callback_fn)(void *userdata, uint32_t domain, uint32_t cbid, const void *data);
 
 /* CUpti_CallbackData: what a runtime or driver callback is given */
