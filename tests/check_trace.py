@@ -787,6 +787,29 @@ def cupti_metrics(t, prog):
             mm = rows.get("matmul", {})
             check(mm.get("count") == 3 and abs(mm.get("flops", 0) - 6.9e6) < 1,
                   f"metrics: analyze sums the FLOPs of matmul's kernels: {mm}")
+        p = subprocess.run([mlprof, "kernels", path, "--format", "json"], capture_output=True, text=True)
+        check(p.returncode == 0, f"metrics: mlprof kernels reads the ranges: {p.stderr}")
+        if p.returncode == 0:
+            km = {r["name"].split("(")[0]: r for r in json.loads(p.stdout)["kernel_metrics"]}
+            g = km.get("gemm", {})
+            check(g.get("count") == 5 and g.get("gflops") == 46 and g.get("dram_gbps") == 100
+                  and g.get("achieved_occupancy") == 0.625, f"metrics: mlprof kernels per kernel: {g}")
+        # a trace with the raw metrics only (as PyTorch's profiler writes them): derived the same way
+        sass = "smsp__sass_thread_inst_executed_op_"
+        raw = {"traceEvents": [
+            {"ph": "X", "cat": "cuda_profiler_range", "name": "sgemm_128x64", "pid": 1, "tid": 1, "ts": 10,
+             "dur": 100, "args": {sass + "ffma_pred_on.sum": 4e6, sass + "fadd_pred_on.sum": 1e6,
+                                  "dram__bytes_read.sum": 3e6, "dram__bytes_write.sum": 1e6,
+                                  "sm__warps_active.avg.pct_of_peak_sustained_active": 50.0}}]}
+        rpath = os.path.join(os.path.dirname(path), "raw_ranges.json")
+        with open(rpath, "w") as f:
+            json.dump(raw, f)
+        p = subprocess.run([mlprof, "kernels", rpath, "--format", "json"], capture_output=True, text=True)
+        rows = json.loads(p.stdout)["kernel_metrics"] if p.returncode == 0 else []
+        # 9e6 FLOPs and 4e6 bytes over the event's 100 us
+        check(len(rows) == 1 and rows[0]["flops"] == 9e6 and rows[0]["gflops"] == 90 and rows[0]["dram_gbps"] == 40
+              and rows[0]["arithmetic_intensity"] == 2.25 and rows[0]["achieved_occupancy"] == 0.5,
+              f"metrics: raw metrics of another tool's trace derived: {rows} {p.stderr}")
 
 
 def cupti_main(t, variant):

@@ -7,10 +7,12 @@
  * operators around the launch on its thread give the bottom-level (innermost)
  * and top-level (outermost) operator of the kernel.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "../gpu/gpu_internal.h"
 #include "analyze.h"
 #include "gpu.h"
 
@@ -429,6 +431,156 @@ static int gpu_rows(const an_trace *t, const an_gpu_links *l, int by_operator, g
     return rc;
 }
 
+/* ------------------------------------------------ per-kernel metrics */
+
+/* One kernel's measured metrics, summed over its ranges. */
+typedef struct metric_row {
+    const char *name;
+    uint64_t count;
+    double gpu_ns, flops, bytes, occupancy, branch;
+    uint64_t n_flops, n_bytes, n_occupancy, n_branch;
+} metric_row;
+
+static int metric_row_cmp(const void *pa, const void *pb)
+{
+    const metric_row *a = pa, *b = pb;
+    if (a->gpu_ns != b->gpu_ns)
+        return a->gpu_ns > b->gpu_ns ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* What one cuda_profiler_range event measured: mlprof's derived arguments
+ * where it wrote them, else derived here from the raw metrics by the same
+ * rules (a trace of PyTorch's profiler has only those). */
+static void range_values(const an_trace *t, const an_event *e, mlprof__gpu_derived *d)
+{
+    mlprof__gpu_metric_set set;
+    double values[MLPROF__GPU_MAX_METRICS];
+    set.n = 0;
+    for (uint32_t i = 0; i < e->nargs && set.n < MLPROF__GPU_MAX_METRICS; i++) {
+        const an_arg *a = &t->args[e->args + i];
+        if (a->type != AN_NUM || !strstr(a->key, "__") || strlen(a->key) >= MLPROF__GPU_METRIC_LEN)
+            continue;
+        strcpy(set.names[set.n], a->key);
+        values[set.n++] = a->num;
+    }
+    mlprof__gpu_metrics_derive(&set, values, (double)e->dur, d);
+    static const char *const k_flops[] = {"flops", NULL}, *const k_bytes[] = {"bytes", NULL},
+                             *const k_gpu[] = {"gpu_time_ns", NULL}, *const k_occ[] = {"achieved_occupancy", NULL},
+                             *const k_branch[] = {"branch_efficiency", NULL};
+    d->flops = an_arg_num(an_event_arg_any(t, e, k_flops), d->flops);
+    d->dram_bytes = an_arg_num(an_event_arg_any(t, e, k_bytes), d->dram_bytes);
+    d->gpu_ns = an_arg_num(an_event_arg_any(t, e, k_gpu), isnan(d->gpu_ns) ? (double)e->dur : d->gpu_ns);
+    d->achieved_occupancy = an_arg_num(an_event_arg_any(t, e, k_occ), d->achieved_occupancy);
+    d->branch_efficiency = an_arg_num(an_event_arg_any(t, e, k_branch), d->branch_efficiency);
+}
+
+/* The kernels' metrics (cuda_profiler_range events) by name, the most GPU
+ * time first; 0 rows when the trace has none. */
+static int metric_rows(const an_trace *t, metric_row **rows, size_t *n)
+{
+    mlprof__map index;
+    mlprof__map_init(&index);
+    size_t cap = 0;
+    *rows = NULL;
+    *n = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        if (e->ph != 'X' || strcasecmp(e->cat, "cuda_profiler_range") != 0)
+            continue;
+        mlprof__map_entry *slot = mlprof__map_slot(&index, e->name, strlen(e->name));
+        metric_row *r = slot ? mlprof__grow(*rows, &cap, *n, sizeof **rows, 16) : NULL;
+        if (!r) {
+            rc = -1;
+            break;
+        }
+        *rows = r;
+        if (!slot->value) {
+            memset(&r[*n], 0, sizeof r[*n]);
+            r[*n].name = e->name;
+            slot->value = (void *)(uintptr_t)(++*n);
+        }
+        metric_row *row = &r[(uintptr_t)slot->value - 1];
+        mlprof__gpu_derived d;
+        range_values(t, e, &d);
+        row->count++;
+        row->gpu_ns += d.gpu_ns;
+#define SUM(field, v)              \
+    if (!isnan(v)) {               \
+        row->field += (v);         \
+        row->n_##field++;          \
+    }
+        SUM(flops, d.flops);
+        SUM(bytes, d.dram_bytes);
+        SUM(occupancy, d.achieved_occupancy);
+        SUM(branch, d.branch_efficiency);
+#undef SUM
+    }
+    mlprof__map_free(&index);
+    if (rc == 0)
+        mlprof__sort(*rows, *n, sizeof **rows, metric_row_cmp);
+    return rc;
+}
+
+static double ratio(double a, uint64_t na, double b) { return na && b > 0 ? a / b : NAN; }
+
+static void put_metric_json(mlprof__sb *out, const char *key, double v)
+{
+    if (isnan(v) || isinf(v))
+        mlprof__sb_printf(out, ",\"%s\":null", key);
+    else
+        mlprof__sb_printf(out, ",\"%s\":%.10g", key, v);
+}
+
+static void put_metric_cell(mlprof__sb *out, double v, const char *fmt)
+{
+    if (isnan(v) || isinf(v))
+        mlprof__sb_printf(out, " %9s", "-");
+    else
+        mlprof__sb_printf(out, fmt, v);
+}
+
+static void kernel_metrics(const metric_row *rows, size_t n, size_t shown, int format, mlprof__sb *out)
+{
+    for (size_t i = 0; i < shown; i++) {
+        const metric_row *r = &rows[i];
+        double gflops = ratio(r->flops, r->n_flops, r->gpu_ns), gbps = ratio(r->bytes, r->n_bytes, r->gpu_ns);
+        double ai = r->n_flops && r->n_bytes && r->bytes > 0 ? r->flops / r->bytes : NAN;
+        double occ = r->n_occupancy ? r->occupancy / (double)r->n_occupancy : NAN;
+        double branch = r->n_branch ? r->branch / (double)r->n_branch : NAN;
+        if (format == AN_JSON) {
+            mlprof__sb_puts(out, i ? ",{\"name\":" : "{\"name\":");
+            mlprof__sb_json_str(out, r->name, strlen(r->name));
+            mlprof__sb_printf(out, ",\"count\":%llu,\"gpu_time_ns\":%.0f", (unsigned long long)r->count, r->gpu_ns);
+            put_metric_json(out, "flops", r->n_flops ? r->flops : NAN);
+            put_metric_json(out, "bytes", r->n_bytes ? r->bytes : NAN);
+            put_metric_json(out, "gflops", gflops);
+            put_metric_json(out, "dram_gbps", gbps);
+            put_metric_json(out, "arithmetic_intensity", ai);
+            put_metric_json(out, "achieved_occupancy", occ);
+            put_metric_json(out, "branch_efficiency", branch);
+            mlprof__sb_putc(out, '}');
+            continue;
+        }
+        if (i == 0)
+            mlprof__sb_printf(out, "\nKernel metrics (CUPTI range profiler, per kernel):\n  %-40s %6s  %12s %9s %9s %9s %9s %9s\n",
+                              "name", "count", "GPU time", "GFLOP/s", "GB/s", "FLOP/B", "occupancy", "branch");
+        size_t len = strlen(r->name);
+        mlprof__sb_printf(out, len > 40 ? "  %.37s..." : "  %-40s", r->name);
+        mlprof__sb_printf(out, " %6llu  ", (unsigned long long)r->count);
+        put_duration_cell(out, (int64_t)r->gpu_ns);
+        put_metric_cell(out, gflops, " %9.1f"); /* FLOP per ns: GFLOP/s */
+        put_metric_cell(out, gbps, " %9.1f");
+        put_metric_cell(out, ai, " %9.3f");
+        put_metric_cell(out, occ * 100, " %8.1f%%");
+        put_metric_cell(out, branch * 100, " %8.1f%%");
+        mlprof__sb_putc(out, '\n');
+    }
+    if (format != AN_JSON && shown < n)
+        mlprof__sb_printf(out, "  (%zu more)\n", n - shown);
+}
+
 int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
 {
     an_gpu_links l;
@@ -463,6 +615,11 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
     if (rc == 0 && gpu_rows(t, &l, 0, &krows, &nk) != 0)
         rc = -1;
     size_t shown_k = top > 0 && (size_t)top < nk ? (size_t)top : nk;
+    metric_row *mrows = NULL;
+    size_t nm = 0;
+    if (rc == 0 && metric_rows(t, &mrows, &nm) != 0)
+        rc = -1;
+    size_t shown_m = top > 0 && (size_t)top < nm ? (size_t)top : nm;
 
     for (size_t u = 0; rc == 0 && u < nuse; u++) {
         track_use *x = &uses[u];
@@ -531,6 +688,8 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             to ? mlprof__sb_json_str(out, to, strlen(to)) : mlprof__sb_puts(out, "null");
             mlprof__sb_putc(out, '}');
         }
+        mlprof__sb_puts(out, "],\"kernel_metrics\":[");
+        kernel_metrics(mrows, nm, shown_m, format, out);
         mlprof__sb_puts(out, "]}\n");
     } else if (rc == 0) {
         mlprof__sb_printf(out, "trace: %s\n%zu GPU events: %zu linked to their launch by correlation id, %zu by "
@@ -602,6 +761,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
                                   k->top >= 0 ? t->ev[k->top].name : "-");
             }
         }
+        kernel_metrics(mrows, nm, shown_m, format, out);
     }
     for (size_t u = 0; u < nuse; u++)
         for (int k = 0; k < 4; k++)
@@ -609,6 +769,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
     mlprof__free(uses);
     mlprof__free(optimes);
     mlprof__free(krows);
+    mlprof__free(mrows);
     an_gpu_links_free(&l);
     return rc == 0 && !out->failed ? 0 : -1;
 }
