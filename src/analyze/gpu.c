@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../gpu/gpu_internal.h"
+#include "../gpu/metrics.h"
 #include "analyze.h"
 #include "gpu.h"
 

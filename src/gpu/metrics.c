@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu_internal.h"
+#include "../common/common.h"
+#include "gpu.h"
+#include "metrics.h"
 
 #define SASS_OP "smsp__sass_thread_inst_executed_op_"
 #define M_DURATION "gpu__time_duration.sum"
