@@ -3,10 +3,13 @@
 // (a tiled GEMM in shared memory) and sums a vector (a reduction), inside CPU
 // spans named after them, and the GEMMs are also timed as a GPU region.
 //
-//   cuda_kernels [--steps N] [--n MATRIX_SIZE]
+//   cuda_kernels [--steps N] [--n MATRIX_SIZE] [--metrics]
 //
 // It turns GPU activity on itself (gpu=on, gpu_details=occupancy) unless
 // MLPROF_GPU says otherwise, checks its results on the CPU and prints them.
+// --metrics also measures each kernel's FLOPs, DRAM bytes, achieved
+// occupancy and branch efficiency (CUPTI's range profiler): the GEMM does
+// n^3 FMAs, 2 n^3 FLOPs, which its cuda_profiler_range events should show.
 // Built with nvcc where CUDA is installed (the runtime linked shared, so
 // that mlprof run's interposers and the GPU regions see it).
 #include <cuda_runtime.h>
@@ -75,17 +78,23 @@ static void check(cudaError_t e, const char *what)
 
 int main(int argc, char **argv)
 {
-    int steps = 10, n = 512;
+    int steps = 10, n = 512, metrics = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--n") && i + 1 < argc)
             n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--metrics"))
+            metrics = 1;
         else {
-            fprintf(stderr, "usage: cuda_kernels [--steps N] [--n MATRIX_SIZE]\n");
+            fprintf(stderr, "usage: cuda_kernels [--steps N] [--n MATRIX_SIZE] [--metrics]\n");
             return 2;
         }
     }
+    if (metrics && !getenv("MLPROF_GPU_METRICS"))
+        mlprof_set_config("gpu_metrics", "roofline");
+    if (metrics && !getenv("MLPROF_GPU_DETAILS"))
+        mlprof_set_config("gpu_details", "occupancy,achieved_occupancy,branch_efficiency");
     if (!getenv("MLPROF_GPU"))
         mlprof_set_config("gpu", "on");
     if (!getenv("MLPROF_GPU_DETAILS"))
@@ -166,6 +175,8 @@ int main(int argc, char **argv)
     int ok = fabs(got - want) <= 1e-4 * fabs(want) && fabs(total - want) <= 1e-3 * fabs(want);
     printf("cuda_kernels: %d steps of copy, %dx%d GEMM and reduction; sum %.6g (GPU reduction %.6g, CPU %.6g): %s\n",
            steps, n, n, got, (double)total, want, ok ? "ok" : "WRONG");
+    if (metrics)
+        printf("cuda_kernels: each GEMM does %.6g FLOPs (2 n^3)\n", 2.0 * n * n * n);
 
     cudaFree(a);
     cudaFree(b);
