@@ -775,6 +775,12 @@ def cupti_metrics(t, prog):
           and len(c["metrics"]) == 15, f"metrics: the list measured: {c['metrics']}")
     unavailable = t["otherData"].get("counters_unavailable", {})
     check("gpu metric bogus__metric.sum" in unavailable, f"metrics: an unknown metric is said: {unavailable}")
+    # a CUDA graph's kernels, recorded two drains after its launch, all get the launch's operators
+    nodes = [e for e in events(t, "X") if e["cat"] == "kernel" and e["name"] == "graph_node"]
+    check(len(nodes) == 3 and all(e["args"].get("op") == "forward" and e["args"]["correlation"] == 140 for e in nodes),
+          f"metrics: a graph's kernels linked to its launch's operators: {[e['args'] for e in nodes]}")
+    flows = [e for e in events(t, "f") if e["id"] % (1 << 32) == 140]
+    check(len(flows) == 3, f"metrics: a flow from the graph launch to each of its kernels: {len(flows)}")
     # the analyzer: FLOP/s and bandwidth per operator, from the ranges' flops and bytes
     mlprof = os.path.join(os.path.dirname(os.path.dirname(prog)), "mlprof")
     if os.path.exists(mlprof):

@@ -189,6 +189,7 @@ static const struct {
     {2, 20, "cudaMalloc_v3020"},        {2, 31, "cudaMemcpy_v3020"},
     {2, 41, "cudaMemcpyAsync_v3020"},   {2, 51, "cudaMemset_v3020"},
     {2, 131, "cudaStreamSynchronize_v3020"}, {2, 211, "cudaLaunchKernel_v7000"},
+    {2, 311, "cudaGraphLaunch_v10000"},
     {1, 279, "cuMemcpyHtoD_v2"},        {1, 307, "cuLaunchKernel"},
 };
 

@@ -46,7 +46,8 @@ static struct {
 } F;
 
 enum { RUNTIME = 0, DRIVER = 1 };
-enum { CB_MALLOC = 20, CB_MEMCPY = 31, CB_MEMSET = 51, CB_STREAM_SYNC = 131, CB_LAUNCH = 211, CB_CU_LAUNCH = 307 };
+enum { CB_MALLOC = 20, CB_MEMCPY = 31, CB_MEMSET = 51, CB_STREAM_SYNC = 131, CB_LAUNCH = 211, CB_GRAPH_LAUNCH = 311,
+       CB_CU_LAUNCH = 307 };
 
 static uint32_t gettid_(void) { return (uint32_t)syscall(SYS_gettid); }
 
@@ -260,9 +261,20 @@ static void metrics_mode(void)
     CHECK_OK(mlprof_dump(0)); /* the first four written; the copy's operator asked for already */
     F.launch(ctx, RUNTIME_ONLY, REDUCE, 130, 1);
     spin_us(20);
+    uint64_t graph_at = F.now();
     F.launch(ctx, GRAPH, NULL, 140, 3);
+    uint64_t graph_end = F.now();
+    F.api(RUNTIME, CB_GRAPH_LAUNCH, graph_at, graph_end, gettid_(), 140);
     spin_us(20);
+    F.complete_async();
+    CHECK_OK(mlprof_dump(0)); /* the graph launch's operators are read in this drain */
     mlprof_end(forward);
+    /* its kernels' activity records come drains later, all with the launch's id */
+    static const int32_t grid[3] = {8, 1, 1}, block[3] = {128, 1, 1};
+    CHECK_OK(mlprof_dump(0));
+    for (uint64_t k = 0; k < 3; k++)
+        F.kernel("graph_node", 0, 7, 140, graph_end + 1000 + 10000 * k, graph_end + 6000 + 10000 * k, grid, block, 32,
+                 0, 0, 0);
 
     CHECK_OK(mlprof_pause());
     CHECK(F.started(ctx) == 0 && F.decodes() == 2, "paused: stopped and decoded");
