@@ -738,12 +738,14 @@ API void fake_cupti_kernel_values(const char *name, double fma, double add, doub
     g_nkv++;
 }
 
-static void callback(uint32_t domain, uint32_t cbid, uint32_t site, void *ctx, const char *symbol, uint32_t corr)
+static void callback(uint32_t domain, uint32_t cbid, uint32_t site, void *ctx, const char *symbol, uint32_t corr,
+                     int rv)
 {
     if (!g_cb || domain > 3 || cbid >= 1024 || !g_cb_on[domain][cbid])
         return;
     cupti_callback_data d;
     memset(&d, 0, sizeof d);
+    d.function_return_value = site == CUPTI_SITE_EXIT ? &rv : NULL;
     d.site = site;
     d.symbol_name = symbol;
     d.context = ctx;
@@ -774,19 +776,37 @@ static void run_kernel(void *ctx, const char *symbol, int ranges)
 /* A launch of kernel symbol on ctx. how: 0 through the runtime, with the
  * driver's callback inside; 1 through the runtime, no driver callback (the
  * runtime's context is NULL at the entry, as before its lazy creation); 2
- * through the driver alone; 3 a graph of `ranges` kernels (runtime). */
+ * through the driver alone; 3 a graph of `ranges` kernels (runtime); 4 a
+ * runtime launch that fails; 5 a launch into a capturing stream (no kernel
+ * runs). */
 API void fake_cupti_launch(void *ctx, int how, const char *symbol, uint32_t corr, int ranges)
 {
     uint32_t rt = how == 3 ? 311 : 211, drv = 307;
-    if (how != 2)
-        callback(2, rt, CUPTI_SITE_ENTER, how == 1 ? NULL : ctx, how == 3 ? NULL : symbol, corr);
-    if (how == 0 || how == 2)
-        callback(1, drv, CUPTI_SITE_ENTER, ctx, symbol, corr + 1000);
-    run_kernel(ctx, symbol, how == 3 ? ranges : 1);
-    if (how == 0 || how == 2)
-        callback(1, drv, CUPTI_SITE_EXIT, ctx, symbol, corr + 1000);
-    if (how != 2)
-        callback(2, rt, CUPTI_SITE_EXIT, ctx, how == 3 ? NULL : symbol, corr);
+    int runtime = how != 2, driver = how == 0 || how == 2 || how == 5;
+    if (runtime)
+        callback(2, rt, CUPTI_SITE_ENTER, how == 1 ? NULL : ctx, how == 3 ? NULL : symbol, corr, 0);
+    if (driver)
+        callback(1, drv, CUPTI_SITE_ENTER, ctx, symbol, corr + 1000, 0);
+    if (how != 4 && how != 5)
+        run_kernel(ctx, symbol, how == 3 ? ranges : 1);
+    if (driver)
+        callback(1, drv, CUPTI_SITE_EXIT, ctx, symbol, corr + 1000, 0);
+    if (runtime)
+        callback(2, rt, CUPTI_SITE_EXIT, ctx, how == 3 ? NULL : symbol, corr, how == 4 ? 1 : 0);
+}
+
+/* The first half of a VIA_RUNTIME launch (its entry callbacks), and the
+ * second (the kernel and the exits): another thread may launch between. */
+API void fake_cupti_launch_half(void *ctx, const char *symbol, uint32_t corr, int second)
+{
+    if (!second) {
+        callback(2, 211, CUPTI_SITE_ENTER, ctx, symbol, corr, 0);
+        callback(1, 307, CUPTI_SITE_ENTER, ctx, symbol, corr + 1000, 0);
+        return;
+    }
+    run_kernel(ctx, symbol, 1);
+    callback(1, 307, CUPTI_SITE_EXIT, ctx, symbol, corr + 1000, 0);
+    callback(2, 211, CUPTI_SITE_EXIT, ctx, symbol, corr, 0);
 }
 
 API void fake_cupti_context_destroy(void *ctx)

@@ -43,6 +43,7 @@ static struct {
     int (*profilers)(void);
     int (*started)(void *);
     int (*decodes)(void);
+    void (*launch_half)(void *, const char *, uint32_t, int);
 } F;
 
 enum { RUNTIME = 0, DRIVER = 1 };
@@ -89,7 +90,8 @@ static int load_fake(const char *path)
              {"fake_cupti_context_destroy", (void **)&F.context_destroy},
              {"fake_cupti_profilers", (void **)&F.profilers},
              {"fake_cupti_started", (void **)&F.started},
-             {"fake_cupti_decodes", (void **)&F.decodes}};
+             {"fake_cupti_decodes", (void **)&F.decodes},
+             {"fake_cupti_launch_half", (void **)&F.launch_half}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         *t[i].fn = dlsym(h, t[i].name);
         if (!*t[i].fn) {
@@ -215,13 +217,19 @@ static void functions_mode(void)
 }
 
 /* How fake_cupti_launch launches. */
-enum { VIA_RUNTIME = 0, RUNTIME_ONLY = 1, VIA_DRIVER = 2, GRAPH = 3 };
+enum { VIA_RUNTIME = 0, RUNTIME_ONLY = 1, VIA_DRIVER = 2, GRAPH = 3, FAILING = 4, CAPTURED = 5 };
 #define GEMM "_Z4gemmPKfS0_Pfi"
 #define REDUCE "_Z6reducePKfPfi"
 
 static void *metrics_worker(void *ctx)
 {
     F.launch(ctx, VIA_RUNTIME, GEMM, 160, 1); /* a thread without spans */
+    return NULL;
+}
+
+static void *overlapping_worker(void *ctx)
+{
+    F.launch(ctx, VIA_RUNTIME, REDUCE, 220, 1);
     return NULL;
 }
 
@@ -276,8 +284,9 @@ static void metrics_mode(void)
         F.kernel("graph_node", 0, 7, 140, graph_end + 1000 + 10000 * k, graph_end + 6000 + 10000 * k, grid, block, 32,
                  0, 0, 0);
 
+    CHECK(F.decodes() == 3, "a graph's launch is a batch of its own: decoded before and after it");
     CHECK_OK(mlprof_pause());
-    CHECK(F.started(ctx) == 0 && F.decodes() == 2, "paused: stopped and decoded");
+    CHECK(F.started(ctx) == 0 && F.decodes() == 4, "paused: stopped and decoded");
     F.launch(ctx, VIA_RUNTIME, GEMM, 150, 1); /* not measured */
     CHECK_OK(mlprof_resume());
     CHECK(F.started(ctx) == 1, "resumed: started again");
@@ -292,8 +301,22 @@ static void metrics_mode(void)
     mlprof_end(forward);
     F.context_destroy(ctx1);
     CHECK(F.profilers() == 1, "a context's profiler evaluated and disabled before the context goes");
+    /* a failed launch makes no range and is left out; a launch into a
+     * capturing stream makes none either, which leaves its batch unmatched */
+    void *ctx2 = F.context(1), *ctx3 = F.context(2);
+    F.launch(ctx2, FAILING, GEMM, 180, 1);
+    F.launch(ctx2, VIA_RUNTIME, REDUCE, 185, 1);
+    F.launch(ctx3, CAPTURED, GEMM, 190, 1);
+    F.launch(ctx3, VIA_RUNTIME, GEMM, 200, 1);
+    /* two threads' launches overlap on one context: which range is whose is
+     * not known, and the other contexts are left alone */
+    void *ctx4 = F.context(3);
+    F.launch_half(ctx4, GEMM, 210, 0);
+    pthread_create(&t, NULL, overlapping_worker, ctx4);
+    pthread_join(t, NULL);
+    F.launch_half(ctx4, GEMM, 210, 1);
     CHECK_OK(mlprof_dump(1));
-    CHECK(F.started(ctx) == 0, "stopped at the final dump");
+    CHECK(F.started(ctx) == 0 && F.started(ctx2) == 0 && F.started(ctx3) == 0, "stopped at the final dump");
 }
 
 /* Without CUPTI (or without a driver) the run goes on: a span is recorded. */

@@ -118,6 +118,15 @@ static void metrics_tests(void)
     CHECK(set.n == 4 && d.flops == 500 && fabs(d.flops_per_s - 5e8) < 1e-3 && isnan(d.dram_bytes) &&
               isnan(d.arithmetic_intensity) && isnan(d.gpu_ns), "the fallback time; what is missing is NAN");
 
+    /* DRAM read alone is not the traffic; the sm__ rollup of an op is not counted twice */
+    mlprof__gpu_metrics_expand("dram__bytes_read.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,"
+                               "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", 0, &set);
+    v[0] = 4096;
+    v[1] = v[2] = 100;
+    v[3] = 1000;
+    mlprof__gpu_metrics_derive(&set, v, 0, &d);
+    CHECK(set.n == 4 && isnan(d.dram_bytes) && d.flops == 200, "partial DRAM: none; FMAs once (%g)", d.flops);
+
     /* more than the set holds */
     char many[4096] = "";
     for (int i = 0; i < 60; i++)

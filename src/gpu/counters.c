@@ -21,8 +21,15 @@
  * launching thread stops the profiler, decodes and evaluates the batch and
  * starts it again before its launch goes on, so no range is dropped; the
  * rest of a batch is evaluated at a stop, a pause, a final dump and before
- * the context is destroyed. CUDA graphs launch many kernels in one call:
- * their ranges cannot be matched to kernels and are counted, not guessed.
+ * the context is destroyed.
+ *
+ * Values are never given to a kernel on a guess. A batch's ranges are
+ * matched to its launches only when their numbers agree (ranges and dropped
+ * ones against launches that did not fail), when no launch of the batch
+ * overlapped another thread's (the order of ranges would then not be known)
+ * and when it holds no CUDA graph (a graph launches many kernels in one
+ * call: each graph launch is a batch of its own). Any other batch is
+ * counted in otherData.gpu.counters and said, not written.
  *
  * Nothing here runs unless gpu_metrics (or a measured detail) is set: the
  * callbacks and the replay make every launch far slower, as with Nsight
@@ -46,6 +53,8 @@
 #include "gpu_internal.h"
 
 #define MAX_CTX 64
+#define MAX_NAMES 256
+#define MAX_SAID 8
 #define ASK_BIT 0x80000000u
 
 static const uint32_t k_runtime_launch[] = {MLPROF__CUPTI_RUNTIME_LAUNCHES};
@@ -59,18 +68,19 @@ typedef int (*cupti_fn)(void *params);
 typedef struct rlaunch {
     uint32_t seq;  /* mlprof's number, to find it again */
     uint32_t corr; /* the runtime call's id, else the driver call's */
-    uint8_t graph, asked;
+    uint8_t graph, asked, failed;
     pid_t tid;
     uint64_t enter_ns, exit_ns;
-    const char *symbol;      /* mangled, interned here */
-    const char *op, *stack;  /* the CPU spans open at the launch (activity.c's strings) */
+    const char *symbol;     /* mangled, interned here */
+    const char *op, *stack; /* the CPU spans open at the launch (activity.c's strings) */
 } rlaunch;
 
-/* A kernel whose counters were evaluated, waiting for the next drain. */
+/* A kernel whose counters were evaluated, waiting for the next drain: its
+ * values are n (metric id, value) pairs from R.VI and R.V at `values`. */
 typedef struct result {
     rlaunch l;
-    uint32_t device;
-    size_t values; /* its values in R.V: R.set.n of them, NAN where not measured */
+    uint32_t device, n;
+    size_t values;
 } result;
 
 typedef struct rctx {
@@ -81,16 +91,20 @@ typedef struct rctx {
     uint8_t *config, *data;
     size_t config_size, data_size, passes;
     const char *names[MLPROF__GPU_MAX_METRICS]; /* the metrics this device knows */
-    size_t index[MLPROF__GPU_MAX_METRICS];      /* their places in R.set */
+    uint16_t ids[MLPROF__GPU_MAX_METRICS];      /* and their ids in R.names */
     size_t n;
     rlaunch *L;
     size_t nl, capl;
+    int in_flight;   /* launches on it between their first callback and their last */
+    int tainted;     /* launches overlapped across threads: the order of ranges is not known */
+    size_t ran_over; /* launches seen after their kernel ran into a full batch */
 } rctx;
 
 static struct {
-    pthread_mutex_t lock; /* everything below: launching threads, the control thread, the collector */
+    pthread_mutex_t lock;  /* all but what setup guards: launching threads, control, collector */
+    pthread_mutex_t setup; /* loading, initializing and subscribing (callbacks may wait on lock) */
     int loaded, failed, initialized, subscribed, running, forked;
-    void *subscriber, *cuda;
+    void *lib, *subscriber;
     char why[512];
     int (*subscribe)(void **, cupti_callback_fn, void *);
     int (*enable_callback)(uint32_t, void *, uint32_t, uint32_t);
@@ -103,25 +117,31 @@ static struct {
     int (*ctx_push)(void *);
     int (*ctx_pop)(void **);
 
-    mlprof__gpu_metric_set set;
-    uint8_t refused[MLPROF__GPU_MAX_METRICS]; /* by a device: not in otherData's list */
+    char names[MAX_NAMES][MLPROF__GPU_METRIC_LEN]; /* every metric ever asked for: results keep ids */
+    size_t nnames;
+    uint8_t refused[MAX_NAMES]; /* by a device: left out of otherData's list */
+    mlprof__gpu_metric_set set; /* this run's */
+    uint16_t set_ids[MLPROF__GPU_MAX_METRICS];
     size_t batch;
-    char configured[MLPROF__GPU_KEY * 2]; /* the gpu_metrics and details the contexts were set up for */
+    char configured[MLPROF__GPU_KEY + 64]; /* what the contexts were set up for */
     rctx C[MAX_CTX];
     size_t nc;
     uint32_t seq;
+    int in_flight; /* launches between their first callback and their last, all threads */
     mlprof__map symbols;
 
     result *R; /* evaluated since the last drain */
     size_t nr, capr;
     double *V;
-    size_t nv, capv;
+    uint16_t *VI;
+    size_t nv, capv, capvi;
 
     /* the collector's (ctl_lock): results being written, and the launches asked about */
     result *O;
     size_t no, capo;
     double *OV;
-    size_t capov;
+    uint16_t *OVI;
+    size_t capov, capovi;
     struct ask {
         uint32_t seq;
         pid_t tid;
@@ -130,15 +150,22 @@ static struct {
     } *A;
     size_t na, capa;
 
-    uint64_t measured, unmatched, dropped, unmeasured, graph_ranges, failed_evals, lost;
-    uint64_t reported;
-} R = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    struct said {
+        char what[200], why[512];
+    } said[MAX_SAID]; /* what cannot be measured, said once the lock is let go */
+    int nsaid;
+
+    uint64_t measured, unmatched, graph_ranges, concurrent_ranges, mismatched, dropped, unmeasured;
+    uint64_t failed_evals, lost, reported;
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER, .setup = PTHREAD_MUTEX_INITIALIZER};
 
 static __thread struct {
-    uint32_t corr, depth, graph;
+    uint32_t corr, depth;
     uint64_t enter_ns;
-    int pending; /* a runtime launch whose driver call has not been seen */
+    int graph, pending; /* pending: a runtime launch whose driver call has not been seen */
+    int driver_outer;   /* a driver launch outside any runtime call is in flight */
     const char *symbol;
+    void *ctx; /* the context this thread's launch in flight is counted on */
 } t_rt;
 
 static const char *result_name(int rc)
@@ -157,16 +184,61 @@ static pid_t my_tid(void)
     return tid;
 }
 
-static void unavailable(const char *why) { mlprof__hw_unavailable("gpu metrics", why); }
+/* What cannot be measured, kept while R.lock is held (the log handler is
+ * the user's, and may call mlprof), said by unlock(). */
+static void say(const char *what, const char *why)
+{
+    if (R.nsaid == MAX_SAID)
+        return;
+    snprintf(R.said[R.nsaid].what, sizeof R.said[R.nsaid].what, "%s", what);
+    snprintf(R.said[R.nsaid].why, sizeof R.said[R.nsaid].why, "%s", why);
+    R.nsaid++;
+}
 
-/* Makes c's context current on this thread for a call from outside its
- * own threads (a stop from the control thread); 1 if it was pushed. */
-static int push(const rctx *c) { return R.ctx_push && R.ctx_push(c->ctx) == 0; }
+static void unlock(void)
+{
+    struct said said[MAX_SAID];
+    int n = R.nsaid;
+    memcpy(said, R.said, (size_t)n * sizeof *said);
+    R.nsaid = 0;
+    pthread_mutex_unlock(&R.lock);
+    for (int i = 0; i < n; i++)
+        mlprof__hw_unavailable(said[i].what, said[i].why);
+}
+
+/* The context's driver functions, looked up when first needed: the process
+ * has libcuda loaded once it has a context (libcupti does not link it). */
+static int push(const rctx *c)
+{
+    if (!R.ctx_push) {
+        void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+        void *from = cuda ? cuda : R.lib; /* the tests' fake has them */
+        R.ctx_pop = (int (*)(void **))dlsym(from, "cuCtxPopCurrent_v2");
+        R.ctx_push = R.ctx_pop ? (int (*)(void *))dlsym(from, "cuCtxPushCurrent_v2") : NULL;
+    }
+    return R.ctx_push && R.ctx_push(c->ctx) == 0;
+}
+
+/* Makes c's context current around a call from another thread than its own
+ * (a stop from the control thread): pop(push(c)). */
 static void pop(int pushed)
 {
     void *popped = NULL;
     if (pushed)
         R.ctx_pop(&popped);
+}
+
+/* The id of a metric name in R.names (added if new); -1 when full. */
+static int name_id(const char *name)
+{
+    for (size_t i = 0; i < R.nnames; i++) {
+        if (strcmp(R.names[i], name) == 0)
+            return (int)i;
+    }
+    if (R.nnames == MAX_NAMES)
+        return -1;
+    snprintf(R.names[R.nnames], sizeof R.names[R.nnames], "%s", name);
+    return (int)R.nnames++;
 }
 
 /* ------------------------------------------------------------- loading */
@@ -209,12 +281,7 @@ static int load(void *lib)
             return -1;
         }
     }
-    /* the driver's, to make a context current around a stop from another
-     * thread: the process has libcuda loaded if it has a context at all */
-    R.cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
-    void *from = R.cuda ? R.cuda : lib;
-    R.ctx_push = (int (*)(void *))dlsym(from, "cuCtxPushCurrent_v2");
-    R.ctx_pop = (int (*)(void **))dlsym(from, "cuCtxPopCurrent_v2");
+    R.lib = lib;
     mlprof__map_init(&R.symbols);
     return 0;
 }
@@ -231,7 +298,7 @@ static void ctx_fail(rctx *c, const char *call, int rc)
                  call, result_name(rc), rc);
     else
         snprintf(why, sizeof why, "%s failed on device %u: %s (%d)", call, c->device, result_name(rc), rc);
-    unavailable(why);
+    say("gpu metrics", why);
     c->state = -1;
 }
 
@@ -254,7 +321,7 @@ static void ctx_release(rctx *c)
 }
 
 /* A host object configured for metrics[0..n); 0, or CUPTI's error. */
-static int host_for(rctx *c, const char *chip, const uint8_t *avail, const char **metrics, size_t n, void **host)
+static int host_for(const char *chip, const uint8_t *avail, const char **metrics, size_t n, void **host)
 {
     cupti_host_init hi = {MLPROF__CUPTI_SIZE(cupti_host_init, host), NULL, CUPTI_PROFILER_RANGE_PROFILER, chip, avail,
                           NULL};
@@ -268,7 +335,6 @@ static int host_for(rctx *c, const char *chip, const uint8_t *avail, const char 
         R.host_deinit(&d);
         return rc;
     }
-    (void)c;
     *host = hi.host;
     return CUPTI_OK;
 }
@@ -279,39 +345,32 @@ static int choose_metrics(rctx *c, const char *chip, const uint8_t *avail)
 {
     const char *all[MLPROF__GPU_MAX_METRICS];
     for (size_t i = 0; i < R.set.n; i++)
-        all[i] = R.set.names[i];
-    int rc = host_for(c, chip, avail, all, R.set.n, &c->host);
-    if (rc == CUPTI_OK) {
-        for (size_t i = 0; i < R.set.n; i++) {
-            c->names[i] = R.set.names[i];
-            c->index[i] = i;
-        }
-        c->n = R.set.n;
-        return 0;
-    }
+        all[i] = R.names[R.set_ids[i]];
+    int rc = host_for(chip, avail, all, R.set.n, &c->host);
     c->n = 0;
     for (size_t i = 0; i < R.set.n; i++) {
         void *h = NULL;
-        int one = host_for(c, chip, avail, &all[i], 1, &h);
-        if (one == CUPTI_OK) {
+        int one = rc == CUPTI_OK ? CUPTI_OK : host_for(chip, avail, &all[i], 1, &h);
+        if (h) {
             cupti_host_deinit d = {MLPROF__CUPTI_SIZE(cupti_host_deinit, host), NULL, h};
             R.host_deinit(&d);
-            c->names[c->n] = R.set.names[i];
-            c->index[c->n++] = i;
+        }
+        if (one == CUPTI_OK) {
+            c->names[c->n] = all[i];
+            c->ids[c->n++] = R.set_ids[i];
             continue;
         }
         char what[200], why[300];
-        snprintf(what, sizeof what, "gpu metric %s", R.set.names[i]);
+        snprintf(what, sizeof what, "gpu metric %s", all[i]);
         snprintf(why, sizeof why, "CUPTI does not know it on %s: %s (%d)", chip, result_name(one), one);
-        mlprof__hw_unavailable(what, why);
-        R.refused[i] = 1;
+        say(what, why);
+        R.refused[R.set_ids[i]] = 1;
     }
-    if (!c->n) {
-        ctx_fail(c, "cuptiProfilerHostConfigAddMetrics", rc);
-        return -1;
-    }
-    rc = host_for(c, chip, avail, c->names, c->n, &c->host);
-    if (rc != CUPTI_OK) {
+    if (rc == CUPTI_OK)
+        return 0;
+    if (c->n)
+        rc = host_for(chip, avail, c->names, c->n, &c->host);
+    if (!c->n || rc != CUPTI_OK) {
         ctx_fail(c, "cuptiProfilerHostConfigAddMetrics", rc);
         return -1;
     }
@@ -356,6 +415,8 @@ static int batch_start(rctx *c)
     }
     c->state = 1;
     c->nl = 0;
+    c->tainted = c->in_flight > 0; /* another thread's launch may land in this batch or not */
+    c->ran_over = 0;
     return 0;
 }
 
@@ -432,7 +493,7 @@ static int ctx_setup(rctx *c)
 
 static rctx *ctx_find(void *ctx)
 {
-    for (size_t i = 0; i < R.nc; i++) {
+    for (size_t i = 0; ctx && i < R.nc; i++) {
         if (R.C[i].ctx == ctx)
             return &R.C[i];
     }
@@ -446,7 +507,7 @@ static rctx *ctx_get(void *ctx)
     if (c || !ctx)
         return c;
     if (R.nc == MAX_CTX) {
-        unavailable("more than 64 CUDA contexts: the others' kernels are not measured");
+        say("gpu metrics", "more than 64 CUDA contexts: the kernels of the others are not measured");
         return NULL;
     }
     c = &R.C[R.nc++];
@@ -455,6 +516,16 @@ static rctx *ctx_get(void *ctx)
     if (ctx_setup(c) == 0)
         batch_start(c);
     return c;
+}
+
+/* Every started batch: a launch in flight on another thread, its context
+ * not known, may land in any of them. */
+static void taint_all(void)
+{
+    for (size_t i = 0; i < R.nc; i++) {
+        if (R.C[i].state == 1)
+            R.C[i].tainted = 1;
+    }
 }
 
 /* ---------------------------------------------------------- evaluation */
@@ -476,25 +547,31 @@ static void keep_result(const rctx *c, const rlaunch *l, const double *values)
     result *r = reserve(R.R, &R.capr, R.nr + 1, sizeof *R.R);
     if (r)
         R.R = r;
-    double *v = r ? reserve(R.V, &R.capv, R.nv + R.set.n, sizeof *R.V) : NULL;
-    if (!v) {
+    double *v = r ? reserve(R.V, &R.capv, R.nv + c->n, sizeof *R.V) : NULL;
+    if (v)
+        R.V = v;
+    uint16_t *vi = v ? reserve(R.VI, &R.capvi, R.nv + c->n, sizeof *R.VI) : NULL;
+    if (!vi) {
         R.lost++;
         return;
     }
-    R.V = v;
+    R.VI = vi;
     result *out = &R.R[R.nr++];
     out->l = *l;
     out->device = c->device;
     out->values = R.nv;
-    for (size_t i = 0; i < R.set.n; i++)
-        R.V[R.nv + i] = NAN;
-    for (size_t i = 0; i < c->n; i++)
-        R.V[R.nv + c->index[i]] = values[i];
-    R.nv += R.set.n;
+    out->n = (uint32_t)c->n;
+    for (size_t i = 0; i < c->n; i++) {
+        R.V[R.nv + i] = values[i];
+        R.VI[R.nv + i] = c->ids[i];
+    }
+    R.nv += c->n;
     R.measured++;
 }
 
-/* Stops the batch, decodes it and matches its ranges to its launches. */
+/* Stops the batch, decodes it and matches its ranges to its launches:
+ * only when their numbers agree, no graph is among them and no launch
+ * overlapped another thread's; otherwise the batch is counted, not guessed. */
 static void batch_finish(rctx *c)
 {
     if (c->state != 1)
@@ -512,21 +589,36 @@ static void batch_finish(rctx *c)
     if (rc == CUPTI_OK)
         rc = R.rp_data_info(&info);
     c->state = 0;
+    /* launches that failed made no range */
+    size_t nl = 0, graphs = 0;
+    for (size_t i = 0; i < c->nl; i++) {
+        if (!c->L[i].failed) {
+            graphs += c->L[i].graph;
+            c->L[nl++] = c->L[i];
+        }
+    }
+    c->nl = 0;
     if (rc != CUPTI_OK) {
         pop(pushed);
-        R.unmeasured += c->nl;
-        c->nl = 0;
+        R.unmeasured += nl;
         ctx_fail(c, "cuptiRangeProfilerStop or DecodeData", rc);
         return;
     }
     R.dropped += dd.ranges_dropped;
+    if (graphs || c->tainted || info.ranges + dd.ranges_dropped != nl + c->ran_over) {
+        R.unmatched += info.ranges;
+        if (graphs)
+            R.graph_ranges += info.ranges;
+        else if (c->tainted)
+            R.concurrent_ranges += info.ranges;
+        else
+            R.mismatched++;
+        R.unmeasured += nl - graphs;
+        pop(pushed);
+        return;
+    }
     double values[MLPROF__GPU_MAX_METRICS];
-    size_t stop = info.ranges;
-    for (size_t i = 0; i < info.ranges; i++) {
-        if (i >= c->nl || c->L[i].graph) { /* more ranges than launches, or a graph's many */
-            stop = i;
-            break;
-        }
+    for (size_t i = 0; i < info.ranges && i < nl; i++) { /* the rest were dropped, in launch order */
         cupti_host_evaluate ev = {MLPROF__CUPTI_SIZE(cupti_host_evaluate, values),
                                   NULL,
                                   c->host,
@@ -542,14 +634,14 @@ static void batch_finish(rctx *c)
             keep_result(c, &c->L[i], values);
     }
     pop(pushed);
-    if (stop < info.ranges) {
-        R.unmatched += info.ranges - stop;
-        if (stop < c->nl)
-            R.graph_ranges += info.ranges - stop;
-    } else if (info.ranges < c->nl) { /* launches whose range never came: dropped, or failed launches */
-        R.unmeasured += c->nl - info.ranges;
-    }
-    c->nl = 0;
+}
+
+/* Ends the batch and begins the next, on a started context. */
+static void batch_rotate(rctx *c)
+{
+    batch_finish(c);
+    if (c->state == 0 && R.running)
+        batch_start(c);
 }
 
 /* ------------------------------------------------------------ callbacks */
@@ -564,7 +656,8 @@ static int in(uint32_t cbid, const uint32_t *ids, size_t n)
 }
 #define IN(cbid, ids) in(cbid, ids, sizeof ids / sizeof ids[0])
 
-/* A launch on ctx: the next range of its batch (R.lock held). */
+/* A launch on ctx: the next range of its batch (R.lock held). ran: its
+ * kernel has already run (seen only at the runtime call's exit). */
 static void add_launch(void *ctx, uint32_t corr, const char *symbol, int graph, uint64_t enter_ns, int ran)
 {
     if (!R.running)
@@ -577,19 +670,33 @@ static void add_launch(void *ctx, uint32_t corr, const char *symbol, int graph, 
         R.unmeasured++;
         return;
     }
+    if (ran && R.in_flight > 1) /* it ran while others were in flight, their contexts not known */
+        c->tainted = 1;
     if (c->state == 0 && batch_start(c) != 0)
         return;
-    if (c->nl >= R.batch) { /* full: evaluate it and begin the next before this launch goes on */
-        batch_finish(c);
-        if (c->state < 0 || batch_start(c) != 0)
+    if (ran && c->nl >= R.batch) { /* its range fell beyond the full batch */
+        c->ran_over++;
+        R.unmeasured++;
+        return;
+    }
+    /* a graph's kernels are a batch of their own; so is a full batch */
+    if (c->nl >= R.batch || (c->nl && (graph || c->L[c->nl - 1].graph))) {
+        batch_rotate(c);
+        if (c->state != 1)
             return;
     }
     rlaunch *L = reserve(c->L, &c->capl, c->nl + 1, sizeof *c->L);
     if (!L) {
         R.unmeasured++;
+        c->tainted = 1; /* its range will come, its launch is not kept */
         return;
     }
     c->L = L;
+    if (!ran) { /* in flight on c until its exit: another thread's launch then makes the order unknown */
+        if (c->in_flight++ > 0)
+            c->tainted = 1;
+        t_rt.ctx = ctx;
+    }
     rlaunch *l = &c->L[c->nl++];
     memset(l, 0, sizeof *l);
     l->seq = ++R.seq;
@@ -603,19 +710,36 @@ static void add_launch(void *ctx, uint32_t corr, const char *symbol, int graph, 
     }
 }
 
-/* The exit of a launch: its end time, on the last launch of this thread. */
-static void end_launch(void *ctx, uint64_t exit_ns)
+/* The exit of a launch: the end time (and failure) of this thread's last
+ * launch on ctx; a graph's batch is ended at once. */
+static void end_launch(void *ctx, uint64_t exit_ns, int failed)
 {
-    rctx *c = ctx_find(ctx);
+    rctx *c = ctx_find(t_rt.ctx ? t_rt.ctx : ctx);
+    if (c && t_rt.ctx && c->in_flight > 0)
+        c->in_flight--;
+    t_rt.ctx = NULL;
     pid_t tid = my_tid();
     for (size_t i = c ? c->nl : 0; i > 0; i--) {
-        if (c->L[i - 1].tid == tid) {
-            if (!c->L[i - 1].exit_ns)
-                c->L[i - 1].exit_ns = exit_ns;
-            return;
+        rlaunch *l = &c->L[i - 1];
+        if (l->tid != tid)
+            continue;
+        if (!l->exit_ns) {
+            l->exit_ns = exit_ns;
+            l->failed = (uint8_t)failed;
         }
+        if (l->graph && c->state == 1)
+            batch_rotate(c);
+        return;
     }
 }
+
+static int call_failed(const cupti_callback_data *d)
+{
+    return d->function_return_value && *(const int *)d->function_return_value != 0;
+}
+
+/* Counts a launch entering (an outermost call of this thread). */
+static void enter_flight(void) { R.in_flight++; }
 
 static void on_launch(uint32_t domain, uint32_t cbid, const cupti_callback_data *d)
 {
@@ -625,33 +749,41 @@ static void on_launch(uint32_t domain, uint32_t cbid, const cupti_callback_data 
     pthread_mutex_lock(&R.lock);
     if (d->site == CUPTI_SITE_ENTER) {
         if (runtime) {
-            /* the context may not exist yet (the runtime makes it lazily):
-             * the launch is taken at the driver call, or at this call's exit */
+            /* taken here where a context is current; else (the runtime makes
+             * it lazily) at the driver call inside, or at this call's exit */
             if (t_rt.depth++ == 0) {
+                enter_flight();
                 t_rt.corr = d->correlation_id;
-                t_rt.graph = (uint32_t)graph;
+                t_rt.graph = graph;
                 t_rt.enter_ns = now;
-                t_rt.pending = 1;
+                t_rt.pending = d->context == NULL;
                 t_rt.symbol = d->symbol_name;
+                if (d->context)
+                    add_launch(d->context, d->correlation_id, d->symbol_name, graph, now, 0);
             }
         } else if (t_rt.depth && t_rt.pending) {
             t_rt.pending = 0;
-            add_launch(d->context, t_rt.corr, d->symbol_name ? d->symbol_name : t_rt.symbol, (int)t_rt.graph,
+            add_launch(d->context, t_rt.corr, d->symbol_name ? d->symbol_name : t_rt.symbol, t_rt.graph,
                        t_rt.enter_ns, 0);
-        } else if (!t_rt.depth) {
+        } else if (!t_rt.depth && !t_rt.driver_outer) {
+            t_rt.driver_outer = 1;
+            enter_flight();
             add_launch(d->context, d->correlation_id, d->symbol_name, graph, now, 0);
         }
-    } else {
-        if (runtime && t_rt.depth && --t_rt.depth == 0 && t_rt.pending) {
-            /* no driver callback came inside: the launch is known only now */
+    } else if (runtime && t_rt.depth && --t_rt.depth == 0) {
+        if (t_rt.pending) { /* no driver callback came inside: the launch is known only now */
             t_rt.pending = 0;
-            add_launch(d->context, t_rt.corr, d->symbol_name ? d->symbol_name : t_rt.symbol, (int)t_rt.graph,
+            add_launch(d->context, t_rt.corr, d->symbol_name ? d->symbol_name : t_rt.symbol, t_rt.graph,
                        t_rt.enter_ns, 1);
         }
-        if (runtime || !t_rt.depth)
-            end_launch(d->context, now);
+        end_launch(d->context, now, call_failed(d));
+        R.in_flight--;
+    } else if (!runtime && !t_rt.depth && t_rt.driver_outer) {
+        t_rt.driver_outer = 0;
+        end_launch(d->context, now, call_failed(d));
+        R.in_flight--;
     }
-    pthread_mutex_unlock(&R.lock);
+    unlock();
 }
 
 static void on_resource(uint32_t cbid, const cupti_resource_data *d)
@@ -663,9 +795,9 @@ static void on_resource(uint32_t cbid, const cupti_resource_data *d)
     if (c) {
         batch_finish(c);
         ctx_release(c);
-        *c = R.C[--R.nc]; /* results keep no pointer into the contexts */
+        *c = R.C[--R.nc]; /* launches and results are copies: nothing points into a context */
     }
-    pthread_mutex_unlock(&R.lock);
+    unlock();
 }
 
 static void on_callback(void *userdata, uint32_t domain, uint32_t cbid, const void *data)
@@ -710,7 +842,7 @@ static int subscribe(void)
         for (size_t j = 0; rc == CUPTI_OK && j < lists[i].n; j++) {
             rc = R.enable_callback(1, R.subscriber, lists[i].domain, lists[i].ids[j]);
             if (rc != CUPTI_OK && j > 0) /* all but cudaLaunchKernel, cuLaunchKernel and the first graph launch */
-                rc = CUPTI_OK; /* an id this (older) CUPTI does not have: its launches are not seen */
+                rc = CUPTI_OK;           /* an id this (older) CUPTI does not have: its launches are not seen */
         }
     }
     if (rc != CUPTI_OK) {
@@ -720,18 +852,17 @@ static int subscribe(void)
     return 0;
 }
 
-void mlprof__gpu_counters_start(void *lib)
+/* Loads, initializes and subscribes once (not under R.lock: CUPTI may wait
+ * for callbacks in progress, and they take R.lock); 0 when ready. */
+static int setup_once(void *lib)
 {
-    mlprof__gpu_metric_set set;
-    mlprof__gpu_metrics_expand(mlprof__g.cfg.gpu_metrics, mlprof__g.cfg.gpu_details_mask, &set);
-    if (!set.n || R.forked)
-        return;
-    pthread_mutex_lock(&R.lock);
+    pthread_mutex_lock(&R.setup);
     if (!R.loaded) {
         R.loaded = 1;
         R.failed = load(lib) != 0;
     }
     if (!R.failed && !R.initialized) {
+        R.initialized = 1;
         cupti_prof_init pi = {MLPROF__CUPTI_SIZE(cupti_prof_init, priv), NULL};
         int rc = R.prof_init(&pi);
         void *cuda = rc != CUPTI_OK ? dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) : NULL;
@@ -740,40 +871,62 @@ void mlprof__gpu_counters_start(void *lib)
         else if (rc != CUPTI_OK)
             snprintf(R.why, sizeof R.why, "cuptiProfilerInitialize failed: %s (%d)", result_name(rc), rc);
         R.failed = rc != CUPTI_OK;
-        R.initialized = 1;
     }
     if (!R.failed && !R.subscribed) {
         R.failed = subscribe() != 0;
         R.subscribed = !R.failed;
     }
-    if (R.failed) { /* said again in every run's trace */
-        pthread_mutex_unlock(&R.lock);
-        unavailable(R.why);
-        return;
-    }
-    /* other metrics than the contexts were set up for: set them up again */
+    int failed = R.failed;
+    char why[sizeof R.why];
+    memcpy(why, R.why, sizeof why);
+    pthread_mutex_unlock(&R.setup);
+    if (failed) /* said again in every run's trace */
+        mlprof__hw_unavailable("gpu metrics", why);
+    return failed ? -1 : 0;
+}
+
+/* This run's metric set, when it differs from what the contexts were set
+ * up for: they are set up again at their next launch (R.lock held). */
+static void choose_set(const mlprof__gpu_metric_set *set)
+{
     char configured[sizeof R.configured];
-    snprintf(configured, sizeof configured, "%s|%u|%d", mlprof__g.cfg.gpu_metrics,
+    snprintf(configured, sizeof configured, "%.1024s|%u|%d", mlprof__g.cfg.gpu_metrics,
              mlprof__g.cfg.gpu_details_mask & MLPROF__GPU_MEASURED_DETAILS, mlprof__g.cfg.gpu_metrics_batch);
-    if (strcmp(configured, R.configured) != 0) {
-        for (size_t i = 0; i < R.nc; i++) {
-            batch_finish(&R.C[i]);
-            ctx_release(&R.C[i]);
-        }
-        R.nc = 0;
-        /* results already evaluated keep their values under the old names */
-        if (R.nr == 0) {
-            R.set = set;
-            memset(R.refused, 0, sizeof R.refused);
-        }
-        else
-            unavailable("gpu_metrics changed while results of the old ones wait: they are written at the next "
-                        "dump under the old names");
-        R.batch = (size_t)mlprof__g.cfg.gpu_metrics_batch;
-        memcpy(R.configured, configured, sizeof configured);
-        if (set.overflow)
-            unavailable("more than 48 metrics after the aliases are expanded: the last ones are left out");
+    if (strcmp(configured, R.configured) == 0)
+        return;
+    for (size_t i = 0; i < R.nc; i++) {
+        batch_finish(&R.C[i]);
+        ctx_release(&R.C[i]);
     }
+    R.nc = 0;
+    R.set = *set;
+    size_t n = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        int id = name_id(set->names[i]);
+        if (id < 0) {
+            say("gpu metrics", "more than 256 metric names in one process: the newest are left out");
+            continue;
+        }
+        R.refused[id] = 0;
+        if (n != i)
+            memcpy(R.set.names[n], set->names[i], sizeof set->names[i]);
+        R.set_ids[n++] = (uint16_t)id;
+    }
+    R.set.n = n;
+    R.batch = (size_t)mlprof__g.cfg.gpu_metrics_batch;
+    memcpy(R.configured, configured, sizeof configured);
+    if (set->overflow)
+        say("gpu metrics", "more than 48 metrics once the short names are expanded: the last ones are left out");
+}
+
+void mlprof__gpu_counters_start(void *lib)
+{
+    mlprof__gpu_metric_set set;
+    mlprof__gpu_metrics_expand(mlprof__g.cfg.gpu_metrics, mlprof__g.cfg.gpu_details_mask, &set);
+    if (!set.n || R.forked || setup_once(lib) != 0)
+        return;
+    pthread_mutex_lock(&R.lock);
+    choose_set(&set);
     R.running = 1;
     for (size_t i = 0; i < R.nc; i++) { /* contexts set up in an earlier run */
         rctx *c = &R.C[i];
@@ -783,23 +936,33 @@ void mlprof__gpu_counters_start(void *lib)
             pop(pushed);
         }
     }
-    pthread_mutex_unlock(&R.lock);
+    unlock();
 }
 
 void mlprof__gpu_counters_stop(void)
 {
     pthread_mutex_lock(&R.lock);
     R.running = 0;
+    if (R.in_flight) /* a launch in flight may or may not be in the batch */
+        taint_all();
     for (size_t i = 0; i < R.nc; i++)
         batch_finish(&R.C[i]);
-    pthread_mutex_unlock(&R.lock);
+    unlock();
 }
 
 void mlprof__gpu_counters_after_fork(void)
 {
+    /* CUDA does not survive fork; the parent's launches and results are its own */
     R.forked = 1;
     R.running = 0;
+    R.nc = R.nr = R.nv = R.no = R.na = 0;
+    R.in_flight = 0;
+    t_rt.ctx = NULL;
+    t_rt.depth = 0;
+    t_rt.driver_outer = t_rt.pending = 0;
+    R.nsaid = 0;
     pthread_mutex_init(&R.lock, NULL);
+    pthread_mutex_init(&R.setup, NULL);
 }
 
 /* ------------------------------------------------------ the collector's */
@@ -820,6 +983,12 @@ static void ask(rlaunch *l)
     R.na++;
 }
 
+static int result_cmp(const void *pa, const void *pb)
+{
+    const result *a = pa, *b = pb;
+    return a->l.seq < b->l.seq ? -1 : a->l.seq > b->l.seq;
+}
+
 void mlprof__gpu_counters_points(void)
 {
     R.na = 0;
@@ -829,18 +998,24 @@ void mlprof__gpu_counters_points(void)
     if (o)
         R.O = o;
     double *ov = o ? reserve(R.OV, &R.capov, R.nv, sizeof *R.OV) : NULL;
-    if (ov) {
+    if (ov)
         R.OV = ov;
+    uint16_t *ovi = ov ? reserve(R.OVI, &R.capovi, R.nv, sizeof *R.OVI) : NULL;
+    if (ovi) {
+        R.OVI = ovi;
         if (R.nr)
             memcpy(R.O, R.R, R.nr * sizeof *R.R);
-        if (R.nv)
+        if (R.nv) {
             memcpy(R.OV, R.V, R.nv * sizeof *R.V);
+            memcpy(R.OVI, R.VI, R.nv * sizeof *R.VI);
+        }
         R.no = R.nr;
     } else {
         R.lost += R.nr;
         R.no = 0;
     }
     R.nr = R.nv = 0;
+    mlprof__sort(R.O, R.no, sizeof *R.O, result_cmp); /* contexts' results interleave */
     /* the operators of every launch not asked about yet, measured or not */
     for (size_t i = 0; i < R.no; i++)
         ask(&R.O[i].l);
@@ -848,7 +1023,7 @@ void mlprof__gpu_counters_points(void)
         for (size_t j = 0; j < R.C[i].nl; j++)
             ask(&R.C[i].L[j]);
     }
-    pthread_mutex_unlock(&R.lock);
+    unlock();
     for (size_t i = 0; i < R.na; i++)
         mlprof__gpu_add_point(R.A[i].tid, R.A[i].ns, (uint32_t)i | ASK_BIT);
 }
@@ -862,7 +1037,8 @@ void mlprof__gpu_counters_ops(uint32_t index, const char *op, const char *stack)
     }
 }
 
-/* The launch numbered seq among L[0..n) (numbers grow along the array). */
+/* The launch numbered seq among n of them, stride bytes apart, numbers
+ * growing along the array. */
 static rlaunch *by_seq(rlaunch *L, size_t n, size_t stride, uint32_t seq)
 {
     size_t lo = 0, hi = n;
@@ -887,20 +1063,23 @@ static void put(mlprof__sb *sb, const char *key, double v, const char *fmt)
     mlprof__sb_printf(sb, fmt, v);
 }
 
-static void write_result(const result *r, const double *values)
+static void write_result(const result *r, const double *values, const uint16_t *ids)
 {
-    const mlprof__gpu_metric_set *set = &R.set;
+    static mlprof__gpu_metric_set set; /* the collector's, under ctl_lock: too large for its stack */
+    set.n = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        memcpy(set.names[set.n++], R.names[ids[i]], MLPROF__GPU_METRIC_LEN);
     uint64_t launch_ns = r->l.exit_ns > r->l.enter_ns ? r->l.exit_ns - r->l.enter_ns : 0;
     mlprof__gpu_derived d;
-    mlprof__gpu_metrics_derive(set, values, (double)launch_ns, &d);
+    mlprof__gpu_metrics_derive(&set, values, (double)launch_ns, &d);
     mlprof__sb args;
     mlprof__sb_init(&args);
     const char *name = mlprof__gpu_kernel_name(r->l.symbol);
     mlprof__sb_printf(&args, "\"device\":%u,\"correlation\":%u,\"kernel\":", r->device, r->l.corr);
     mlprof__sb_json_str(&args, name, strlen(name));
-    for (size_t i = 0; i < set->n; i++) {
+    for (size_t i = 0; i < set.n; i++) {
         if (!isnan(values[i]) && !isinf(values[i]))
-            mlprof__sb_printf(&args, ",\"%s\":%.17g", set->names[i], values[i]);
+            mlprof__sb_printf(&args, ",\"%s\":%.17g", set.names[i], values[i]);
     }
     put(&args, "gpu_time_ns", d.gpu_ns, "%.0f");
     put(&args, "flops", d.flops, "%.17g");
@@ -922,8 +1101,10 @@ static void write_result(const result *r, const double *values)
      * that FLOPs and bytes over its length are the kernel's rates */
     uint64_t dur = !isnan(d.gpu_ns) && d.gpu_ns > 0 ? (uint64_t)d.gpu_ns : launch_ns;
     int tid = mlprof__gpu_counters_track(r->device);
-    if (tid >= 0)
+    if (tid >= 0 && !args.failed)
         mlprof__ext_span(tid, "cuda_profiler_range", name, r->l.enter_ns, r->l.enter_ns + dur, args.data);
+    else
+        R.lost++;
     mlprof__sb_free(&args);
 }
 
@@ -937,10 +1118,8 @@ void mlprof__gpu_counters_emit(int discard)
         rlaunch *l = R.no ? by_seq(&R.O[0].l, R.no, sizeof *R.O, R.A[i].seq) : NULL;
         for (size_t c = 0; !l && c < R.nc; c++)
             l = by_seq(R.C[c].L, R.C[c].nl, sizeof *R.C[c].L, R.A[i].seq);
-        if (!l) { /* evaluated meanwhile: among the new results */
-            for (size_t j = 0; !l && j < R.nr; j++)
-                l = R.R[j].l.seq == R.A[i].seq ? &R.R[j].l : NULL;
-        }
+        for (size_t j = 0; !l && j < R.nr; j++) /* evaluated meanwhile: among the new results */
+            l = R.R[j].l.seq == R.A[i].seq ? &R.R[j].l : NULL;
         if (l) {
             l->op = R.A[i].op;
             l->stack = R.A[i].stack;
@@ -949,7 +1128,7 @@ void mlprof__gpu_counters_emit(int discard)
     pthread_mutex_unlock(&R.lock);
     R.na = 0;
     for (size_t i = 0; i < R.no && !discard; i++)
-        write_result(&R.O[i], &R.OV[R.O[i].values]);
+        write_result(&R.O[i], &R.OV[R.O[i].values], &R.OVI[R.O[i].values]);
     R.no = 0;
 }
 
@@ -958,13 +1137,13 @@ void mlprof__gpu_counters_emit(int discard)
 void mlprof__gpu_counters_other_data(mlprof__sb *out)
 {
     pthread_mutex_lock(&R.lock);
-    if (!R.loaded || R.failed) {
+    if (!R.subscribed) {
         pthread_mutex_unlock(&R.lock);
         return;
     }
     mlprof__sb_puts(out, ",\"counters\":{\"metrics\":[");
     for (size_t i = 0, first = 1; i < R.set.n; i++) {
-        if (R.refused[i])
+        if (R.refused[R.set_ids[i]])
             continue;
         if (!first)
             mlprof__sb_putc(out, ',');
@@ -976,10 +1155,12 @@ void mlprof__gpu_counters_other_data(mlprof__sb *out)
         passes = R.C[i].passes > passes ? R.C[i].passes : passes;
     mlprof__sb_printf(out,
                       "],\"passes\":%zu,\"batch\":%zu,\"kernels_measured\":%llu,\"ranges_unmatched\":%llu"
-                      ",\"graph_ranges\":%llu,\"ranges_dropped\":%llu,\"launches_unmeasured\":%llu"
-                      ",\"evaluations_failed\":%llu,\"results_lost\":%llu}",
+                      ",\"graph_ranges\":%llu,\"concurrent_ranges\":%llu,\"batches_mismatched\":%llu"
+                      ",\"ranges_dropped\":%llu,\"launches_unmeasured\":%llu,\"evaluations_failed\":%llu"
+                      ",\"results_lost\":%llu}",
                       passes, R.batch, (unsigned long long)R.measured, (unsigned long long)R.unmatched,
-                      (unsigned long long)R.graph_ranges, (unsigned long long)R.dropped,
+                      (unsigned long long)R.graph_ranges, (unsigned long long)R.concurrent_ranges,
+                      (unsigned long long)R.mismatched, (unsigned long long)R.dropped,
                       (unsigned long long)R.unmeasured, (unsigned long long)R.failed_evals,
                       (unsigned long long)R.lost);
     pthread_mutex_unlock(&R.lock);
@@ -991,23 +1172,25 @@ void mlprof__gpu_counters_report(void)
     uint64_t bad = R.unmatched + R.dropped + R.unmeasured + R.failed_evals + R.lost;
     uint64_t fresh = bad > R.reported ? bad - R.reported : 0;
     R.reported = bad;
-    uint64_t unmatched = R.unmatched, graph = R.graph_ranges, dropped = R.dropped, unmeasured = R.unmeasured,
-             failed = R.failed_evals, lost = R.lost;
+    uint64_t unmatched = R.unmatched, graph = R.graph_ranges, concurrent = R.concurrent_ranges,
+             mismatched = R.mismatched, dropped = R.dropped, unmeasured = R.unmeasured, failed = R.failed_evals,
+             lost = R.lost;
     pthread_mutex_unlock(&R.lock);
     if (fresh)
         mlprof__log(MLPROF_LOG_WARN,
-                    "GPU metrics: %llu kernels not measured or not matched (%llu ranges without a launch, %llu of "
-                    "them in CUDA graphs; %llu ranges dropped by CUPTI; %llu launches without a range; %llu "
-                    "evaluations failed; %llu results lost for memory)",
-                    (unsigned long long)fresh, (unsigned long long)unmatched, (unsigned long long)graph,
-                    (unsigned long long)dropped, (unsigned long long)unmeasured, (unsigned long long)failed,
-                    (unsigned long long)lost);
+                    "GPU metrics: some kernels are not measured, or not matched to their launch: %llu ranges not "
+                    "matched (%llu of CUDA graphs, %llu of launches overlapping on several threads, %llu batches "
+                    "whose ranges and launches differ in number), %llu ranges dropped by CUPTI, %llu launches "
+                    "without a range, %llu evaluations failed, %llu results lost for memory",
+                    (unsigned long long)unmatched, (unsigned long long)graph, (unsigned long long)concurrent,
+                    (unsigned long long)mismatched, (unsigned long long)dropped, (unsigned long long)unmeasured,
+                    (unsigned long long)failed, (unsigned long long)lost);
 }
 
 void mlprof__gpu_counters_reset(void)
 {
     pthread_mutex_lock(&R.lock);
-    R.measured = R.unmatched = R.dropped = R.unmeasured = R.graph_ranges = R.failed_evals = R.lost = 0;
-    R.reported = 0;
+    R.measured = R.unmatched = R.graph_ranges = R.concurrent_ranges = R.mismatched = 0;
+    R.dropped = R.unmeasured = R.failed_evals = R.lost = R.reported = 0;
     pthread_mutex_unlock(&R.lock);
 }

@@ -60,6 +60,9 @@ int mlprof__gpu_parse(const char *key, const char *value, unsigned *mask, char *
 void mlprof__gpu_start(void);
 /* At a stop and at pause: disables them; what was recorded is kept. */
 void mlprof__gpu_stop(void);
+/* At a stop, a pause and exit: stops the range profiler on every context
+ * and evaluates what it measured, for the next drain (counters.c). */
+void mlprof__gpu_counters_stop(void);
 /* In a forked child: CUDA does not survive a fork; GPU activity is off. */
 void mlprof__gpu_after_fork(void);
 

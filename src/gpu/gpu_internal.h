@@ -78,9 +78,6 @@ int mlprof__gpu_occupancy_of(const mlprof__gpu_device *d, uint32_t threads, uint
  * to context creation and kernel launches, and starts the range profiler on
  * every context. What cannot be done is said and the run goes on. */
 void mlprof__gpu_counters_start(void *lib);
-/* At a stop or a pause: stops the range profiler on every context and
- * evaluates what it measured, for the next drain. */
-void mlprof__gpu_counters_stop(void);
 /* Points for the collector: the launches whose counters were evaluated;
  * appended through mlprof__gpu_add_point. */
 void mlprof__gpu_counters_points(void);

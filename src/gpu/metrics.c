@@ -148,13 +148,15 @@ void mlprof__gpu_metrics_expand(const char *value, unsigned details, mlprof__gpu
 }
 
 /* The FLOPs one executed instruction of a SASS op metric counts: 2 for an
- * FMA, 1 for an add or a multiply, 0 for any other metric. */
+ * FMA, 1 for an add or a multiply, 0 for any other metric. These are the
+ * CUDA cores' floating-point instructions: tensor core work is not in them
+ * (sm__inst_executed_pipe_tensor.sum counts its instructions). */
 static int flop_weight(const char *name)
 {
-    const char *p = strstr(name, "__sass_thread_inst_executed_op_");
-    if (!p)
+    /* smsp__ only: the sm__ rollup of the same instructions would count them twice */
+    if (strncmp(name, SASS_OP, strlen(SASS_OP)) != 0)
         return 0;
-    p += strlen("__sass_thread_inst_executed_op_");
+    const char *p = name + strlen(SASS_OP);
     if (p[0] != 'd' && p[0] != 'f' && p[0] != 'h')
         return 0;
     p++;
@@ -194,8 +196,8 @@ void mlprof__gpu_metrics_derive(const mlprof__gpu_metric_set *set, const double 
     }
     if (!isnan(total))
         out->dram_bytes = total;
-    else if (!isnan(read) || !isnan(write))
-        out->dram_bytes = (isnan(read) ? 0 : read) + (isnan(write) ? 0 : write);
+    else if (!isnan(read) && !isnan(write)) /* one of them alone would pass for the traffic */
+        out->dram_bytes = read + write;
     double ns = !isnan(out->gpu_ns) && out->gpu_ns > 0 ? out->gpu_ns : fallback_ns;
     if (ns > 0 && !isnan(out->flops))
         out->flops_per_s = out->flops / (ns * 1e-9);

@@ -538,6 +538,8 @@ static void at_exit(void)
     mlprof__hw_quiesce(); /* its last samples are in the final dump */
     mlprof__ctl_lock();
     int want = mlprof__g.cfg.dump_at_exit && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
+    if (want) /* the kernels of the range profiler's last batches */
+        mlprof__gpu_counters_stop();
     if (want && mlprof__collect_dump(1) != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "dump at exit failed: %s", mlprof_last_error());
     mlprof__collect_stop_continuous();
