@@ -796,6 +796,11 @@ def cupti_metrics(t, prog):
             mm = rows.get("matmul", {})
             check(mm.get("count") == 3 and abs(mm.get("flops", 0) - 6.9e6) < 1,
                   f"metrics: analyze sums the FLOPs of matmul's kernels: {mm}")
+        p = subprocess.run([mlprof, "analyze", path, "--type", "cuda_profiler_range", "--aggregate-by", "op_stack",
+                            "--format", "json"], capture_output=True, text=True)
+        rows = {r["key"]: r for r in json.loads(p.stdout)["rows"]} if p.returncode == 0 else {}
+        check(rows.get("forward > matmul", {}).get("count") == 3 and rows.get("forward > reduce", {}).get("count") == 1,
+              f"metrics: the ranges' own op_stack, no launch event needed: {sorted(rows)}")
         p = subprocess.run([mlprof, "kernels", path, "--format", "json"], capture_output=True, text=True)
         check(p.returncode == 0, f"metrics: mlprof kernels reads the ranges: {p.stderr}")
         if p.returncode == 0:

@@ -98,6 +98,32 @@ typedef struct group {
     double v[C_N]; /* the numeric columns, aggregated */
 } group;
 
+/* The operators a GPU event carries itself (mlprof writes "op" and
+ * "op_stack" on kernels and metric ranges) where no launch links it:
+ * "op_stack" whole, its first ("top_op") or last ("bottom_op") part; 0
+ * when it has none. */
+static int own_ops(const an_trace *t, const an_event *e, const char *part, mlprof__sb *key)
+{
+    const an_arg *stack = an_event_arg(t, e, "op_stack"), *op = an_event_arg(t, e, "op");
+    const char *s = stack && stack->type == AN_STR ? stack->str : NULL;
+    if (!s || !*s)
+        return 0;
+    if (strcmp(part, "op_stack") == 0) {
+        mlprof__sb_puts(key, s);
+    } else if (strcmp(part, "top_op") == 0) {
+        const char *sep = strstr(s, " > ");
+        mlprof__sb_printf(key, "%.*s", (int)(sep ? (size_t)(sep - s) : strlen(s)), s);
+    } else if (op && op->type == AN_STR) {
+        mlprof__sb_puts(key, op->str);
+    } else {
+        const char *last = s, *sep;
+        while ((sep = strstr(last, " > ")) != NULL)
+            last = sep + 3;
+        mlprof__sb_puts(key, last);
+    }
+    return 1;
+}
+
 static void put_arg_value(mlprof__sb *out, const an_arg *a)
 {
     if (!a)
@@ -138,9 +164,13 @@ static void group_key(const an_trace *t, const an_gpu_links *links, const an_eve
                 mlprof__sb_printf(key, " (%s)", pn);
         } else if (links && (strcmp(part, "bottom_op") == 0 || strcmp(part, "top_op") == 0)) {
             int32_t op = part[0] == 'b' ? links->bottom[index] : links->top[index];
-            mlprof__sb_puts(key, op >= 0 ? t->ev[op].name : "(no operator)");
+            if (op >= 0)
+                mlprof__sb_puts(key, t->ev[op].name);
+            else if (!own_ops(t, e, part, key))
+                mlprof__sb_puts(key, "(no operator)");
         } else if (links && strcmp(part, "op_stack") == 0) {
-            an_gpu_op_stack(t, links, index, key);
+            if (links->bottom[index] >= 0 || !own_ops(t, e, part, key))
+                an_gpu_op_stack(t, links, index, key);
         } else if (links && strcmp(part, "launch") == 0) {
             int32_t r = links->launch[index];
             mlprof__sb_puts(key, r >= 0 ? t->ev[r].name : "(no launch)");
