@@ -517,6 +517,13 @@ API int cuptiGetDeviceId(void *ctx, uint32_t *dev)
     return 0;
 }
 
+/* The driver's: where the fake libcupti is, a driver is (see counters.c). */
+API int cuDriverGetVersion(int *version)
+{
+    *version = 13000;
+    return 0;
+}
+
 API int cuptiProfilerInitialize(cupti_prof_init *p)
 {
     if (p->size != MLPROF__CUPTI_SIZE(cupti_prof_init, priv))
@@ -537,6 +544,10 @@ API int cuptiProfilerGetCounterAvailability(cupti_counter_avail *p)
 {
     if (!p->context)
         return 1;
+    for (int i = 0; i < g_rp_n; i++) { /* as CUPTI: not while a session runs on the device */
+        if (g_rp[i]->started && g_rp[i]->ctx->device == ((fake_ctx *)p->context)->device)
+            return 1;
+    }
     if (!p->image) {
         p->image_size = 64;
         return 0;
@@ -552,7 +563,7 @@ typedef struct {
 
 API int cuptiProfilerHostInitialize(cupti_host_init *p)
 {
-    if (strcmp(p->chip, "GH100") != 0 || !p->availability || p->availability[0] != 0xab)
+    if (strcmp(p->chip, "GH100") != 0 || (p->availability && p->availability[0] != 0xab))
         return 1;
     p->host = calloc(1, sizeof(fake_host));
     return p->host ? 0 : 1;

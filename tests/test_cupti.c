@@ -310,7 +310,7 @@ static void metrics_mode(void)
     F.launch(ctx3, VIA_RUNTIME, GEMM, 200, 1);
     /* two threads' launches overlap on one context: which range is whose is
      * not known, and the other contexts are left alone */
-    void *ctx4 = F.context(3);
+    void *ctx4 = F.context(0); /* a second context of device 0, its session running */
     F.launch_half(ctx4, GEMM, 210, 0);
     pthread_create(&t, NULL, overlapping_worker, ctx4);
     pthread_join(t, NULL);

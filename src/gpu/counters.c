@@ -103,7 +103,13 @@ typedef struct rctx {
 static struct {
     pthread_mutex_t lock;  /* all but what setup guards: launching threads, control, collector */
     pthread_mutex_t setup; /* loading, initializing and subscribing (callbacks may wait on lock) */
-    int loaded, failed, initialized, subscribed, running, forked;
+    int loaded, failed, subscribed, running, forked;
+    int prof_ready; /* cuptiProfilerInitialize: 1 done, -1 failed (at the first context) */
+    struct avail {  /* counter availability by device: it cannot be read while a session runs there */
+        uint32_t device;
+        uint8_t *image;
+    } avail[16];
+    size_t navail;
     void *lib, *subscriber;
     char why[512];
     int (*subscribe)(void **, cupti_callback_fn, void *);
@@ -420,6 +426,33 @@ static int batch_start(rctx *c)
     return 0;
 }
 
+/* The device's counter availability image, read at its first context (it
+ * cannot be read while a session runs on the device); NULL when CUPTI
+ * cannot give it, which the host API accepts for the chips it knows. */
+static const uint8_t *availability(const rctx *c)
+{
+    for (size_t i = 0; i < R.navail; i++) {
+        if (R.avail[i].device == c->device)
+            return R.avail[i].image;
+    }
+    cupti_counter_avail ca = {MLPROF__CUPTI_SIZE(cupti_counter_avail, image), NULL, c->ctx, 0, NULL};
+    int rc = R.availability(&ca);
+    uint8_t *image = rc == CUPTI_OK && ca.image_size ? mlprof__malloc(ca.image_size) : NULL;
+    if (image) {
+        ca.image = image;
+        rc = R.availability(&ca);
+    }
+    if (rc != CUPTI_OK) {
+        mlprof__free(image);
+        return NULL;
+    }
+    if (R.navail < sizeof R.avail / sizeof R.avail[0]) {
+        R.avail[R.navail].device = c->device;
+        R.avail[R.navail++].image = image;
+    }
+    return image;
+}
+
 /* Sets a context up for the metrics (on a thread where it is current). */
 static int ctx_setup(rctx *c)
 {
@@ -434,21 +467,7 @@ static int ctx_setup(rctx *c)
         ctx_fail(c, "cuptiDeviceGetChipName", rc);
         return -1;
     }
-    cupti_counter_avail ca = {MLPROF__CUPTI_SIZE(cupti_counter_avail, image), NULL, c->ctx, 0, NULL};
-    rc = R.availability(&ca);
-    uint8_t *avail = rc == CUPTI_OK && ca.image_size ? mlprof__malloc(ca.image_size) : NULL;
-    if (avail) {
-        ca.image = avail;
-        rc = R.availability(&ca);
-    }
-    if (rc != CUPTI_OK || !avail) {
-        mlprof__free(avail);
-        ctx_fail(c, "cuptiProfilerGetCounterAvailability", rc);
-        return -1;
-    }
-    rc = choose_metrics(c, cn.chip, avail);
-    mlprof__free(avail);
-    if (rc != 0)
+    if (choose_metrics(c, cn.chip, availability(c)) != 0)
         return -1;
     cupti_host_config_image ci = {MLPROF__CUPTI_SIZE(cupti_host_config_image, image_size), NULL, c->host, 0, NULL};
     rc = R.host_image_size(&ci);
@@ -510,6 +529,18 @@ static rctx *ctx_get(void *ctx)
         say("gpu metrics", "more than 64 CUDA contexts: the kernels of the others are not measured");
         return NULL;
     }
+    if (!R.prof_ready) { /* at the first context: CUPTI's profiler wants the driver initialized */
+        cupti_prof_init pi = {MLPROF__CUPTI_SIZE(cupti_prof_init, priv), NULL};
+        int rc = R.prof_init(&pi);
+        R.prof_ready = rc == CUPTI_OK ? 1 : -1;
+        if (rc != CUPTI_OK) {
+            char why[300];
+            snprintf(why, sizeof why, "cuptiProfilerInitialize failed: %s (%d)", result_name(rc), rc);
+            say("gpu metrics", why);
+        }
+    }
+    if (R.prof_ready < 0)
+        return NULL;
     c = &R.C[R.nc++];
     memset(c, 0, sizeof *c);
     c->ctx = ctx;
@@ -852,8 +883,25 @@ static int subscribe(void)
     return 0;
 }
 
-/* Loads, initializes and subscribes once (not under R.lock: CUPTI may wait
- * for callbacks in progress, and they take R.lock); 0 when ready. */
+/* Whether an NVIDIA driver is installed (else no launch would ever come,
+ * and nothing would say why). The tests' fake libcupti stands for one by
+ * having the driver's cuDriverGetVersion. */
+static int has_driver(char *why, size_t len)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (cuda)
+        return 1;
+    char err[400];
+    snprintf(err, sizeof err, "%s", dlerror());
+    if (dlsym(R.lib, "cuDriverGetVersion"))
+        return 1;
+    snprintf(why, len, "no NVIDIA driver: libcuda.so.1 cannot be loaded (%s)", err);
+    return 0;
+}
+
+/* Loads and subscribes once (not under R.lock: CUPTI may wait for
+ * callbacks in progress, and they take R.lock); 0 when ready. CUPTI's
+ * profiler is initialized at the first context, once the driver is. */
 static int setup_once(void *lib)
 {
     pthread_mutex_lock(&R.setup);
@@ -861,17 +909,8 @@ static int setup_once(void *lib)
         R.loaded = 1;
         R.failed = load(lib) != 0;
     }
-    if (!R.failed && !R.initialized) {
-        R.initialized = 1;
-        cupti_prof_init pi = {MLPROF__CUPTI_SIZE(cupti_prof_init, priv), NULL};
-        int rc = R.prof_init(&pi);
-        void *cuda = rc != CUPTI_OK ? dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) : NULL;
-        if (rc != CUPTI_OK && !cuda)
-            snprintf(R.why, sizeof R.why, "no NVIDIA driver: libcuda.so.1 cannot be loaded (%.400s)", dlerror());
-        else if (rc != CUPTI_OK)
-            snprintf(R.why, sizeof R.why, "cuptiProfilerInitialize failed: %s (%d)", result_name(rc), rc);
-        R.failed = rc != CUPTI_OK;
-    }
+    if (!R.failed && !R.subscribed && !has_driver(R.why, sizeof R.why))
+        R.failed = 1;
     if (!R.failed && !R.subscribed) {
         R.failed = subscribe() != 0;
         R.subscribed = !R.failed;
