@@ -171,7 +171,8 @@ static __thread struct {
     int graph, pending; /* pending: a runtime launch whose driver call has not been seen */
     int driver_outer;   /* a driver launch outside any runtime call is in flight */
     const char *symbol;
-    void *ctx; /* the context this thread's launch in flight is counted on */
+    void *ctx;   /* the context of this thread's launch being recorded */
+    int counted; /* and whether it is counted in flight there */
 } t_rt;
 
 static const char *result_name(int rc)
@@ -723,11 +724,10 @@ static void add_launch(void *ctx, uint32_t corr, const char *symbol, int graph, 
         return;
     }
     c->L = L;
-    if (!ran) { /* in flight on c until its exit: another thread's launch then makes the order unknown */
-        if (c->in_flight++ > 0)
-            c->tainted = 1;
-        t_rt.ctx = ctx;
-    }
+    if (!ran && c->in_flight++ > 0) /* in flight on c until its exit: another's now makes the order unknown */
+        c->tainted = 1;
+    t_rt.ctx = ctx;
+    t_rt.counted = !ran;
     rlaunch *l = &c->L[c->nl++];
     memset(l, 0, sizeof *l);
     l->seq = ++R.seq;
@@ -741,23 +741,22 @@ static void add_launch(void *ctx, uint32_t corr, const char *symbol, int graph, 
     }
 }
 
-/* The exit of a launch: the end time (and failure) of this thread's last
- * launch on ctx; a graph's batch is ended at once. */
-static void end_launch(void *ctx, uint64_t exit_ns, int failed)
+/* The exit of this thread's launch recorded on t_rt.ctx: its end time and
+ * failure; a graph's batch is ended at once. */
+static void end_launch(uint64_t exit_ns, int failed)
 {
-    rctx *c = ctx_find(t_rt.ctx ? t_rt.ctx : ctx);
-    if (c && t_rt.ctx && c->in_flight > 0)
+    rctx *c = ctx_find(t_rt.ctx);
+    if (c && t_rt.counted && c->in_flight > 0)
         c->in_flight--;
     t_rt.ctx = NULL;
+    t_rt.counted = 0;
     pid_t tid = my_tid();
     for (size_t i = c ? c->nl : 0; i > 0; i--) {
         rlaunch *l = &c->L[i - 1];
         if (l->tid != tid)
             continue;
-        if (!l->exit_ns) {
-            l->exit_ns = exit_ns;
-            l->failed = (uint8_t)failed;
-        }
+        l->exit_ns = exit_ns;
+        l->failed = (uint8_t)failed;
         if (l->graph && c->state == 1)
             batch_rotate(c);
         return;
@@ -807,11 +806,11 @@ static void on_launch(uint32_t domain, uint32_t cbid, const cupti_callback_data 
             add_launch(d->context, t_rt.corr, d->symbol_name ? d->symbol_name : t_rt.symbol, t_rt.graph,
                        t_rt.enter_ns, 1);
         }
-        end_launch(d->context, now, call_failed(d));
+        end_launch(now, call_failed(d));
         R.in_flight--;
     } else if (!runtime && !t_rt.depth && t_rt.driver_outer) {
         t_rt.driver_outer = 0;
-        end_launch(d->context, now, call_failed(d));
+        end_launch(now, call_failed(d));
         R.in_flight--;
     }
     unlock();
@@ -997,6 +996,7 @@ void mlprof__gpu_counters_after_fork(void)
     R.nc = R.nr = R.nv = R.no = R.na = 0;
     R.in_flight = 0;
     t_rt.ctx = NULL;
+    t_rt.counted = 0;
     t_rt.depth = 0;
     t_rt.driver_outer = t_rt.pending = 0;
     R.nsaid = 0;
