@@ -710,14 +710,16 @@ def area_cupti(prog, out, fake, layout):
     unavailable = t["otherData"].get("counters_unavailable", {})
     check("gpu function cudaNoSuchFunction" in unavailable, f"an unknown function is said: {unavailable}")
 
-    def no_gpu(mode, want, env=None, lib=fake):
+    def no_gpu(mode, want, env=None, lib=fake, what="gpu activity"):
+        """A run where `what` cannot be measured: the reason said, the run going on."""
         p = run(prog, out, mode, lib, env=env)
         t = load(os.path.join(out, f"cupti_{mode}.json"))
-        why = t["otherData"].get("counters_unavailable", {}).get("gpu activity", "")
-        check(any(w in why for w in want), f"{mode}: the reason ({why!r}) says one of {want}")
+        why = t["otherData"].get("counters_unavailable", {}).get(what, "")
+        check(any(w in why for w in want), f"{mode}: the reason for {what} ({why!r}) says one of {want}")
         check(any(w in p.stderr for w in want), f"{mode}: said on stderr: {p.stderr!r}")
         check([e["name"] for e in events(t, "X")] == ["step"], f"{mode}: the run goes on")
-        check("gpu" in t["otherData"] and t["otherData"]["gpu"]["records"] == 0, f"{mode}: no GPU records")
+        if what == "gpu activity":
+            check("gpu" in t["otherData"] and t["otherData"]["gpu"]["records"] == 0, f"{mode}: no GPU records")
 
     no_gpu("missing", ["cannot load libcupti"], lib="/nonexistent/libcupti.so.13")
     no_gpu("nodriver", ["no NVIDIA driver", "cuptiActivityEnable"], env=dict(os.environ, FAKE_CUPTI_NO_DRIVER="1"))
@@ -727,17 +729,10 @@ def area_cupti(prog, out, fake, layout):
     run(prog, out, "metrics", fake)
     cupti_metrics(load(os.path.join(out, "cupti_metrics.json")), prog)
 
-    def no_metrics(mode, want, env=None, lib=fake):
-        p = run(prog, out, mode, lib, env=env)
-        t = load(os.path.join(out, f"cupti_{mode}.json"))
-        why = t["otherData"].get("counters_unavailable", {}).get("gpu metrics", "")
-        check(any(w in why for w in want), f"{mode}: gpu metrics' reason ({why!r}) says one of {want}")
-        check(any(w in p.stderr for w in want), f"{mode}: said on stderr: {p.stderr!r}")
-        check([e["name"] for e in events(t, "X")] == ["step"], f"{mode}: the run goes on")
-
-    no_metrics("subscribed", ["holds CUPTI's only callback subscription"],
-               env=dict(os.environ, FAKE_CUPTI_SUBSCRIBED="1"))
-    no_metrics("realmetrics", ["cannot load libcupti", "no NVIDIA driver", "cuptiProfilerInitialize"])
+    no_gpu("subscribed", ["holds CUPTI's only callback subscription"],
+           env=dict(os.environ, FAKE_CUPTI_SUBSCRIBED="1"), what="gpu metrics")
+    no_gpu("realmetrics", ["cannot load libcupti", "no NVIDIA driver", "cuptiProfilerInitialize"],
+           what="gpu metrics")
 
 
 def cupti_metrics(t, prog):

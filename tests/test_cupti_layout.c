@@ -11,24 +11,8 @@
 #include <cupti_callbacks.h>
 
 #include "../src/gpu/cupti_abi.h"
+#include "layout_check.h"
 
-static int passed, failed;
-
-static void same(const char *what, size_t ours, size_t theirs)
-{
-    if (ours == theirs) {
-        passed++;
-    } else {
-        failed++;
-        fprintf(stderr, "layout: %s is %zu in mlprof, %zu in CUPTI\n", what, ours, theirs);
-    }
-}
-
-#define FIELD(ours, theirs, a, b)                                                        \
-    do {                                                                                 \
-        same(#ours "." #a " offset", offsetof(ours, a), offsetof(theirs, b));            \
-        same(#ours "." #a " size", sizeof(((ours *)0)->a), sizeof(((theirs *)0)->b));    \
-    } while (0)
 
 int main(void)
 {

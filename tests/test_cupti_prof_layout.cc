@@ -21,24 +21,8 @@
 
 #include "../src/gpu/cupti_abi.h"
 #include "../src/gpu/cupti_prof_abi.h"
+#include "layout_check.h"
 
-static int passed, failed;
-
-static void same(const char *what, size_t ours, size_t theirs)
-{
-    if (ours == theirs) {
-        passed++;
-    } else {
-        failed++;
-        std::fprintf(stderr, "layout: %s is %zu in mlprof, %zu in CUPTI\n", what, ours, theirs);
-    }
-}
-
-#define FIELD(ours, theirs, a, b)                                                     \
-    do {                                                                              \
-        same(#ours "." #a " offset", offsetof(ours, a), offsetof(theirs, b));         \
-        same(#ours "." #a " size", sizeof(((ours *)0)->a), sizeof(((theirs *)0)->b)); \
-    } while (0)
 /* the block's size as mlprof gives it, against CUPTI's macro */
 #define BLOCK(ours, last, theirs) same(#ours " block size", MLPROF__CUPTI_SIZE(ours, last), theirs##_STRUCT_SIZE)
 
@@ -161,6 +145,6 @@ int main()
     same("cuLaunchKernelEx_ptsz", drv[5], CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz);
     same("cuGraphLaunch", drv_graph[0], CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch);
     same("cuGraphLaunch_ptsz", drv_graph[1], CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz);
-    std::printf("cupti profiler layout: %d passed, %d failed\n", passed, failed);
+    printf("cupti profiler layout: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
