@@ -700,6 +700,14 @@ def area_cupti(prog, out, fake, layout):
         env = dict(os.environ, **extra_env)
         run(prog, out, "main", fake, env=env)
         cupti_main(load(os.path.join(out, "cupti_main.json")), variant)
+    mlprof = os.path.join(os.path.dirname(os.path.dirname(prog)), "mlprof")
+    if os.path.exists(mlprof):
+        p = subprocess.run([mlprof, "kernels", os.path.join(out, "cupti_main.json"), "--format", "json"],
+                           capture_output=True, text=True)
+        k = json.loads(p.stdout) if p.returncode == 0 else {}
+        # the copy through its runtime call's id; the orphan kernel alone unlinked
+        check((k.get("gpu_events"), k.get("linked_by_correlation"), k.get("linked_by_flow"), k.get("unlinked"))
+              == (6, 5, 0, 1), f"mlprof kernels links the trace's GPU events to their launches: {k} {p.stderr}")
 
     run(prog, out, "functions", fake)
     t = load(os.path.join(out, "cupti_functions.json"))

@@ -17,6 +17,8 @@
 #include "gpu.h"
 
 static const char *const k_corr_keys[] = {"correlation", "correlation_id", "correlationId", NULL};
+/* a copy whose own id is its driver call's, and the runtime call's beside it (mlprof's) */
+static const char *const k_runtime_corr_keys[] = {"runtime_correlation", NULL};
 static const char *const k_comm_words[] = {"nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather",
                                            "reducescatter", "reduce_scatter", "alltoall", "all_to_all",
                                            "sendrecv", NULL};
@@ -170,6 +172,8 @@ int an_gpu_link(an_trace *t, an_gpu_links *l)
         l->gpu_events++;
         int64_t v;
         int32_t launch = has_int_arg(t, e, k_corr_keys, &v) ? map_find(&corr, v) : -1;
+        if (launch < 0 && has_int_arg(t, e, k_runtime_corr_keys, &v))
+            launch = map_find(&corr, v);
         if (launch >= 0) {
             l->by_correlation++;
         } else if (l->launch[i] >= 0) {

@@ -599,6 +599,8 @@ static void write_act(const act *a, const launch *l)
                           pick(k_copy_kinds, CUPTI_MEMCPY_KINDS, a->copy_kind), dur ? (double)a->bytes / (double)dur : 0.0);
         if (a->type == A_MEMCPY_P2P)
             mlprof__sb_printf(&args, ",\"src_device\":%u,\"dst_device\":%u", a->peer_src, a->peer_dst);
+        else if (a->corr2 && a->corr2 != a->corr) /* its own id is the driver call's: the runtime's too */
+            mlprof__sb_printf(&args, ",\"runtime_correlation\":%u", a->corr2);
         break;
     case A_MEMSET:
         domain = "gpu_memset";
