@@ -435,7 +435,7 @@ static int g_subscribed;
 static uint8_t g_cb_on[4][1024];
 static fake_rp *g_rp[8];
 static int g_rp_n;
-static int g_prof_init, g_decodes, g_set_configs;
+static int g_decodes;
 static struct {
     char name[128];
     double v[7]; /* fma, add, mul, dram read, dram write, duration ns, warps % */
@@ -528,7 +528,6 @@ API int cuptiProfilerInitialize(cupti_prof_init *p)
 {
     if (p->size != MLPROF__CUPTI_SIZE(cupti_prof_init, priv))
         return 1;
-    g_prof_init++;
     return 0;
 }
 
@@ -684,7 +683,6 @@ API int cuptiRangeProfilerSetConfig(cupti_rp_set_config *p)
     im->capacity = (uint32_t)((p->counter_data_size - sizeof(image_head)) / (sizeof(double) * (h->n ? h->n : 1)));
     rp->config = p->config;
     rp->image = im;
-    g_set_configs++;
     return 0;
 }
 

@@ -96,8 +96,6 @@ static const char *intern(const char *s, size_t n)
     return e ? e->key : NULL;
 }
 
-const char *mlprof__gpu_intern(const char *s, size_t n) { return intern(s, n); }
-
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 /* The C++ runtime's demangler: the process's own, else libstdc++ loaded for it. */
@@ -151,17 +149,13 @@ static uint32_t device_of_context(uint32_t ctx)
     return UINT32_MAX;
 }
 
-static int gpu_track(uint32_t device, uint32_t stream)
+/* The track of a key pair, made with name the first time. */
+static int track_of(uint32_t a, uint32_t b, const char *name)
 {
-    uint32_t key[2] = {device, stream};
+    uint32_t key[2] = {a, b};
     void *v = mlprof__map_get(&G.tracks, (const char *)key, sizeof key);
     if (v)
         return (int)((intptr_t)v - 1);
-    char name[64];
-    if (device == UINT32_MAX)
-        snprintf(name, sizeof name, "GPU synchronization");
-    else
-        snprintf(name, sizeof name, "GPU %u stream %u", device, stream);
     int tid = mlprof__ext_track(name);
     mlprof__map_entry *e = tid >= 0 ? mlprof__map_slot(&G.tracks, (const char *)key, sizeof key) : NULL;
     if (e)
@@ -169,19 +163,21 @@ static int gpu_track(uint32_t device, uint32_t stream)
     return tid;
 }
 
+static int gpu_track(uint32_t device, uint32_t stream)
+{
+    char name[64];
+    if (device == UINT32_MAX)
+        snprintf(name, sizeof name, "GPU synchronization");
+    else
+        snprintf(name, sizeof name, "GPU %u stream %u", device, stream);
+    return track_of(device, stream, name);
+}
+
 int mlprof__gpu_counters_track(uint32_t device)
 {
-    uint32_t key[2] = {device, UINT32_MAX};
-    void *v = mlprof__map_get(&G.tracks, (const char *)key, sizeof key);
-    if (v)
-        return (int)((intptr_t)v - 1);
     char name[64];
     snprintf(name, sizeof name, "GPU %u kernel counters", device);
-    int tid = mlprof__ext_track(name);
-    mlprof__map_entry *e = tid >= 0 ? mlprof__map_slot(&G.tracks, (const char *)key, sizeof key) : NULL;
-    if (e)
-        e->value = (void *)(intptr_t)(tid + 1);
-    return tid;
+    return track_of(device, UINT32_MAX, name);
 }
 
 static uint64_t ts(uint64_t cupti_ns) { return mlprof__gpu_clock_convert(&G.clock, cupti_ns); }
@@ -500,7 +496,7 @@ void mlprof__gpu_launch_ops(uint32_t index, const char *const *names, size_t dep
     const char *stack = sb.data ? intern(sb.data, sb.len) : NULL;
     const char *op = intern(names[depth - 1], strlen(names[depth - 1]));
     mlprof__sb_free(&sb);
-    if (index & 0x80000000u) { /* counters.c's */
+    if (index & MLPROF__GPU_ASK_BIT) {
         mlprof__gpu_counters_ops(index, op, stack);
     } else if (index < G.nl) {
         G.L[index].stack = stack;
@@ -688,8 +684,7 @@ void mlprof__gpu_emit(int discard, int final)
 
 void mlprof__gpu_other_data(mlprof__sb *out)
 {
-    if (!mlprof__g.cfg.gpu_mask && !G.records && !mlprof__g.cfg.gpu_metrics[0] &&
-        !(mlprof__g.cfg.gpu_details_mask & MLPROF__GPU_MEASURED_DETAILS))
+    if (!mlprof__g.cfg.gpu_mask && !G.records && !mlprof__gpu_metrics_wanted())
         return;
     mlprof__sb_printf(out,
                       ",\"gpu\":{\"records\":%llu,\"kernels\":%llu,\"memcpys\":%llu,\"memsets\":%llu,\"syncs\":%llu"

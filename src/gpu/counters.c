@@ -55,7 +55,6 @@
 #define MAX_CTX 64
 #define MAX_NAMES 256
 #define MAX_SAID 8
-#define ASK_BIT 0x80000000u
 
 static const uint32_t k_runtime_launch[] = {MLPROF__CUPTI_RUNTIME_LAUNCHES};
 static const uint32_t k_driver_launch[] = {MLPROF__CUPTI_DRIVER_LAUNCHES};
@@ -115,7 +114,6 @@ static struct {
     int (*subscribe)(void **, cupti_callback_fn, void *);
     int (*enable_callback)(uint32_t, void *, uint32_t, uint32_t);
     int (*device_id)(void *ctx, uint32_t *dev);
-    int (*result_string)(int, const char **);
     cupti_fn prof_init, chip_name, availability;
     cupti_fn host_init, host_deinit, host_add, host_image_size, host_image, host_passes, host_evaluate;
     cupti_fn rp_enable, rp_disable, rp_start, rp_stop, rp_decode, rp_data_size, rp_data_init, rp_set_config,
@@ -174,14 +172,6 @@ static __thread struct {
     void *ctx;   /* the context of this thread's launch being recorded */
     int counted; /* and whether it is counted in flight there */
 } t_rt;
-
-static const char *result_name(int rc)
-{
-    const char *s = NULL;
-    if (R.result_string && R.result_string(rc, &s) == CUPTI_OK && s)
-        return s;
-    return "unknown CUPTI error";
-}
 
 static pid_t my_tid(void)
 {
@@ -259,7 +249,6 @@ static int load(void *lib)
         {"cuptiSubscribe", (void **)&R.subscribe},
         {"cuptiEnableCallback", (void **)&R.enable_callback},
         {"cuptiGetDeviceId", (void **)&R.device_id},
-        {"cuptiGetResultString", (void **)&R.result_string},
         {"cuptiProfilerInitialize", (void **)&R.prof_init},
         {"cuptiDeviceGetChipName", (void **)&R.chip_name},
         {"cuptiProfilerGetCounterAvailability", (void **)&R.availability},
@@ -302,9 +291,9 @@ static void ctx_fail(rctx *c, const char *call, int rc)
     if (rc == CUPTI_ERR_INSUFFICIENT_PRIVILEGES)
         snprintf(why, sizeof why, "%s: %s (%d): GPU performance counters are for administrators only on this "
                                   "machine (NVreg_RestrictProfilingToAdminUsers=0 opens them to every user)",
-                 call, result_name(rc), rc);
+                 call, mlprof__cupti_result(rc), rc);
     else
-        snprintf(why, sizeof why, "%s failed on device %u: %s (%d)", call, c->device, result_name(rc), rc);
+        snprintf(why, sizeof why, "%s failed on device %u: %s (%d)", call, c->device, mlprof__cupti_result(rc), rc);
     say("gpu metrics", why);
     c->state = -1;
 }
@@ -369,7 +358,7 @@ static int choose_metrics(rctx *c, const char *chip, const uint8_t *avail)
         }
         char what[200], why[300];
         snprintf(what, sizeof what, "gpu metric %s", all[i]);
-        snprintf(why, sizeof why, "CUPTI does not know it on %s: %s (%d)", chip, result_name(one), one);
+        snprintf(why, sizeof why, "CUPTI does not know it on %s: %s (%d)", chip, mlprof__cupti_result(one), one);
         say(what, why);
         R.refused[R.set_ids[i]] = 1;
     }
@@ -536,7 +525,7 @@ static rctx *ctx_get(void *ctx)
         R.prof_ready = rc == CUPTI_OK ? 1 : -1;
         if (rc != CUPTI_OK) {
             char why[300];
-            snprintf(why, sizeof why, "cuptiProfilerInitialize failed: %s (%d)", result_name(rc), rc);
+            snprintf(why, sizeof why, "cuptiProfilerInitialize failed: %s (%d)", mlprof__cupti_result(rc), rc);
             say("gpu metrics", why);
         }
     }
@@ -768,9 +757,6 @@ static int call_failed(const cupti_callback_data *d)
     return d->function_return_value && *(const int *)d->function_return_value != 0;
 }
 
-/* Counts a launch entering (an outermost call of this thread). */
-static void enter_flight(void) { R.in_flight++; }
-
 static void on_launch(uint32_t domain, uint32_t cbid, const cupti_callback_data *d)
 {
     int runtime = domain == CUPTI_DOMAIN_RUNTIME;
@@ -782,7 +768,7 @@ static void on_launch(uint32_t domain, uint32_t cbid, const cupti_callback_data 
             /* taken here where a context is current; else (the runtime makes
              * it lazily) at the driver call inside, or at this call's exit */
             if (t_rt.depth++ == 0) {
-                enter_flight();
+                R.in_flight++; /* an outermost launch call of this thread */
                 t_rt.corr = d->correlation_id;
                 t_rt.graph = graph;
                 t_rt.enter_ns = now;
@@ -797,7 +783,7 @@ static void on_launch(uint32_t domain, uint32_t cbid, const cupti_callback_data 
                        t_rt.enter_ns, 0);
         } else if (!t_rt.depth && !t_rt.driver_outer) {
             t_rt.driver_outer = 1;
-            enter_flight();
+            R.in_flight++;
             add_launch(d->context, d->correlation_id, d->symbol_name, graph, now, 0);
         }
     } else if (runtime && t_rt.depth && --t_rt.depth == 0) {
@@ -854,7 +840,7 @@ static int subscribe(void)
         return -1;
     }
     if (rc != CUPTI_OK) {
-        snprintf(R.why, sizeof R.why, "cuptiSubscribe failed: %s (%d)", result_name(rc), rc);
+        snprintf(R.why, sizeof R.why, "cuptiSubscribe failed: %s (%d)", mlprof__cupti_result(rc), rc);
         return -1;
     }
     struct {
@@ -876,7 +862,7 @@ static int subscribe(void)
         }
     }
     if (rc != CUPTI_OK) {
-        snprintf(R.why, sizeof R.why, "cuptiEnableCallback failed: %s (%d)", result_name(rc), rc);
+        snprintf(R.why, sizeof R.why, "cuptiEnableCallback failed: %s (%d)", mlprof__cupti_result(rc), rc);
         return -1;
     }
     return 0;
@@ -887,15 +873,7 @@ static int subscribe(void)
  * having the driver's cuDriverGetVersion. */
 static int has_driver(char *why, size_t len)
 {
-    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (cuda)
-        return 1;
-    char err[400];
-    snprintf(err, sizeof err, "%s", dlerror());
-    if (dlsym(R.lib, "cuDriverGetVersion"))
-        return 1;
-    snprintf(why, len, "no NVIDIA driver: libcuda.so.1 cannot be loaded (%s)", err);
-    return 0;
+    return !mlprof__cupti_no_driver(why, len) || dlsym(R.lib, "cuDriverGetVersion") != NULL;
 }
 
 /* Loads and subscribes once (not under R.lock: CUPTI may wait for
@@ -1064,12 +1042,12 @@ void mlprof__gpu_counters_points(void)
     }
     unlock();
     for (size_t i = 0; i < R.na; i++)
-        mlprof__gpu_add_point(R.A[i].tid, R.A[i].ns, (uint32_t)i | ASK_BIT);
+        mlprof__gpu_add_point(R.A[i].tid, R.A[i].ns, (uint32_t)i | MLPROF__GPU_ASK_BIT);
 }
 
 void mlprof__gpu_counters_ops(uint32_t index, const char *op, const char *stack)
 {
-    index &= ~ASK_BIT;
+    index &= ~MLPROF__GPU_ASK_BIT;
     if (index < R.na) {
         R.A[index].op = op;
         R.A[index].stack = stack;

@@ -70,12 +70,20 @@ static struct {
     uint64_t dropped, refused;
 } K = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static const char *result_name(int rc)
+const char *mlprof__cupti_result(int rc)
 {
     const char *s = NULL;
     if (K.result_string && K.result_string(rc, &s) == CUPTI_OK && s)
         return s;
     return "unknown CUPTI error";
+}
+
+int mlprof__cupti_no_driver(char *why, size_t len)
+{
+    if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))
+        return 0;
+    snprintf(why, len, "no NVIDIA driver: libcuda.so.1 cannot be loaded (%.400s)", dlerror());
+    return 1;
 }
 
 /* ------------------------------------------------------------- loading */
@@ -382,16 +390,12 @@ static int enable_kind(uint32_t kind, char *why, size_t len)
     int rc = K.enable(kind);
     if (rc == CUPTI_OK)
         return 0;
-    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!cuda)
-        snprintf(why, len, "no NVIDIA driver: libcuda.so.1 cannot be loaded (%s)", dlerror());
-    else
-        snprintf(why, len, "cuptiActivityEnable(%u) failed: %s (%d)", kind, result_name(rc), rc);
+    if (!mlprof__cupti_no_driver(why, len))
+        snprintf(why, len, "cuptiActivityEnable(%u) failed: %s (%d)", kind, mlprof__cupti_result(rc), rc);
     return -1;
 }
 
-/* Whether per-kernel metrics are asked for (gpu_metrics, measured details). */
-static int metrics_wanted(void)
+int mlprof__gpu_metrics_wanted(void)
 {
     return mlprof__g.cfg.gpu_metrics[0] || (mlprof__g.cfg.gpu_details_mask & MLPROF__GPU_MEASURED_DETAILS);
 }
@@ -409,7 +413,7 @@ static void start_activity(unsigned want)
         K.own_clock = K.timestamp_callback && K.timestamp_callback(our_clock) == CUPTI_OK;
         int rc = K.register_callbacks(on_request, on_complete);
         if (rc != CUPTI_OK) {
-            snprintf(why, sizeof why, "cuptiActivityRegisterCallbacks failed: %s (%d)", result_name(rc), rc);
+            snprintf(why, sizeof why, "cuptiActivityRegisterCallbacks failed: %s (%d)", mlprof__cupti_result(rc), rc);
             no_gpu(why);
             return;
         }
@@ -447,7 +451,7 @@ static void start_activity(unsigned want)
 void mlprof__gpu_start(void)
 {
     unsigned want = mlprof__g.cfg.gpu_mask;
-    int metrics = metrics_wanted();
+    int metrics = mlprof__gpu_metrics_wanted();
     if ((!want && !metrics) || K.kinds_on || K.metrics_on)
         return;
     if (K.forked) {

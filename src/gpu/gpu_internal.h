@@ -22,6 +22,12 @@ const char *mlprof__cupti_function(int domain, uint32_t cbid);
 /* Delivers CUPTI's buffers to mlprof__gpu_take_buffer (or frees them, when
  * discard), after a flush of everything finished (final: of everything). */
 void mlprof__cupti_flush(int discard, int final);
+/* CUPTI's name of a result code. */
+const char *mlprof__cupti_result(int rc);
+/* 1, with why, when no NVIDIA driver can be loaded. */
+int mlprof__cupti_no_driver(char *why, size_t len);
+/* Whether per-kernel metrics are asked for (gpu_metrics, measured details). */
+int mlprof__gpu_metrics_wanted(void);
 /* Appends ,"cupti_library":...,"cupti_clock":... */
 void mlprof__cupti_other_data(mlprof__sb *out);
 /* Whether a call is recorded under gpu_functions. */
@@ -87,12 +93,12 @@ void mlprof__gpu_counters_after_fork(void);
 void mlprof__gpu_counters_report(void);
 void mlprof__gpu_counters_reset(void);
 
+/* A launch point's index with this bit set belongs to counters.c. */
+#define MLPROF__GPU_ASK_BIT 0x80000000u
 /* activity.c: a point whose answer goes to counters.c (its index there). */
 void mlprof__gpu_add_point(pid_t tid, uint64_t ns, uint32_t index);
 /* activity.c: a kernel's name demangled and interned. */
 const char *mlprof__gpu_kernel_name(const char *mangled);
-/* activity.c: an interned copy. */
-const char *mlprof__gpu_intern(const char *s, size_t n);
 /* activity.c: the track of a device's kernel counters. */
 int mlprof__gpu_counters_track(uint32_t device);
 
