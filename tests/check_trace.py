@@ -906,6 +906,90 @@ def cupti_main(t, variant):
     check(other["devices"] and other["devices"][0]["name"] == "NVIDIA H100 80GB HBM3", f"{tag}: the device {other}")
 
 
+# ------------------------------------------------------------ writes
+
+def area_writes(prog, out):
+    """The collector's write path when writing goes wrong: test_writes.c runs
+    one mode a process; here its traces are read back."""
+    for name in os.listdir(out):  # FIFOs, device nodes and temporary files of a former run
+        path = os.path.join(out, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.rmdir(path)
+        else:
+            os.unlink(path)
+
+    def named(t, name):
+        return len(events(t, "X", name))
+
+    # a full disk, then room again: nothing kept in memory is lost, the JSON is whole
+    p = run(prog, out, "full")
+    check("File too large" in p.stderr and "Success" not in p.stderr, "stderr gives the real reason")
+    t = load(os.path.join(out, "full.json"))
+    check((named(t, "a"), named(t, "b")) == (1000, 0), "the first trace: written once there was room")
+    t = load(os.path.join(out, "full_1.json"))
+    counts = [named(t, n) for n in "abc"]
+    check(counts == [1000, 5000, 1000], f"everything kept while the disk was full is written: {counts}")
+    check(t["otherData"]["unwritten_events"] == 0 and t["otherData"]["dropped_events"] == 0,
+          f"nothing lost: {t['otherData']}")
+    t = load(os.path.join(out, "full_2.json"))
+    lost = t["otherData"]["unwritten_events"]
+    counts = [named(t, n) for n in "abce"]
+    check(counts == [1000, 5000, 1000, 1000], f"before and after: {counts}")
+    check(lost > 0 and named(t, "d") + lost == 20000,
+          f"what memory could not hold is counted: {named(t, 'd')} written + {lost} lost")
+    check(f"{lost} events" in p.stderr, f"the loss ({lost}) is said on stderr")
+    t = load(os.path.join(out, "full_3.json"))
+    check(named(t, "f") == 1000, "a final dump to a full disk, retried")
+
+    # a final dump that failed keeps the trace for a retry
+    run(prog, out, "final")
+    t = load(os.path.join(out, "final.json"))
+    check(named(t, "g") == 100, f"the retry has the spans: {named(t, 'g')}")
+    opened = events(t, "X", "open_g")
+    check(len(opened) == 1 and opened[0]["args"].get("unfinished") is True, f"and the open one: {opened}")
+
+    # FIFOs, a link and device nodes are written in place
+    run(prog, out, "special")
+    t = load(os.path.join(out, "fifo_trace.json"))
+    check(named(t, "h") == 100, "the trace through a FIFO")
+    import xml.etree.ElementTree as ET
+    ET.parse(os.path.join(out, "fifo_flow.svg"))
+    load(os.path.join(out, "link_target.json"))
+    with open(os.path.join(out, "redirected.txt")) as f:
+        text = f.read()
+    check(text.startswith("before\n") and text.endswith("after\n"), "a redirected file added to")
+    json.loads(text[len("before\n"):-len("after\n")])
+
+    # continuous_dump off and on
+    run(prog, out, "toggle")
+    t = load(os.path.join(out, "toggle.json"))
+    counts = [named(t, n) for n in ("before", "while_off", "after", "again", "restarted")]
+    check(counts == [10] * 5, f"every span in the final trace: {counts}")
+
+    # the drops of one trace only
+    p = run(prog, out, "drops")
+    dropped = int(re.search(r"dropped=(\d+)", p.stdout).group(1))
+    drops = [load(os.path.join(out, f"drops{i}.json"))["otherData"]["dropped_events"] for i in (1, 2, 3)]
+    check(drops == [dropped, 0, 0], f"each trace counts its own drops: {drops} (the first lost {dropped})")
+    with open(os.path.join(out, "drops2_stats.json")) as f:
+        stats = json.load(f)
+    check(stats["dropped_events"] == 0, f"and so do its statistics: {stats['dropped_events']}")
+
+    # a process killed mid-dump, then the next start
+    k = subprocess.run([prog, out, "killed"], capture_output=True, text=True, timeout=100)
+    check(k.returncode == -9, f"killed by SIGKILL: {k.returncode} {k.stderr}")
+    pid = re.search(r"pid=(\d+)", k.stdout)
+    left = [n for n in os.listdir(out) if n.startswith("killed.json.tmp-")]
+    check(pid and len(left) == 1 and left[0].startswith(f"killed.json.tmp-{pid.group(1)}-"),
+          f"its temporary file names it: {left}")
+    run(prog, out, "stale")
+    left = [n for n in os.listdir(out) if ".tmp-" in n]
+    check(not left, f"no temporary file left: {left}")
+
+    # memory outputs while memory profiling is off
+    run(prog, out, "memoff")
+
+
 AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}
 
 

@@ -170,8 +170,11 @@ MLPROF_API int mlprof_trace_path(char *buf, size_t len);
  * last clear). finished != 0 also stops recording and ends the trace: the next
  * run starts an empty one; the statistics are kept for mlprof_dumps. If the
  * buffers overflowed, the number of dropped events is in the trace's metadata
- * and a warning goes to the log. Errors: MLPROF_EIO (what could be written is
- * left untouched: the old file stays until the new one is complete). */
+ * and a warning goes to the log. A FIFO or device at the path is written in
+ * place, never replaced. Errors: MLPROF_EIO (what could be written is left
+ * untouched: the old file stays until the new one is complete; a finished
+ * dump that fails keeps the trace for the next dump; events lost because the
+ * disk stayed full are counted in otherData.unwritten_events). */
 MLPROF_API int mlprof_dump(int finished);
 
 typedef enum mlprof_format { MLPROF_FORMAT_TABLE = 0, MLPROF_FORMAT_JSON = 1 } mlprof_format;

@@ -77,6 +77,14 @@ static struct {
     uint64_t spool_size; /* bytes */
     int spool_first;     /* no event written yet */
     mlprof__sb buf;      /* events waiting to be written to the spool */
+    /* the spool could not be written (a full disk): buf keeps the events
+     * for the next try, up to pending_max() bytes; past that they are lost */
+    int spool_failing;
+    int lost_errno;             /* why the last ones were lost */
+    uint64_t unwritten;         /* events of this trace lost that way (otherData.unwritten_events) */
+    uint64_t unwritten_said;    /* of them, those a dump has returned an error for */
+    uint64_t trace_drops_base;  /* mlprof__collect_dropped() when this trace began */
+    uint64_t stats_drops_base;  /* ... and when the statistics were last reset */
     uint64_t frame_ids;
     uint64_t unfinished;
     uint64_t unmatched_ends;
@@ -88,7 +96,7 @@ static struct {
         uint64_t ns;
     } pending_end[256];
     size_t npending;
-    uint64_t reported_drops;
+    uint64_t reported_drops; /* of trace_dropped(), those said on stderr */
     uint64_t corrupt;
     /* the GPU launches of this drain whose CPU spans are looked up, by (tid, ns) */
     mlprof__launch_point *lp;
@@ -104,13 +112,29 @@ static struct {
 
 /* -------------------------------------------------------- the spool */
 
+/* An unlinked temporary file in dir (a name for it only where O_TMPFILE is
+ * not supported), or -1. */
+static int spool_create(const char *dir)
+{
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return fd;
+    char tmpl[4300];
+    snprintf(tmpl, sizeof tmpl, "%s%s.mlprof-spool-XXXXXX", dir, dir[strlen(dir) - 1] == '/' ? "" : "/");
+    fd = mkostemp(tmpl, O_CLOEXEC);
+    if (fd >= 0)
+        unlink(tmpl);
+    return fd;
+}
+
 static int spool_open(void)
 {
     if (C.spool_fd >= 0)
         return 0;
     char path[4200];
     mlprof__collect_trace_path(path, sizeof path);
-    /* beside the output if possible (same file system: a cheap copy), else /tmp */
+    /* beside the output if possible (same file system: a cheap copy), else
+     * TMPDIR or /tmp; never beside a device or FIFO (/dev/null) */
     char dir[4200];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
@@ -118,38 +142,88 @@ static int spool_open(void)
         slash[1] = '\0';
     else
         strcpy(dir, "./");
-    const char *dirs[] = {dir, getenv("TMPDIR"), "/tmp/"};
+    struct stat st;
+    int special = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+    const char *dirs[] = {special ? NULL : dir, getenv("TMPDIR"), "/tmp/"};
+    int err = 0;
     for (size_t i = 0; i < 3 && C.spool_fd < 0; i++) {
         if (!dirs[i] || !*dirs[i])
             continue;
-        char tmpl[4300];
-        snprintf(tmpl, sizeof tmpl, "%s%s.mlprof-spool-XXXXXX", dirs[i],
-                 dirs[i][strlen(dirs[i]) - 1] == '/' ? "" : "/");
-        int fd = mkostemp(tmpl, O_CLOEXEC);
-        if (fd >= 0) {
-            unlink(tmpl);
-            C.spool_fd = fd;
-        }
+        C.spool_fd = spool_create(dirs[i]);
+        if (C.spool_fd < 0 && !err)
+            err = errno; /* the reason that matters: where it belongs */
     }
     if (C.spool_fd < 0) {
-        mlprof__log(MLPROF_LOG_ERROR, "cannot create a spool file for the trace: %s", strerror(errno));
+        errno = err;
         return -1;
     }
     C.spool_size = 0;
     return 0;
 }
 
+/* Bytes of events kept in memory while the spool cannot be written: as much
+ * as the buffers hold, and 1 MiB at least. */
+static size_t pending_max(void)
+{
+    uint64_t n = mlprof__g.cfg.buffer_size;
+    return n < (1u << 20) ? (size_t)1 << 20 : (size_t)n;
+}
+
+/* A byte count as a person reads it ("64.0 MiB"). */
+static void bytes_text(uint64_t n, char *buf, size_t len)
+{
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    mlprof__sb_bytes(&sb, n);
+    snprintf(buf, len, "%s", sb.data && !sb.failed ? sb.data : "?");
+    mlprof__sb_free(&sb);
+}
+
+/* Events in formatted trace JSON: each starts with '{' at the start or after
+ * a line break (a string escapes its line breaks). */
+static uint64_t count_events(const char *p, size_t n)
+{
+    uint64_t count = n && p[0] == '{';
+    for (const char *end = p + n; (p = memchr(p, '\n', (size_t)(end - p))) != NULL && p + 1 < end; p++)
+        count += p[1] == '{';
+    return count;
+}
+
+/* Writes the events formatted so far to the spool. When it cannot (a full
+ * disk), they are kept for the next flush, or the dump writes them itself;
+ * past pending_max() bytes they are lost: counted and said. */
 static void spool_flush(void)
 {
     if (C.buf.len == 0)
         return;
-    if (spool_open() == 0) {
-        if (pwrite(C.spool_fd, C.buf.data, C.buf.len, (off_t)C.spool_size) == (ssize_t)C.buf.len)
-            C.spool_size += C.buf.len;
-        else
-            mlprof__log(MLPROF_LOG_ERROR, "cannot write the trace spool: %s", strerror(errno));
+    if (spool_open() == 0 && mlprof__pwrite_all(C.spool_fd, C.buf.data, C.buf.len, C.spool_size) == 0) {
+        if (C.spool_failing)
+            mlprof__log(MLPROF_LOG_INFO, "the trace spool is written again: the events kept in memory are in it");
+        C.spool_failing = 0;
+        C.spool_size += C.buf.len;
+        mlprof__sb_reset(&C.buf);
+        return;
     }
+    int err = errno;
+    char keep[32];
+    bytes_text(pending_max(), keep, sizeof keep);
+    if (!C.spool_failing)
+        mlprof__log(MLPROF_LOG_ERROR,
+                    "cannot write the trace spool: %s; the events are kept in memory (%s at most) until it can be",
+                    strerror(err), keep);
+    C.spool_failing = 1;
+    if (C.buf.len <= pending_max())
+        return;
+    uint64_t n = count_events(C.buf.data, C.buf.len);
+    C.unwritten += n;
+    C.lost_errno = err;
+    mlprof__log(MLPROF_LOG_ERROR,
+                "%llu events of the trace lost (%llu so far): the spool cannot be written (%s) and memory "
+                "keeps %s of events at most",
+                (unsigned long long)n, (unsigned long long)C.unwritten, strerror(err), keep);
     mlprof__sb_reset(&C.buf);
+    if (C.spool_size == 0)
+        C.spool_first = 1; /* the next event opens the list: no comma before it */
 }
 
 static void spool_reset(void)
@@ -624,7 +698,8 @@ static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
             else if (MLPROF__REC_KIND(r->b) == MLPROF__REC_MEM)
                 mem_record(tr, r, mlprof__clock_to_ns(r->a));
             p += slots * sizeof *r;
-            if (C.buf.len > (1u << 20))
+            /* while the spool fails, tried again at the end of the drain or at the bound */
+            if (C.buf.len > (1u << 20) && (!C.spool_failing || C.buf.len > pending_max()))
                 spool_flush();
         }
         t->consumed = limit;
@@ -839,6 +914,11 @@ uint64_t mlprof__collect_dropped(void)
     return n;
 }
 
+/* Events dropped since the trace began (the start, a clear, or the last
+ * finished dump), and since the statistics were last reset. */
+static uint64_t trace_dropped(void) { return mlprof__collect_dropped() - C.trace_drops_base; }
+static uint64_t stats_dropped(void) { return mlprof__collect_dropped() - C.stats_drops_base; }
+
 /* ----------------------------------------------------------- the dump */
 
 /* A configured path with "%p" replaced by the pid; in a forked child, which
@@ -895,6 +975,14 @@ static void memory_output_path(const char *value, const char *suffix, char *buf,
     }
 }
 
+/* The memory outputs are written when memory is profiled, or was (since the
+ * last clear): with memory profiling off they are off, whatever their keys say. */
+static int memory_outputs_on(void)
+{
+    const mlprof__config *c = &mlprof__g.cfg;
+    return c->profile_all || c->profile_memory || mlprof__mem_any();
+}
+
 /* The path of an output ("trace", "stats", "memory_csv", "memory_svg"), or -1. */
 static int output_path(const char *what, char *buf, size_t len)
 {
@@ -904,9 +992,9 @@ static int output_path(const char *what, char *buf, size_t len)
     else if (strcmp(what, "stats") == 0)
         c->stats_file[0] ? expand_path(c->stats_file, buf, len) : (void)(buf[0] = '\0');
     else if (strcmp(what, "memory_csv") == 0)
-        memory_output_path(c->memory_csv, ".memory.csv", buf, len);
+        memory_output_path(memory_outputs_on() ? c->memory_csv : "", ".memory.csv", buf, len);
     else if (strcmp(what, "memory_svg") == 0)
-        memory_output_path(c->memory_svg, ".memory_flow.svg", buf, len);
+        memory_output_path(memory_outputs_on() ? c->memory_svg : "", ".memory_flow.svg", buf, len);
     else
         return -1;
     return 0;
@@ -1002,11 +1090,13 @@ static void write_tail(mlprof__sb *out, int first, int finished, uint64_t droppe
     mlprof__sb_json_str(out, mlprof__clock_name(), strlen(mlprof__clock_name()));
     mlprof__sb_printf(out,
                       ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"start_ns\":%llu,\"dump_ns\":%llu"
-                      ",\"dropped_events\":%llu,\"external_dropped\":%llu,\"unfinished_spans\":%llu,\"unmatched_ends\":%llu"
+                      ",\"dropped_events\":%llu,\"external_dropped\":%llu,\"unwritten_events\":%llu"
+                      ",\"unfinished_spans\":%llu,\"unmatched_ends\":%llu"
                       ",\"corrupt_records\":%llu,\"buffer_size\":%llu,\"chunk_size\":%zu"
                       ",\"finished\":%s",
                       (unsigned long long)C.start_ns, (unsigned long long)now_ns,
-                      (unsigned long long)dropped, (unsigned long long)ext_dropped, (unsigned long long)C.unfinished,
+                      (unsigned long long)dropped, (unsigned long long)ext_dropped,
+                      (unsigned long long)C.unwritten, (unsigned long long)C.unfinished,
                       (unsigned long long)C.unmatched_ends, (unsigned long long)C.corrupt,
                       (unsigned long long)mlprof__g.cfg.buffer_size, mlprof__pool_chunk_size(),
                       finished ? "true" : "false");
@@ -1033,6 +1123,8 @@ static int copy_spool(int fd)
     char buf[1 << 16];
     while (left > 0) {
         ssize_t n = pread(C.spool_fd, buf, sizeof buf, in);
+        if (n == 0)
+            errno = EIO; /* the spool is shorter than what was written to it */
         if (n <= 0 || mlprof__write_all(fd, buf, (size_t)n) != 0)
             return -1;
         in += n;
@@ -1086,10 +1178,10 @@ static int write_stats_file(uint64_t dropped, const char *trace_path, int final)
     return rc;
 }
 
-/* The per-block CSV and the memory flow picture, when memory was recorded. */
+/* The per-block CSV and the memory flow picture, when memory is profiled. */
 static int write_memory_files(void)
 {
-    if (!mlprof__mem_any())
+    if (!memory_outputs_on())
         return MLPROF_OK;
     int rc = MLPROF_OK;
     char path[4200];
@@ -1119,10 +1211,51 @@ static void reset_trace(void)
         track_free(tr);
     }
     spool_reset();
+    C.spool_failing = 0;
+    C.unwritten = C.unwritten_said = 0;
+    C.trace_drops_base = mlprof__collect_dropped();
+    C.reported_drops = 0;
     C.unfinished = C.unmatched_ends = C.corrupt = 0;
     C.start_ns = 0;
     mlprof__gpu_reset();
     mlprof__g.run_ns = mlprof__g.state == MLPROF_STATE_RUN ? mlprof_now_ns() : 0;
+}
+
+/* Writes the trace file: the head, the spool, the events the spool could
+ * not take, the tail. */
+static int write_trace(const char *path, int finished, uint64_t dropped)
+{
+    mlprof__out o;
+    int rc = mlprof__out_open(&o, path);
+    if (rc != MLPROF_OK)
+        return rc;
+    mlprof__sb tail;
+    mlprof__sb_init(&tail);
+    write_tail(&tail, C.spool_first, finished, dropped, mlprof__clock_monotonic_ns());
+    static const char head[] = "{\"traceEvents\":[\n";
+    if (tail.failed) {
+        rc = mlprof__fail(MLPROF_ENOMEM, "cannot write the trace %s: out of memory", o.path);
+    } else if (mlprof__write_all(o.fd, head, sizeof head - 1) != 0 || (C.spool_size && copy_spool(o.fd) != 0) ||
+               (C.buf.len && mlprof__write_all(o.fd, C.buf.data, C.buf.len) != 0) ||
+               mlprof__write_all(o.fd, tail.data, tail.len) != 0) {
+        rc = mlprof__fail(MLPROF_EIO, "cannot write the trace %s: %s", o.path, strerror(errno));
+    }
+    mlprof__sb_free(&tail);
+    int crc = mlprof__out_commit(&o, rc == MLPROF_OK);
+    return rc != MLPROF_OK ? rc : crc;
+}
+
+/* MLPROF_EIO when events of the trace were lost because the spool could not
+ * be written: new ones since the last dump, or any in a finished trace. */
+static int lost_events(int finished)
+{
+    if (C.unwritten == 0 || (!finished && C.unwritten == C.unwritten_said))
+        return MLPROF_OK;
+    C.unwritten_said = C.unwritten;
+    return mlprof__fail(MLPROF_EIO,
+                        "%llu events of the trace were lost: its spool could not be written (%s) for longer "
+                        "than memory could keep them (otherData.unwritten_events)",
+                        (unsigned long long)C.unwritten, strerror(C.lost_errno));
 }
 
 int mlprof__collect_dump(int finished)
@@ -1132,7 +1265,7 @@ int mlprof__collect_dump(int finished)
     drain_all(0, finished);
     if (finished)
         close_open_spans();
-    uint64_t dropped = mlprof__collect_dropped();
+    uint64_t dropped = trace_dropped();
     if (dropped > C.reported_drops) {
         mlprof__log(MLPROF_LOG_WARN,
                     "%llu events dropped because the buffers were full (buffer_size=%llu); "
@@ -1143,30 +1276,31 @@ int mlprof__collect_dump(int finished)
     mlprof__gpu_report();
     char path[4200];
     mlprof__collect_trace_path(path, sizeof path);
-    char *tmp;
-    int fd = mlprof__atomic_open(path, &tmp);
-    if (fd < 0)
-        return MLPROF_EIO;
-    mlprof__sb tail;
-    mlprof__sb_init(&tail);
-    write_tail(&tail, C.spool_first, finished, dropped, mlprof__clock_monotonic_ns());
-    static const char head[] = "{\"traceEvents\":[\n";
-    int ok = mlprof__write_all(fd, head, sizeof head - 1) == 0 && (C.spool_size == 0 || copy_spool(fd) == 0) &&
-             !tail.failed && mlprof__write_all(fd, tail.data, tail.len) == 0;
-    if (!ok)
-        mlprof__fail(MLPROF_EIO, "cannot write the trace %s: %s", tmp, strerror(errno));
-    mlprof__sb_free(&tail);
-    int rc = mlprof__atomic_commit(fd, tmp, path, ok);
-    int src = write_stats_file(dropped, path, finished);
+    /* the first error is the one returned, with its message */
+    char msg[1024] = "";
+    int rc = write_trace(path, finished, dropped);
+    int written = rc == MLPROF_OK;
+    if (!written)
+        snprintf(msg, sizeof msg, "%s", mlprof_last_error());
+    int lrc = lost_events(finished);
+    if (written && lrc != MLPROF_OK) {
+        rc = lrc;
+        snprintf(msg, sizeof msg, "%s", mlprof_last_error());
+    }
+    int src = write_stats_file(stats_dropped(), path, finished);
     int mrc = write_memory_files();
     mlprof__mem_warn();
     if (src == MLPROF_OK)
         src = mrc;
-    if (finished) {
+    /* a finished trace starts anew once written; one that could not be is
+     * kept whole for the next dump (a retry, or the one at exit) */
+    if (finished && written) {
         reset_trace();
         __atomic_store_n(&mlprof__g.recorded, 0, __ATOMIC_RELEASE);
     }
-    return rc != MLPROF_OK ? rc : src;
+    if (rc != MLPROF_OK)
+        return mlprof__fail(rc, "%s", msg);
+    return src;
 }
 
 int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, int reset)
@@ -1180,8 +1314,7 @@ int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, in
     drain_all(0, 0);
     mlprof__sb sb;
     mlprof__sb_init(&sb);
-    format_stats(&sb, format == MLPROF_FORMAT_JSON, sort_by, ascending, mlprof__collect_dropped(),
-                 NULL, 0);
+    format_stats(&sb, format == MLPROF_FORMAT_JSON, sort_by, ascending, stats_dropped(), NULL, 0);
     if (sb.failed) {
         mlprof__sb_free(&sb);
         return mlprof__fail(MLPROF_ENOMEM, "mlprof_dumps: out of memory");
@@ -1190,6 +1323,7 @@ int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, in
     if (reset) {
         mlprof__stats_reset(C.stats);
         mlprof__mem_reset();
+        C.stats_drops_base = mlprof__collect_dropped();
     }
     return MLPROF_OK;
 }
@@ -1201,6 +1335,7 @@ void mlprof__collect_clear(void)
     mlprof__mem_reset();
     if (C.stats)
         mlprof__stats_reset(C.stats);
+    C.stats_drops_base = mlprof__collect_dropped();
     __atomic_store_n(&mlprof__g.recorded, mlprof__g.state == MLPROF_STATE_RUN, __ATOMIC_RELEASE);
 }
 
@@ -1231,6 +1366,7 @@ void mlprof__collect_after_fork(void)
     mlprof__mem_reset();
     if (C.stats)
         mlprof__stats_reset(C.stats);
+    C.stats_drops_base = mlprof__collect_dropped();
     pthread_mutex_init(&X.lock, NULL);
     drain_ext(1);
     X.dropped = 0;
@@ -1264,12 +1400,19 @@ static void *continuous_main(void *arg)
     mlprof__ctl_lock();
     uint64_t next_dump = mlprof__clock_monotonic_ns() + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
     while (!C.thread_stop) {
+        if (!mlprof__g.cfg.continuous_dump) {
+            /* turned off while running: idle until it is on again
+             * (mlprof__collect_start_continuous wakes it) or stopped */
+            pthread_cond_wait(&C.wake, &mlprof__g.ctl_lock);
+            next_dump = mlprof__clock_monotonic_ns() + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
+            continue;
+        }
         /* wake often enough to drain before the pool fills, write every period */
         struct timespec ts;
         deadline_in(&ts, 10000000);
         pthread_cond_timedwait(&C.wake, &mlprof__g.ctl_lock, &ts);
         if (C.thread_stop || !mlprof__g.cfg.continuous_dump)
-            break;
+            continue;
         uint64_t now = mlprof__clock_monotonic_ns();
         if (now >= next_dump) {
             if (mlprof__collect_dump(0) != MLPROF_OK)
@@ -1286,8 +1429,12 @@ static void *continuous_main(void *arg)
 
 int mlprof__collect_start_continuous(void)
 {
-    if (!mlprof__g.cfg.continuous_dump || C.thread_running)
+    if (!mlprof__g.cfg.continuous_dump)
         return MLPROF_OK;
+    if (C.thread_running) { /* idle since continuous_dump went off, or working */
+        pthread_cond_broadcast(&C.wake);
+        return MLPROF_OK;
+    }
     C.thread_stop = 0;
     int rc = pthread_create(&C.thread, NULL, continuous_main, NULL);
     if (rc != 0)

@@ -138,16 +138,33 @@ void *mlprof__map_get(const mlprof__map *m, const char *key, size_t key_len);
 mlprof__map_entry *mlprof__map_slot(mlprof__map *m, const char *key, size_t key_len);
 
 /* ---- files */
-/* Writes the bytes of a file atomically: to a temporary file in the same
- * folder, then rename. Returns MLPROF_OK or MLPROF_EIO (message set). */
+/* Writes the bytes of a file as mlprof__out_open and mlprof__out_commit do.
+ * Returns MLPROF_OK, MLPROF_EIO or MLPROF_ENOMEM (message set). */
 int mlprof__write_file_atomic(const char *path, const char *data, size_t len);
-/* Opens a temporary file beside path for an atomic write; *tmp_path receives
- * its name (caller frees). Returns the fd or -1 (message set). */
-int mlprof__atomic_open(const char *path, char **tmp_path);
-/* Finishes an atomic write: closes fd and renames tmp_path over path, or
- * removes tmp_path when ok is 0. Returns MLPROF_OK or MLPROF_EIO. */
-int mlprof__atomic_commit(int fd, char *tmp_path, const char *path, int ok);
-/* Writes all n bytes to fd (retrying short writes and EINTR); 0 or -1. */
+/* An output being written. A regular file (or none yet) is written to a
+ * temporary file beside it, "<path>.tmp-<pid>-XXXXXX", renamed over it at the
+ * end: complete or absent, never torn. What is not a regular file is never
+ * replaced: a FIFO or a character device is written in place (a FIFO that
+ * nothing reads is an error, not a wait), a directory or a block device is
+ * refused; /dev/stdout, /dev/fd/N and /proc/self/fd/N are written through
+ * the descriptor itself (at its offset). A symbolic link is followed: the
+ * file it names is written. */
+typedef struct mlprof__out {
+    int fd;     /* where to write */
+    char *path; /* the file written (links followed), for messages */
+    char *tmp;  /* the temporary file, or NULL when written in place */
+} mlprof__out;
+/* Opens path for writing; the first time in a process, temporary files of
+ * path left by processes that no longer exist (killed while writing) are
+ * removed. Returns MLPROF_OK, MLPROF_EIO or MLPROF_ENOMEM (message set). */
+int mlprof__out_open(mlprof__out *o, const char *path);
+/* Finishes a write: closes the file and renames the temporary file over the
+ * path, or removes it when ok is 0. Returns MLPROF_OK or MLPROF_EIO. */
+int mlprof__out_commit(mlprof__out *o, int ok);
+/* Writes all n bytes to fd (retrying short writes and EINTR); 0 or -1 with
+ * errno saying why (a full disk: ENOSPC, never a short count). */
 int mlprof__write_all(int fd, const void *data, size_t n);
+/* The same at offset, with pwrite. */
+int mlprof__pwrite_all(int fd, const void *data, size_t n, uint64_t offset);
 
 #endif /* MLPROF_COMMON_H */

@@ -1,0 +1,601 @@
+/* test_writes.c - the collector's write path when writing goes wrong: a full
+ * disk (RLIMIT_FSIZE makes writes past a size fail with EFBIG, as ENOSPC
+ * would), then room again; final dumps that fail and are retried; outputs
+ * that are FIFOs, device nodes or symbolic links; continuous_dump turned off
+ * and on; dropped events of one trace only; temporary files of a killed
+ * process; memory outputs while memory profiling is off.
+ *
+ * usage: test_writes OUTDIR MODE. Each mode runs in a process of its own
+ * (check_trace.py's area_writes runs them in turn and reads the traces). */
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static mlprof_domain *domain;
+
+/* n spans named name; every drain_every spans a dump(0) (0: none), whose
+ * last result is returned (MLPROF_OK if none). */
+static int record(const char *name, int n, int drain_every)
+{
+    if (!domain)
+        domain = mlprof_domain_create("writes");
+    mlprof_span *s = mlprof_task_create(domain, name);
+    int rc = MLPROF_OK;
+    for (int i = 0; i < n; i++) {
+        mlprof_begin(s);
+        mlprof_end(s);
+        if (drain_every && (i + 1) % drain_every == 0)
+            rc = mlprof_dump(0);
+    }
+    return rc;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static mode_t file_type(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 ? (st.st_mode & S_IFMT) : 0;
+}
+
+/* Files whose names match pattern. */
+static int count_matches(const char *pattern)
+{
+    glob_t g;
+    int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    globfree(&g);
+    return n;
+}
+
+/* ------------------------------------------------------------ a full disk */
+
+static struct rlimit original_fsize;
+
+/* Writes past bytes fail with EFBIG (SIGXFSZ ignored), as on a full disk. */
+static void limit_file_size(rlim_t bytes)
+{
+    struct rlimit r = original_fsize;
+    r.rlim_cur = bytes;
+    CHECK(setrlimit(RLIMIT_FSIZE, &r) == 0, "setrlimit: %s", strerror(errno));
+}
+
+static void room_again(void)
+{
+    CHECK(setrlimit(RLIMIT_FSIZE, &original_fsize) == 0, "setrlimit: %s", strerror(errno));
+}
+
+/* Defect: events formatted while the spool could not be written were thrown
+ * away and the spool began with a stray ","; the dump said OK. */
+static void mode_full(void)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &original_fsize);
+    CHECK_OK(mlprof_set_config("filename", tu_path("full.json")));
+    CHECK_OK(mlprof_set_config("buffer_size", "256K"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    /* full from the start: not one event reaches the spool */
+    limit_file_size(4096);
+    CHECK_OK(record("a", 1000, 0));
+    CHECK(mlprof_dump(0) == MLPROF_EIO, "the first dump to a full disk fails");
+    room_again();
+    CHECK_OK(mlprof_dump(0));
+    long size = file_size(tu_path("full.json"));
+    CHECK(size > 0, "first trace written");
+
+    /* the disk fills: the spool and the trace (beside it) cannot grow */
+    limit_file_size((rlim_t)size);
+    int rc = record("b", 5000, 500);
+    CHECK(rc == MLPROF_EIO, "a dump to a full disk fails: %s", mlprof_err_name(rc));
+    CHECK(strstr(mlprof_last_error(), "File too large") != NULL, "the reason: %s", mlprof_last_error());
+    CHECK(file_size(tu_path("full.json")) == size, "the old trace is left as it was");
+    char *old = tu_read_file(tu_path("full.json"));
+    CHECK(old && tu_count(old, "\"name\":\"a\"") == 1000 && tu_count(old, "\"name\":\"b\"") == 0,
+          "the old trace holds the first events");
+    free(old);
+
+    /* room again: everything kept in memory is written */
+    room_again();
+    CHECK_OK(record("c", 1000, 0));
+    CHECK_OK(mlprof_set_config("filename", tu_path("full_1.json")));
+    CHECK_OK(mlprof_dump(0));
+    size = file_size(tu_path("full_1.json"));
+
+    /* full for longer than memory may hold (1 MiB here): the excess is lost, and counted */
+    limit_file_size((rlim_t)size);
+    rc = record("d", 20000, 500);
+    CHECK(rc == MLPROF_EIO, "full again: %s", mlprof_err_name(rc));
+    room_again();
+    CHECK_OK(record("e", 1000, 0));
+    CHECK_OK(mlprof_set_config("filename", tu_path("full_2.json")));
+    rc = mlprof_dump(1);
+    CHECK(rc == MLPROF_EIO, "the final dump says that events were lost: %s", mlprof_err_name(rc));
+    CHECK(strstr(mlprof_last_error(), "lost") && strstr(mlprof_last_error(), "File too large"),
+          "with the reason: %s", mlprof_last_error());
+    CHECK(file_size(tu_path("full_2.json")) > size, "the trace is written all the same");
+
+    /* a final dump to a full disk keeps everything for a retry */
+    CHECK_OK(mlprof_set_config("filename", tu_path("full_3.json")));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    CHECK_OK(record("f", 1000, 0));
+    limit_file_size(4096);
+    rc = mlprof_dump(1);
+    CHECK(rc == MLPROF_EIO, "final dump to a full disk: %s", mlprof_err_name(rc));
+    room_again();
+    CHECK_OK(mlprof_dump(1));
+    char *t = tu_read_file(tu_path("full_3.json"));
+    CHECK(t && tu_count(t, "\"name\":\"f\"") == 1000, "the retry writes all 1000 spans: %d",
+          t ? tu_count(t, "\"name\":\"f\"") : -1);
+    free(t);
+}
+
+/* Defect: a final dump that failed after its temporary file was made reset
+ * the trace anyway: a retry wrote nothing. */
+static void mode_final(void)
+{
+    const char *dir = tu_path("adir");
+    mkdir(dir, 0755);
+    CHECK_OK(mlprof_set_config("filename", dir));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    CHECK_OK(record("g", 100, 0));
+    mlprof_span *open = mlprof_task_create(domain, "open_g");
+    mlprof_begin(open);
+    int rc = mlprof_dump(1);
+    CHECK(rc == MLPROF_EIO, "a directory is no trace file: %s", mlprof_err_name(rc));
+    CHECK(strstr(mlprof_last_error(), "adir") != NULL, "the message names it: %s", mlprof_last_error());
+    CHECK(file_type(dir) == S_IFDIR, "the directory is left alone");
+    char pattern[1100];
+    snprintf(pattern, sizeof pattern, "%s.tmp-*", dir);
+    CHECK(count_matches(pattern) == 0, "no temporary file left beside it");
+    CHECK_OK(mlprof_set_config("filename", tu_path("final.json")));
+    CHECK_OK(mlprof_dump(1));
+    char *t = tu_read_file(tu_path("final.json"));
+    CHECK(t && tu_count(t, "\"name\":\"g\"") == 100 && tu_count(t, "\"name\":\"open_g\"") == 1,
+          "the retry writes what the failed dump had");
+    free(t);
+}
+
+/* ------------------------------------------------------- special files */
+
+/* Reads a FIFO until its writer closes it (or 30 s pass without one). */
+typedef struct fifo_reader {
+    const char *path;
+    int fd;
+    char *data;
+    size_t len;
+    int eof;
+    pthread_t th;
+} fifo_reader;
+
+static void *reader_main(void *arg)
+{
+    fifo_reader *r = arg;
+    double deadline = now_s() + 30;
+    size_t cap = 0;
+    while (now_s() < deadline) {
+        struct pollfd p = {r->fd, POLLIN, 0};
+        int n = poll(&p, 1, 100);
+        if (n <= 0)
+            continue;
+        char buf[65536];
+        ssize_t k = read(r->fd, buf, sizeof buf);
+        if (k == 0) {
+            r->eof = 1;
+            break;
+        }
+        if (k < 0)
+            continue;
+        if (r->len + (size_t)k + 1 > cap) {
+            cap = 2 * (r->len + (size_t)k + 1);
+            r->data = realloc(r->data, cap);
+        }
+        memcpy(r->data + r->len, buf, (size_t)k);
+        r->len += (size_t)k;
+        r->data[r->len] = '\0';
+    }
+    close(r->fd);
+    return NULL;
+}
+
+static void reader_start(fifo_reader *r, const char *path)
+{
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    unlink(path);
+    CHECK(mkfifo(path, 0644) == 0, "mkfifo %s: %s", path, strerror(errno));
+    /* a reader is there before the dump opens it */
+    r->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    CHECK(r->fd >= 0, "open %s: %s", path, strerror(errno));
+    pthread_create(&r->th, NULL, reader_main, r);
+}
+
+static void reader_finish(fifo_reader *r, const char *starts, const char *keep_as)
+{
+    pthread_join(r->th, NULL);
+    CHECK(r->eof && r->data && strncmp(r->data, starts, strlen(starts)) == 0,
+          "%s read whole through its FIFO (eof %d): %.40s", r->path, r->eof, r->data ? r->data : "(nothing)");
+    CHECK(file_type(r->path) == S_IFIFO, "%s is still a FIFO", r->path);
+    if (keep_as && r->data) {
+        FILE *f = fopen(tu_path(keep_as), "wb");
+        if (f) {
+            fwrite(r->data, 1, r->len, f);
+            fclose(f);
+        }
+    }
+    free(r->data);
+}
+
+/* A character device made here (never the machine's own /dev nodes, which a
+ * build without the fix would replace). 0 when it cannot be: not root, or a
+ * file system mounted nodev. */
+static int make_device(const char *path, unsigned minor)
+{
+    unlink(path);
+    if (mknod(path, S_IFCHR | 0666, makedev(1, minor)) != 0) {
+        printf("device nodes: skipped: mknod %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        printf("device nodes: skipped: open %s: %s\n", path, strerror(errno));
+        unlink(path);
+        return 0;
+    }
+    close(fd);
+    return 1;
+}
+
+static int is_device(const char *path, unsigned minor)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, minor);
+}
+
+/* Defect: a device node (or FIFO) at the output's path was replaced by a
+ * regular file holding the trace. */
+static void mode_special(void)
+{
+    CHECK_OK(mlprof_set_config("profile_memory", "1"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    CHECK_OK(record("h", 100, 0));
+    int block;
+    CHECK_OK(mlprof_mem_alloc(MLPROF_DEVICE_CPU, &block, sizeof block, "block"));
+    CHECK_OK(mlprof_mem_free(MLPROF_DEVICE_CPU, &block));
+
+    /* a FIFO with no reader: refused at once, not waited on, and left alone */
+    const char *lonely = tu_path("lonely.fifo");
+    unlink(lonely);
+    CHECK(mkfifo(lonely, 0644) == 0, "mkfifo: %s", strerror(errno));
+    CHECK_OK(mlprof_set_config("filename", lonely));
+    CHECK_OK(mlprof_set_config("memory_csv", ""));
+    CHECK_OK(mlprof_set_config("memory_svg", ""));
+    int rc = mlprof_dump(0);
+    CHECK(rc == MLPROF_EIO && strstr(mlprof_last_error(), "lonely.fifo"), "FIFO without a reader: %s: %s",
+          mlprof_err_name(rc), mlprof_last_error());
+    CHECK(file_type(lonely) == S_IFIFO, "still a FIFO");
+
+    /* a symbolic link: the file it points to is written, the link stays */
+    const char *link = tu_path("link.json"), *target = tu_path("link_target.json");
+    unlink(link);
+    unlink(target);
+    CHECK(symlink("link_target.json", link) == 0, "symlink: %s", strerror(errno));
+    CHECK_OK(mlprof_set_config("filename", link));
+    CHECK_OK(mlprof_dump(0));
+    CHECK(file_type(link) == S_IFLNK, "the link is still a link");
+    CHECK(file_type(target) == S_IFREG && file_size(target) > 0, "its target holds the trace");
+
+    /* /dev/fd/N on a file (a shell's redirection): written through N, after
+     * what N wrote before it, and the file stays the one N has open */
+    const char *redirected = tu_path("redirected.txt");
+    int fd = open(redirected, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    struct stat before, after;
+    CHECK(fd >= 0 && write(fd, "before\n", 7) == 7 && fstat(fd, &before) == 0, "a redirected file");
+    char fd_path[64];
+    snprintf(fd_path, sizeof fd_path, "/dev/fd/%d", fd);
+    CHECK_OK(mlprof_set_config("filename", fd_path));
+    CHECK_OK(mlprof_dump(0));
+    CHECK(write(fd, "after\n", 6) == 6, "written after");
+    close(fd);
+    CHECK(stat(redirected, &after) == 0 && after.st_ino == before.st_ino, "the same file");
+    char *text = tu_read_file(redirected);
+    size_t n = text ? strlen(text) : 0;
+    CHECK(text && strncmp(text, "before\n{\"traceEvents\":[", 23) == 0 && n > 8 &&
+              strcmp(text + n - 8, "}\nafter\n") == 0,
+          "the trace between what was written before and after: %.30s", text ? text : "(none)");
+    free(text);
+
+    /* device nodes: written in place; a full device is an error */
+    const char *null_dev = tu_path("null.dev"), *full_dev = tu_path("full.dev");
+    if (geteuid() == 0 && make_device(null_dev, 3) && make_device(full_dev, 7)) {
+        CHECK_OK(mlprof_set_config("filename", null_dev));
+        CHECK_OK(mlprof_set_config("stats_file", null_dev));
+        CHECK_OK(mlprof_dump(0));
+        CHECK(is_device(null_dev, 3), "a copy of /dev/null is still that device");
+        CHECK_OK(mlprof_set_config("stats_file", ""));
+        CHECK_OK(mlprof_set_config("filename", full_dev));
+        rc = mlprof_dump(0);
+        CHECK(rc == MLPROF_EIO && strstr(mlprof_last_error(), "No space left on device"),
+              "a copy of /dev/full: %s: %s", mlprof_err_name(rc), mlprof_last_error());
+        CHECK(is_device(full_dev, 7), "a copy of /dev/full is still that device");
+        unlink(null_dev);
+        unlink(full_dev);
+    } else if (geteuid() != 0) {
+        /* nobody but root may add a file to /dev: the node itself is safe to try */
+        CHECK_OK(mlprof_set_config("filename", "/dev/full"));
+        rc = mlprof_dump(0);
+        CHECK(rc == MLPROF_EIO && strstr(mlprof_last_error(), "No space left on device"),
+              "/dev/full: %s: %s", mlprof_err_name(rc), mlprof_last_error());
+        printf("device nodes: not root: /dev/full only\n");
+    }
+
+    /* every output through FIFOs that a reader empties */
+    fifo_reader trace, stats, csv, svg;
+    reader_start(&trace, tu_path("trace.fifo"));
+    reader_start(&stats, tu_path("stats.fifo"));
+    reader_start(&csv, tu_path("csv.fifo"));
+    reader_start(&svg, tu_path("svg.fifo"));
+    CHECK_OK(mlprof_set_config("filename", trace.path));
+    CHECK_OK(mlprof_set_config("stats_file", stats.path));
+    CHECK_OK(mlprof_set_config("memory_csv", csv.path));
+    CHECK_OK(mlprof_set_config("memory_svg", svg.path));
+    CHECK_OK(mlprof_dump(1));
+    reader_finish(&trace, "{\"traceEvents\":[", "fifo_trace.json");
+    reader_finish(&stats, "", NULL);
+    reader_finish(&csv, "device,", NULL);
+    reader_finish(&svg, "<", "fifo_flow.svg");
+}
+
+/* ---------------------------------------------------- continuous dumps */
+
+/* Waits (60 s at most: a guard, not a measure) until the trace on disk holds
+ * a span named name. */
+static int wait_for_span(const char *path, const char *name)
+{
+    char needle[128];
+    snprintf(needle, sizeof needle, "\"name\":\"%s\"", name);
+    for (double deadline = now_s() + 60; now_s() < deadline; sleep_s(0.01)) {
+        char *t = tu_read_file(path);
+        int found = t && strstr(t, needle);
+        free(t);
+        if (found)
+            return 1;
+    }
+    return 0;
+}
+
+/* Defect: continuous_dump turned off then on while running: its thread had
+ * exited but stayed marked running, and no dump came again. */
+static void mode_toggle(void)
+{
+    const char *path = tu_path("toggle.json");
+    unlink(path);
+    CHECK_OK(mlprof_set_config("filename", path));
+    CHECK_OK(mlprof_set_config("continuous_dump", "1"));
+    CHECK_OK(mlprof_set_config("dump_period", "0.02"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("before", 10, 0);
+    CHECK(wait_for_span(path, "before"), "periodic dumps write the trace");
+
+    CHECK_OK(mlprof_set_config("continuous_dump", "0"));
+    sleep_s(0.3); /* the background thread sees it */
+    record("while_off", 10, 0);
+    sleep_s(0.3);
+    char *t = tu_read_file(path);
+    CHECK(t && !strstr(t, "\"name\":\"while_off\""), "no periodic dump while it is off");
+    free(t);
+
+    CHECK_OK(mlprof_set_config("continuous_dump", "1"));
+    record("after", 10, 0);
+    CHECK(wait_for_span(path, "after"), "periodic dumps again once it is back on");
+
+    /* off and on at once, then across a stop and a start */
+    CHECK_OK(mlprof_set_config("continuous_dump", "0"));
+    CHECK_OK(mlprof_set_config("continuous_dump", "1"));
+    record("again", 10, 0);
+    CHECK(wait_for_span(path, "again"), "off and on at once");
+    CHECK_OK(mlprof_set_config("continuous_dump", "0"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
+    CHECK_OK(mlprof_set_config("continuous_dump", "1"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("restarted", 10, 0);
+    CHECK(wait_for_span(path, "restarted"), "off while stopped, on, then started");
+    CHECK_OK(mlprof_dump(1));
+}
+
+/* ------------------------------------------------------- dropped events */
+
+/* Defect: otherData.dropped_events of a trace counted the drops of the
+ * traces before it. Prints the first trace's drops for check_trace.py. */
+static void mode_drops(void)
+{
+    CHECK_OK(mlprof_set_config("buffer_size", "64K"));
+    CHECK_OK(mlprof_set_config("filename", tu_path("drops1.json")));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("x", 20000, 0); /* 20000 pairs do not fit in 64 KiB */
+    uint64_t dropped = mlprof_dropped_events();
+    CHECK(dropped > 0, "drops in the first trace");
+    printf("dropped=%llu\n", (unsigned long long)dropped);
+    CHECK_OK(mlprof_dump(1));
+
+    /* a finished trace, a clear, and a trace that lost nothing */
+    CHECK_OK(mlprof_clear());
+    CHECK_OK(mlprof_set_config("filename", tu_path("drops2.json")));
+    CHECK_OK(mlprof_set_config("stats_file", tu_path("drops2_stats.json")));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("y", 10, 0);
+    CHECK_OK(mlprof_dump(1));
+
+    /* drops, then a clear while running: the rest of the trace lost nothing */
+    CHECK_OK(mlprof_set_config("stats_file", ""));
+    CHECK_OK(mlprof_set_config("filename", tu_path("drops3.json")));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("x", 20000, 0);
+    CHECK(mlprof_dropped_events() > dropped, "drops again");
+    CHECK_OK(mlprof_clear());
+    record("z", 10, 0);
+    CHECK_OK(mlprof_dump(1));
+}
+
+/* ------------------------------------------- a process killed mid-dump */
+
+static char kill_pattern[1100];
+static int kill_armed;
+
+/* Once armed, the first allocation of mlprof while its temporary file
+ * exists (the dump is writing it) kills the process. */
+static void kill_if_writing(void)
+{
+    if (!__atomic_load_n(&kill_armed, __ATOMIC_RELAXED))
+        return;
+    if (count_matches(kill_pattern) > 0)
+        kill(getpid(), SIGKILL);
+}
+
+static void *kill_malloc(size_t n)
+{
+    kill_if_writing();
+    return malloc(n);
+}
+
+static void *kill_realloc(void *p, size_t n)
+{
+    kill_if_writing();
+    return realloc(p, n);
+}
+
+static void mode_killed(void)
+{
+    CHECK_OK(mlprof_set_allocator(kill_malloc, kill_realloc, free));
+    snprintf(kill_pattern, sizeof kill_pattern, "%s.tmp-*", tu_path("killed.json"));
+    CHECK_OK(mlprof_set_config("filename", tu_path("killed.json")));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("k", 1000, 0);
+    printf("pid=%d\n", (int)getpid());
+    fflush(stdout);
+    __atomic_store_n(&kill_armed, 1, __ATOMIC_RELAXED);
+    mlprof_dump(0);
+    CHECK(0, "the dump was not killed while writing its temporary file");
+}
+
+static void touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "create %s: %s", path, strerror(errno));
+    if (f)
+        fclose(f);
+}
+
+/* Defect: temporary files of a process killed during a dump stayed beside
+ * the trace for good. Run after mode killed. */
+static void mode_stale(void)
+{
+    const char *path = tu_path("killed.json");
+    char pattern[1100], name[1200];
+    snprintf(pattern, sizeof pattern, "%s.tmp-*", path);
+    CHECK(count_matches(pattern) == 1, "the killed process left its temporary file: %d", count_matches(pattern));
+    /* one more of a process that is gone, one of a live process (ours: the
+     * parent's, check_trace.py), a file that only looks alike, and the
+     * temporary file of another output */
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    waitpid(child, NULL, 0);
+    snprintf(name, sizeof name, "%s.tmp-%d-Ab12Cd", path, (int)child);
+    touch(name);
+    char live[1200], notes[1200], other[1200];
+    snprintf(live, sizeof live, "%s.tmp-%d-Ef34Gh", path, (int)getppid());
+    snprintf(notes, sizeof notes, "%s.tmp-notes", path);
+    snprintf(other, sizeof other, "%s.tmp-%d-Ij56Kl", tu_path("other.json"), (int)child);
+    touch(live);
+    touch(notes);
+    touch(other);
+    CHECK_OK(mlprof_set_config("filename", path));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("s", 10, 0);
+    CHECK_OK(mlprof_dump(1));
+    CHECK(count_matches(pattern) == 2, "only the live process's file and the look-alike are left: %d",
+          count_matches(pattern));
+    CHECK(access(live, F_OK) == 0 && access(notes, F_OK) == 0 && access(other, F_OK) == 0,
+          "the others are kept");
+    unlink(live);
+    unlink(notes);
+    unlink(other);
+}
+
+/* ------------------------------------------------- memory outputs, off */
+
+/* Defect: with memory profiling off, mlprof_output_path still gave the
+ * memory files' paths, which were never written (cnn_infer then failed). */
+static void mode_memoff(void)
+{
+    CHECK_OK(mlprof_set_config("filename", tu_path("memoff.json")));
+    char path[1024];
+    CHECK_OK(mlprof_output_path("memory_svg", path, sizeof path));
+    CHECK(path[0] == '\0', "no memory picture while memory profiling is off: \"%s\"", path);
+    CHECK_OK(mlprof_output_path("memory_csv", path, sizeof path));
+    CHECK(path[0] == '\0', "no memory table while memory profiling is off: \"%s\"", path);
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("m", 10, 0);
+    CHECK_OK(mlprof_dump(1));
+    CHECK(access(tu_path("memoff.memory.csv"), F_OK) != 0, "no memory table written");
+
+    /* on, with nothing recorded: the files named are written */
+    CHECK_OK(mlprof_set_config("profile_memory", "1"));
+    CHECK_OK(mlprof_output_path("memory_csv", path, sizeof path));
+    CHECK(strcmp(path, tu_path("memoff.memory.csv")) == 0, "the table's path: \"%s\"", path);
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("m", 10, 0);
+    CHECK_OK(mlprof_dump(1));
+    CHECK(access(path, F_OK) == 0, "an empty memory table is written: %s", path);
+    CHECK_OK(mlprof_output_path("memory_svg", path, sizeof path));
+    CHECK(access(path, F_OK) == 0, "an empty memory picture is written: %s", path);
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv);
+    const char *mode = argc > 2 ? argv[2] : "";
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } modes[] = {{"full", mode_full},     {"final", mode_final},   {"special", mode_special},
+                 {"toggle", mode_toggle}, {"drops", mode_drops},   {"killed", mode_killed},
+                 {"stale", mode_stale},   {"memoff", mode_memoff}};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        if (strcmp(mode, modes[i].name) == 0) {
+            modes[i].fn();
+            char label[64];
+            snprintf(label, sizeof label, "test_writes %s", mode);
+            return tu_finish(label);
+        }
+    }
+    fprintf(stderr, "usage: test_writes OUTDIR full|final|special|toggle|drops|killed|stale|memoff\n");
+    return 2;
+}
