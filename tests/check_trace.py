@@ -178,6 +178,19 @@ def area_drops(prog, out):
     check("dropped" in p.stderr, "the loss is reported on stderr")
 
 
+def area_pool(prog, out):
+    run(prog, out, "state")  # its checks are in the program (and ThreadSanitizer's)
+    for mode, name in (("", "pool.json"), ("continuous", "pool_continuous.json")):
+        p = run(prog, out, *([mode] if mode else []))
+        t = load(os.path.join(out, name))
+        short = events(t, "X", "short")
+        check(len(short) == 50000, f"{name}: all 50000 spans of the short threads, got {len(short)}")
+        check(len({e["tid"] for e in short}) == 5000, f"{name}: on 5000 threads")
+        check(len(events(t, "X", "filtered")) == 1, f"{name}: the filtered span only once it was on")
+        check(t["otherData"]["dropped_events"] == 0, f"{name}: nothing dropped: {t['otherData']}")
+        check("dropped" not in p.stderr, f"{name}: no drop reported")
+
+
 def area_fork(prog, out):
     p = run(prog, out)
     m = re.search(r"child=(\d+) parent=(\d+)", p.stdout)

@@ -661,7 +661,6 @@ static void drain_thread(mlprof__thread *t, int discard)
 
 static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
 {
-    size_t chunk_size = mlprof__pool_chunk_size();
     for (;;) {
         mlprof__chunk *c = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
         if (!c)
@@ -672,7 +671,7 @@ static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
             limit = c->final_end;
         } else {
             limit = __atomic_load_n(&t->pos, __ATOMIC_ACQUIRE);
-            if (limit < c->data || limit > (char *)c + chunk_size) {
+            if (limit < c->data || limit > c->end) {
                 /* the thread moved on to a new chunk meanwhile: this one is sealed */
                 next = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE);
                 if (!next)
@@ -1421,6 +1420,7 @@ static void *continuous_main(void *arg)
         } else if (mlprof__pool_free_count() * 2 < mlprof__pool_chunk_count()) {
             drain_all(0, 0);
         }
+        mlprof__pool_keep_warm(); /* the next chunks taken are faulted in already */
         __atomic_store_n(&C.poked, 0, __ATOMIC_RELEASE);
     }
     mlprof__ctl_unlock();

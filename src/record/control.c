@@ -533,6 +533,11 @@ static void read_environment(void)
 
 static int set_state_locked(int state);
 
+/* The state and the pause flag are written under ctl_lock and read without
+ * it (mlprof_get_state, mlprof_is_paused): atomic on both sides. */
+static void store_state(int state) { __atomic_store_n(&mlprof__g.state, state, __ATOMIC_RELEASE); }
+static void store_paused(int paused) { __atomic_store_n(&mlprof__g.paused, paused, __ATOMIC_RELEASE); }
+
 static void at_exit(void)
 {
     mlprof__hw_quiesce(); /* its last samples are in the final dump */
@@ -610,8 +615,8 @@ static int set_state_locked(int state)
         rc = mlprof__hw_start(); /* observers only while stopped: before the state changes */
         if (rc != MLPROF_OK)
             return rc;
-        mlprof__g.state = MLPROF_STATE_RUN;
-        mlprof__g.paused = 0;
+        store_state(MLPROF_STATE_RUN);
+        store_paused(0);
         mlprof__gpu_start();
         if (!mlprof__g.run_ns)
             mlprof__g.run_ns = mlprof_now_ns();
@@ -619,7 +624,7 @@ static int set_state_locked(int state)
         mlprof__update_flags();
         return mlprof__collect_start_continuous();
     }
-    mlprof__g.state = MLPROF_STATE_STOP;
+    store_state(MLPROF_STATE_STOP);
     mlprof__update_flags();
     mlprof__hw_stop();
     mlprof__gpu_stop();
@@ -648,7 +653,7 @@ static int set_paused(int paused)
 {
     mlprof__ensure_init();
     mlprof__ctl_lock();
-    mlprof__g.paused = paused;
+    store_paused(paused);
     mlprof__update_flags();
     if (mlprof__g.state == MLPROF_STATE_RUN) {
         if (paused)
@@ -676,7 +681,7 @@ int mlprof_dump(int finished)
         mlprof__hw_quiesce();
     mlprof__ctl_lock();
     if (finished) {
-        mlprof__g.state = MLPROF_STATE_STOP;
+        store_state(MLPROF_STATE_STOP);
         mlprof__update_flags();
         mlprof__hw_stop();
         mlprof__gpu_stop();
@@ -698,7 +703,7 @@ int mlprof__dump_on_signal(int sig)
     }
     mlprof__busy++;
     int want = __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
-    mlprof__g.state = MLPROF_STATE_STOP;
+    store_state(MLPROF_STATE_STOP);
     mlprof__update_flags();
     int rc = want ? mlprof__collect_dump(1) : MLPROF_OK;
     if (want)

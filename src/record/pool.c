@@ -1,9 +1,27 @@
 /*
  * pool.c - the bounded pool of event chunks. One arena of buffer_size bytes is
- * mapped at the first run and cut into equal chunks; threads take chunks from
- * a lock-free free list (an index stack tagged with a generation against ABA)
- * and the collector gives them back after draining. When the list is empty,
- * events are dropped and counted: the pool never grows and never blocks.
+ * mapped at the first run and cut into equal chunks. Nothing in it is touched
+ * before a thread writes there: chunks never used yet are handed out in order
+ * from a cursor, and the lists of chunks live in small arrays beside the arena
+ * (one link, one reference count and one offset per chunk), never in the
+ * chunks themselves.
+ *
+ * Threads take chunks lock-free: first the unused tail of a chunk left by a
+ * thread that exited (so that short-lived threads do not hold a whole chunk
+ * each until the next drain), then a chunk the collector gave back, then a
+ * chunk never used. When none is left, events are dropped and counted: the
+ * pool never grows and never blocks.
+ *
+ * A chunk may so hold the records of several threads one after the other,
+ * each part (a segment) behind a header of its own. The chunk counts the
+ * segments not yet consumed, plus one while its tail is listed for reuse; the
+ * collector's last release puts it back in the free list.
+ *
+ * The first write to a page costs a fault, which is dear on some virtual
+ * machines (12 to 40 us a page, against under 1 us for the same page faulted
+ * in by madvise(MADV_POPULATE_WRITE)). So a few chunks ahead of the cursor
+ * are faulted in at the first run and by the collector, and a thread that
+ * outruns them faults in its new chunk with one call, not one fault a page.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -15,18 +33,35 @@
 #include "../collect/collect.h"
 #include "record.h"
 
-static char *g_arena;
-static size_t g_arena_bytes;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
+#endif
+
+/* chunks kept faulted in ahead of the ones threads took */
+#define WARM_AHEAD 4u
+/* a tail shorter than this is not reused (any record fits in it) */
+#define TAIL_MIN 1024u
+
+static char *g_arena; /* atomic: set last at the first run, NULL before */
 static size_t g_chunk_size;
-static size_t g_chunk_count;
-static uint64_t g_free_head; /* atomic: generation << 32 | (index + 1), 0 = empty */
-static size_t g_free_count;  /* atomic, approximate */
+static uint32_t g_chunk_count;
+static uint32_t *g_link; /* per chunk, atomic: the next index + 1 in its list, 0 = end */
+static uint32_t *g_refs; /* per chunk, atomic: segments not yet consumed, + 1 while listed as a tail */
+static uint32_t *g_tail; /* per chunk: where its free tail begins, while listed */
 
-#define NIL_INDEX 0u
+/* The two lists: generation << 32 | (index + 1), 0 = empty. */
+static uint64_t g_free_head;  /* chunks given back by the collector */
+static uint64_t g_tails_head; /* chunks whose tail an exited thread left */
+static uint32_t g_free_count; /* atomic: chunks in the free list (counted before the push) */
+static uint32_t g_fresh;      /* atomic: chunks below this index were handed out once */
+static uint32_t g_warm;       /* atomic: chunks below this index are faulted in */
+static int g_populate_off;    /* atomic: the kernel has no MADV_POPULATE_WRITE */
 
-static mlprof__chunk *chunk_at(uint32_t index)
+static char *chunk_base(uint32_t index) { return g_arena + (size_t)index * g_chunk_size; }
+
+static uint32_t index_of(const void *p)
 {
-    return (mlprof__chunk *)(g_arena + (size_t)index * g_chunk_size);
+    return (uint32_t)((size_t)((const char *)p - g_arena) / g_chunk_size);
 }
 
 static size_t choose_chunk_size(uint64_t buffer_size)
@@ -39,94 +74,211 @@ static size_t choose_chunk_size(uint64_t buffer_size)
     return size;
 }
 
-static void push_index(uint32_t index)
+static void list_push(uint64_t *head_p, uint32_t index)
 {
-    mlprof__chunk *c = chunk_at(index);
-    uint64_t head = __atomic_load_n(&g_free_head, __ATOMIC_ACQUIRE);
+    uint64_t head = __atomic_load_n(head_p, __ATOMIC_ACQUIRE);
     uint64_t next;
     do {
-        __atomic_store_n(&c->free_next, head & 0xffffffffu, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_link[index], (uint32_t)(head & 0xffffffffu), __ATOMIC_RELAXED);
         next = ((head >> 32) + 1) << 32 | (uint64_t)(index + 1);
-    } while (!__atomic_compare_exchange_n(&g_free_head, &head, next, 1, __ATOMIC_RELEASE,
-                                          __ATOMIC_ACQUIRE));
-    __atomic_add_fetch(&g_free_count, 1, __ATOMIC_RELAXED);
+    } while (!__atomic_compare_exchange_n(head_p, &head, next, 1, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
+}
+
+/* The index popped, or UINT32_MAX when the list is empty. */
+static uint32_t list_pop(uint64_t *head_p)
+{
+    uint64_t head = __atomic_load_n(head_p, __ATOMIC_ACQUIRE);
+    for (;;) {
+        uint32_t slot = (uint32_t)(head & 0xffffffffu);
+        if (slot == 0)
+            return UINT32_MAX;
+        /* the link of a chunk another thread just popped may be stale: the
+         * generation in head makes the exchange below fail then */
+        uint32_t link = __atomic_load_n(&g_link[slot - 1], __ATOMIC_RELAXED);
+        uint64_t next = ((head >> 32) + 1) << 32 | link;
+        if (__atomic_compare_exchange_n(head_p, &head, next, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return slot - 1;
+    }
+}
+
+/* Faults in chunks [from, to): one call for them all. */
+static void populate(uint32_t from, uint32_t to)
+{
+    if (from >= to || __atomic_load_n(&g_populate_off, __ATOMIC_RELAXED))
+        return;
+    if (madvise(chunk_base(from), (size_t)(to - from) * g_chunk_size, MADV_POPULATE_WRITE) != 0 &&
+        errno == EINVAL)
+        __atomic_store_n(&g_populate_off, 1, __ATOMIC_RELAXED);
 }
 
 int mlprof__pool_init(uint64_t buffer_size)
 {
-    if (g_arena)
+    if (__atomic_load_n(&g_arena, __ATOMIC_ACQUIRE))
         return MLPROF_OK;
     size_t chunk = choose_chunk_size(buffer_size);
     size_t count = (size_t)(buffer_size / chunk);
     if (count < 1)
         count = 1;
+    if (count > UINT32_MAX - 1)
+        count = UINT32_MAX - 1;
     size_t bytes = count * chunk;
     /* pages are only committed when a thread first writes into its chunk */
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return mlprof__fail(MLPROF_ENOMEM, "cannot map %zu bytes of event buffers (buffer_size): %s",
                             bytes, strerror(errno));
-    g_arena = p;
-    g_arena_bytes = bytes;
-    g_chunk_size = chunk;
-    g_chunk_count = count;
-    g_free_head = 0;
-    g_free_count = 0;
-    for (size_t i = count; i-- > 0;) {
-        chunk_at((uint32_t)i)->index = (uint32_t)i;
-        push_index((uint32_t)i);
+    size_t side = 3 * count * sizeof(uint32_t);
+    void *s = mmap(NULL, side, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (s == MAP_FAILED) {
+        int err = errno;
+        munmap(p, bytes);
+        return mlprof__fail(MLPROF_ENOMEM, "cannot map %zu bytes for the event buffers' lists: %s", side,
+                            strerror(err));
     }
+    g_chunk_size = chunk;
+    g_chunk_count = (uint32_t)count;
+    g_link = s;
+    g_refs = g_link + count;
+    g_tail = g_refs + count;
+    __atomic_store_n(&g_free_head, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_tails_head, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_free_count, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_fresh, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_warm, 0, __ATOMIC_RELAXED);
+    /* last: lock-free readers (mlprof_buffer_usage) see all of the above or nothing */
+    __atomic_store_n(&g_arena, (char *)p, __ATOMIC_RELEASE);
+    mlprof__pool_keep_warm();
     return MLPROF_OK;
 }
 
-int mlprof__pool_ready(void) { return g_arena != NULL; }
+int mlprof__pool_ready(void) { return __atomic_load_n(&g_arena, __ATOMIC_ACQUIRE) != NULL; }
 size_t mlprof__pool_chunk_size(void) { return g_chunk_size; }
 size_t mlprof__pool_chunk_count(void) { return g_chunk_count; }
-size_t mlprof__pool_free_count(void) { return __atomic_load_n(&g_free_count, __ATOMIC_RELAXED); }
 
-mlprof__chunk *mlprof__pool_get(void)
+/* Chunks held by threads or waiting for the collector (tails listed for
+ * reuse included), from one consistent enough reading: the free count is
+ * raised before a chunk is pushed, so it never exceeds the chunks handed out. */
+static uint32_t chunks_in_use(void)
 {
-    if (!g_arena)
-        return NULL;
-    uint64_t head = __atomic_load_n(&g_free_head, __ATOMIC_ACQUIRE);
-    for (;;) {
-        uint32_t slot = (uint32_t)(head & 0xffffffffu);
-        if (slot == NIL_INDEX)
-            return NULL;
-        mlprof__chunk *c = chunk_at(slot - 1);
-        /* reading free_next of a chunk another thread just popped is harmless:
-         * the generation in head makes the exchange below fail then */
-        uint64_t link = __atomic_load_n(&c->free_next, __ATOMIC_RELAXED);
-        uint64_t next = ((head >> 32) + 1) << 32 | link;
-        if (__atomic_compare_exchange_n(&g_free_head, &head, next, 1, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE)) {
-            size_t left = __atomic_sub_fetch(&g_free_count, 1, __ATOMIC_RELAXED);
-            if (left * 2 < g_chunk_count)
-                mlprof__collect_poke();
-            c->next = NULL;
-            c->final_end = NULL;
-            return c;
-        }
-    }
+    uint32_t free_chunks = __atomic_load_n(&g_free_count, __ATOMIC_ACQUIRE);
+    uint32_t fresh = __atomic_load_n(&g_fresh, __ATOMIC_ACQUIRE);
+    if (fresh > g_chunk_count)
+        fresh = g_chunk_count;
+    return fresh > free_chunks ? fresh - free_chunks : 0;
 }
 
-void mlprof__pool_put(mlprof__chunk *c) { push_index(c->index); }
+size_t mlprof__pool_free_count(void) { return g_chunk_count - chunks_in_use(); }
+
+void mlprof__pool_keep_warm(void)
+{
+    if (!mlprof__pool_ready())
+        return;
+    uint32_t warm = __atomic_load_n(&g_warm, __ATOMIC_ACQUIRE);
+    uint64_t ahead = (uint64_t)__atomic_load_n(&g_fresh, __ATOMIC_ACQUIRE) + WARM_AHEAD;
+    uint32_t want = ahead < g_chunk_count ? (uint32_t)ahead : g_chunk_count;
+    if (want <= warm)
+        return;
+    populate(warm, want);
+    __atomic_store_n(&g_warm, want, __ATOMIC_RELEASE);
+}
+
+/* A segment header at p, its data up to the end of chunk index. */
+static mlprof__chunk *segment_at(char *p, uint32_t index)
+{
+    mlprof__chunk *c = (mlprof__chunk *)p;
+    c->next = NULL;
+    c->final_end = NULL;
+    c->end = chunk_base(index) + g_chunk_size;
+    return c;
+}
+
+/* The tail of a chunk an exited thread left, with room for bytes; NULL if none. */
+static mlprof__chunk *take_tail(size_t bytes)
+{
+    uint32_t i = list_pop(&g_tails_head);
+    if (i == UINT32_MAX)
+        return NULL;
+    uint32_t at = g_tail[i];
+    if (g_chunk_size - at < sizeof(mlprof__chunk) + bytes) {
+        list_push(&g_tails_head, i); /* for a smaller record */
+        return NULL;
+    }
+    /* the listed reference becomes this segment's */
+    return segment_at(chunk_base(i) + at, i);
+}
+
+static mlprof__chunk *take_whole(void)
+{
+    uint32_t i = list_pop(&g_free_head);
+    if (i != UINT32_MAX) {
+        __atomic_sub_fetch(&g_free_count, 1, __ATOMIC_RELEASE);
+    } else {
+        i = __atomic_load_n(&g_fresh, __ATOMIC_RELAXED);
+        do {
+            if (i >= g_chunk_count)
+                return NULL;
+        } while (!__atomic_compare_exchange_n(&g_fresh, &i, i + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+        uint32_t warm = __atomic_load_n(&g_warm, __ATOMIC_ACQUIRE);
+        if (i >= warm)
+            populate(i, i + 1); /* outran the warm ones: one call, not a fault a page */
+        if (i + WARM_AHEAD / 2 >= warm)
+            mlprof__collect_poke(); /* the collector, if it runs, warms the next ones */
+    }
+    __atomic_store_n(&g_refs[i], 1, __ATOMIC_RELAXED);
+    return segment_at(chunk_base(i), i);
+}
+
+mlprof__chunk *mlprof__pool_get(size_t bytes)
+{
+    /* the acquire in pool_ready orders the reads of the sizes after the first run's writes */
+    if (!mlprof__pool_ready() || bytes > g_chunk_size - sizeof(mlprof__chunk))
+        return NULL;
+    mlprof__chunk *c = bytes + TAIL_MIN <= g_chunk_size ? take_tail(bytes) : NULL;
+    if (!c)
+        c = take_whole();
+    if (c && mlprof__pool_free_count() * 2 < g_chunk_count)
+        mlprof__collect_poke();
+    return c;
+}
+
+void mlprof__pool_put(mlprof__chunk *c)
+{
+    uint32_t i = index_of(c);
+    if (__atomic_sub_fetch(&g_refs[i], 1, __ATOMIC_ACQ_REL) != 0)
+        return; /* another segment of it is still in use, or its tail is listed */
+    __atomic_add_fetch(&g_free_count, 1, __ATOMIC_RELEASE);
+    list_push(&g_free_head, i);
+}
+
+void mlprof__pool_retire(mlprof__chunk *c, const char *pos)
+{
+    uint32_t i = index_of(c);
+    size_t at = (size_t)(pos - chunk_base(i));
+    at = (at + 15) & ~(size_t)15;
+    if (at > g_chunk_size || g_chunk_size - at < TAIL_MIN)
+        return;
+    g_tail[i] = (uint32_t)at;
+    __atomic_add_fetch(&g_refs[i], 1, __ATOMIC_RELAXED);
+    list_push(&g_tails_head, i);
+}
 
 void mlprof__pool_reset_after_fork(void)
 {
-    if (!g_arena)
+    if (!mlprof__pool_ready())
         return;
+    /* the parent's pages are shared copy-on-write: fault them in again */
     g_free_head = 0;
+    g_tails_head = 0;
     g_free_count = 0;
-    for (size_t i = g_chunk_count; i-- > 0;)
-        push_index((uint32_t)i);
+    g_fresh = 0;
+    g_warm = 0;
 }
 
 void mlprof_buffer_usage(uint64_t *used_bytes, uint64_t *capacity_bytes)
 {
-    size_t free_chunks = mlprof__pool_free_count();
+    int ready = mlprof__pool_ready();
     if (used_bytes)
-        *used_bytes = (uint64_t)(g_chunk_count - free_chunks) * g_chunk_size;
+        *used_bytes = ready ? (uint64_t)chunks_in_use() * g_chunk_size : 0;
     if (capacity_bytes)
-        *capacity_bytes = (uint64_t)g_chunk_count * g_chunk_size;
+        *capacity_bytes = ready ? (uint64_t)g_chunk_count * g_chunk_size : 0;
 }

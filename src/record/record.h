@@ -116,12 +116,12 @@ typedef struct mlprof__scope_node {
 
 /* --------------------------------------------------- chunks and threads */
 
+/* A thread's part of a chunk (a segment): the whole chunk, or the tail of one
+ * that an exited thread left. Its header is written when a thread takes it. */
 typedef struct mlprof__chunk {
-    struct mlprof__chunk *next; /* atomic: the thread's next chunk, set when this one is sealed */
+    struct mlprof__chunk *next; /* atomic: the thread's next segment, set when this one is sealed */
     char *final_end;            /* end of the data once sealed */
-    uint64_t free_next;         /* index link in the free list */
-    uint32_t index;
-    uint32_t pad;
+    char *end;                  /* end of the chunk: the room for data */
     char data[];
 } mlprof__chunk;
 
@@ -225,8 +225,8 @@ typedef struct mlprof__global {
     pthread_mutex_t ctl_lock;  /* configuration, state, dumps */
     pthread_mutex_t reg_lock;  /* handle and domain registration */
     mlprof__config cfg;        /* (ctl) */
-    int state;                 /* (ctl) MLPROF_STATE_* */
-    int paused;                /* (ctl) */
+    int state;                 /* (ctl) MLPROF_STATE_*; stored atomically, read without the lock */
+    int paused;                /* (ctl) the same */
     int recorded;              /* atomic: anything recorded since the last final dump */
     int forked_child;          /* this process is a fork of the one that started */
     pid_t pid;
@@ -288,13 +288,28 @@ void mlprof__observe_thread_free(mlprof__thread *t);
 
 /* ------------------------------------------------------ chunk pool */
 
+/* Maps the arena at the first run (nothing in it is touched) and faults in
+ * the first few chunks. Caller holds ctl_lock. */
 int mlprof__pool_init(uint64_t buffer_size);
 int mlprof__pool_ready(void);
 size_t mlprof__pool_chunk_size(void);
 size_t mlprof__pool_chunk_count(void);
+/* Chunks neither held by threads nor waiting for the collector. */
 size_t mlprof__pool_free_count(void);
+/* The collector is done with a segment: its chunk goes back to the free list
+ * once no other segment of it is in use. */
 void mlprof__pool_put(mlprof__chunk *c);
-mlprof__chunk *mlprof__pool_get(void);
+/* A segment with room for at least `bytes`, or NULL when the pool is
+ * exhausted, not set up yet, or its chunks are smaller than that. Lock-free;
+ * the recording thread's slow path. */
+mlprof__chunk *mlprof__pool_get(size_t bytes);
+/* An exited thread's last segment, written up to pos: the rest of its chunk
+ * is listed for the next thread that needs room. Called by that thread. */
+void mlprof__pool_retire(mlprof__chunk *c, const char *pos);
+/* Faults in a few chunks ahead of those handed out so far, so that a thread
+ * taking one does not pay for the first touch of each page. From the
+ * collector's side (under ctl_lock): one caller at a time. */
+void mlprof__pool_keep_warm(void);
 /* After fork: every chunk free again, no thread owns one. */
 void mlprof__pool_reset_after_fork(void);
 

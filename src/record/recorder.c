@@ -28,6 +28,11 @@ static void on_thread_exit(void *arg)
     /* runs on the exiting thread: a later event (another key's destructor)
      * registers afresh instead of touching a record the collector may free */
     t_self = NULL;
+    /* the rest of its chunk goes to the next thread that needs room, so that
+     * threads that record a little and exit do not hold a chunk each until the
+     * next drain; before `exited`, after which the collector may free t */
+    if (t->cur)
+        mlprof__pool_retire(t->cur, t->pos);
     __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
 }
 
@@ -92,11 +97,7 @@ static __attribute__((noinline)) mlprof__rec *reserve_slow(size_t bytes)
         return NULL;
     if (t->pos && t->pos + bytes <= t->end)
         return (mlprof__rec *)t->pos;
-    if (bytes > mlprof__pool_chunk_size() - sizeof(mlprof__chunk)) {
-        count_drop(t);
-        return NULL;
-    }
-    mlprof__chunk *c = mlprof__pool_get();
+    mlprof__chunk *c = mlprof__pool_get(bytes); /* NULL too when no chunk holds that much */
     if (!c) {
         count_drop(t);
         return NULL;
@@ -111,7 +112,7 @@ static __attribute__((noinline)) mlprof__rec *reserve_slow(size_t bytes)
         __atomic_store_n(&t->head, c, __ATOMIC_RELEASE);
     }
     t->cur = c;
-    t->end = (char *)c + mlprof__pool_chunk_size();
+    t->end = c->end;
     __atomic_store_n(&t->pos, data, __ATOMIC_RELEASE);
     return (mlprof__rec *)data;
 }
