@@ -158,6 +158,7 @@ typedef struct fake_zone {
 static fake_zone g_zones[2];
 static uint64_t g_rapl_t0;
 static int g_rapl_stop;
+static uint64_t g_rapl_max_gap; /* the longest time between two writes: how stale a read can be */
 
 static void write_at0(const char *path, uint64_t v)
 {
@@ -174,10 +175,17 @@ static void write_at0(const char *path, uint64_t v)
 static void *rapl_writer(void *arg)
 {
     (void)arg;
+    uint64_t last = 0;
     while (!__atomic_load_n(&g_rapl_stop, __ATOMIC_RELAXED)) {
-        double s = (double)(mono_ns() - g_rapl_t0) * 1e-9;
+        uint64_t now = mono_ns();
+        double s = (double)(now - g_rapl_t0) * 1e-9;
         for (int i = 0; i < 2; i++) /* microjoules, wrapping past max as the hardware's do */
             write_at0(g_zones[i].path, (uint64_t)(g_zones[i].watts * s * 1e6) % (g_zones[i].max_uj + 1));
+        /* on a loaded machine this thread waits its turn: a file read meanwhile is older
+         * than its sample's time by up to the gap (from one write's clock to the next one's) */
+        if (last && now - last > g_rapl_max_gap)
+            g_rapl_max_gap = now - last;
+        last = now;
         sleep_ms(1);
     }
     return NULL;
@@ -207,6 +215,7 @@ static void make_zone(const char *root, const char *dir, const char *name, doubl
 
 static void sleep_400(void) { sleep_ms(400); }
 static void sleep_300(void) { sleep_ms(300); }
+static void sleep_200(void) { sleep_ms(200); }
 static void sleep_50(void) { sleep_ms(50); }
 
 /* --------------------------------------------------------------- papi */
@@ -262,11 +271,14 @@ int main(int argc, char **argv)
     run("sampler_rapl.json", rapl_kv, sleep_400);
     __atomic_store_n(&g_rapl_stop, 1, __ATOMIC_RELAXED);
     pthread_join(writer, NULL);
+    printf("rapl_writer_max_gap_ns=%llu\n", (unsigned long long)g_rapl_max_gap);
 
-    static const char *const no_rapl_kv[] = {"sampler", "rapl,cpu", "powercap_dir", "/nonexistent/powercap", NULL};
-    run("sampler_rapl_missing.json", no_rapl_kv, sleep_50);
+    /* 40 periods, of which the test wants 2 sampled however loaded the machine is */
+    static const char *const no_rapl_kv[] = {"sampler", "rapl,cpu", "sampler_period", "0.005", "powercap_dir",
+                                             "/nonexistent/powercap", NULL};
+    run("sampler_rapl_missing.json", no_rapl_kv, sleep_200);
 
-    const char *nvml_kv[] = {"sampler", "nvml", "nvml_library", fake_nvml, NULL};
+    const char *nvml_kv[] = {"sampler", "nvml", "sampler_period", "0.01", "nvml_library", fake_nvml, NULL};
     run("sampler_nvml.json", nvml_kv, sleep_300);
     static const char *const no_nvml_kv[] = {"nvml_library", "/nonexistent/libnvidia-ml.so.1", NULL};
     run("sampler_nvml_missing.json", no_nvml_kv, sleep_50);

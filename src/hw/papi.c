@@ -18,8 +18,30 @@
 
 #define PAPI_OK 0
 #define PAPI_NULL (-1)
+#define PAPI_ENOEVNT (-7)
+#define PAPI_ECMP_DISABLED (-25)
 #define PAPI_NOT_INITED 0
+#define PAPI_LIB_VERSION 21
 #define PAPI_VERSION(maj, min) (((maj) << 24) | ((min) << 16))
+#define PAPI_VERSION_MAJOR(v) (((v) >> 24) & 0xff)
+
+/* The start of PAPI_component_info_t as PAPI 7.0's papi.h declares it:
+ * name[PAPI_MAX_STR_LEN], short_name[PAPI_MIN_STR_LEN],
+ * description[PAPI_MAX_STR_LEN], version, support_version and kernel_version
+ * [PAPI_MIN_STR_LEN], disabled_reason[PAPI_HUGE_STR_LEN], then int disabled
+ * (0 or the error its initialisation gave), with PAPI_MIN_STR_LEN 64,
+ * PAPI_MAX_STR_LEN 128 and PAPI_HUGE_STR_LEN 1024. PAPI 5 and 6 declared
+ * disabled_reason[PAPI_MAX_STR_LEN], so it is read from a PAPI 7 only. */
+typedef struct papi7_component_head {
+    char name[128];
+    char short_name[64];
+    char description[128];
+    char version[64];
+    char support_version[64];
+    char kernel_version[64];
+    char disabled_reason[1024];
+    int disabled;
+} papi7_component_head;
 
 typedef struct papi_api {
     void *lib;
@@ -35,10 +57,17 @@ typedef struct papi_api {
     int (*destroy_eventset)(int *);
     int (*unregister_thread)(void);
     char *(*strerror)(int);
+    /* optional: only to say why an event cannot be added */
+    int (*get_opt)(int, void *);
+    int (*num_components)(void);
+    const void *(*get_component_info)(int);
+    int (*event_name_to_code)(const char *, int *);
+    int (*get_event_component)(int);
 } papi_api;
 
 static papi_api A;         /* loaded once, kept: PAPI cannot be unloaded safely */
 static int g_loaded;       /* 1 loaded, -1 failed for good */
+static int g_major;        /* the library's major version, 0 where it does not say */
 static char g_load_error[2 * MLPROF__PATH_MAX];
 static char g_tried[MLPROF__PATH_MAX]; /* the papi_library that failed */
 
@@ -137,8 +166,50 @@ static int load(void)
             return failed();
         }
     }
+    struct {
+        void **slot;
+        const char *name;
+    } optional[] = {
+        {(void **)&A.get_opt, "PAPI_get_opt"},
+        {(void **)&A.num_components, "PAPI_num_components"},
+        {(void **)&A.get_component_info, "PAPI_get_component_info"},
+        {(void **)&A.event_name_to_code, "PAPI_event_name_to_code"},
+        {(void **)&A.get_event_component, "PAPI_get_event_component"},
+    };
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
+        *optional[i].slot = dlsym(A.lib, optional[i].name);
+    int version = A.get_opt ? A.get_opt(PAPI_LIB_VERSION, NULL) : 0;
+    g_major = version > 0 ? PAPI_VERSION_MAJOR(version) : 0;
     g_loaded = 1;
     return 0;
+}
+
+/* Why PAPI could not add an event: its error, and, where that is an event
+ * not found or a component disabled, the reason PAPI gives for disabling the
+ * event's component. A name PAPI does not know at all is taken for one of
+ * the CPU component's (component 0, perf_event on Linux: its native events
+ * are those that a disabled component no longer lists). */
+static void add_failure(int rc, const char *event, char *out, size_t len)
+{
+    snprintf(out, len, "%s", papi_error(rc));
+    if ((rc != PAPI_ENOEVNT && rc != PAPI_ECMP_DISABLED) || g_major != 7 || !A.num_components ||
+        !A.get_component_info)
+        return;
+    int cidx = 0, code;
+    if (A.event_name_to_code && A.get_event_component && A.event_name_to_code(event, &code) == PAPI_OK) {
+        int c = A.get_event_component(code);
+        if (c >= 0)
+            cidx = c;
+    }
+    if (cidx >= A.num_components())
+        return;
+    const papi7_component_head *ci = A.get_component_info(cidx);
+    if (!ci || !ci->disabled)
+        return;
+    int name_len = (int)strnlen(ci->name, sizeof ci->name);
+    int why_len = (int)strnlen(ci->disabled_reason, sizeof ci->disabled_reason);
+    snprintf(out, len, "%s (PAPI's %.*s component is disabled: %.*s)", papi_error(rc), name_len, ci->name,
+             why_len > 0 ? why_len : 9, why_len > 0 ? ci->disabled_reason : "no reason");
 }
 
 /* ---------------------------------------------------------- per thread */
@@ -206,9 +277,10 @@ static papi_thread *thread_open(void)
             t->at[i] = t->count++;
             continue;
         }
-        char what[MLPROF__PAPI_NAME + 8];
+        char what[MLPROF__PAPI_NAME + 8], why[1400];
         snprintf(what, sizeof what, "papi:%s", P.names[i]);
-        mlprof__hw_unavailable(what, papi_error(rc));
+        add_failure(rc, P.names[i], why, sizeof why);
+        mlprof__hw_unavailable(what, why);
     }
     if (t->count && (rc = A.start(t->set)) != PAPI_OK) {
         mlprof__hw_unavailable("papi", papi_error(rc));
