@@ -498,12 +498,37 @@ MLPROF_API mlprof_span *mlprof_task_once(mlprof_span **slot, mlprof_domain *doma
 
 #ifndef MLPROF_DISABLE
 
+/* The first byte of a span's or a marker's handle is nonzero while its domain
+ * records under the configuration (level and classes). Part of the ABI: the
+ * macros read it inline, so that a span filtered out costs what a stopped one
+ * does (a load and a branch) rather than a call. */
+#if defined(__GNUC__) || defined(__clang__)
+#define MLPROF_I_HANDLE_ON(h) __atomic_load_n((const unsigned char *)(const void *)(h), __ATOMIC_RELAXED)
+#else
+#define MLPROF_I_HANDLE_ON(h) (*(const volatile unsigned char *)(const void *)(h))
+#endif
+static inline void mlprof_i_begin(mlprof_span *span)
+{
+    if (span && MLPROF_I_HANDLE_ON(span))
+        mlprof_begin(span);
+}
+static inline void mlprof_i_end(mlprof_span *span)
+{
+    if (span && MLPROF_I_HANDLE_ON(span))
+        mlprof_end(span);
+}
+static inline void mlprof_i_mark(mlprof_marker *marker, int scope)
+{
+    if (marker && MLPROF_I_HANDLE_ON(marker))
+        mlprof_mark(marker, scope);
+}
+
 /* Expressions: usable anywhere a void expression is. */
-#define MLPROF_BEGIN(span) (MLPROF_I_ACTIVE() ? mlprof_begin(span) : (void)0)
-#define MLPROF_END(span) (MLPROF_I_ACTIVE() ? mlprof_end(span) : (void)0)
+#define MLPROF_BEGIN(span) (MLPROF_I_ACTIVE() ? mlprof_i_begin(span) : (void)0)
+#define MLPROF_END(span) (MLPROF_I_ACTIVE() ? mlprof_i_end(span) : (void)0)
 #define MLPROF_COUNTER_SET(c, v) (MLPROF_I_ACTIVE() ? mlprof_counter_set((c), (v)) : (void)0)
 #define MLPROF_COUNTER_ADD(c, d) (MLPROF_I_ACTIVE() ? mlprof_counter_add((c), (d)) : (void)0)
-#define MLPROF_MARK(m, scope) (MLPROF_I_ACTIVE() ? mlprof_mark((m), (scope)) : (void)0)
+#define MLPROF_MARK(m, scope) (MLPROF_I_ACTIVE() ? mlprof_i_mark((m), (scope)) : (void)0)
 #define MLPROF_ARG_INT(k, v) (MLPROF_I_ACTIVE() ? mlprof_arg_int((k), (v)) : (void)0)
 #define MLPROF_ARG_DOUBLE(k, v) (MLPROF_I_ACTIVE() ? mlprof_arg_double((k), (v)) : (void)0)
 #define MLPROF_ARG_STR(k, v) (MLPROF_I_ACTIVE() ? mlprof_arg_str((k), (v)) : (void)0)
@@ -520,8 +545,9 @@ static inline mlprof_span *mlprof_i_zone_begin(mlprof_span **slot, mlprof_domain
     mlprof_span *span = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (!span)
         span = mlprof_task_once(slot, domain, name);
-    if (span)
-        mlprof_begin(span);
+    if (!span || !MLPROF_I_HANDLE_ON(span))
+        return (mlprof_span *)0; /* filtered out: no end either */
+    mlprof_begin(span);
     return span;
 }
 static inline void mlprof_i_zone_end(mlprof_span **zone)

@@ -18,10 +18,12 @@
  * collector's last release puts it back in the free list.
  *
  * The first write to a page costs a fault, which is dear on some virtual
- * machines (12 to 40 us a page, against under 1 us for the same page faulted
- * in by madvise(MADV_POPULATE_WRITE)). So a few chunks ahead of the cursor
- * are faulted in at the first run and by the collector, and a thread that
- * outruns them faults in its new chunk with one call, not one fault a page.
+ * machines: 15 to 36 us a page here, against about 1 us for the same page
+ * faulted in by madvise(MADV_POPULATE_WRITE) and 5 us more at its first
+ * access (the host's share). So a thread that takes a chunk never used faults
+ * it in with one call, and the collector, when it runs, keeps a few chunks
+ * ahead fully touched in the free list, where threads look first. The first
+ * run touches nothing: a short process pays only for the pages it writes.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -37,7 +39,7 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
 #endif
 
-/* chunks kept faulted in ahead of the ones threads took */
+/* chunks the collector keeps touched in the free list */
 #define WARM_AHEAD 4u
 /* a tail shorter than this is not reused (any record fits in it) */
 #define TAIL_MIN 1024u
@@ -54,7 +56,6 @@ static uint64_t g_free_head;  /* chunks given back by the collector */
 static uint64_t g_tails_head; /* chunks whose tail an exited thread left */
 static uint32_t g_free_count; /* atomic: chunks in the free list (counted before the push) */
 static uint32_t g_fresh;      /* atomic: chunks below this index were handed out once */
-static uint32_t g_warm;       /* atomic: chunks below this index are faulted in */
 static int g_populate_off;    /* atomic: the kernel has no MADV_POPULATE_WRITE */
 
 static char *chunk_base(uint32_t index) { return g_arena + (size_t)index * g_chunk_size; }
@@ -144,10 +145,8 @@ int mlprof__pool_init(uint64_t buffer_size)
     __atomic_store_n(&g_tails_head, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_free_count, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_fresh, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&g_warm, 0, __ATOMIC_RELAXED);
     /* last: lock-free readers (mlprof_buffer_usage) see all of the above or nothing */
     __atomic_store_n(&g_arena, (char *)p, __ATOMIC_RELEASE);
-    mlprof__pool_keep_warm();
     return MLPROF_OK;
 }
 
@@ -169,17 +168,39 @@ static uint32_t chunks_in_use(void)
 
 size_t mlprof__pool_free_count(void) { return g_chunk_count - chunks_in_use(); }
 
+/* The index of a chunk never used, now the caller's; UINT32_MAX if none is left. */
+static uint32_t claim_fresh(void)
+{
+    uint32_t i = __atomic_load_n(&g_fresh, __ATOMIC_RELAXED);
+    do {
+        if (i >= g_chunk_count)
+            return UINT32_MAX;
+    } while (!__atomic_compare_exchange_n(&g_fresh, &i, i + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+    return i;
+}
+
+static void free_push(uint32_t index)
+{
+    __atomic_add_fetch(&g_free_count, 1, __ATOMIC_RELEASE);
+    list_push(&g_free_head, index);
+}
+
 void mlprof__pool_keep_warm(void)
 {
     if (!mlprof__pool_ready())
         return;
-    uint32_t warm = __atomic_load_n(&g_warm, __ATOMIC_ACQUIRE);
-    uint64_t ahead = (uint64_t)__atomic_load_n(&g_fresh, __ATOMIC_ACQUIRE) + WARM_AHEAD;
-    uint32_t want = ahead < g_chunk_count ? (uint32_t)ahead : g_chunk_count;
-    if (want <= warm)
-        return;
-    populate(warm, want);
-    __atomic_store_n(&g_warm, want, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&g_free_count, __ATOMIC_ACQUIRE) < WARM_AHEAD) {
+        uint32_t i = claim_fresh();
+        if (i == UINT32_MAX)
+            return;
+        populate(i, i + 1);
+        /* the chunk is ours until it is pushed: a write to each page pays
+         * what is left of its first touch here rather than on a thread */
+        char *base = chunk_base(i);
+        for (size_t at = 0; at < g_chunk_size; at += 4096)
+            ((volatile char *)base)[at] = 0;
+        free_push(i);
+    }
 }
 
 /* A segment header at p, its data up to the end of chunk index. */
@@ -213,16 +234,11 @@ static mlprof__chunk *take_whole(void)
     if (i != UINT32_MAX) {
         __atomic_sub_fetch(&g_free_count, 1, __ATOMIC_RELEASE);
     } else {
-        i = __atomic_load_n(&g_fresh, __ATOMIC_RELAXED);
-        do {
-            if (i >= g_chunk_count)
-                return NULL;
-        } while (!__atomic_compare_exchange_n(&g_fresh, &i, i + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
-        uint32_t warm = __atomic_load_n(&g_warm, __ATOMIC_ACQUIRE);
-        if (i >= warm)
-            populate(i, i + 1); /* outran the warm ones: one call, not a fault a page */
-        if (i + WARM_AHEAD / 2 >= warm)
-            mlprof__collect_poke(); /* the collector, if it runs, warms the next ones */
+        i = claim_fresh();
+        if (i == UINT32_MAX)
+            return NULL;
+        populate(i, i + 1);     /* one call, not a fault a page */
+        mlprof__collect_poke(); /* the collector, if it runs, warms the next ones */
     }
     __atomic_store_n(&g_refs[i], 1, __ATOMIC_RELAXED);
     return segment_at(chunk_base(i), i);
@@ -246,8 +262,7 @@ void mlprof__pool_put(mlprof__chunk *c)
     uint32_t i = index_of(c);
     if (__atomic_sub_fetch(&g_refs[i], 1, __ATOMIC_ACQ_REL) != 0)
         return; /* another segment of it is still in use, or its tail is listed */
-    __atomic_add_fetch(&g_free_count, 1, __ATOMIC_RELEASE);
-    list_push(&g_free_head, i);
+    free_push(i);
 }
 
 void mlprof__pool_retire(mlprof__chunk *c, const char *pos)
@@ -271,7 +286,6 @@ void mlprof__pool_reset_after_fork(void)
     g_tails_head = 0;
     g_free_count = 0;
     g_fresh = 0;
-    g_warm = 0;
 }
 
 void mlprof_buffer_usage(uint64_t *used_bytes, uint64_t *capacity_bytes)

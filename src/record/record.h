@@ -8,6 +8,7 @@
 #define MLPROF_RECORD_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -87,6 +88,10 @@ typedef struct mlprof__handle {
     char *name;
     struct mlprof__handle *next; /* every handle, for configuration changes */
 } mlprof__handle;
+
+/* the public macros read `on` as the handle's first byte (MLPROF_I_HANDLE_ON) */
+_Static_assert(offsetof(mlprof__handle, on) == 0 && sizeof(((mlprof__handle *)0)->on) == 1,
+               "a handle's on flag is its first byte: part of the ABI");
 
 enum { MLPROF__H_SPAN = 1, MLPROF__H_COUNTER = 2, MLPROF__H_MARKER = 3 };
 
@@ -288,8 +293,8 @@ void mlprof__observe_thread_free(mlprof__thread *t);
 
 /* ------------------------------------------------------ chunk pool */
 
-/* Maps the arena at the first run (nothing in it is touched) and faults in
- * the first few chunks. Caller holds ctl_lock. */
+/* Maps the arena at the first run; nothing in it is touched. Caller holds
+ * ctl_lock. */
 int mlprof__pool_init(uint64_t buffer_size);
 int mlprof__pool_ready(void);
 size_t mlprof__pool_chunk_size(void);
@@ -306,9 +311,9 @@ mlprof__chunk *mlprof__pool_get(size_t bytes);
 /* An exited thread's last segment, written up to pos: the rest of its chunk
  * is listed for the next thread that needs room. Called by that thread. */
 void mlprof__pool_retire(mlprof__chunk *c, const char *pos);
-/* Faults in a few chunks ahead of those handed out so far, so that a thread
- * taking one does not pay for the first touch of each page. From the
- * collector's side (under ctl_lock): one caller at a time. */
+/* Keeps a few chunks in the free list faulted in and touched, so that a
+ * thread taking one does not pay for the first touch of its pages. From the
+ * collector's side (the continuous dump's thread). */
 void mlprof__pool_keep_warm(void);
 /* After fork: every chunk free again, no thread owns one. */
 void mlprof__pool_reset_after_fork(void);
