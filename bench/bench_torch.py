@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The cost of mlprof.torch: a small CNN's training step timed plain and
-traced (every aten operator and module as spans), best of several runs each,
-in one process. Last line: mlprof-bench-torch: plain_ms=... traced_ms=...
-slowdown=... ops_per_step=..."""
+traced (every aten operator and module as spans), in one process. The two
+take turns step by step (the order flipping every round), so that both see
+the same machine; each is given as the median of its steps with their
+minimum, with the load. Last line: mlprof-bench-torch: plain_ms=...
+traced_ms=... slowdown=... ops_per_step=..."""
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -21,7 +24,7 @@ import mlprof.torch  # noqa: E402
 from torch_train import SmallCNN  # noqa: E402
 
 
-def main(repeat=20):
+def main(rounds=60):
     torch.manual_seed(0)
     torch.set_num_threads(1)  # steadier on a small machine
     model = SmallCNN()
@@ -33,34 +36,38 @@ def main(repeat=20):
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
 
-    def best(traced):
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            if traced:
-                with mlprof.torch.trace(model, memory=False):
-                    step()
-            else:
+    def timed(traced):
+        t0 = time.perf_counter()
+        if traced:
+            with mlprof.torch.trace(model, memory=False):
                 step()
-            times.append(time.perf_counter() - t0)
-        return min(times) * 1e3
+        else:
+            step()
+        return (time.perf_counter() - t0) * 1e3
 
-    for _ in range(3):
-        step()  # warm up
     with tempfile.TemporaryDirectory() as tmp:
         mlprof.set_config(filename=os.path.join(tmp, "bench.json"), memory_svg="", memory_csv="",
                           buffer_size="256M")
         mlprof.set_state("run")
-        plain = best(False)
-        traced = best(True)
+        for traced in (False, True, False, True):
+            timed(traced)  # warm up both
+        mlprof.clear()
+        times = {False: [], True: []}
+        for r in range(rounds):
+            for traced in ((False, True) if r % 2 == 0 else (True, False)):
+                times[traced].append(timed(traced))
         with open(mlprof.dump()) as f:
             ops = sum(1 for e in json.load(f)["traceEvents"] if e.get("cat") == "aten")
-    per_step = ops // repeat
-    print(f"SmallCNN training step (batch 16, 1 thread): plain {plain:.2f} ms, traced {traced:.2f} ms "
-          f"(slowdown {traced / plain:.2f}x; {per_step} operators a step, "
-          f"{1e3 * (traced - plain) / max(per_step, 1):.1f} us each)")
+    load = os.getloadavg()
+    plain, traced = statistics.median(times[False]), statistics.median(times[True])
+    plain_min, traced_min = min(times[False]), min(times[True])
+    per_step = ops // rounds
+    print(f"SmallCNN training step (batch 16, 1 thread), {rounds} rounds in turns, load {load[0]:.2f}: "
+          f"plain {plain:.2f} ms (min {plain_min:.2f}), traced {traced:.2f} ms (min {traced_min:.2f}); "
+          f"slowdown {traced / plain:.2f}x (min over min {traced_min / plain_min:.2f}x); {per_step} operators "
+          f"a step, {1e3 * (traced - plain) / max(per_step, 1):.1f} us each")
     print(f"mlprof-bench-torch: plain_ms={plain:.3f} traced_ms={traced:.3f} slowdown={traced / plain:.3f} "
-          f"ops_per_step={per_step}")
+          f"plain_min_ms={plain_min:.3f} traced_min_ms={traced_min:.3f} ops_per_step={per_step} load={load[0]:.2f}")
 
 
 if __name__ == "__main__":
