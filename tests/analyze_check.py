@@ -226,6 +226,34 @@ def test_damaged():
     check("unexpected data after the end" in p.stderr, f"trailing data: {p.stderr!r}")
 
 
+def test_not_a_trace():
+    """JSON that holds no trace events is an error naming the file, for every
+    command: a diff against it must not pass a CI gate with every operator
+    "missing"."""
+    good = write("good.json", json.dumps({"traceEvents": NESTED[:4]}))
+    cases = (("foo.json", '{"foo": 1}', "without a \"traceEvents\" array"),
+             ("no_events.json", '{"traceEvents": []}', "its array of events is empty"),
+             ("empty_array.json", "[]", "its array of events is empty"),
+             ("not_events.json", '[{"a": 1}, {"b": 2}]', "none of the 2 items"))
+    for name, text, says in cases:
+        bad = write(name, text)
+        p = mlprof("diff", good, bad, "--fail-above", "10", expect=1)
+        check(f"{name}: not a trace: " in p.stderr and says in p.stderr and "missing" not in p.stdout,
+              f"diff against {text}: {p.stderr!r} {p.stdout!r}")
+        p = mlprof("diff", bad, good, expect=1)
+        check(f"{name}: not a trace" in p.stderr, f"diff from {text}: {p.stderr!r}")
+        for cmd in ("analyze", "kernels"):
+            p = mlprof(cmd, bad, expect=1)
+            check(f"{name}: not a trace: " in p.stderr and says in p.stderr, f"{cmd} {text}: {p.stderr!r}")
+        p = mlprof("merge", good, bad, "-o", os.path.join(OUT, "merged_bad.json"), expect=1)
+        check(f"{name}: not a trace" in p.stderr, f"merge with {text}: {p.stderr!r}")
+    # what holds events, even metadata alone, is a trace
+    meta = write("meta_only.json", json.dumps([{"name": "process_name", "ph": "M", "pid": 1,
+                                                  "args": {"name": "idle"}}]))
+    mlprof("analyze", meta)
+    mlprof("diff", good, good, "--fail-above", "10")
+
+
 def test_usage():
     path = os.path.join(OUT, "nested.json")
     for args, needle in ((["--order-by", "speed"], "unknown column \"speed\""),
@@ -537,7 +565,7 @@ def test_other_writers():
 
 
 for test in (test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
-             test_usage, test_own_trace):
+             test_not_a_trace, test_usage, test_own_trace):
     test()
 print(f"analyze: {len(failures)} checks failed" if failures else "analyze: all checks passed")
 sys.exit(1 if failures else 0)

@@ -335,6 +335,10 @@ def check_crash():
 def check_status_and_errors():
     p, t = run("status", [PYTHON, "-c", "import sys; sys.exit(7)"], expect_rc=7)
     check("exited with status 7" in p.stdout, "status: the summary says it")
+    # a program that started and exits 127 itself is not "command not found"
+    p, t = run("status127", [PYTHON, "-c", "import sys; sys.exit(127)"], expect_rc=127)
+    check("exited with status 127" in p.stdout and "trace: " in p.stdout and "not found" not in p.stderr,
+          f"status 127: the summary says it: {p.stderr!r}")
     for args, says in ((["--bogus_key", "1"], 'unknown configuration key "bogus_key"'),
                        (["--counters", "nope"], 'unknown counter "nope"'),
                        (["--hooks", "cuda9"], 'unknown hook "cuda9"'),
@@ -342,6 +346,27 @@ def check_status_and_errors():
                        ([], "which command?")):
         q = subprocess.run([MLPROF, "run", *args, "--"], capture_output=True, text=True)
         check(q.returncode == 2 and says in q.stderr, f"bad usage {args}: {q.returncode} {q.stderr!r}")
+
+
+def check_not_started():
+    """A command that cannot start: the status a shell gives (127 not found,
+    126 not executable), a message that says so, and no trace path printed
+    for a trace that was never written."""
+    notexec = os.path.join(OUT, "not_executable.sh")
+    with open(notexec, "w") as f:
+        f.write("#!/bin/sh\necho never\n")
+    os.chmod(notexec, 0o644)
+    for name, cmd, rc, says in (("no_such_file", "/nonexistent/prog", 127, "/nonexistent/prog: No such file"),
+                                ("no_such_command", "mlprof-no-such-command", 127,
+                                 "mlprof-no-such-command: command not found"),
+                                ("not_executable", notexec, 126, "not_executable.sh: Permission denied"),
+                                ("a_folder", OUT, 126, ": Is a directory")):
+        trace = os.path.join(OUT, name + ".json")
+        p = subprocess.run([MLPROF, "run", "-o", trace, "--", cmd], capture_output=True, text=True, timeout=60)
+        check(p.returncode == rc and says in p.stderr, f"{name}: exit {p.returncode} ({rc} expected): {p.stderr!r}")
+        check("trace:" not in p.stdout and "static program" not in p.stderr and not os.path.exists(trace)
+              and not os.path.exists(trace + ".parts"),
+              f"{name}: no trace named, none written: {p.stdout!r} {p.stderr!r}")
 
 
 def main():
@@ -352,6 +377,7 @@ def main():
               "and the malloc hook is left out (ASan's malloc comes first)")
         check_cuda()
         check_nvtx()
+        check_not_started()
         if failures:
             sys.exit(f"run: {len(failures)} checks failed")
         print("run: checks passed")
@@ -365,6 +391,7 @@ def main():
     check_cuda()
     check_crash()
     check_status_and_errors()
+    check_not_started()
     if failures:
         print(f"run: {len(failures)} checks failed", file=sys.stderr)
         sys.exit(1)

@@ -81,5 +81,61 @@ int main(int argc, char **argv)
     free(trace);
     mlprof_set_log_handler(NULL, NULL);
     (void)logged;
+
+    /* a folder is not a config file: an error naming it, not an empty file */
+    CHECK(mlprof_load_config(tu_dir) == MLPROF_EIO, "config file that is a folder: %s", mlprof_last_error());
+    CHECK(strstr(mlprof_last_error(), tu_dir) != NULL && strstr(mlprof_last_error(), "directory") != NULL,
+          "the message names the folder: %s", mlprof_last_error());
+
+    /* a long bad value: the message still names its key, shortened in the
+     * middle and with its length */
+    static char longv[6001];
+    memset(longv, 'a', sizeof longv - 1);
+    memcpy(longv + sizeof longv - 5, "TAIL", 4);
+    CHECK(mlprof_set_config("counters", longv) == MLPROF_EVALUE, "6000-byte counters list");
+    const char *msg = mlprof_last_error();
+    CHECK(strstr(msg, "\"counters\"") != NULL && strstr(msg, "a...a") != NULL &&
+              strstr(msg, "aTAIL\" (6000 bytes)") != NULL && strlen(msg) < 600,
+          "key, shortened value and its length in: %s", msg);
+    CHECK(mlprof_set_config(longv, "1") == MLPROF_EKEY, "6000-byte key");
+    CHECK(strstr(mlprof_last_error(), "(6000 bytes)") != NULL, "shortened key: %s", mlprof_last_error());
+    /* the same from a file: the file, the line and the key */
+    const char *conf = tu_path("long_value.conf");
+    FILE *f = fopen(conf, "w");
+    if (f) {
+        fprintf(f, "# a value too long\nlevel = 1\nhooks = %s\n", longv);
+        fclose(f);
+    }
+    CHECK(mlprof_load_config(conf) == MLPROF_EVALUE, "long value in a file");
+    msg = mlprof_last_error();
+    CHECK(strstr(msg, conf) != NULL && strstr(msg, ":3: ") != NULL && strstr(msg, "\"hooks\"") != NULL &&
+              strstr(msg, "(6000 bytes)") != NULL,
+          "file, line, key and length in: %s", msg);
+
+    /* NULL keys and values of arguments: an error or an empty string, never a crash */
+    CHECK_OK(mlprof_set_config("filename", tu_path("errors_args.json")));
+    CHECK_OK(mlprof_clear());
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    mlprof_begin(s);
+    mlprof_arg_str(NULL, NULL);
+    CHECK(strstr(mlprof_last_error(), "NULL key") != NULL, "NULL key is an error: %s", mlprof_last_error());
+    mlprof_arg_str(NULL, "lost");
+    mlprof_arg_int(NULL, 424242);
+    CHECK(strstr(mlprof_last_error(), "mlprof_arg_int: NULL key") != NULL, "%s", mlprof_last_error());
+    mlprof_arg_double(NULL, 4.5);
+    CHECK(strstr(mlprof_last_error(), "mlprof_arg_double: NULL key") != NULL, "%s", mlprof_last_error());
+    mlprof_arg_str("nullvalue", NULL);
+    mlprof_arg_str("kept", "yes");
+    mlprof_end(s);
+    /* run-time names that are NULL are empty names */
+    mlprof_begin_dynamic(NULL, NULL);
+    mlprof_end_dynamic(NULL);
+    mlprof_mark_dynamic(NULL, NULL, MLPROF_SCOPE_THREAD);
+    CHECK_OK(mlprof_dump(1));
+    trace = tu_read_file(tu_path("errors_args.json"));
+    CHECK(trace && strstr(trace, "\"args\":{\"nullvalue\":\"\",\"kept\":\"yes\"}") != NULL &&
+              strstr(trace, "lost") == NULL && strstr(trace, ":424242") == NULL && strstr(trace, ":4.5") == NULL,
+          "NULL value is empty, NULL key not recorded: %s", trace ? trace : "(no trace)");
+    free(trace);
     return tu_finish("test_errors");
 }

@@ -170,6 +170,30 @@ static void sample_rate(void)
     CHECK_OK(mlprof_dump(1));
 }
 
+/* Phase 3: names that are not valid UTF-8, or that hold the characters XML
+ * and CSV give a meaning to: the picture must stay well-formed XML, the CSV
+ * valid UTF-8 (check_trace.py reads both with strict parsers). */
+static void hostile_names(void)
+{
+    CHECK_OK(mlprof_clear());
+    CHECK_OK(mlprof_set_config("filename", tu_path("memory_names.json")));
+    CHECK_OK(mlprof_set_config("memory_sample_rate", "1"));
+    CHECK_OK(mlprof_set_config("memory_csv", tu_path("names.csv")));
+    CHECK_OK(mlprof_set_config("memory_svg", tu_path("names_flow.svg")));
+    const int dev = 101;
+    CHECK_OK(mlprof_mem_device_name(dev, "bad\xff\xfe<dev>&\"x\"\x01"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    mlprof_scope_push("sc\xc3(\x80pe,\"q\"");
+    tu_set_now(300000);
+    CHECK_OK(mlprof_mem_alloc(dev, at(0x600000), 4096, "tag\xe2\x82<&>'\x7f\x1b\xef\xbf\xbf end"));
+    tu_set_now(301000);
+    CHECK_OK(mlprof_mem_alloc(dev, at(0x700000), 8192, "ok \xc3\xa9"));
+    tu_set_now(302000);
+    CHECK_OK(mlprof_mem_free(dev, at(0x600000)));
+    mlprof_scope_pop();
+    CHECK_OK(mlprof_dump(1));
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -191,5 +215,6 @@ int main(int argc, char **argv)
     CHECK_OK(mlprof_set_config("profile_memory", "1"));
     patterns();
     sample_rate();
+    hostile_names();
     return tu_finish("test_memory");
 }

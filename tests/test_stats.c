@@ -120,6 +120,38 @@ int main(int argc, char **argv)
     CHECK(strstr(s, "{\"name\":\"A\",\"count\":1,\"total_ns\":7,") != NULL, "after reset: %s", s);
     free(s);
 
+    /* names that differ only after their first 600 bytes are separate rows */
+    {
+        char n1[700], n2[700];
+        memset(n1, 'x', 650);
+        memcpy(n2, n1, 650);
+        strcpy(n1 + 650, "-one");
+        strcpy(n2 + 650, "-two");
+        mlprof_span *L1 = mlprof_task_create(d, n1), *L2 = mlprof_task_create(d, n2);
+        CHECK(L1 && L2 && L1 != L2, "two long-named tasks");
+        CHECK_OK(mlprof_dumps(&s, MLPROF_FORMAT_JSON, 0, 0, 1));
+        free(s);
+        at(6000, mlprof_begin, L1);
+        at(6010, mlprof_end, L1);
+        at(6020, mlprof_begin, L2);
+        at(6050, mlprof_end, L2);
+        at(6060, mlprof_begin, L2);
+        at(6100, mlprof_end, L2);
+        s = stats(MLPROF_FORMAT_JSON, 0, 0);
+        char want1[800], want2[800];
+        snprintf(want1, sizeof want1, "{\"name\":\"%s\",\"count\":1,\"total_ns\":10,", n1);
+        snprintf(want2, sizeof want2, "{\"name\":\"%s\",\"count\":2,\"total_ns\":70,", n2);
+        CHECK(strstr(s, want1) != NULL, "row of the first long name (count 1, 10 ns) in %s", s);
+        CHECK(strstr(s, want2) != NULL, "row of the second long name (count 2, 70 ns) in %s", s);
+        free(s);
+        /* the table shortens them in the middle, so that their ends still tell them apart */
+        table = stats(MLPROF_FORMAT_TABLE, MLPROF_SORT_TOTAL, 0);
+        CHECK(strstr(table, "x...x") != NULL && strstr(table, "x-one ") != NULL && strstr(table, "x-two ") != NULL,
+              "shortened names in %s", table);
+        CHECK(strstr(table, n1) == NULL, "a 654-byte name is shortened in the table: %s", table);
+        free(table);
+    }
+
     /* the trace keeps every event, with exact microsecond timestamps */
     CHECK_OK(mlprof_dump(1));
     char *trace = tu_read_file(tu_path("stats_trace.json"));
@@ -129,7 +161,7 @@ int main(int argc, char **argv)
         CHECK(strstr(trace, "\"ts\":1.000,\"dur\":1.000") != NULL, "A's first pass");
         CHECK(strstr(trace, "\"ts\":1.100,\"dur\":0.250") != NULL, "B's first pass");
         CHECK(strstr(trace, "\"ts\":5.000,\"dur\":0.007") != NULL, "A after reset");
-        CHECK(tu_count(trace, "\"ph\":\"X\"") == 5, "five durations");
+        CHECK(tu_count(trace, "\"ph\":\"X\"") == 8, "eight durations");
         CHECK(tu_count(trace, "\"ph\":\"b\"") == 1 && tu_count(trace, "\"ph\":\"e\"") == 1, "frame");
         free(trace);
     }

@@ -9,6 +9,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -92,6 +93,100 @@ static int find_preload(char *out, size_t len)
         return 0;
     snprintf(out, len, "%s/%s/%s", exe, MLPROF_BIN_TO_LIB, PRELOAD_NAME);
     return file_exists(out) ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ the command */
+
+/* Exit statuses of a command that did not start, as shells give them. */
+#define EXIT_NOT_FOUND 127
+#define EXIT_CANNOT_RUN 126
+
+/* Whether path names a file that this process may execute (not a folder). */
+static int runnable(const char *path, int *exists)
+{
+    struct stat st;
+    *exists = stat(path, &st) == 0;
+    return *exists && !S_ISDIR(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* Finds cmd as execvp will run it: cmd itself when it holds a '/', else the
+ * first file of that name in a PATH folder that may be executed. Returns 0;
+ * else the exit status a shell gives (127: no such command, 126: found but
+ * not executable) with the reason in why. Run before anything is prepared,
+ * so that a command that cannot start leaves no trace behind. */
+static int check_command(const char *cmd, char *why, size_t len)
+{
+    int exists;
+    if (strchr(cmd, '/')) {
+        if (runnable(cmd, &exists))
+            return 0;
+        struct stat st;
+        snprintf(why, len, "%s",
+                 !exists ? strerror(ENOENT) : stat(cmd, &st) == 0 && S_ISDIR(st.st_mode) ? strerror(EISDIR)
+                                                                                         : strerror(EACCES));
+        return exists ? EXIT_CANNOT_RUN : EXIT_NOT_FOUND;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/bin:/usr/bin"; /* execvp's default */
+    int found_not_runnable = 0;
+    for (const char *dir = path;; dir++) {
+        size_t n = strcspn(dir, ":");
+        char full[PATH_MAX];
+        /* an empty entry is the current folder */
+        int w = n ? snprintf(full, sizeof full, "%.*s/%s", (int)n, dir, cmd) : snprintf(full, sizeof full, "%s", cmd);
+        if (w > 0 && (size_t)w < sizeof full) {
+            if (runnable(full, &exists))
+                return 0;
+            found_not_runnable |= exists;
+        }
+        dir += n;
+        if (!*dir)
+            break;
+    }
+    snprintf(why, len, "%s", found_not_runnable ? strerror(EACCES) : "command not found");
+    return found_not_runnable ? EXIT_CANNOT_RUN : EXIT_NOT_FOUND;
+}
+
+/* Starts cmd in a child process, and tells whether exec worked: a failed
+ * exec writes its errno into a pipe that a successful one closes. Returns the
+ * child's pid; or -1 with *exec_errno set (0 when fork itself failed). */
+static pid_t start_command(char **cmd, int *exec_errno)
+{
+    int fds[2];
+    *exec_errno = 0;
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        errno = e;
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        execvp(cmd[0], cmd);
+        int e = errno;
+        ssize_t w = write(fds[1], &e, sizeof e);
+        (void)w;
+        _exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN);
+    }
+    close(fds[1]);
+    int e = 0;
+    ssize_t got;
+    while ((got = read(fds[0], &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    close(fds[0]);
+    if (got == (ssize_t)sizeof e) { /* exec failed: the child exits at once */
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        *exec_errno = e;
+        return -1;
+    }
+    return pid;
 }
 
 /* ------------------------------------------------------------ options */
@@ -284,7 +379,7 @@ static void print_bytes(unsigned long long b)
 }
 
 static void summary(const run_options *o, const char *status, double wall, an_trace *const *parts, size_t n,
-                    an_trace *merged, const char *parts_dir)
+                    an_trace *merged, int written, const char *parts_dir)
 {
     printf("\nmlprof run: %s %s after %.3f s; %zu process%s profiled\n", o->cmd[0], status, wall, n,
            n == 1 ? "" : "es");
@@ -321,8 +416,10 @@ static void summary(const run_options *o, const char *status, double wall, an_tr
         }
     }
     printf("dropped events: %llu%s\n", dropped, dropped ? " (raise --buffer_size)" : "");
-    printf("trace: %s\n", o->output);
-    printf("each process's trace: %s/\n", parts_dir);
+    if (written) /* never a path that was not written */
+        printf("trace: %s\n", o->output);
+    if (n)
+        printf("each process's trace: %s/\n", parts_dir);
 }
 
 /* -------------------------------------------------------------- the run */
@@ -345,6 +442,12 @@ int mlprof_cmd_run(int argc, char **argv)
         run_bad_usage("%s", "cannot find " PRELOAD_NAME " beside mlprof or in its lib folder (give --preload)");
     if (!file_exists(preload))
         run_bad_usage("no preload library at %s", preload);
+    char why[256];
+    int not_started = check_command(o.cmd[0], why, sizeof why);
+    if (not_started) {
+        fprintf(stderr, PROG ": %s: %s\n", o.cmd[0], why);
+        return not_started;
+    }
     char *abs_preload = realpath(preload, NULL);
 
     char parts_dir[PATH_MAX], filename[PATH_MAX + 32];
@@ -383,15 +486,19 @@ int mlprof_cmd_run(int argc, char **argv)
 
     double t0 = now_s();
     fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) {
+    fflush(stderr);
+    int exec_errno;
+    pid_t pid = start_command(o.cmd, &exec_errno);
+    if (pid < 0 && !exec_errno) {
         fprintf(stderr, PROG ": cannot start %s: %s\n", o.cmd[0], strerror(errno));
+        rmdir(parts_dir); /* made for this run, and empty */
         return 1;
     }
-    if (pid == 0) {
-        execvp(o.cmd[0], o.cmd);
-        fprintf(stderr, PROG ": cannot run %s: %s\n", o.cmd[0], strerror(errno));
-        _exit(127);
+    if (pid < 0) {
+        fprintf(stderr, PROG ": %s: %s\n", o.cmd[0],
+                exec_errno == ENOENT && !strchr(o.cmd[0], '/') ? "command not found" : strerror(exec_errno));
+        rmdir(parts_dir);
+        return exec_errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN;
     }
     /* a ^C reaches the program, which writes its trace; we wait for it */
     signal(SIGINT, SIG_IGN);
@@ -429,7 +536,7 @@ int mlprof_cmd_run(int argc, char **argv)
         tp[used] = &traces[used];
         used++;
     }
-    int failed = 0;
+    int failed = 0, written = 0;
     an_trace merged;
     int have_merged = 0;
     if (!used) {
@@ -450,16 +557,17 @@ int mlprof_cmd_run(int argc, char **argv)
         } else if (mlprof__write_file_atomic(o.output, out.data, out.len) != MLPROF_OK) {
             fprintf(stderr, PROG ": %s\n", mlprof_last_error());
             failed = 1;
-        } else if (!o.quiet) {
-            if (an_trace_read_mem(&merged, o.output, out.data, out.len) == 0)
+        } else {
+            written = 1;
+            if (!o.quiet && an_trace_read_mem(&merged, o.output, out.data, out.len) == 0)
                 have_merged = 1;
-            else
+            else if (!o.quiet)
                 an_trace_free(&merged);
         }
         mlprof__sb_free(&out);
     }
     if (!o.quiet)
-        summary(&o, status, wall, tp, used, have_merged ? &merged : NULL, parts_dir);
+        summary(&o, status, wall, tp, used, have_merged ? &merged : NULL, written, parts_dir);
     if (have_merged)
         an_trace_free(&merged);
     for (size_t i = 0; i < used; i++)

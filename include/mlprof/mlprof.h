@@ -144,7 +144,10 @@ MLPROF_API int mlprof_set_configs(int n, const char *const *keys, const char *co
  * Errors: MLPROF_EKEY, MLPROF_ELIMIT when buf is too small (truncated). */
 MLPROF_API int mlprof_get_config(const char *key, char *buf, size_t len);
 /* Reads "key = value" lines from a file ('#' starts a comment). All or none:
- * the first error names the file, line and key, and nothing is changed. */
+ * the first error names the file, line and key, and nothing is changed.
+ * Errors: MLPROF_EIO (cannot open or read it, or it is a directory),
+ * MLPROF_EPARSE, MLPROF_EKEY, MLPROF_EVALUE, MLPROF_ESTATE. Long values are
+ * quoted in messages by their start and end, with their length. */
 MLPROF_API int mlprof_load_config(const char *path);
 
 /* -------------------------------------------------------------------- state */
@@ -295,6 +298,8 @@ MLPROF_API void mlprof_mark_dynamic(mlprof_domain *domain, const char *name, int
  * just before on the calling thread if nothing else was recorded since, else
  * for the innermost open duration of the thread (a frame just begun counts).
  * Keys are copied (up to 63 bytes), string values too (up to 255 bytes).
+ * A NULL key records nothing and sets the last error (MLPROF_EINVAL); a NULL
+ * string value is recorded as an empty string.
  */
 MLPROF_API void mlprof_arg_int(const char *key, int64_t value);
 MLPROF_API void mlprof_arg_double(const char *key, double value);

@@ -80,6 +80,9 @@ typedef struct reader {
     mlprof__map tracks;     /* (pid, tid) -> open_stack of B events */
     mlprof__map string_ids; /* pid or tid given as a string -> its number */
     int64_t next_string_id;
+    int has_events;         /* a traceEvents array, or the file is an array */
+    uint64_t entries;       /* the items of that array */
+    uint64_t events;        /* those that are events (metadata included) */
 } reader;
 
 static an_arg *new_arg(an_trace *t)
@@ -399,6 +402,7 @@ static int read_event(reader *r)
         else if (a && a->str && strcmp(e.name, "thread_name") == 0)
             add_name(t, e.pid, e.tid, a->str);
         t->nargs = e.args; /* metadata keeps nothing else */
+        r->events++;
         return 0;
     }
     if (e.ph == 'I')
@@ -408,6 +412,7 @@ static int read_event(reader *r)
         t->nargs = e.args;
         return 0;
     }
+    r->events++;
     if (e.ph == 'E') {
         close_begin(r, &e);
         return 0;
@@ -440,11 +445,13 @@ static int read_events(reader *r, int bare)
 {
     an_input *in = &r->in;
     int open = an_json_open(in, '[', "'[' to start the events");
+    r->has_events |= open >= 0;
     if (open <= 0)
         return open;
     for (;;) {
         if (bare && an_json_peek(in) < 0)
             return 0;
+        r->entries++;
         if (read_event(r) != 0)
             return -1;
         if (bare && an_json_peek(in) < 0)
@@ -506,6 +513,27 @@ int an_trace_read_mem(an_trace *t, const char *name, const void *data, size_t n)
     return read_trace(t, name, data ? data : "", n);
 }
 
+/* A file read whole that holds no event: valid JSON, but no trace (an
+ * analysis of it would find nothing and say so as if all were well). */
+static int not_a_trace(an_trace *t, const reader *r)
+{
+    mlprof__quoted_text short_path = mlprof__shortened(t->path);
+    const char *path = short_path.s;
+    if (!r->has_events)
+        snprintf(t->error, sizeof t->error,
+                 "%s: not a trace: a JSON object without a \"traceEvents\" array (a trace is an object with "
+                 "one, or an array of events)",
+                 path);
+    else if (!r->entries)
+        snprintf(t->error, sizeof t->error, "%s: not a trace: its array of events is empty", path);
+    else
+        snprintf(t->error, sizeof t->error,
+                 "%s: not a trace: none of the %llu items of its array of events is an event (an object "
+                 "with a \"ph\" and a \"ts\")",
+                 path, (unsigned long long)r->entries);
+    return -1;
+}
+
 /* From the file at path, or from data when it is not NULL. */
 static int read_trace(an_trace *t, const char *path, const void *data, size_t n)
 {
@@ -536,6 +564,8 @@ static int read_trace(an_trace *t, const char *path, const void *data, size_t n)
             rc = -1;
         if (rc == 0 && an_json_peek(&r.in) >= 0)
             rc = an_input_fail(&r.in, "unexpected data after the end of the trace");
+        if (rc == 0 && !r.events)
+            rc = not_a_trace(t, &r);
     }
     /* begins never ended are not durations */
     for (size_t i = 0; i < r.tracks.cap; i++) {

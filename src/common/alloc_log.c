@@ -22,7 +22,7 @@ static void *g_log_user;
 
 /* Global-dynamic TLS: this buffer is not on the hot path, and keeping it out
  * of the static TLS block leaves room for the one initial-exec variable. */
-static __thread char t_error[512];
+static __thread char t_error[1024];
 __thread int mlprof__busy;
 
 int mlprof_set_allocator(void *(*malloc_fn)(size_t), void *(*realloc_fn)(void *, size_t),
@@ -91,14 +91,50 @@ void mlprof__log(int level, const char *fmt, ...)
     errno = saved;
 }
 
+/* Where to cut s so that it keeps at most n bytes and whole UTF-8 characters. */
+static size_t utf8_cut(const char *s, size_t n)
+{
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return n;
+}
+
 int mlprof__fail(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t_error, sizeof t_error, fmt, ap);
+    int n = vsnprintf(t_error, sizeof t_error, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof t_error) { /* say that it was cut, and cut between characters */
+        size_t keep = utf8_cut(t_error, sizeof t_error - 4);
+        memcpy(t_error + keep, "...", 4);
+    }
     return code;
 }
+
+static mlprof__quoted_text shorten(const char *s, const char *quote)
+{
+    mlprof__quoted_text q;
+    if (!s) {
+        snprintf(q.s, sizeof q.s, "(null)");
+        return q;
+    }
+    size_t n = strlen(s);
+    if (n <= MLPROF__QUOTED_WHOLE) {
+        snprintf(q.s, sizeof q.s, "%s%s%s", quote, s, quote);
+        return q;
+    }
+    /* its start and its end, where paths and lists differ most */
+    size_t head = utf8_cut(s, MLPROF__QUOTED_HEAD);
+    size_t tail = n - MLPROF__QUOTED_TAIL;
+    while (tail < n && ((unsigned char)s[tail] & 0xc0) == 0x80)
+        tail++;
+    snprintf(q.s, sizeof q.s, "%s%.*s...%s%s (%zu bytes)", quote, (int)head, s, s + tail, quote, n);
+    return q;
+}
+
+mlprof__quoted_text mlprof__quoted(const char *s) { return shorten(s, "\""); }
+mlprof__quoted_text mlprof__shortened(const char *s) { return shorten(s, ""); }
 
 void mlprof__clear_error(void) { t_error[0] = '\0'; }
 

@@ -75,6 +75,20 @@ static inline void mlprof__sort(void *base, size_t n, size_t size, int (*cmp)(co
 void mlprof__log(int level, const char *fmt, ...) MLPROF_I_PRINTF(2, 3);
 /* Sets the calling thread's last error message and returns code. */
 int mlprof__fail(int code, const char *fmt, ...) MLPROF_I_PRINTF(2, 3);
+/* A string as an error message quotes it: "whole" when short, else its start
+ * and end around "..." and its length, as "/very/long/pa...file.json" (5000
+ * bytes), so that what the message says after it (the key) is not cut off.
+ * C11 keeps the returned array alive until the end of the full expression:
+ * mlprof__fail(rc, "bad %s", mlprof__quoted(value).s) is fine. */
+#define MLPROF__QUOTED_WHOLE 120
+#define MLPROF__QUOTED_HEAD 80
+#define MLPROF__QUOTED_TAIL 32
+typedef struct mlprof__quoted_text {
+    char s[MLPROF__QUOTED_HEAD + MLPROF__QUOTED_TAIL + 48];
+} mlprof__quoted_text;
+mlprof__quoted_text mlprof__quoted(const char *s);
+/* The same without the quotes, for paths: /very/long/pa...file.json (5000 bytes). */
+mlprof__quoted_text mlprof__shortened(const char *s);
 /* Clears the calling thread's last error message. */
 void mlprof__clear_error(void);
 
@@ -97,8 +111,13 @@ void mlprof__sb_vprintf(mlprof__sb *sb, const char *fmt, va_list ap);
 /* Appends s (n bytes) as a quoted JSON string: escapes quotes, backslashes and
  * control characters; replaces bytes that are not valid UTF-8 with U+FFFD. */
 void mlprof__sb_json_str(mlprof__sb *sb, const char *s, size_t n);
+/* Appends s (n bytes) as XML text or an attribute's value: & < > " ' as
+ * entities; bytes that are not valid UTF-8, and characters XML 1.0 does not
+ * allow (controls other than tab and line breaks, U+FFFE, U+FFFF), as U+FFFD. */
+void mlprof__sb_xml(mlprof__sb *sb, const char *s, size_t n);
 /* Appends s as a CSV field: as it is, or quoted (quotes doubled) when it holds
- * a comma, a quote or a line break (RFC 4180). NULL is an empty field. */
+ * a comma, a quote or a line break (RFC 4180); bytes that are not valid UTF-8
+ * as U+FFFD. NULL is an empty field. */
 void mlprof__sb_csv(mlprof__sb *sb, const char *s);
 /* Appends a nanosecond count as microseconds with three decimals ("12.345"). */
 void mlprof__sb_us(mlprof__sb *sb, uint64_t ns);

@@ -243,21 +243,78 @@ char *mlprof__sb_take(mlprof__sb *sb)
     return p;
 }
 
-void mlprof__sb_csv(mlprof__sb *sb, const char *s)
+/* U+FFFD, put where a byte is not valid UTF-8 or a character cannot be written */
+static const char replacement[] = "\xef\xbf\xbd";
+
+/* Whether the valid UTF-8 character at s (len bytes) is one XML 1.0 allows
+ * as text: among the controls only tab, line feed and carriage return;
+ * neither U+FFFE nor U+FFFF. */
+static int xml_allows(const unsigned char *s, size_t len)
 {
-    if (!s)
-        return;
-    if (!strpbrk(s, ",\"\n\r")) {
-        mlprof__sb_puts(sb, s);
-        return;
+    if (s[0] < 0x20)
+        return s[0] == '\t' || s[0] == '\n' || s[0] == '\r';
+    return !(len == 3 && s[0] == 0xef && s[1] == 0xbf && (s[2] == 0xbe || s[2] == 0xbf));
+}
+
+void mlprof__sb_xml(mlprof__sb *sb, const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i;
+        while (run < n && s[run] >= 0x20 && s[run] < 0x80 && !strchr("&<>\"'", s[run]))
+            run++;
+        if (run > i) {
+            mlprof__sb_put(sb, str + i, run - i);
+            i = run;
+            continue;
+        }
+        switch (s[i]) {
+        case '&': mlprof__sb_puts(sb, "&amp;"); i++; continue;
+        case '<': mlprof__sb_puts(sb, "&lt;"); i++; continue;
+        case '>': mlprof__sb_puts(sb, "&gt;"); i++; continue;
+        case '"': mlprof__sb_puts(sb, "&quot;"); i++; continue;
+        case '\'': mlprof__sb_puts(sb, "&apos;"); i++; continue;
+        default: break;
+        }
+        size_t len = utf8_seq_len(s + i, n - i);
+        if (len == 0) {
+            mlprof__sb_puts(sb, replacement); /* one for each stray byte */
+            i++;
+        } else if (!xml_allows(s + i, len)) {
+            mlprof__sb_puts(sb, replacement); /* one for the whole character */
+            i += len;
+        } else {
+            mlprof__sb_put(sb, str + i, len);
+            i += len;
+        }
     }
-    mlprof__sb_putc(sb, '"');
-    for (; *s; s++) {
-        if (*s == '"')
+}
+
+void mlprof__sb_csv(mlprof__sb *sb, const char *str)
+{
+    if (!str)
+        return;
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = strlen(str);
+    int quote = strpbrk(str, ",\"\n\r") != NULL;
+    if (quote)
+        mlprof__sb_putc(sb, '"');
+    size_t i = 0;
+    while (i < n) {
+        size_t len = utf8_seq_len(s + i, n - i);
+        if (len == 0) {
+            mlprof__sb_puts(sb, replacement);
+            i++;
+            continue;
+        }
+        if (s[i] == '"')
             mlprof__sb_putc(sb, '"');
-        mlprof__sb_putc(sb, *s);
+        mlprof__sb_put(sb, str + i, len);
+        i += len;
     }
-    mlprof__sb_putc(sb, '"');
+    if (quote)
+        mlprof__sb_putc(sb, '"');
 }
 
 void mlprof__sb_bytes(mlprof__sb *out, uint64_t bytes)

@@ -70,13 +70,38 @@ void mlprof__stats_free(mlprof__stats *st)
     mlprof__free(st);
 }
 
+/* The index key of a row: "kind \x1f domain \x1f name", whole, whatever
+ * the name's length (rows whose names share a long prefix stay apart). It
+ * fits in buf (size n) most times; else it is allocated (*heap set). */
+static char *row_key(char *buf, size_t n, int kind, const char *domain, const char *name,
+                     size_t name_len, size_t *klen, int *heap)
+{
+    size_t dlen = strlen(domain);
+    *klen = 1 + 1 + dlen + 1 + name_len;
+    *heap = *klen > n;
+    char *key = *heap ? mlprof__malloc(*klen) : buf;
+    if (!key)
+        return NULL;
+    key[0] = (char)('0' + kind);
+    key[1] = '\x1f';
+    memcpy(key + 2, domain, dlen);
+    key[2 + dlen] = '\x1f';
+    memcpy(key + 3 + dlen, name, name_len);
+    return key;
+}
+
 static row *get_row(mlprof__stats *st, int kind, const char *domain, const char *name,
                     size_t name_len)
 {
-    char key[512];
-    int n = snprintf(key, sizeof key, "%d\x1f%s\x1f%.*s", kind, domain, (int)name_len, name);
-    size_t klen = n < (int)sizeof key ? (size_t)n : sizeof key - 1;
+    char buf[256];
+    size_t klen;
+    int heap;
+    char *key = row_key(buf, sizeof buf, kind, domain, name, name_len, &klen, &heap);
+    if (!key)
+        return NULL;
     mlprof__map_entry *e = mlprof__map_slot(&st->index, key, klen);
+    if (heap)
+        mlprof__free(key);
     if (!e)
         return NULL;
     if (e->value)
@@ -289,6 +314,31 @@ static void cell_text(mlprof__sb *out, const char *s, size_t width)
     pad_to(out, start, width, 0);
 }
 
+/* The widest name column; longer names are shown shortened in the middle. */
+#define NAME_COLUMN 60
+
+/* A row's name in a column of width: whole when it fits, else its start,
+ * "..." and its end (where names that share a long prefix differ), cut at
+ * UTF-8 character boundaries. The row keeps the whole name. */
+static void cell_name(mlprof__sb *out, const char *name, size_t width)
+{
+    size_t n = strlen(name), room = width > 5 ? width - 2 : 3;
+    if (n <= room) {
+        cell_text(out, name, width);
+        return;
+    }
+    size_t start = out->len;
+    size_t head = (room - 3) / 2, tail = n - (room - 3 - head);
+    while (head > 0 && ((unsigned char)name[head] & 0xc0) == 0x80)
+        head--;
+    while (tail < n && ((unsigned char)name[tail] & 0xc0) == 0x80)
+        tail++;
+    mlprof__sb_put(out, name, head);
+    mlprof__sb_puts(out, "...");
+    mlprof__sb_puts(out, name + tail);
+    pad_to(out, start, width, 0);
+}
+
 static void cell_duration(mlprof__sb *out, uint64_t ns)
 {
     size_t start = out->len;
@@ -320,7 +370,7 @@ static size_t name_width(row **rows, size_t n, const char *domain)
         if (strcmp(rows[i]->domain, domain) == 0 && strlen(rows[i]->name) + 2 > w)
             w = strlen(rows[i]->name) + 2;
     }
-    return w > 60 ? 60 : w;
+    return w > NAME_COLUMN ? NAME_COLUMN : w;
 }
 
 static void table_header(mlprof__sb *out, int kind, size_t w)
@@ -339,7 +389,7 @@ static void table_header(mlprof__sb *out, int kind, size_t w)
 static void table_row(mlprof__sb *out, const row *r, size_t w)
 {
     mlprof__sb_puts(out, "  ");
-    cell_text(out, r->name, w);
+    cell_name(out, r->name, w);
     cell_count(out, r->count);
     if (r->kind == MLPROF__STAT_COUNTER) {
         cell_value(out, r->vmin);
@@ -424,7 +474,7 @@ static void hw_table(mlprof__sb *out, row **rows, size_t n, const char *domain, 
         if (strcmp(r->domain, domain) != 0 || r->kind > MLPROF__STAT_FRAME || !r->hw_mask)
             continue;
         mlprof__sb_puts(out, "  ");
-        cell_text(out, r->name, w);
+        cell_name(out, r->name, w);
         for (int i = 0; i < MLPROF__HW_KNOWN; i++) {
             if (!(mask >> i & 1))
                 continue;

@@ -529,6 +529,7 @@ static void apply_one(const mem_op *o, mlprof__sb *out, int *first, pid_t pid)
         d->peak_used = d->used;
         d->peak_seq = seq;
         d->peak_ns = o->ns;
+        d->peak_tid = o->tid;
         d->alloc_at_peak = d->allocated;
     }
     if (d->allocated > d->peak_allocated) {
@@ -597,8 +598,10 @@ void mlprof__mem_trace_tail(mlprof__sb *out, int *first, pid_t pid)
         mlprof__sb_printf(&args, "\"used\":%llu,\"allocated_then\":%llu,\"peak_allocated\":%llu",
                           (unsigned long long)d->peak_used, (unsigned long long)d->alloc_at_peak,
                           (unsigned long long)d->peak_allocated);
+        /* process-wide, but drawn on the track of the thread that made the
+         * peak: that track is named; the process's own tid may have none */
         mlprof__chrome_instant(out, first, name, (size_t)n, "memory", d->peak_ns, MLPROF_SCOPE_PROCESS,
-                               pid, pid, args.data, args.len);
+                               pid, d->peak_tid ? d->peak_tid : pid, args.data, args.len);
         mlprof__sb_free(&args);
     }
 }

@@ -47,6 +47,7 @@ typedef struct mem_device {
     uint64_t peak_used, peak_allocated;
     uint64_t peak_seq;           /* operation number of the peak of used */
     uint64_t peak_ns, peak_alloc_ns;
+    pid_t peak_tid;              /* the thread whose operation made the peak of used */
     uint64_t alloc_at_peak;      /* allocated bytes at the peak of used */
     uint64_t live_blocks;
     uint64_t allocs, frees, reserves, releases;

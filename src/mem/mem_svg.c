@@ -35,17 +35,8 @@ static const char *const g_palette[NCOLORS] = {
 
 static void xml_text(mlprof__sb *out, const char *s)
 {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '&': mlprof__sb_puts(out, "&amp;"); break;
-        case '<': mlprof__sb_puts(out, "&lt;"); break;
-        case '>': mlprof__sb_puts(out, "&gt;"); break;
-        case '"': mlprof__sb_puts(out, "&quot;"); break;
-        default:
-            if ((unsigned char)*s >= 0x20 || *s == '\n')
-                mlprof__sb_putc(out, *s);
-        }
-    }
+    if (s)
+        mlprof__sb_xml(out, s, strlen(s));
 }
 
 /* A tick label for bytes: whole units where possible ("4 MiB", "512 KiB"). */
@@ -488,6 +479,8 @@ static void block_label(mlprof__sb *out, const mem_block *b, double x, double y,
             return;
         }
         text.len = fit - 3;
+        while (text.len > 0 && ((unsigned char)text.data[text.len] & 0xc0) == 0x80)
+            text.len--; /* whole characters only */
         mlprof__sb_puts(&text, "...");
     }
     mlprof__sb_printf(out, "<text class=\"in\" x=\"%.1f\" y=\"%.1f\">", x + 3, y + (h < 24 ? h / 2 + 4 : 13));
@@ -656,8 +649,12 @@ static void legend(mlprof__sb *out, const colours *col, double x, double y)
         const char *name = mlprof__mem_scope_name(col->ranks[i].scope);
         size_t n = strlen(name);
         if (n > 26) {
+            /* the end of a long scope, from a character's first byte */
+            const char *end = name + n - 23;
+            while (((unsigned char)*end & 0xc0) == 0x80)
+                end++;
             mlprof__sb_puts(out, "...");
-            xml_text(out, name + n - 23);
+            xml_text(out, end);
         } else {
             xml_text(out, name);
         }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../collect/collect.h"
@@ -198,8 +199,8 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
             break;
         if ((k->type == T_HOOKS ? mlprof__hooks_parse : mlprof__cuda_functions_parse)(value, &mask, why,
                                                                                       sizeof why) != 0)
-            return mlprof__fail(MLPROF_EVALUE, "bad value \"%s\" for configuration key \"%s\": %s", value,
-                                k->name, why);
+            return mlprof__fail(MLPROF_EVALUE, "bad value %s for configuration key \"%s\": %s",
+                                mlprof__quoted(value).s, k->name, why);
         strcpy(field, value);
         *(k->type == T_HOOKS ? &cfg->hooks_mask : &cfg->cuda_functions_mask) = mask;
         return MLPROF_OK;
@@ -210,8 +211,8 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
         if (strlen(value) >= MLPROF__GPU_KEY)
             break;
         if (mlprof__gpu_parse(k->name, value, &mask, why, sizeof why) != 0)
-            return mlprof__fail(MLPROF_EVALUE, "bad value \"%s\" for configuration key \"%s\": %s", value,
-                                k->name, why);
+            return mlprof__fail(MLPROF_EVALUE, "bad value %s for configuration key \"%s\": %s",
+                                mlprof__quoted(value).s, k->name, why);
         strcpy(field, value);
         if (strcmp(k->name, "gpu") == 0)
             cfg->gpu_mask = mask;
@@ -225,8 +226,8 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
         if (strlen(value) >= sizeof cfg->counters)
             break;
         if ((k->type == T_COUNTERS ? mlprof__hw_check : mlprof__hw_check_sampler)(value, why, sizeof why) != 0)
-            return mlprof__fail(MLPROF_EVALUE, "bad value \"%s\" for configuration key \"%s\": %s", value,
-                                k->name, why);
+            return mlprof__fail(MLPROF_EVALUE, "bad value %s for configuration key \"%s\": %s",
+                                mlprof__quoted(value).s, k->name, why);
         strcpy(field, value);
         return MLPROF_OK;
     }
@@ -256,8 +257,8 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
         *(uint64_t *)field = (uint64_t)d;
         return MLPROF_OK;
     }
-    return mlprof__fail(MLPROF_EVALUE, "bad value \"%s\" for configuration key \"%s\": expected %s",
-                        value, k->name, k->help);
+    return mlprof__fail(MLPROF_EVALUE, "bad value %s for configuration key \"%s\": expected %s",
+                        mlprof__quoted(value).s, k->name, k->help);
 }
 
 /* Keys that cannot change once recording has begun. */
@@ -292,7 +293,7 @@ static void config_commit(const mlprof__config *next)
 /* Puts `where` (a file and line) in front of the last error message. */
 static int prefix_error(int rc, const char *where)
 {
-    char msg[512];
+    char msg[1024];
     snprintf(msg, sizeof msg, "%s", mlprof_last_error());
     return mlprof__fail(rc, "%s%s", where, msg);
 }
@@ -306,7 +307,8 @@ static int set_configs_locked(int n, const char *const *keys, const char *const 
             return mlprof__fail(MLPROF_EINVAL, "%snull key or value", where);
         const key_def *k = find_key(keys[i]);
         if (!k)
-            return mlprof__fail(MLPROF_EKEY, "%sunknown configuration key \"%s\"", where, keys[i]);
+            return mlprof__fail(MLPROF_EKEY, "%sunknown configuration key %s", where,
+                                mlprof__quoted(keys[i]).s);
         /* profile_all is a shorthand that switches every class */
         int rc = config_apply(&next, k, values[i]);
         if (rc == MLPROF_OK)
@@ -339,7 +341,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     mlprof__ensure_init();
     const key_def *k = key ? find_key(key) : NULL;
     if (!k)
-        return mlprof__fail(MLPROF_EKEY, "unknown configuration key \"%s\"", key ? key : "(null)");
+        return mlprof__fail(MLPROF_EKEY, "unknown configuration key %s", mlprof__quoted(key).s);
     if (!buf || len == 0)
         return mlprof__fail(MLPROF_EINVAL, "mlprof_get_config: no buffer");
     mlprof__ctl_lock();
@@ -391,7 +393,16 @@ static int read_config_file(const char *path, char ***keys, char ***values, int 
 {
     FILE *f = fopen(path, "r");
     if (!f)
-        return mlprof__fail(MLPROF_EIO, "cannot open config file %s: %s", path, strerror(errno));
+        return mlprof__fail(MLPROF_EIO, "cannot open config file %s: %s", mlprof__shortened(path).s,
+                            strerror(errno));
+    /* fopen opens a folder too; reading it then fails at once, which fgets
+     * alone would take for an empty file */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return mlprof__fail(MLPROF_EIO, "cannot read config file %s: %s", mlprof__shortened(path).s,
+                            strerror(EISDIR));
+    }
     int cap = 0, count = 0, rc = MLPROF_OK, lineno = 0;
     char **k = NULL, **v = NULL;
     int *ln = NULL;
@@ -400,7 +411,8 @@ static int read_config_file(const char *path, char ***keys, char ***values, int 
         lineno++;
         size_t len = strlen(line);
         if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            rc = mlprof__fail(MLPROF_EPARSE, "%s:%d: line too long", path, lineno);
+            rc = mlprof__fail(MLPROF_EPARSE, "%s:%d: line too long (over %zu bytes)", mlprof__shortened(path).s,
+                              lineno, sizeof line - 2);
             break;
         }
         char *hash = strchr(line, '#');
@@ -411,8 +423,8 @@ static int read_config_file(const char *path, char ***keys, char ***values, int 
             continue;
         char *eq = strchr(s, '=');
         if (!eq) {
-            rc = mlprof__fail(MLPROF_EPARSE, "%s:%d: expected \"key = value\", got \"%s\"", path,
-                              lineno, s);
+            rc = mlprof__fail(MLPROF_EPARSE, "%s:%d: expected \"key = value\", got %s", mlprof__shortened(path).s,
+                              lineno, mlprof__quoted(s).s);
             break;
         }
         *eq = '\0';
@@ -423,16 +435,31 @@ static int read_config_file(const char *path, char ***keys, char ***values, int 
             val++;
         }
         if (count == cap) {
-            cap = cap ? cap * 2 : 16;
-            k = mlprof__realloc(k, (size_t)cap * sizeof *k);
-            v = mlprof__realloc(v, (size_t)cap * sizeof *v);
-            ln = mlprof__realloc(ln, (size_t)cap * sizeof *ln);
+            int grown = cap ? cap * 2 : 16;
+            char **k2 = mlprof__realloc(k, (size_t)grown * sizeof *k);
+            k = k2 ? k2 : k;
+            char **v2 = mlprof__realloc(v, (size_t)grown * sizeof *v);
+            v = v2 ? v2 : v;
+            int *ln2 = mlprof__realloc(ln, (size_t)grown * sizeof *ln);
+            ln = ln2 ? ln2 : ln;
+            if (!k2 || !v2 || !ln2) {
+                rc = mlprof__fail(MLPROF_ENOMEM, "%s:%d: out of memory", mlprof__shortened(path).s, lineno);
+                break;
+            }
+            cap = grown;
         }
         k[count] = mlprof__strdup(key);
         v[count] = mlprof__strdup(val);
         ln[count] = lineno;
         count++;
+        if (!k[count - 1] || !v[count - 1]) {
+            rc = mlprof__fail(MLPROF_ENOMEM, "%s:%d: out of memory", mlprof__shortened(path).s, lineno);
+            break;
+        }
     }
+    if (rc == MLPROF_OK && ferror(f))
+        rc = mlprof__fail(MLPROF_EIO, "cannot read config file %s: %s", mlprof__shortened(path).s,
+                          strerror(errno));
     fclose(f);
     *keys = k;
     *values = v;
@@ -461,11 +488,12 @@ static int load_config_locked(const char *path)
         /* check each line alone first, so that the error names its line */
         mlprof__config scratch = mlprof__g.cfg;
         for (int i = 0; i < n && rc == MLPROF_OK; i++) {
-            char where[4200];
-            snprintf(where, sizeof where, "%s:%d: ", path, ln[i]);
+            char where[256];
+            snprintf(where, sizeof where, "%s:%d: ", mlprof__shortened(path).s, ln[i]);
             const key_def *def = find_key(k[i]);
             if (!def) {
-                rc = mlprof__fail(MLPROF_EKEY, "%sunknown configuration key \"%s\"", where, k[i]);
+                rc = mlprof__fail(MLPROF_EKEY, "%sunknown configuration key %s", where,
+                                  mlprof__quoted(k[i]).s);
                 break;
             }
             rc = config_apply(&scratch, def, v[i]);

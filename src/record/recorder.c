@@ -190,7 +190,8 @@ static void put_text(uint64_t a, unsigned kind, unsigned aux, const void *ptr, c
         return;
     r->a = a;
     r->b = MLPROF__REC_B(kind, aux, ptr);
-    memcpy(r + 1, text, len);
+    if (len) /* text may be NULL then (a NULL name is an empty one) */
+        memcpy(r + 1, text, len);
     publish(t, bytes);
 }
 
@@ -302,18 +303,24 @@ void mlprof_mark_dynamic(mlprof_domain *domain, const char *name, int scope)
         mlprof__observe_mark();
 }
 
-static void put_arg(unsigned kind, uint64_t value, const char *key)
+/* 0 when nothing is recorded: a NULL key is the caller's error, reported. */
+static int put_arg(unsigned kind, uint64_t value, const char *key)
 {
-    size_t klen = key ? strnlen(key, MLPROF__KEY_MAX) : 0;
+    if (MLPROF_UNLIKELY(!key)) {
+        mlprof__fail(MLPROF_EINVAL, "%s: NULL key (the argument is not recorded)",
+                     kind == MLPROF__REC_ARG_I ? "mlprof_arg_int" : "mlprof_arg_double");
+        return 0;
+    }
+    size_t klen = strnlen(key, MLPROF__KEY_MAX);
     put_text(value, kind, (unsigned)klen, NULL, key, klen);
+    return 1;
 }
 
 void mlprof_arg_int(const char *key, int64_t value)
 {
     if (!active())
         return;
-    put_arg(MLPROF__REC_ARG_I, (uint64_t)value, key);
-    if (observed()) {
+    if (put_arg(MLPROF__REC_ARG_I, (uint64_t)value, key) && observed()) {
         mlprof_arg_value v = {MLPROF_ARG_INT, value, 0, NULL};
         mlprof__observe_arg(key, &v);
     }
@@ -325,8 +332,7 @@ void mlprof_arg_double(const char *key, double value)
         return;
     uint64_t bits;
     memcpy(&bits, &value, sizeof bits);
-    put_arg(MLPROF__REC_ARG_F, bits, key);
-    if (observed()) {
+    if (put_arg(MLPROF__REC_ARG_F, bits, key) && observed()) {
         mlprof_arg_value v = {MLPROF_ARG_DOUBLE, 0, value, NULL};
         mlprof__observe_arg(key, &v);
     }
@@ -336,8 +342,14 @@ void mlprof_arg_str(const char *key, const char *value)
 {
     if (!active())
         return;
-    size_t klen = key ? strnlen(key, MLPROF__KEY_MAX) : 0;
-    size_t vlen = value ? strnlen(value, MLPROF__NAME_MAX) : 0;
+    if (MLPROF_UNLIKELY(!key)) {
+        mlprof__fail(MLPROF_EINVAL, "mlprof_arg_str: NULL key (the argument is not recorded)");
+        return;
+    }
+    if (!value)
+        value = ""; /* as an empty string */
+    size_t klen = strnlen(key, MLPROF__KEY_MAX);
+    size_t vlen = strnlen(value, MLPROF__NAME_MAX);
     size_t bytes = sizeof(mlprof__rec) * (1 + MLPROF__TEXT_SLOTS(klen + vlen));
     mlprof__thread *t;
     mlprof__rec *r = reserve(&t, bytes);
@@ -349,7 +361,7 @@ void mlprof_arg_str(const char *key, const char *value)
     memcpy((char *)(r + 1) + klen, value, vlen);
     publish(t, bytes);
     if (observed()) {
-        mlprof_arg_value v = {MLPROF_ARG_STRING, 0, 0, value ? value : ""};
+        mlprof_arg_value v = {MLPROF_ARG_STRING, 0, 0, value};
         mlprof__observe_arg(key, &v);
     }
 }
