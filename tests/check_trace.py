@@ -520,6 +520,7 @@ def area_memory_threads(prog, out):
               (20000, 20000, 20000 * 8 * (i + 1), 20000 * 8 * (i + 1), 0),
               f"worker{i} row {s}: freed by its neighbour, counted to its own scope")
     t = load(os.path.join(out, "memory_threads.json"))
+    check_named_tracks(t, "memory_threads.json")  # the peak is made by a worker, not by main
     samples = series(t, "memory used (cpu)")
     check(len(samples) == 160, f"160000 operations at a sample every 1000: {len(samples)} samples")
     check(max(v for _, v in samples) <= cpu["peak_used"] and samples[-1][1] == 0, "samples in range")
