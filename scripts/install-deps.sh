@@ -6,6 +6,12 @@
 #   install-deps.sh torch    Debian's python3-torch, -numpy, -pytest, -pip, -setuptools
 set -eu
 
+# Another apt-get or dpkg at work (an unattended upgrade, a second make check)
+# holds dpkg's lock: wait for it rather than fail the install.
+apt_get() {
+    apt-get -o DPkg::Lock::Timeout=600 "$@"
+}
+
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-}
 
@@ -23,9 +29,9 @@ ensure() {
     fi
     echo "install-deps: installing$missing"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q
+    apt_get update -q
     # shellcheck disable=SC2086
-    apt-get install -y -q --no-install-recommends $missing
+    apt_get install -y -q --no-install-recommends $missing
 }
 
 # ensure_pkg PACKAGE -- apt-get installs a package that has no command to look for.
@@ -36,8 +42,8 @@ ensure_pkg() {
     fi
     echo "install-deps: installing $1"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends "$1"
+    apt_get update -q
+    apt_get install -y -q --no-install-recommends "$1"
 }
 
 case "$mode" in
