@@ -1089,6 +1089,43 @@ def area_writes(prog, out):
     run(prog, out, "memoff")
 
 
+def counters_unavailable(t, name, label):
+    why = t["otherData"].get("counters_unavailable", {}).get(name)
+    if why:
+        print(f"{label}: skipped, {name} cannot be measured here: {why}")
+    return why
+
+
+def area_counters_fork(prog, out):
+    p = run(prog, out)
+    pages = int(re.search(r"pages=(\d+)", p.stdout).group(1))
+    child = int(re.search(r"child=(\d+)", p.stdout).group(1))
+    kernel = int(re.search(r"child_kernel_faults=(\d+)", p.stdout).group(1))
+    tp = load(os.path.join(out, "counters_fork.json"))
+    tc = load(os.path.join(out, f"counters_fork.{child}.json"))
+    if counters_unavailable(tp, "page-faults", "counters_fork"):
+        return
+    parent = [e.get("args", {}) for e in events(tp, "X", "parent_touch")]
+    check(len(parent) == 1 and parent[0].get("page-faults", 0) >= pages, f"parent's span: {parent}")
+    spans = [e.get("args", {}) for e in events(tc, "X", "child_touch")]
+    check(len(spans) == 1, f"child: one child_touch span: {spans}")
+    faults = spans[0].get("page-faults", -1) if spans else -1
+    # the child's own thread faulted on every page; the parent's, waiting, on none
+    check(faults >= pages and faults <= kernel, f"child's span counts its own {kernel} faults: {faults}")
+
+
+def area_counters_exit(prog, out):
+    p = run(prog, out)
+    threads = int(re.search(r"threads=(\d+)", p.stdout).group(1))
+    t = load(os.path.join(out, "counters_exit.json"))
+    work = events(t, "X", "work")
+    check(len(work) == threads + 1, f"every work span: {len(work)}")
+    if not counters_unavailable(t, "task-clock", "counters_exit"):
+        check(all("task-clock" in e.get("args", {}) for e in work), "work spans have their counts")
+    late = events(t, "X", "late")
+    check(len(late) == threads, f"a late span for each thread: {len(late)}")
+    check(all(not e.get("args") for e in late), f"late spans, after the counters' end, have none: {late[:2]}")
+
 AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}
 
 

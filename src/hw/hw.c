@@ -275,6 +275,8 @@ void mlprof__hw_quiesce(void)
 void mlprof__hw_after_fork(int running)
 {
     pthread_mutex_init(&U.lock, NULL); /* a parent's thread may have held it */
+    mlprof__perf_after_fork();
+    mlprof__papi_after_fork();
     mlprof__sampler_after_fork(running);
 }
 

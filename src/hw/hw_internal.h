@@ -53,6 +53,8 @@ const char *mlprof__perf_why(int err);
 /* The per-span observer for these counters (indexes). */
 int mlprof__perf_span_start(const int *counters, size_t n);
 void mlprof__perf_span_stop(void);
+/* In a forked child: the threads' counters are the parent's; reopened at the next span. */
+void mlprof__perf_after_fork(void);
 
 /* One counter over the whole process: every thread that exists when it is
  * opened, and the threads they start. NULL when it cannot be opened (said). */
@@ -73,6 +75,8 @@ void mlprof__rss_span_stop(void);
  * library that is missing is said, and the others go on. */
 int mlprof__papi_span_start(char (*names)[MLPROF__PAPI_NAME], size_t n);
 void mlprof__papi_span_stop(void);
+/* In a forked child: the threads' event sets are the parent's; made again at the next span. */
+void mlprof__papi_after_fork(void);
 
 /* ------------------------------------------------------- sampler.c */
 /* The sampler thread for these sources (ctl_lock held, as hw.h's). */

@@ -237,9 +237,14 @@ static void drop_set(papi_thread *t)
     t->set = PAPI_NULL;
 }
 
+/* What t_papi points at once the thread's set is gone at its exit: a span
+ * recorded by a later key destructor gets no counts. */
+static papi_thread k_gone = {.set = PAPI_NULL};
+
 static void thread_gone(void *arg)
 {
     papi_thread *t = arg;
+    t_papi = &k_gone; /* before the free: nothing reaches the block after it */
     drop_set(t);
     A.unregister_thread();
     mlprof__free(t);
@@ -250,6 +255,8 @@ static void make_key(void) { pthread_key_create(&g_key, thread_gone); }
 static papi_thread *thread_open(void)
 {
     papi_thread *t = t_papi;
+    if (t == &k_gone)
+        return NULL;
     if (t && t->generation == P.generation)
         return t;
     if (!t) {
@@ -308,7 +315,7 @@ static void on_end(void *user, const mlprof_span_info *span, void *data)
     (void)span;
     papi_thread *t = t_papi;
     long long now[MLPROF__HW_PAPI_MAX];
-    if (!t || !t->count || t->generation != P.generation || A.read(t->set, now) != PAPI_OK)
+    if (!t || t == &k_gone || !t->count || t->generation != P.generation || A.read(t->set, now) != PAPI_OK)
         return;
     const papi_span *s = data;
     for (size_t i = 0; i < P.n; i++) {
@@ -332,3 +339,10 @@ int mlprof__papi_span_start(char (*names)[MLPROF__PAPI_NAME], size_t n)
 }
 
 void mlprof__papi_span_stop(void) { mlprof__hw_observer_off(&P.observer); }
+
+void mlprof__papi_after_fork(void)
+{
+    /* The forking thread's event set counts the parent's thread: a new
+     * generation makes it drop the set and make its own at its next span. */
+    P.generation++;
+}

@@ -88,10 +88,15 @@ typedef struct thread_counters {
 static __thread thread_counters *t_counters;
 static pthread_key_t g_close_key;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+/* What t_counters points at once the thread's counters are closed at its
+ * exit: a span recorded by a later key destructor gets no counters (opening
+ * them again would leak them, as the destructors may not run again). */
+static thread_counters k_gone;
 
 static void close_counters(void *arg)
 {
     thread_counters *tc = arg;
+    t_counters = &k_gone; /* before the free: nothing reaches the block after it */
     for (size_t i = 0; i < MAX_COUNTERS; i++) {
         if (tc->fd[i] >= 0)
             close(tc->fd[i]);
@@ -138,6 +143,8 @@ static int open_counter(const counter_def *d, int group)
 static thread_counters *thread_open(void)
 {
     thread_counters *tc = t_counters;
+    if (tc == &k_gone)
+        return NULL;
     if (tc && tc->generation == P.generation)
         return tc;
     if (tc) { /* counters of an earlier run: another list, maybe */
@@ -219,7 +226,7 @@ static void on_end(void *user, const mlprof_span_info *span, void *data)
     (void)user;
     (void)span;
     thread_counters *tc = t_counters;
-    if (!tc || !tc->opened || tc->generation != P.generation)
+    if (!tc || tc == &k_gone || !tc->opened || tc->generation != P.generation)
         return;
     uint64_t now[MAX_COUNTERS];
     read_all(tc, now);
@@ -242,6 +249,13 @@ int mlprof__perf_span_start(const int *counters, size_t n)
 }
 
 void mlprof__perf_span_stop(void) { mlprof__hw_observer_off(&P.observer); }
+
+void mlprof__perf_after_fork(void)
+{
+    /* The forking thread's descriptors count the parent's thread: a new
+     * generation makes it close them and open its own at its next span. */
+    P.generation++;
+}
 
 /* ------------------------------------------------- the whole process */
 
