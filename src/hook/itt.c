@@ -132,7 +132,9 @@ static itt_string *string_create(const char *name)
     return s;
 }
 
-/* The mlprof domain of an ITT domain (found without a lock once known). */
+/* The mlprof domain of an ITT domain (found without a lock once known).
+ * mlprof's handles are made before T.lock is taken, never under it: a lock
+ * held across reg_lock would stay held in a child forked meanwhile. */
 static size_t entry_of(const itt_domain *id)
 {
     size_t n = __atomic_load_n(&T.nmap, __ATOMIC_ACQUIRE);
@@ -140,17 +142,24 @@ static size_t entry_of(const itt_domain *id)
         if (T.map[i].itt == id)
             return i;
     }
+    const char *name = id->name && id->name[0] ? id->name : "itt";
+    mlprof_domain *d = mlprof_domain_create(name); /* the same domain for racing threads */
+    mlprof_span *frame = d ? mlprof_frame_create(d, name) : NULL;
     pthread_mutex_lock(&T.lock);
     size_t i, have = T.nmap;
     for (i = 0; i < have && T.map[i].itt != id; i++) {
     }
+    int used = 0;
     if (i == have && have < MAX_OBJECTS) {
         T.map[i].itt = id;
-        T.map[i].d = mlprof_domain_create(id->name && id->name[0] ? id->name : "itt");
-        T.map[i].frame = mlprof_frame_create(T.map[i].d, id->name && id->name[0] ? id->name : "itt");
+        T.map[i].d = d;
+        T.map[i].frame = frame;
         __atomic_store_n(&T.nmap, have + 1, __ATOMIC_RELEASE);
+        used = 1;
     }
     pthread_mutex_unlock(&T.lock);
+    if (!used) /* another thread's entry won: this frame is reused by a later create */
+        mlprof_span_destroy(frame);
     return i < MAX_OBJECTS ? i : MAX_OBJECTS;
 }
 
@@ -266,11 +275,20 @@ static const struct {
     {"__itt_counter_set_value", (void *)counter_set_value},
 };
 
+/* fork: T.lock is taken in the prepare handler (a leaf lock: nothing is
+ * taken under it), so the child gets the lists whole and the lock free. */
+static void fork_prepare(void) { pthread_mutex_lock(&T.lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&T.lock); }
+static void fork_child(void) { pthread_mutex_init(&T.lock, NULL); }
+static void watch_forks(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
 EXPORT void __itt_api_init(void *global, int groups);
 
 EXPORT void __itt_api_init(void *global, int groups)
 {
     (void)groups;
+    static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
+    pthread_once(&forks_once, watch_forks);
     const itt_global_head *g = global;
     static const unsigned char magic[8] = {0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30};
     if (!g || memcmp(g->magic, magic, sizeof magic) != 0 || !g->api_list) {

@@ -732,7 +732,11 @@ int mlprof__dump_on_signal(int sig)
     mlprof__busy++;
     int want = __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
     store_state(MLPROF_STATE_STOP);
-    mlprof__update_flags();
+    /* recording off without mlprof__update_flags: it takes reg_lock, which the
+     * interrupted thread (or another, for good) may hold; the handles' own
+     * flags do not matter once the active flag is clear */
+    __atomic_store_n(&mlprof__mem_on, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&mlprof_active_flag, 0, __ATOMIC_RELEASE);
     int rc = want ? mlprof__collect_dump(1) : MLPROF_OK;
     if (want)
         mlprof__log(rc == MLPROF_OK ? MLPROF_LOG_WARN : MLPROF_LOG_ERROR, "killed by signal %d (%s): %s", sig,

@@ -109,17 +109,13 @@ int mlprof_domain_set_level(mlprof_domain *d, int level)
 
 const char *mlprof_domain_name(const mlprof_domain *d) { return d ? d->name : ""; }
 
-/* Finds a destroyed handle to revive, or allocates one of `size` bytes. */
-static mlprof__handle *handle_create(size_t size, int type, int kind, mlprof_domain *domain,
-                                     const char *name)
+/* Finds a destroyed handle to revive, or allocates one of `size` bytes.
+ * Caller holds reg_lock; domain is not NULL. */
+static mlprof__handle *handle_create_locked(size_t size, int type, int kind, mlprof_domain *domain,
+                                            const char *name)
 {
     if (!name)
         name = "";
-    if (!domain)
-        domain = mlprof_domain_create(NULL);
-    if (!domain)
-        return NULL;
-    pthread_mutex_lock(&mlprof__g.reg_lock);
     mlprof__handle *h;
     for (h = mlprof__g.handles; h; h = h->next) {
         if (h->destroyed && h->type == type && h->kind == kind && h->domain == domain &&
@@ -146,6 +142,18 @@ static mlprof__handle *handle_create(size_t size, int type, int kind, mlprof_dom
     }
     if (h)
         __atomic_store_n(&h->on, domain->on, __ATOMIC_RELAXED);
+    return h;
+}
+
+static mlprof__handle *handle_create(size_t size, int type, int kind, mlprof_domain *domain,
+                                     const char *name)
+{
+    if (!domain)
+        domain = mlprof_domain_create(NULL);
+    if (!domain)
+        return NULL;
+    pthread_mutex_lock(&mlprof__g.reg_lock);
+    mlprof__handle *h = handle_create_locked(size, type, kind, domain, name);
     pthread_mutex_unlock(&mlprof__g.reg_lock);
     return h;
 }
@@ -188,15 +196,22 @@ mlprof_span *mlprof_task_once(mlprof_span **slot, mlprof_domain *domain, const c
     if (span)
         return span;
     /* Racing threads get the same handle: creation returns the live handle of
-     * that name only if destroyed, so serialize on the registry instead. */
-    static pthread_mutex_t once_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&once_lock);
+     * that name only if destroyed, so the check and the creation are one
+     * section under reg_lock. No lock of its own: one held across reg_lock
+     * would be held forever in a child forked meanwhile (fork's prepare
+     * handler takes reg_lock, not it). */
+    if (!domain)
+        domain = mlprof_domain_create(NULL);
+    if (!domain)
+        return NULL;
+    pthread_mutex_lock(&mlprof__g.reg_lock);
     span = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (!span) {
-        span = mlprof_task_create(domain, name);
+        span = (mlprof_span *)handle_create_locked(sizeof(mlprof_span), MLPROF__H_SPAN, MLPROF__SPAN_TASK,
+                                                   domain, name);
         __atomic_store_n(slot, span, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&once_lock);
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
     return span;
 }
 

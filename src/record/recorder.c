@@ -198,8 +198,13 @@ static void put_text(uint64_t a, unsigned kind, unsigned aux, const void *ptr, c
 /* The domain of a run-time-named event, or NULL when it does not record. */
 static mlprof_domain *recording_domain(mlprof_domain *d)
 {
-    if (!d)
+    /* the default domain, made (under reg_lock) by the first such call only:
+     * recording takes no lock; domains are never freed, a fork keeps it */
+    static mlprof_domain *default_domain;
+    if (!d && !(d = __atomic_load_n(&default_domain, __ATOMIC_ACQUIRE))) {
         d = mlprof_domain_create(NULL);
+        __atomic_store_n(&default_domain, d, __ATOMIC_RELEASE);
+    }
     return d && __atomic_load_n(&d->on, __ATOMIC_RELAXED) ? d : NULL;
 }
 
