@@ -31,6 +31,7 @@ static mlprof_span *g_short;
 static int g_stop_readers;
 static int g_reader_failures;
 static uint64_t g_reads;
+static uint64_t g_progress[2]; /* each reader's readings so far */
 
 static void reader_fail(const char *what, uint64_t a, uint64_t b)
 {
@@ -61,6 +62,7 @@ static void *reader(void *arg)
         if (used > max_used)
             max_used = used;
         n++;
+        __atomic_store_n(&g_progress[reads_state], n, __ATOMIC_RELAXED);
     }
     __atomic_add_fetch(&g_reads, n, __ATOMIC_RELAXED);
     return NULL;
@@ -84,6 +86,19 @@ static void *side_recorder(void *arg)
     return NULL;
 }
 
+/* Waits until both readers have read again: on a loaded machine a reader
+ * may not run at all while the main thread goes through its changes, which
+ * would leave them untested without saying so. */
+static void await_readers(void)
+{
+    uint64_t seen[2];
+    for (int i = 0; i < 2; i++)
+        seen[i] = __atomic_load_n(&g_progress[i], __ATOMIC_RELAXED);
+    for (int i = 0; i < 2; i++)
+        while (__atomic_load_n(&g_progress[i], __ATOMIC_RELAXED) == seen[i])
+            usleep(50);
+}
+
 static void state_while_read(void)
 {
     uint64_t used = 1, capacity = 1;
@@ -94,10 +109,12 @@ static void state_while_read(void)
     for (int i = 0; i < 2; i++)
         pthread_create(&readers[i], NULL, reader, i ? &g_reads : NULL);
     pthread_create(&side, NULL, side_recorder, NULL);
-    usleep(2000); /* the readers are at work before the pool exists */
+    await_readers(); /* the readers are at work before the pool exists */
     for (int round = 0; round < 50; round++) {
         CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
         record_pairs(10);
+        if (round % 10 == 0)
+            await_readers(); /* some readings fall while it runs, whatever the load */
         CHECK_OK(mlprof_pause());
         CHECK_OK(mlprof_resume());
         record_pairs(10);
@@ -127,13 +144,17 @@ static void state_while_read_slowly(void)
         pthread_create(&readers[i], NULL, reader, i ? &g_reads : NULL);
     for (int round = 0; round < 5; round++) {
         usleep(2000);
+        await_readers();
         CHECK_OK(mlprof_pause());
         usleep(2000);
+        await_readers();
         CHECK_OK(mlprof_resume());
     }
     usleep(2000);
+    await_readers();
     CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
     usleep(2000);
+    await_readers();
     __atomic_store_n(&g_stop_readers, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < 2; i++)
         pthread_join(readers[i], NULL);
