@@ -12,6 +12,16 @@
  * arguments, scopes) take no lock, allocate nothing and make no system call once
  * a thread has recorded its first event.
  *
+ * Forks: a process may fork at any time, from any thread, while other threads
+ * record or create handles; the child goes on with its forking thread only,
+ * its own trace (name.PID.ext) and its own per-span counters. Signals: the
+ * recording calls are the only ones meant for a signal handler, on a thread
+ * that has recorded before (its first event registers it); creating handles,
+ * configuring, starting, stopping and dumping take locks and must not be
+ * called from one. Thread exit: spans recorded from a key destructor are
+ * kept, without per-span counters once the thread's own were closed.
+ * docs/ARCHITECTURE.md ("Threads, forks and signals") lists the locks.
+ *
  * Errors: functions that can fail return an int status (MLPROF_OK or a negative
  * MLPROF_E* code) and set a per-thread message, read with mlprof_last_error().
  * Functions returning handles return NULL on failure and set the message.

@@ -62,8 +62,13 @@ static void *find(const char *name)
     return f;
 }
 
+/* A thread of the parent's may have held g_lock at a fork (a leaf lock, only
+ * ever held for a list operation): the child's is free. */
+static void regions_after_fork(void) { pthread_mutex_init(&g_lock, NULL); }
+
 static void load(void)
 {
+    pthread_atfork(NULL, NULL, regions_after_fork); /* before any region can take g_lock */
     A.create = (event_create_fn)find("cudaEventCreate");
     A.record = (event_record_fn)find("cudaEventRecord");
     A.query = (event_query_fn)find("cudaEventQuery");

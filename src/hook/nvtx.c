@@ -88,6 +88,17 @@ static struct {
 
 static int on(void) { return mlprof__busy == 0 && mlprof_active_flag && mlprof__hook_on(MLPROF__HOOK_NVTX); }
 
+/* A thread of the parent's may have held R.lock at a fork (a leaf lock): the
+ * child's is free. Registered before the lock is first taken. */
+static void ranges_after_fork(void) { pthread_mutex_init(&R.lock, NULL); }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, ranges_after_fork); }
+static void ranges_lock(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, watch_forks);
+    pthread_mutex_lock(&R.lock);
+}
+
 static mlprof_domain *domain_of(const nvtx_domain *h)
 {
     if (h && h->d)
@@ -160,7 +171,7 @@ static uint64_t start(const nvtx_domain *h, const char *name, const nvtx_attribu
     mlprof_span *frame = mlprof_frame_create(domain_of(h), name);
     if (!frame)
         return 0;
-    pthread_mutex_lock(&R.lock);
+    ranges_lock();
     uint64_t id = 0;
     for (uint64_t k = 0; k < MAX_RANGES && !id; k++) {
         uint64_t i = (R.next + k) % MAX_RANGES;
@@ -182,7 +193,7 @@ static void end(uint64_t id)
 {
     if (!id || id > MAX_RANGES)
         return;
-    pthread_mutex_lock(&R.lock);
+    ranges_lock();
     mlprof_span *frame = R.open[id - 1];
     R.open[id - 1] = NULL;
     pthread_mutex_unlock(&R.lock);

@@ -39,6 +39,11 @@ static int gather(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+/* A thread of the parent's may have held L.lock at a fork (taken only around
+ * the loader's walk): the child's is free. */
+static void names_after_fork(void) { pthread_mutex_init(&L.lock, NULL); }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, names_after_fork); }
+
 void *mlprof__hook_real(const char *name)
 {
     mlprof__busy++; /* dlopen and dlsym may allocate */
@@ -46,6 +51,8 @@ void *mlprof__hook_real(const char *name)
     if (!f) {
         Dl_info self;
         const void *base = dladdr((void *)mlprof__hook_real, &self) ? self.dli_fbase : NULL;
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, watch_forks);
         pthread_mutex_lock(&L.lock);
         L.n = L.used = 0;
         dl_iterate_phdr(gather, NULL);
