@@ -146,7 +146,8 @@ MLPROF_API const char *mlprof_last_error(void);
  */
 
 /* Sets one key. Errors: MLPROF_EKEY (unknown key), MLPROF_EVALUE (bad value),
- * MLPROF_ESTATE (buffer_size or clock while running). */
+ * MLPROF_ESTATE (buffer_size after the first run; clock while running, or
+ * after a run until mlprof_dump(1) or mlprof_clear()). */
 MLPROF_API int mlprof_set_config(const char *key, const char *value);
 /* Sets n keys at once, all or none: on error nothing is changed. */
 MLPROF_API int mlprof_set_configs(int n, const char *const *keys, const char *const *values);
@@ -165,7 +166,11 @@ MLPROF_API int mlprof_load_config(const char *path);
 typedef enum mlprof_state { MLPROF_STATE_STOP = 0, MLPROF_STATE_RUN = 1 } mlprof_state;
 
 /* Starts (MLPROF_STATE_RUN) or stops (MLPROF_STATE_STOP) recording. Stopping
- * keeps what was recorded until it is dumped or cleared. */
+ * keeps what was recorded until it is dumped or cleared. Stopping (and
+ * mlprof_dump(1)) waits for the other threads that are inside a recording call
+ * (their observer callbacks included) to leave it: once it returns, no event
+ * is added to the run just stopped and no observer callback runs. So an
+ * observer callback must not wait for the thread that stops recording. */
 MLPROF_API int mlprof_set_state(int state);
 MLPROF_API int mlprof_get_state(void);
 /* Pause and resume recording while running; a paused profiler records nothing. */
@@ -281,7 +286,9 @@ MLPROF_API void mlprof_end_dynamic(mlprof_domain *domain);
 MLPROF_API mlprof_counter *mlprof_counter_create(mlprof_domain *domain, const char *name);
 MLPROF_API void mlprof_counter_destroy(mlprof_counter *counter);
 MLPROF_API void mlprof_counter_set(mlprof_counter *counter, int64_t value);
-/* Adds delta (negative to decrement) atomically and records the new value. */
+/* Adds delta (negative to decrement) atomically and records the new value.
+ * The time and the value are taken together: the samples of a counter that
+ * only grows, added to from any threads, rise with time. */
 MLPROF_API void mlprof_counter_add(mlprof_counter *counter, int64_t delta);
 /* Records a floating-point sample (power, utilization...). */
 MLPROF_API void mlprof_counter_set_double(mlprof_counter *counter, double value);
@@ -370,7 +377,9 @@ typedef struct mlprof_observer {
  * MLPROF_EINVAL (bad size or data size), MLPROF_ESTATE (running),
  * MLPROF_ELIMIT (too many). */
 MLPROF_API int mlprof_observer_register(const mlprof_observer *observer);
-/* Removes an observer. MLPROF_EINVAL (unknown id), MLPROF_ESTATE (running). */
+/* Removes an observer. MLPROF_EINVAL (unknown id), MLPROF_ESTATE (running).
+ * Once it returns, no callback of the observer runs (the stop waited for
+ * them): its user data may be freed. */
 MLPROF_API int mlprof_observer_unregister(int id);
 
 /* ------------------------------------------------------------------- memory */
@@ -469,7 +478,9 @@ MLPROF_API void mlprof_process_set_name(const char *name);
 /* Nanoseconds on the profiler's clock (CLOCK_MONOTONIC, shared by processes). */
 MLPROF_API uint64_t mlprof_now_ns(void);
 /* Replaces the clock by fn (nanoseconds), for tests and replays; NULL restores
- * the built-in clock. Only while stopped and with nothing recorded (MLPROF_ESTATE). */
+ * the built-in clock. Only while stopped and with nothing recorded that is not
+ * yet dumped: MLPROF_ESTATE while running, and after a run until mlprof_dump(1)
+ * or mlprof_clear() (those records' timestamps are on the old clock). */
 MLPROF_API int mlprof_set_clock(uint64_t (*fn)(void *user), void *user);
 
 /* The allocator the library uses for its own memory (never on the hot path).

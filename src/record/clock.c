@@ -126,6 +126,10 @@ int mlprof_set_clock(uint64_t (*fn)(void *), void *user)
     int rc = MLPROF_OK;
     if (mlprof__g.state == MLPROF_STATE_RUN) {
         rc = mlprof__fail(MLPROF_ESTATE, "mlprof_set_clock: stop the profiler first");
+    } else if (__atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE)) {
+        /* their raw timestamps would be converted on the new clock */
+        rc = mlprof__fail(MLPROF_ESTATE, "mlprof_set_clock: events are recorded and not yet dumped "
+                                         "(mlprof_dump(1) or mlprof_clear() first)");
     } else if (fn) {
         g_custom_fn = fn;
         g_custom_user = user;

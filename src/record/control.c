@@ -270,10 +270,16 @@ static int config_check_state(const key_def *k, const mlprof__config *next)
         return mlprof__fail(MLPROF_ESTATE,
                             "configuration key \"buffer_size\" cannot change after the first run "
                             "(the buffers are already allocated)");
-    if (strcmp(k->name, "clock") == 0 && mlprof__g.state == MLPROF_STATE_RUN &&
-        strcmp(next->clock, cur->clock) != 0)
-        return mlprof__fail(MLPROF_ESTATE,
-                            "configuration key \"clock\" cannot change while running");
+    /* raw timestamps not yet converted would be read on the new clock */
+    if (strcmp(k->name, "clock") == 0 && strcmp(next->clock, cur->clock) != 0) {
+        if (mlprof__g.state == MLPROF_STATE_RUN)
+            return mlprof__fail(MLPROF_ESTATE,
+                                "configuration key \"clock\" cannot change while running");
+        if (__atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE))
+            return mlprof__fail(MLPROF_ESTATE,
+                                "configuration key \"clock\" cannot change while events are recorded "
+                                "and not yet dumped (mlprof_dump(1) or mlprof_clear() first)");
+    }
     return MLPROF_OK;
 }
 
@@ -643,6 +649,7 @@ static int set_state_locked(int state)
         rc = mlprof__hw_start(); /* observers only while stopped: before the state changes */
         if (rc != MLPROF_OK)
             return rc;
+        mlprof__recorder_fence_init();
         store_state(MLPROF_STATE_RUN);
         store_paused(0);
         mlprof__gpu_start();
@@ -654,6 +661,9 @@ static int set_state_locked(int state)
     }
     store_state(MLPROF_STATE_STOP);
     mlprof__update_flags();
+    /* calls that saw the flag still set end before observers go and the
+     * trace is read: none records after the stop returns */
+    mlprof__recorder_quiesce();
     mlprof__hw_stop();
     mlprof__gpu_stop();
     mlprof__collect_stop_continuous();
@@ -711,6 +721,7 @@ int mlprof_dump(int finished)
     if (finished) {
         store_state(MLPROF_STATE_STOP);
         mlprof__update_flags();
+        mlprof__recorder_quiesce(); /* nothing in flight joins the next trace */
         mlprof__hw_stop();
         mlprof__gpu_stop();
         mlprof__collect_stop_continuous();

@@ -1,7 +1,8 @@
 /*
  * observe.c - observers: plug-ins called on the recording thread around each
- * span. The table of observers changes only while stopped, so the hot path
- * reads it without a lock; the recorder calls in here only when one is
+ * span. The table of observers changes only while stopped, and stopping
+ * waits for the threads inside a recording call (the stop fence, recorder.c),
+ * so the hot path reads it without a lock; the recorder calls in here only when one is
  * registered (one load and a branch otherwise). Each thread keeps a stack of
  * its open observed spans, each frame holding every observer's scratch.
  */
@@ -181,7 +182,7 @@ void mlprof__observe_begin(const void *handle, const mlprof_domain *domain, cons
         f->name = NULL; /* frames move when the stack grows: dyn is found from f */
     }
     unsigned char *data = (unsigned char *)f + FRAME_HEAD;
-    memset(data, 0, g_data_size);
+    memset(data, 0, s->stride - FRAME_HEAD); /* the layout this stack was made for */
     mlprof_span_info info;
     info_of(f, s->depth, &info);
     s->depth++;

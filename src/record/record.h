@@ -149,6 +149,7 @@ typedef struct mlprof__thread {
     char name[64];
     void *track;          /* the collector's per-thread state */
     void *obs;            /* the observers' stack of open spans (observe.c), owner's */
+    unsigned inside;      /* atomic, owner writes: recording calls it is in (the stop fence) */
     struct mlprof__thread *next; /* atomic list of every thread */
 } mlprof__thread;
 
@@ -323,6 +324,12 @@ mlprof__thread *mlprof__thread_self(void);
 /* Frees threads that have exited and whose records are all consumed. Caller
  * holds ctl_lock and is the only consumer. */
 void mlprof__threads_reap(void (*forget)(mlprof__thread *));
+/* The stop fence (recorder.c): set up at the first run; after the active and
+ * memory flags are cleared, waits until no other thread is inside a recording
+ * call, so that observers may change and no record is published late. Caller
+ * holds ctl_lock. */
+void mlprof__recorder_fence_init(void);
+void mlprof__recorder_quiesce(void);
 /* In a forked child: forget the parent's threads; the caller's record starts empty. */
 void mlprof__thread_after_fork(void);
 

@@ -8,9 +8,18 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__linux__) && defined(__has_include)
+#if __has_include(<linux/membarrier.h>)
+#include <linux/membarrier.h>
+#else
+#undef SYS_membarrier /* no header: the full fence on the hot path */
+#endif
+#endif
 
 #include "record.h"
 
@@ -140,6 +149,116 @@ static inline int active(void)
     return MLPROF_LIKELY(__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED));
 }
 
+/*
+ * The stop fence. A recording call that saw the active flag set may still be
+ * running when another thread stops recording: an observer called after its
+ * unregistration returned (its user data freed), a record published after the
+ * final dump (in the next trace). So each call marks the thread inside (a
+ * count, for calls that nest through observers and signal handlers) before it
+ * reads the flag again, and clears the mark when done; stopping clears the
+ * flag, then waits until no other thread is marked (mlprof__recorder_quiesce).
+ * The mark is a store the owner alone makes, no lock and no read-modify-write.
+ *
+ * The store of the mark and the load of the flag must not be reordered (a
+ * store-load pair, which x86 reorders too), or a thread may see the flag still
+ * set while the stopper misses its mark. Where the kernel has membarrier
+ * (PRIVATE_EXPEDITED), the stopper makes every running thread of the process
+ * execute a full barrier after clearing the flag: a thread's mark made before
+ * that barrier is seen by the stopper, and a load of the flag after it sees
+ * the flag clear, so the hot path needs only a compiler barrier. Elsewhere the
+ * mark is a sequentially consistent store (an xchg on x86), paired with
+ * sequentially consistent operations on the flags by the stopper.
+ */
+static int g_fence_asym; /* membarrier is registered: the hot path's mark is a plain store */
+
+static inline mlprof__thread *enter_on(const int *flag, unsigned *depth)
+{
+    mlprof__thread *t = t_self;
+    if (MLPROF_UNLIKELY(!t) && !(t = mlprof__thread_self()))
+        return NULL;
+    unsigned n = t->inside;
+    *depth = n;
+    if (MLPROF_LIKELY(__atomic_load_n(&g_fence_asym, __ATOMIC_RELAXED))) {
+        __atomic_store_n(&t->inside, n + 1, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    } else {
+        __atomic_store_n(&t->inside, n + 1, __ATOMIC_SEQ_CST);
+    }
+    if (MLPROF_LIKELY(__atomic_load_n(flag, __ATOMIC_SEQ_CST)))
+        return t;
+    __atomic_store_n(&t->inside, n, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Marks the calling thread inside a recording call while recording is on;
+ * NULL when it is not (nothing to leave then). */
+static inline mlprof__thread *enter(unsigned *depth) { return enter_on(&mlprof_active_flag, depth); }
+
+/* Restores the mark as enter found it (a fork in between may have cleared it). */
+static inline void leave(mlprof__thread *t, unsigned depth)
+{
+    __atomic_store_n(&t->inside, depth, __ATOMIC_RELEASE);
+}
+
+void mlprof__recorder_fence_init(void)
+{
+#if defined(__linux__) && defined(SYS_membarrier)
+    if (__atomic_load_n(&g_fence_asym, __ATOMIC_RELAXED))
+        return;
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+        __atomic_store_n(&g_fence_asym, 1, __ATOMIC_RELEASE);
+#endif
+}
+
+static int full_barrier_everywhere(void)
+{
+#if defined(__linux__) && defined(SYS_membarrier)
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return 1;
+    /* registered before a fork? register again and retry */
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return 1;
+#endif
+    return 0;
+}
+
+void mlprof__recorder_quiesce(void)
+{
+    /* the flags are clear; now order them before the marks are read */
+    if (__atomic_load_n(&g_fence_asym, __ATOMIC_ACQUIRE)) {
+        if (!full_barrier_everywhere()) {
+            /* cannot happen once registered; the next runs take the full fence */
+            __atomic_store_n(&g_fence_asym, 0, __ATOMIC_RELEASE);
+            mlprof__log(MLPROF_LOG_WARN, "membarrier failed at stop: a recording call in flight may "
+                                         "end after it");
+        }
+    } else {
+        __atomic_fetch_add(&mlprof_active_flag, 0, __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(&mlprof__mem_on, 0, __ATOMIC_SEQ_CST);
+    }
+    /* the caller's own call (an observer that stops recording) finishes after */
+    mlprof__thread *self = t_self;
+    for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t;
+         t = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE)) {
+        if (t == self)
+            continue;
+        /* an exited thread marked inside was cancelled inside a callback */
+        for (unsigned spins = 0; __atomic_load_n(&t->inside, __ATOMIC_ACQUIRE) != 0 &&
+                                 !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE);
+             spins++) {
+            if (spins < 100) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 100000};
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+}
+
 static inline int handle_on(const mlprof__handle *h)
 {
     return h && __atomic_load_n(&h->on, __ATOMIC_RELAXED);
@@ -163,20 +282,26 @@ static inline int observed(void)
 
 void mlprof_begin(mlprof_span *span)
 {
-    if (!active() || !handle_on((const mlprof__handle *)span))
+    mlprof__thread *in;
+    unsigned depth;
+    if (!active() || !handle_on((const mlprof__handle *)span) || !(in = enter(&depth)))
         return;
     put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_BEGIN, 0, span));
     if (observed()) /* after the begin: what observers add lands on the span */
         mlprof__observe_begin(span, span->h.domain, span->h.name, span->h.kind == MLPROF__SPAN_FRAME);
+    leave(in, depth);
 }
 
 void mlprof_end(mlprof_span *span)
 {
-    if (!active() || !handle_on((const mlprof__handle *)span))
+    mlprof__thread *in;
+    unsigned depth;
+    if (!active() || !handle_on((const mlprof__handle *)span) || !(in = enter(&depth)))
         return;
     if (observed()) /* before the end, for the same reason */
         mlprof__observe_end(span, span->h.domain);
     put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_END, 0, span));
+    leave(in, depth);
 }
 
 /* A record followed by n bytes of text (kept to 10 bits of length). */
@@ -210,36 +335,42 @@ static mlprof_domain *recording_domain(mlprof_domain *d)
 
 void mlprof_begin_dynamic(mlprof_domain *domain, const char *name)
 {
-    if (!active())
+    mlprof__thread *in;
+    unsigned depth;
+    if (!active() || !(in = enter(&depth)))
         return;
     domain = recording_domain(domain);
-    if (!domain)
-        return;
-    size_t len = name ? strnlen(name, MLPROF__NAME_MAX) : 0;
-    put_text(mlprof__clock_raw(), MLPROF__REC_BEGIN_DYN, (unsigned)len, domain, name, len);
-    if (observed())
-        mlprof__observe_begin(NULL, domain, name, 0);
+    if (domain) {
+        size_t len = name ? strnlen(name, MLPROF__NAME_MAX) : 0;
+        put_text(mlprof__clock_raw(), MLPROF__REC_BEGIN_DYN, (unsigned)len, domain, name, len);
+        if (observed())
+            mlprof__observe_begin(NULL, domain, name, 0);
+    }
+    leave(in, depth);
 }
 
 void mlprof_end_dynamic(mlprof_domain *domain)
 {
-    if (!active())
+    mlprof__thread *in;
+    unsigned depth;
+    if (!active() || !(in = enter(&depth)))
         return;
     domain = recording_domain(domain);
-    if (!domain)
-        return;
-    if (observed())
-        mlprof__observe_end(NULL, domain);
-    put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_END_DYN, 0, domain));
+    if (domain) {
+        if (observed())
+            mlprof__observe_end(NULL, domain);
+        put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_END_DYN, 0, domain));
+    }
+    leave(in, depth);
 }
 
-static void put_counter(mlprof_counter *c, unsigned kind, uint64_t bits)
+static void put_counter(mlprof_counter *c, unsigned kind, uint64_t ts, uint64_t bits)
 {
     mlprof__thread *t;
     mlprof__rec *r = reserve(&t, 2 * sizeof *r);
     if (!r)
         return;
-    r[0].a = mlprof__clock_raw();
+    r[0].a = ts;
     r[0].b = MLPROF__REC_B(kind, 0, c);
     r[1].a = bits;
     r[1].b = MLPROF__REC_B(MLPROF__REC_VALUE, 0, 0);
@@ -251,26 +382,76 @@ void mlprof_counter_set(mlprof_counter *c, int64_t value)
     if (!c)
         return;
     __atomic_store_n(&c->value, value, __ATOMIC_RELAXED);
-    if (active() && handle_on((const mlprof__handle *)c))
-        put_counter(c, MLPROF__REC_COUNTER_I, (uint64_t)value);
+    mlprof__thread *in;
+    unsigned depth;
+    if (active() && handle_on((const mlprof__handle *)c) && (in = enter(&depth))) {
+        put_counter(c, MLPROF__REC_COUNTER_I, mlprof__clock_raw(), (uint64_t)value);
+        leave(in, depth);
+    }
 }
 
+/* The clock, read after every load before it and before any instruction after
+ * it begins: the time-stamp counter is read out of order otherwise. */
+static inline uint64_t clock_in_order(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_lfence();
+    uint64_t ts = mlprof__clock_raw();
+    __builtin_ia32_lfence();
+    return ts;
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    uint64_t ts = mlprof__clock_raw();
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return ts;
+#endif
+}
+
+/*
+ * A sample's time and value must be in the same order for every thread: with
+ * the add first and the clock read after, a thread could add, be preempted,
+ * and read a later time than another thread that added after it (a series
+ * only ever incremented then went down). Reading the clock first is no better
+ * (read, preempted, add after the other thread's). So the clock is read between
+ * the load of the old value and the compare-and-swap that stores the new one,
+ * and retried with it: of two adds, the one whose swap succeeded second loaded
+ * the value the first stored, hence after the first swap, and read the clock
+ * after that load, while the first read it before its swap. Times then rise
+ * with values across threads (given a clock that all CPUs share, as the
+ * invariant TSC and CLOCK_MONOTONIC are). With deltas of both signs a value
+ * may come back (A-B-A), and the order holds only among the adds that did not
+ * race so; it holds always for a counter that only grows.
+ */
 void mlprof_counter_add(mlprof_counter *c, int64_t delta)
 {
     if (!c)
         return;
-    int64_t value = __atomic_add_fetch(&c->value, delta, __ATOMIC_RELAXED);
-    if (active() && handle_on((const mlprof__handle *)c))
-        put_counter(c, MLPROF__REC_COUNTER_I, (uint64_t)value);
+    mlprof__thread *in;
+    unsigned depth;
+    if (!active() || !handle_on((const mlprof__handle *)c) || !(in = enter(&depth))) {
+        __atomic_add_fetch(&c->value, delta, __ATOMIC_RELAXED);
+        return;
+    }
+    int64_t old = __atomic_load_n(&c->value, __ATOMIC_ACQUIRE), value;
+    uint64_t ts;
+    do {
+        ts = clock_in_order();
+        value = (int64_t)((uint64_t)old + (uint64_t)delta);
+    } while (!__atomic_compare_exchange_n(&c->value, &old, value, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+    put_counter(c, MLPROF__REC_COUNTER_I, ts, (uint64_t)value);
+    leave(in, depth);
 }
 
 void mlprof_counter_set_double(mlprof_counter *c, double value)
 {
-    if (!c || !active() || !handle_on((const mlprof__handle *)c))
+    mlprof__thread *in;
+    unsigned depth;
+    if (!c || !active() || !handle_on((const mlprof__handle *)c) || !(in = enter(&depth)))
         return;
     uint64_t bits;
     memcpy(&bits, &value, sizeof bits);
-    put_counter(c, MLPROF__REC_COUNTER_F, bits);
+    put_counter(c, MLPROF__REC_COUNTER_F, mlprof__clock_raw(), bits);
+    leave(in, depth);
 }
 
 int64_t mlprof_counter_value(const mlprof_counter *c)
@@ -286,26 +467,32 @@ static unsigned clamp_scope(int scope)
 
 void mlprof_mark(mlprof_marker *m, int scope)
 {
-    if (!active() || !handle_on((const mlprof__handle *)m))
+    mlprof__thread *in;
+    unsigned depth;
+    if (!active() || !handle_on((const mlprof__handle *)m) || !(in = enter(&depth)))
         return;
     put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_MARK, clamp_scope(scope), m));
     if (observed())
         mlprof__observe_mark();
+    leave(in, depth);
 }
 
 void mlprof_mark_dynamic(mlprof_domain *domain, const char *name, int scope)
 {
-    if (!active())
+    mlprof__thread *in;
+    unsigned depth;
+    if (!active() || !(in = enter(&depth)))
         return;
     domain = recording_domain(domain);
-    if (!domain)
-        return;
-    /* aux has 10 bits: 2 for the scope, 8 for the length */
-    size_t len = name ? strnlen(name, MLPROF__NAME_MAX) : 0;
-    put_text(mlprof__clock_raw(), MLPROF__REC_MARK_DYN, clamp_scope(scope) << 8 | (unsigned)len,
-             domain, name, len);
-    if (observed())
-        mlprof__observe_mark();
+    if (domain) {
+        /* aux has 10 bits: 2 for the scope, 8 for the length */
+        size_t len = name ? strnlen(name, MLPROF__NAME_MAX) : 0;
+        put_text(mlprof__clock_raw(), MLPROF__REC_MARK_DYN, clamp_scope(scope) << 8 | (unsigned)len,
+                 domain, name, len);
+        if (observed())
+            mlprof__observe_mark();
+    }
+    leave(in, depth);
 }
 
 /* 0 when nothing is recorded: a NULL key is the caller's error, reported. */
@@ -323,17 +510,22 @@ static int put_arg(unsigned kind, uint64_t value, const char *key)
 
 void mlprof_arg_int(const char *key, int64_t value)
 {
-    if (!active())
+    mlprof__thread *in;
+    unsigned depth;
+    if (!active() || !(in = enter(&depth)))
         return;
     if (put_arg(MLPROF__REC_ARG_I, (uint64_t)value, key) && observed()) {
         mlprof_arg_value v = {MLPROF_ARG_INT, value, 0, NULL};
         mlprof__observe_arg(key, &v);
     }
+    leave(in, depth);
 }
 
 void mlprof_arg_double(const char *key, double value)
 {
-    if (!active())
+    mlprof__thread *in;
+    unsigned depth;
+    if (!active() || !(in = enter(&depth)))
         return;
     uint64_t bits;
     memcpy(&bits, &value, sizeof bits);
@@ -341,12 +533,23 @@ void mlprof_arg_double(const char *key, double value)
         mlprof_arg_value v = {MLPROF_ARG_DOUBLE, 0, value, NULL};
         mlprof__observe_arg(key, &v);
     }
+    leave(in, depth);
 }
+
+static void arg_str(const char *key, const char *value);
 
 void mlprof_arg_str(const char *key, const char *value)
 {
-    if (!active())
+    mlprof__thread *in;
+    unsigned depth;
+    if (!active() || !(in = enter(&depth)))
         return;
+    arg_str(key, value);
+    leave(in, depth);
+}
+
+static void arg_str(const char *key, const char *value)
+{
     if (MLPROF_UNLIKELY(!key)) {
         mlprof__fail(MLPROF_EINVAL, "mlprof_arg_str: NULL key (the argument is not recorded)");
         return;
@@ -383,12 +586,18 @@ static int put_mem(int device, unsigned op, const void *addr, uint64_t bytes, co
     /* NULL: a failed allocation or free(NULL), nothing to account */
     if (!__atomic_load_n(&mlprof__mem_on, __ATOMIC_RELAXED) || !addr)
         return MLPROF_OK;
+    mlprof__thread *in;
+    unsigned depth;
+    if (!(in = enter_on(&mlprof__mem_on, &depth)))
+        return MLPROF_OK;
     size_t tlen = tag ? strnlen(tag, MLPROF__NAME_MAX) : 0;
     size_t size = sizeof(mlprof__rec) * (2 + MLPROF__TEXT_SLOTS(tlen));
     mlprof__thread *t;
     mlprof__rec *r = reserve(&t, size);
-    if (MLPROF_UNLIKELY(!r))
+    if (MLPROF_UNLIKELY(!r)) {
+        leave(in, depth);
         return MLPROF_OK; /* counted as a drop */
+    }
     if (bytes > MLPROF__MEM_BYTES_MAX)
         bytes = MLPROF__MEM_BYTES_MAX;
     r[0].a = mlprof__clock_raw();
@@ -398,6 +607,7 @@ static int put_mem(int device, unsigned op, const void *addr, uint64_t bytes, co
     if (tlen)
         memcpy(r + 2, tag, tlen);
     publish(t, size);
+    leave(in, depth);
     return MLPROF_OK;
 }
 
@@ -483,8 +693,11 @@ void mlprof_scope_push(const char *name)
         return;
     }
     t->scope = n;
-    if (active())
+    unsigned depth;
+    if (active() && enter(&depth)) {
         put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_SCOPE_PUSH, 0, n));
+        leave(t, depth);
+    }
 }
 
 void mlprof_scope_pop(void)
@@ -499,8 +712,11 @@ void mlprof_scope_pop(void)
     if (!t->scope->parent)
         return;
     t->scope = t->scope->parent;
-    if (active())
+    unsigned depth;
+    if (active() && enter(&depth)) {
         put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_SCOPE_POP, 0, t->scope));
+        leave(t, depth);
+    }
 }
 
 const char *mlprof_scope_current(void)
