@@ -3,7 +3,8 @@
  * the child's own thread, not the parent's: the forking thread opened its
  * counters before the fork, then the child touches fresh pages in a span
  * while the parent waits for it (faulting nothing). check_trace.py (area
- * "counters_fork") reads the child's trace: its span has the child's faults.
+ * "counters_fork") reads the child's trace: its span has the child's faults,
+ * counted by perf_event and, where PAPI counts here, by PAPI.
  */
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -31,7 +32,8 @@ int main(int argc, char **argv)
 {
     tu_init(argc, argv);
     CHECK_OK(mlprof_set_config("filename", tu_path("counters_fork.json")));
-    CHECK_OK(mlprof_set_config("counters", "page-faults"));
+    /* and the same through PAPI where it loads and counts (its perf_event component) */
+    CHECK_OK(mlprof_set_config("counters", "page-faults,papi:perf::PAGE-FAULTS"));
     mlprof_domain *d = mlprof_domain_create("hw");
     mlprof_span *ps = mlprof_task_create(d, "parent_touch"), *cs = mlprof_task_create(d, "child_touch");
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
