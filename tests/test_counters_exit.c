@@ -5,6 +5,12 @@
  * freed state (AddressSanitizer: heap-use-after-free) nor close descriptors
  * that are no longer its. check_trace.py (area "counters_exit") reads the
  * trace: every late span is there, without counts.
+ *
+ * The order matters: glibc runs the destructors of a thread's keys by key
+ * index, and a key takes the lowest free index. The recorder's key must come
+ * after the test's (after its destructor the thread records nothing more), the
+ * counters' before it: two placeholder keys hold low indexes while the
+ * recorder makes its key, and are deleted for the counters' and the test's.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -37,15 +43,25 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
+    pthread_key_t hold[2];
+    CHECK(pthread_key_create(&hold[0], NULL) == 0 && pthread_key_create(&hold[1], NULL) == 0, "placeholders");
     CHECK_OK(mlprof_set_config("filename", tu_path("counters_exit.json")));
-    CHECK_OK(mlprof_set_config("counters", "task-clock,page-faults"));
     mlprof_domain *d = mlprof_domain_create("hw");
     g_work = mlprof_task_create(d, "work");
     g_late = mlprof_task_create(d, "late");
-    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
-    mlprof_begin(g_work); /* the counters' key is made here: before the test's */
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN)); /* no counters yet: the recorder's key only */
+    mlprof_begin(g_work);
     mlprof_end(g_work);
-    CHECK(pthread_key_create(&g_late_key, late) == 0, "pthread_key_create");
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
+    pthread_key_delete(hold[0]);
+    pthread_key_delete(hold[1]);
+    CHECK_OK(mlprof_set_config("counters", "task-clock,page-faults"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    mlprof_begin(g_work); /* the counters' key is made here, in the first placeholder's place */
+    mlprof_end(g_work);
+    CHECK(pthread_key_create(&g_late_key, late) == 0, "pthread_key_create"); /* the second's */
+    CHECK(g_late_key == hold[1], "the test's key runs before the recorder's (%u, %u)", (unsigned)g_late_key,
+          (unsigned)hold[1]);
     g_devnull = open("/dev/null", O_RDONLY);
     for (int i = 0; i < THREADS; i++) {
         pthread_t th;
