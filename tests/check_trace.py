@@ -1129,6 +1129,50 @@ def area_counters_exit(prog, out):
     check(len(late) == threads, f"a late span for each thread: {len(late)}")
     check(all(not e.get("args") for e in late), f"late spans, after the counters' end, have none: {late[:2]}")
 
+def area_recorder_races(prog, out):
+    # defect 9: the clock cannot change under records not yet dumped
+    run(prog, out, "clock")
+    # defect 1: no observer callback once the stop returned
+    run(prog, out, "observers")
+
+    # defect 10: an only-incremented counter's samples rise with time, on the
+    # built-in clock and on one that yields between the add and the read
+    p = run(prog, out, "counter")
+    m = re.search(r"samples=(\d+)", p.stdout)
+    for name, first in (("counter.json", 1), ("counter_yield.json", 1 + int(m.group(1)) if m else 0)):
+        t = load(os.path.join(out, name))
+        samples = sorted((e["ts"], e["args"]["value"]) for e in events(t, "C", "adds"))
+        check(m and len(samples) == int(m.group(1)), f"{name}: {len(samples)} samples of {m and m.group(1)}")
+        check(sorted(v for _, v in samples) == list(range(first, first + len(samples))), f"{name}: each value once")
+        # samples at the same time may come in any order; before them, all are lower
+        decreases, before, i = 0, float("-inf"), 0
+        while i < len(samples):
+            j = i
+            while j < len(samples) and samples[j][0] == samples[i][0]:
+                j += 1
+            group = [v for _, v in samples[i:j]]
+            if min(group) < before:
+                decreases += 1
+            before = max(before, max(group))
+            i = j
+        check(decreases == 0, f"{name}: the series goes down {decreases} times in time order")
+
+    # defect 8: a trace holds nothing recorded before its run began
+    p = run(prog, out, "inflight")
+    m = re.search(r"traces=(\d+)", p.stdout)
+    with open(os.path.join(out, "inflight_bounds.txt")) as f:
+        bounds = [line.split() for line in f if line.strip()]
+    check(m and len(bounds) == int(m.group(1)), f"{len(bounds)} traces listed")
+    stale_traces = 0
+    for name, start in bounds:
+        t = load(os.path.join(out, name))
+        recorded = [e for e in t["traceEvents"] if e["ph"] != "M"]
+        stale = [e for e in recorded if e["ts"] * 1000 < int(start)]
+        if stale:
+            stale_traces += 1
+            print(f"{name}: {len(stale)} events from before its run, first {stale[0]}", file=sys.stderr)
+    check(stale_traces == 0, f"{stale_traces} of {len(bounds)} traces hold events of the run before")
+
 
 AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}
 
