@@ -192,9 +192,10 @@ def area_pool(prog, out):
     for mode, name in (("", "pool.json"), ("continuous", "pool_continuous.json")):
         p = run(prog, out, *([mode] if mode else []))
         t = load(os.path.join(out, name))
+        threads = int(re.search(r"short_threads=(\d+)", p.stdout).group(1))
         short = events(t, "X", "short")
-        check(len(short) == 50000, f"{name}: all 50000 spans of the short threads, got {len(short)}")
-        check(len({e["tid"] for e in short}) == 5000, f"{name}: on 5000 threads")
+        check(len(short) == 10 * threads, f"{name}: all {10 * threads} spans of the short threads, got {len(short)}")
+        check(len({e["tid"] for e in short}) == threads, f"{name}: on {threads} threads")
         check(len(events(t, "X", "filtered")) == 1, f"{name}: the filtered span only once it was on")
         check(t["otherData"]["dropped_events"] == 0, f"{name}: nothing dropped: {t['otherData']}")
         check("dropped" not in p.stderr, f"{name}: no drop reported")
@@ -659,6 +660,7 @@ def area_sampler(prog, out, fake_nvml):
              for pair in re.search(r"watch=(\S+)", p.stdout).group(1).split(",")]
     watch = [(ts / 1e3, cpu_ns) for ts, cpu_ns in watch]
     steal = int(re.search(r"watch_steal_ns=(\d+)", p.stdout).group(1))
+    sanitized = re.search(r"watch_sanitized=1", p.stdout) is not None
 
     def cpu_at(ts):
         for (t0, c0), (t1, c1) in zip(watch, watch[1:]):
@@ -676,7 +678,11 @@ def area_sampler(prog, out, fake_nvml):
         measured = cpu_at(inside[-1][0]) - cpu_at(inside[0][0])
         # perf's task-clock also counts what the hypervisor stole (the kernel's CPU times do not)
         extra = steal if name.startswith("task-clock") else 0
-        check(-0.05 * measured - 1e6 <= used_ns - measured <= 0.05 * measured + 1e6 + extra,
+        # and it counts the threads started after it was opened, with inherit: under a
+        # sanitizer the runtime's own thread, older than main, is in the process's CPU
+        # clock only (6-7% of it seen under ASan and TSan on a loaded machine)
+        missed = 0.15 * measured if name.startswith("task-clock") and sanitized else 0
+        check(-0.05 * measured - 1e6 - missed <= used_ns - measured <= 0.05 * measured + 1e6 + extra,
               f"{name}: {used_ns / 1e6:.1f} ms of CPU in the series, {measured / 1e6:.1f} ms measured by the test")
     check(max(v for _, v in series(t, "page-faults/s")) > 0, "page faults counted while the heap grew")
     rss = [v for _, v in series(t, "rss")]
