@@ -225,7 +225,7 @@ static void part_observers(void)
 /* ------------------------- defect 8: records in flight at stop or clear */
 
 #define FLIGHT_THREADS 2
-#define FLIGHT_CYCLES 24
+#define FLIGHT_CYCLES 32
 
 static __thread int t_slow_clock;
 
@@ -282,7 +282,7 @@ static void part_inflight(void)
         uint64_t start = mlprof_now_ns();
         CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
         pause_us(2000);
-        switch (k % 3) {
+        switch (k % 4) {
         case 0: /* stop, then the final dump */
             CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
             CHECK_OK(mlprof_dump(1));
@@ -290,12 +290,18 @@ static void part_inflight(void)
         case 1: /* the final dump stops */
             CHECK_OK(mlprof_dump(1));
             break;
-        default: /* stop, then clear: the next trace starts empty */
+        case 2: /* stop, then clear: the next trace starts empty */
             CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
             CHECK_OK(mlprof_clear());
             break;
+        default: /* clear while running: the trace holds only what follows */
+            start = mlprof_now_ns();
+            CHECK_OK(mlprof_clear());
+            pause_us(2000);
+            CHECK_OK(mlprof_dump(1));
+            break;
         }
-        if (k % 3 != 2) {
+        if (k % 4 != 2) {
             fprintf(bounds, "%s %llu\n", name, (unsigned long long)start);
             traces++;
         }

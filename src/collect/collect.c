@@ -102,6 +102,9 @@ static struct {
     mlprof__launch_point *lp;
     size_t nlp;
     uint64_t start_ns;
+    /* a clear while running: records stamped before this raw time, published
+     * after it by calls then in flight, are discarded; 0 when none */
+    uint64_t cut_raw;
     /* continuous dump */
     pthread_t thread;
     int thread_running; /* atomic: read by mlprof__collect_poke */
@@ -659,8 +662,23 @@ static void drain_thread(mlprof__thread *t, int discard)
         lp_answer(tr, &C.lp[lp]);
 }
 
+/* A record a clear while running discarded, though it came after: stamped
+ * before the cut, or an argument of such a record. *cutting carries the
+ * verdict from a record to the arguments that follow it on its thread. */
+static int before_cut(const mlprof__rec *r, int *cutting)
+{
+    if (!C.cut_raw)
+        return 0;
+    unsigned kind = MLPROF__REC_KIND(r->b);
+    if (kind == MLPROF__REC_ARG_I || kind == MLPROF__REC_ARG_F || kind == MLPROF__REC_ARG_S)
+        return *cutting;
+    *cutting = r->a < C.cut_raw;
+    return *cutting;
+}
+
 static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
 {
+    int cutting = 0;
     for (;;) {
         mlprof__chunk *c = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
         if (!c)
@@ -692,7 +710,7 @@ static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
                 for (; *lp < C.nlp && C.lp[*lp].tid == tr->tid && C.lp[*lp].ns < ns; (*lp)++)
                     lp_answer(tr, &C.lp[*lp]);
             }
-            if (!discard)
+            if (!discard && !before_cut(r, &cutting))
                 decode_one(tr, r);
             else if (MLPROF__REC_KIND(r->b) == MLPROF__REC_MEM)
                 mem_record(tr, r, mlprof__clock_to_ns(r->a));
@@ -1216,6 +1234,7 @@ static void reset_trace(void)
     C.reported_drops = 0;
     C.unfinished = C.unmatched_ends = C.corrupt = 0;
     C.start_ns = 0;
+    C.cut_raw = 0;
     mlprof__gpu_reset();
     mlprof__g.run_ns = mlprof__g.state == MLPROF_STATE_RUN ? mlprof_now_ns() : 0;
 }
@@ -1329,8 +1348,12 @@ int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, in
 
 void mlprof__collect_clear(void)
 {
+    /* the calls in flight now publish after the drain: their records are
+     * stamped before this (a stopped profiler has none, the stop waited) */
+    uint64_t cut = mlprof__g.state == MLPROF_STATE_RUN ? mlprof__clock_raw() : 0;
     drain_all(1, 0);
     reset_trace();
+    C.cut_raw = cut;
     mlprof__mem_reset();
     if (C.stats)
         mlprof__stats_reset(C.stats);
