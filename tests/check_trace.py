@@ -1180,6 +1180,32 @@ def area_recorder_races(prog, out):
     check(stale_traces == 0, f"{stale_traces} of {len(bounds)} traces hold events of the run before")
 
 
+def area_signal_record(prog, out):
+    run(prog, out)
+    t = load(os.path.join(out, "signal_record.json"))
+    with open(os.path.join(out, "signal_record.counts")) as f:
+        loops, calls, dropped = (int(x) for x in f.read().split())
+    other = t["otherData"]
+    check(other.get("corrupt_records") == 0, f"no corrupt record: {other.get('corrupt_records')}")
+    check(other["dropped_events"] == dropped, f"drops {other['dropped_events']}, the program saw {dropped}")
+    check(other.get("unfinished_spans", 0) == 0, f"no unfinished span: {other.get('unfinished_spans')}")
+    outer = events(t, "X", "outer")
+    check(len(outer) == loops, f"{len(outer)} outer spans, {loops} recorded")
+    idx = sorted(e["args"]["i"] for e in outer if "i" in e.get("args", {}))
+    check(idx == list(range(loops - 1)), f"each index once: {len(idx)} indices, first wrong "
+          f"{next((a, b) for a, b in zip(idx, range(loops)) if a != b) if idx != list(range(loops - 1)) else None}")
+    inner = events(t, "X", "inner span with a run-time name")
+    check(len(inner) == loops - 1, f"{len(inner)} inner spans, {loops - 1} recorded")
+    check(all(e.get("args") == {"key": "a string value long enough for two slots"} for e in inner),
+          f"inner arguments intact: {[e.get('args') for e in inner if e.get('args') != {'key': 'a string value long enough for two slots'}][:3]}")
+    marks = events(t, "i", "tick from the signal handler")
+    samples = events(t, "C", "ticks")
+    check(marks and len(marks) + len(samples) + dropped == 2 * calls,
+          f"handler: {len(marks)} marks + {len(samples)} samples + {dropped} dropped != 2 x {calls} calls")
+    check(all(e["args"].get("value", 0) >= 1 for e in samples), "counter samples intact")
+    print(f"signal_record: {calls} handler calls, {len(marks)} marks, {len(samples)} samples, {dropped} dropped")
+
+
 AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}
 
 

@@ -251,6 +251,22 @@ def check_alloc():
     check(not any(open(r).read().count("\n") > 1 for r in rows), "alloc: --hooks none records no block")
 
 
+# ------------------------------------------- threads that free on their way out
+def check_thread_exit():
+    prog = os.path.join(os.path.dirname(ALLOC), "run_thread_exit")
+    p, t = run("thread_exit", [prog], "--memory_csv", "auto", "--buffer_size", "1048576")
+    if not t:
+        return
+    rows = []
+    for path in glob.glob(os.path.join(OUT, "thread_exit.json.parts", "trace.*.memory.csv")):
+        with open(path, newline="") as f:
+            rows += list(csv.DictReader(f))
+    blocks = [r for r in rows if r["bytes"] == "11111"]
+    check(len(blocks) == 1500 and all(r["end"] == "freed" for r in blocks),
+          f"thread_exit: each of 1500 threads' block, freed: {len(blocks)} blocks, "
+          f"{len([r for r in blocks if r['end'] != 'freed'])} not freed")
+
+
 # -------------------------------------------------------- CUDA, faked
 def check_cuda():
     p, t = run("cuda", [CUDA])
@@ -388,6 +404,7 @@ def main():
     check_nvtx()
     check_fork_exec()
     check_alloc()
+    check_thread_exit()
     check_cuda()
     check_crash()
     check_status_and_errors()

@@ -289,6 +289,15 @@ static void read_thread_name(track *tr)
     mlprof__thread *t = tr->thread;
     if (!t)
         return;
+    /* The seqlock's reader (the writer is mlprof_thread_set_name). The first
+     * load is an acquire: the name read after it is at least the one of the
+     * even count it saw. The second load must come after the name's loads,
+     * and an acquire load does not keep earlier loads before it (on aarch64
+     * or POWER they may be satisfied after it): the acquire fence does. If a
+     * name load read a byte a writer stored after its release fence (which
+     * follows its odd increment), that fence synchronizes with this one, so
+     * the count loaded after it is that odd one or later, and the copy is
+     * thrown away. On x86 both fences cost nothing. */
     for (int tries = 0; tries < 100; tries++) {
         unsigned s0 = __atomic_load_n(&t->name_seq, __ATOMIC_ACQUIRE);
         if (s0 & 1)
@@ -296,7 +305,8 @@ static void read_thread_name(track *tr)
         char tmp[64];
         for (size_t i = 0; i < sizeof tmp; i++)
             tmp[i] = __atomic_load_n(&t->name[i], __ATOMIC_RELAXED);
-        if (__atomic_load_n(&t->name_seq, __ATOMIC_ACQUIRE) == s0) {
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&t->name_seq, __ATOMIC_RELAXED) == s0) {
             tmp[sizeof tmp - 1] = '\0';
             if (tmp[0])
                 memcpy(tr->name, tmp, sizeof tmp);
@@ -499,26 +509,57 @@ static void counter_sample(track *tr, const mlprof__rec *r, int is_int)
         mlprof__stats_counter(C.stats, c, c->h.domain->name, c->h.name, v, ns);
 }
 
-/* Slots taken by the record at r (1 + its inline text). */
+/* Slots taken by the record at r (1 + its inline text), or 0 when no record
+ * the recorder writes looks like that: an unknown kind, a length beyond what
+ * it writes, a handle record with no handle. The drain then counts the rest
+ * of the segment as corrupt rather than decode garbage. (The recorder never
+ * exposes unwritten bytes; this keeps a bug there from crashing the dump.) */
 static size_t record_slots(const mlprof__rec *r)
 {
     unsigned aux = MLPROF__REC_AUX(r->b);
     switch (MLPROF__REC_KIND(r->b)) {
+    case MLPROF__REC_BEGIN:
+    case MLPROF__REC_END:
+    case MLPROF__REC_END_DYN:
+        return MLPROF__REC_PTR(r->b) && aux == 0 ? 1 : 0;
+    case MLPROF__REC_MARK:
+        return MLPROF__REC_PTR(r->b) && aux <= MLPROF_SCOPE_THREAD ? 1 : 0;
+    case MLPROF__REC_SCOPE_PUSH:
+    case MLPROF__REC_SCOPE_POP:
+        return MLPROF__REC_PTR(r->b) && aux == 0 ? 1 : 0;
     case MLPROF__REC_BEGIN_DYN:
+        return MLPROF__REC_PTR(r->b) && aux <= MLPROF__NAME_MAX ? 1 + MLPROF__TEXT_SLOTS(aux) : 0;
     case MLPROF__REC_ARG_I:
     case MLPROF__REC_ARG_F:
-        return 1 + MLPROF__TEXT_SLOTS(aux);
+        return aux <= MLPROF__KEY_MAX ? 1 + MLPROF__TEXT_SLOTS(aux) : 0;
     case MLPROF__REC_MARK_DYN:
-        return 1 + MLPROF__TEXT_SLOTS(aux & 0xff);
+        return MLPROF__REC_PTR(r->b) && (aux >> 8) <= MLPROF_SCOPE_THREAD && (aux & 0xff) <= MLPROF__NAME_MAX
+                   ? 1 + MLPROF__TEXT_SLOTS(aux & 0xff) : 0;
     case MLPROF__REC_ARG_S:
-        return 1 + MLPROF__TEXT_SLOTS(aux + r->a);
+        return aux <= MLPROF__KEY_MAX && r->a <= MLPROF__NAME_MAX ? 1 + MLPROF__TEXT_SLOTS(aux + r->a) : 0;
     case MLPROF__REC_COUNTER_I:
     case MLPROF__REC_COUNTER_F:
-        return 2;
+        /* the second slot is read only once the drain knows it is there */
+        return MLPROF__REC_PTR(r->b) && aux == 0 ? 2 : 0;
     case MLPROF__REC_MEM:
-        return 2 + MLPROF__TEXT_SLOTS((r[1].b >> 48) & 0xff);
+        return 2; /* its second slot is checked by second_slot_ok */
     default:
-        return 1;
+        return 0;
+    }
+}
+
+/* The second slot of a two-slot record, within the segment: what it says is
+ * possible; returns the record's slots (0: corrupt). */
+static size_t second_slot_ok(const mlprof__rec *r, size_t slots)
+{
+    switch (MLPROF__REC_KIND(r->b)) {
+    case MLPROF__REC_COUNTER_I:
+    case MLPROF__REC_COUNTER_F:
+        return MLPROF__REC_KIND(r[1].b) == MLPROF__REC_VALUE ? slots : 0;
+    case MLPROF__REC_MEM:
+        return (r[1].b >> 56) <= MLPROF__MEM_RELEASE ? 2 + MLPROF__TEXT_SLOTS((r[1].b >> 48) & 0xff) : 0;
+    default:
+        return slots;
     }
 }
 
@@ -701,7 +742,10 @@ static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
         while (tr && p < limit) {
             const mlprof__rec *r = (const mlprof__rec *)p;
             size_t slots = record_slots(r);
-            if (p + slots * sizeof *r > limit) {
+            if (slots > 1 && (size_t)(limit - p) >= 2 * sizeof *r)
+                slots = second_slot_ok(r, slots);
+            if (slots == 0 || (size_t)(limit - p) < slots * sizeof *r) {
+                /* garbage: what follows in the segment cannot be framed */
                 C.corrupt++;
                 break;
             }
@@ -925,7 +969,7 @@ static void drain_all(int discard, int all_memory)
 
 uint64_t mlprof__collect_dropped(void)
 {
-    uint64_t n = mlprof__g.dropped_exited;
+    uint64_t n = __atomic_load_n(&mlprof__g.dropped_exited, __ATOMIC_RELAXED);
     for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
         n += __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
     return n;

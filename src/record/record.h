@@ -131,9 +131,10 @@ typedef struct mlprof__chunk {
 } mlprof__chunk;
 
 typedef struct mlprof__thread {
-    /* written by the owning thread on the hot path */
+    /* written by the owning thread on the hot path (see recorder.c on signals) */
     char *pos; /* atomic (release): next free byte; everything before is published */
     char *end;
+    int busy;  /* owner's: a record is being written (a signal handler then drops its own) */
     mlprof__chunk *cur;
     uint64_t dropped;   /* atomic, written by the owner only */
     mlprof__scope_node *scope;
@@ -242,7 +243,8 @@ typedef struct mlprof__global {
     mlprof__thread *threads;   /* atomic list head */
     uint32_t thread_seq;       /* atomic */
     mlprof__scope_node scope_root;
-    uint64_t dropped_exited;   /* drops of threads whose records were freed */
+    uint64_t dropped_exited;   /* atomic: drops of threads whose records were freed, and of
+                                  threads that record after their exit handler ran */
     uint64_t run_ns;           /* (ctl) when this trace began recording, 0 before */
 } mlprof__global;
 
@@ -319,7 +321,10 @@ void mlprof__pool_keep_warm(void);
 /* After fork: every chunk free again, no thread owns one. */
 void mlprof__pool_reset_after_fork(void);
 
-/* The calling thread's record (registers it if needed); NULL if out of memory. */
+/* The calling thread's record (registers it if needed); NULL, counted as a
+ * dropped event, if out of memory, once the thread's exit handler ran (a
+ * thread is never registered twice), or in a signal handler that interrupted
+ * the registration. */
 mlprof__thread *mlprof__thread_self(void);
 /* Frees threads that have exited and whose records are all consumed. Caller
  * holds ctl_lock and is the only consumer. */

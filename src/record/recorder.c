@@ -28,15 +28,33 @@ int mlprof_active_flag;
 /* initial-exec: one %fs-relative load instead of a __tls_get_addr call */
 static __thread mlprof__thread *t_self __attribute__((tls_model("initial-exec")));
 
+/* Where the calling thread stands while t_self is NULL. */
+enum { T_NEW = 0, T_REGISTERING = 1, T_GONE = 2 };
+static __thread int t_state __attribute__((tls_model("initial-exec")));
+
 static pthread_key_t g_exit_key;
 static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
+
+/* Events of threads that cannot record: after their exit handler ran, from a
+ * signal handler that interrupted their registration, or when it failed. */
+static void count_drop_unregistered(void)
+{
+    __atomic_add_fetch(&mlprof__g.dropped_exited, 1, __ATOMIC_RELAXED);
+}
 
 static void on_thread_exit(void *arg)
 {
     mlprof__thread *t = arg;
-    /* runs on the exiting thread: a later event (another key's destructor)
-     * registers afresh instead of touching a record the collector may free */
+    /* runs on the exiting thread. What it records later (another key's
+     * destructor, glibc freeing the thread's dlerror buffer through the malloc
+     * hook after every destructor ran) is dropped and counted: a new record
+     * would never see this handler again, so nothing would mark it exited and
+     * its chunk would be lost to the pool for good. Gone first, so that a
+     * signal handler that interrupts what follows does not register either. */
+    t_state = T_GONE;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t_self = NULL;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     /* the rest of its chunk goes to the next thread that needs room, so that
      * threads that record a little and exit do not hold a chunk each until the
      * next drain; before `exited`, after which the collector may free t */
@@ -49,10 +67,18 @@ static void make_exit_key(void) { pthread_key_create(&g_exit_key, on_thread_exit
 
 static mlprof__thread *register_thread(void)
 {
+    /* a signal handler that interrupts this sees T_REGISTERING and records
+     * nothing rather than allocate inside an allocation */
+    t_state = T_REGISTERING;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    mlprof__busy++; /* what the hooks see of the libc calls below is mlprof's own */
     mlprof__ensure_init();
     mlprof__thread *t = mlprof__calloc(1, sizeof *t);
-    if (!t)
+    if (!t) {
+        mlprof__busy--;
+        t_state = T_NEW;
         return NULL;
+    }
     t->tid = (pid_t)syscall(SYS_gettid);
     t->seq = __atomic_add_fetch(&mlprof__g.thread_seq, 1, __ATOMIC_RELAXED);
     t->scope = &mlprof__g.scope_root;
@@ -64,13 +90,21 @@ static mlprof__thread *register_thread(void)
     } while (!__atomic_compare_exchange_n(&mlprof__g.threads, &head, t, 1, __ATOMIC_RELEASE,
                                           __ATOMIC_ACQUIRE));
     t_self = t;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t_state = T_NEW;
+    mlprof__busy--;
     return t;
 }
 
 mlprof__thread *mlprof__thread_self(void)
 {
     mlprof__thread *t = t_self;
-    return t ? t : register_thread();
+    if (MLPROF_LIKELY(t != NULL))
+        return t;
+    t = t_state == T_NEW ? register_thread() : NULL;
+    if (!t) /* the callers are about to record: what they would have is counted */
+        count_drop_unregistered();
+    return t;
 }
 
 /* After fork only the forking thread exists; its record starts empty. */
@@ -78,7 +112,7 @@ void mlprof__thread_after_fork(void)
 {
     mlprof__thread *t = t_self;
     mlprof__g.threads = NULL;
-    mlprof__g.dropped_exited = 0;
+    __atomic_store_n(&mlprof__g.dropped_exited, 0, __ATOMIC_RELAXED);
     if (!t)
         return;
     mlprof__scope_node *scope = t->scope;
@@ -95,20 +129,57 @@ void mlprof__thread_after_fork(void)
 
 static void count_drop(mlprof__thread *t)
 {
-    __atomic_store_n(&t->dropped, t->dropped + 1, __ATOMIC_RELAXED);
+    /* an add that a signal handler's own drop cannot undo (the slow path only) */
+    __atomic_add_fetch(&t->dropped, 1, __ATOMIC_RELAXED);
 }
 
-/* Slow path: register the thread, or seal the full chunk and take a new one. */
-static __attribute__((noinline)) mlprof__rec *reserve_slow(size_t bytes)
+/*
+ * Signals. A handler on this thread may record between any two instructions
+ * of a record's reserve and publish (the sampling profiler will). Reserving
+ * reads pos and publishing stores pos + size: a handler that recorded in
+ * between would take the same bytes, publish them, and the interrupted record
+ * would then overwrite them and publish bytes nobody wrote. Nor is a thread
+ * cursor of reserved bytes enough on its own: a handler can still come between
+ * its load and its store, and on this path neither may be an atomic
+ * read-modify-write (a locked instruction costs as much as the whole record).
+ *
+ * So a record is written inside a window marked by t->busy, a plain word only
+ * this thread writes: set before pos is read, cleared after pos is published.
+ * A handler that finds it set has interrupted a record (or the slow path
+ * between two chunks) and drops its own event, counted; one that finds it
+ * clear runs to its end before the interrupted code goes on (handlers nest),
+ * leaves busy clear again, and the interrupted code reads pos only after
+ * setting busy, so it sees what the handler published. A handler between the
+ * test and the store of busy is of the second kind. The compiler keeps the
+ * order through signal fences; the CPU needs nothing, a thread being ordered
+ * with itself. The windows are a few stores long (the clock is read before),
+ * so few handler events are dropped; every one is counted.
+ *
+ * Registration (an allocation) is not for a signal handler: a handler that
+ * interrupts it records nothing (counted), and a thread's first event must not
+ * come from a handler that may have interrupted malloc. Observers and per-span
+ * counters are not called from handlers safely either (docs/ARCHITECTURE.md).
+ */
+static inline void window_open(mlprof__thread *t)
 {
-    mlprof__thread *t = mlprof__thread_self();
-    if (!t)
-        return NULL;
-    if (t->pos && t->pos + bytes <= t->end)
-        return (mlprof__rec *)t->pos;
+    __atomic_store_n(&t->busy, 1, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void window_close(mlprof__thread *t)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&t->busy, 0, __ATOMIC_RELAXED);
+}
+
+/* Slow path inside the window: seal the full chunk and take a new one. On
+ * failure the drop is counted and the window closed. */
+static __attribute__((noinline)) mlprof__rec *reserve_switch(mlprof__thread *t, size_t bytes)
+{
     mlprof__chunk *c = mlprof__pool_get(bytes); /* NULL too when no chunk holds that much */
     if (!c) {
         count_drop(t);
+        window_close(t);
         return NULL;
     }
     char *data = c->data;
@@ -126,22 +197,52 @@ static __attribute__((noinline)) mlprof__rec *reserve_slow(size_t bytes)
     return (mlprof__rec *)data;
 }
 
+/* Slow path outside the window: register the thread; or this is a signal
+ * handler that interrupted a record of its thread, and drops. */
+static __attribute__((noinline)) mlprof__rec *reserve_slow(size_t bytes)
+{
+    mlprof__thread *t = t_self;
+    if (t) { /* busy: the chunk is the interrupted record's */
+        count_drop(t);
+        return NULL;
+    }
+    t = mlprof__thread_self();
+    if (!t)
+        return NULL; /* counted */
+    window_open(t);
+    if (t->pos && (uintptr_t)t->end - (uintptr_t)t->pos >= bytes)
+        return (mlprof__rec *)t->pos;
+    return reserve_switch(t, bytes);
+}
+
+/* Room for a record of `bytes`, or NULL (counted). Opens the window that
+ * publish closes; nothing to close after NULL. */
 static inline mlprof__rec *reserve(mlprof__thread **tp, size_t bytes)
 {
     mlprof__thread *t = t_self;
-    if (MLPROF_LIKELY(t != NULL) &&
-        MLPROF_LIKELY((uintptr_t)t->end - (uintptr_t)t->pos >= bytes)) {
+    if (MLPROF_LIKELY(t != NULL) && MLPROF_LIKELY(!__atomic_load_n(&t->busy, __ATOMIC_RELAXED))) {
+        window_open(t);
         *tp = t;
-        return (mlprof__rec *)t->pos;
+        char *p = t->pos;
+        if (MLPROF_LIKELY((uintptr_t)t->end - (uintptr_t)p >= bytes))
+            return (mlprof__rec *)p;
+        return reserve_switch(t, bytes);
     }
     mlprof__rec *r = reserve_slow(bytes);
     *tp = t_self;
     return r;
 }
 
+/* The timestamp is read before the window opens: a clock read is most of a
+ * record's cost (rdtsc is slow in a virtual machine), and a handler that comes
+ * during the window drops its event. The compiler may not move the read into
+ * it: ts is an operand of this barrier. */
+#define READ_BEFORE_WINDOW(ts) __asm__ volatile("" : "+r"(ts) : : "memory")
+
 static inline void publish(mlprof__thread *t, size_t bytes)
 {
     __atomic_store_n(&t->pos, t->pos + bytes, __ATOMIC_RELEASE);
+    window_close(t);
 }
 
 static inline int active(void)
@@ -266,6 +367,7 @@ static inline int handle_on(const mlprof__handle *h)
 
 static inline void put2(uint64_t ts, uint64_t b)
 {
+    READ_BEFORE_WINDOW(ts);
     mlprof__thread *t;
     mlprof__rec *r = reserve(&t, sizeof *r);
     if (MLPROF_UNLIKELY(!r))
@@ -309,6 +411,7 @@ static void put_text(uint64_t a, unsigned kind, unsigned aux, const void *ptr, c
                      size_t len)
 {
     size_t bytes = sizeof(mlprof__rec) * (1 + MLPROF__TEXT_SLOTS(len));
+    READ_BEFORE_WINDOW(a);
     mlprof__thread *t;
     mlprof__rec *r = reserve(&t, bytes);
     if (!r)
@@ -366,6 +469,7 @@ void mlprof_end_dynamic(mlprof_domain *domain)
 
 static void put_counter(mlprof_counter *c, unsigned kind, uint64_t ts, uint64_t bits)
 {
+    READ_BEFORE_WINDOW(ts);
     mlprof__thread *t;
     mlprof__rec *r = reserve(&t, 2 * sizeof *r);
     if (!r)
@@ -592,6 +696,8 @@ static int put_mem(int device, unsigned op, const void *addr, uint64_t bytes, co
         return MLPROF_OK;
     size_t tlen = tag ? strnlen(tag, MLPROF__NAME_MAX) : 0;
     size_t size = sizeof(mlprof__rec) * (2 + MLPROF__TEXT_SLOTS(tlen));
+    uint64_t ts = mlprof__clock_raw();
+    READ_BEFORE_WINDOW(ts);
     mlprof__thread *t;
     mlprof__rec *r = reserve(&t, size);
     if (MLPROF_UNLIKELY(!r)) {
@@ -600,7 +706,7 @@ static int put_mem(int device, unsigned op, const void *addr, uint64_t bytes, co
     }
     if (bytes > MLPROF__MEM_BYTES_MAX)
         bytes = MLPROF__MEM_BYTES_MAX;
-    r[0].a = mlprof__clock_raw();
+    r[0].a = ts;
     r[0].b = MLPROF__REC_B(MLPROF__REC_MEM, (unsigned)device, t->scope);
     r[1].a = (uint64_t)(uintptr_t)addr;
     r[1].b = bytes | (uint64_t)tlen << 48 | (uint64_t)op << 56;
@@ -730,8 +836,12 @@ void mlprof_thread_set_name(const char *name)
     mlprof__thread *t = mlprof__thread_self();
     if (!t || !name)
         return;
-    /* a seqlock: the collector retries while the count is odd or changed */
-    __atomic_add_fetch(&t->name_seq, 1, __ATOMIC_ACQ_REL);
+    /* a seqlock: the collector retries while the count is odd or changed
+     * (read_thread_name in collect.c). The release fence keeps the name's
+     * stores after the odd count: a reader that sees one of them sees that
+     * count after its acquire fence. */
+    __atomic_store_n(&t->name_seq, t->name_seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     size_t len = strnlen(name, sizeof t->name - 1);
     for (size_t i = 0; i < len; i++)
         __atomic_store_n(&t->name[i], name[i], __ATOMIC_RELAXED);
@@ -739,28 +849,53 @@ void mlprof_thread_set_name(const char *name)
     __atomic_add_fetch(&t->name_seq, 1, __ATOMIC_RELEASE);
 }
 
+/* The thread's records are all consumed and it will record no more. */
+static int reapable(mlprof__thread *t)
+{
+    return __atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
+           (!t->cur ||
+            (t->head == t->cur && t->consumed == __atomic_load_n(&t->pos, __ATOMIC_ACQUIRE)));
+}
+
+static void free_thread(mlprof__thread *t, void (*forget)(mlprof__thread *))
+{
+    if (t->cur)
+        mlprof__pool_put(t->cur);
+    __atomic_add_fetch(&mlprof__g.dropped_exited, __atomic_load_n(&t->dropped, __ATOMIC_RELAXED),
+                       __ATOMIC_RELAXED);
+    if (forget)
+        forget(t);
+    mlprof__observe_thread_free(t);
+    mlprof__free(t);
+}
+
 void mlprof__threads_reap(void (*forget)(mlprof__thread *))
 {
-    /* Only unlink nodes behind the head: new threads push at the head with a
-     * CAS, and this (the sole consumer, under ctl_lock) is the only remover. */
-    mlprof__thread *prev = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE);
-    if (!prev)
+    /* This (the sole consumer, under ctl_lock) is the only remover; new
+     * threads push at the head with a CAS. The head goes with a CAS too: when
+     * a thread was pushed meanwhile, the old head is now behind it, and the
+     * walk below takes it. (A new thread given the freed head's address and
+     * pushed in between is harmless: the pusher's CAS then finds the head it
+     * expects, with the link it stored.) */
+    mlprof__thread *head = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE);
+    while (head && reapable(head)) {
+        mlprof__thread *next = head->next;
+        if (__atomic_compare_exchange_n(&mlprof__g.threads, &head, next, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            free_thread(head, forget);
+            head = next;
+        }
+        /* else head is the new head, read again */
+    }
+    if (!head)
         return;
+    mlprof__thread *prev = head;
     mlprof__thread *t = prev->next;
     while (t) {
         mlprof__thread *next = t->next;
-        int done = __atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
-                   (!t->cur || (t->head == t->cur &&
-                                t->consumed == __atomic_load_n(&t->pos, __ATOMIC_ACQUIRE)));
-        if (done) {
-            if (t->cur)
-                mlprof__pool_put(t->cur);
-            mlprof__g.dropped_exited += __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
-            if (forget)
-                forget(t);
+        if (reapable(t)) {
             prev->next = next;
-            mlprof__observe_thread_free(t);
-            mlprof__free(t);
+            free_thread(t, forget);
         } else {
             prev = t;
         }
