@@ -265,6 +265,12 @@ def check_thread_exit():
     check(len(blocks) == 1500 and all(r["end"] == "freed" for r in blocks),
           f"thread_exit: each of 1500 threads' block, freed: {len(blocks)} blocks, "
           f"{len([r for r in blocks if r['end'] != 'freed'])} not freed")
+    # freed by a key destructor that runs after mlprof's: recorded all the same
+    late = [r for r in rows if r["bytes"] == "777"]
+    check(len(late) == 1499 and all(r["end"] == "freed" for r in late),
+          f"thread_exit: the blocks freed after mlprof's exit handler: {len(late)} of 1499, "
+          f"{len([r for r in late if r['end'] != 'freed'])} not freed")
+    check("without a free" not in p.stderr, f"thread_exit: no block left unfreed: {p.stderr[-300:]!r}")
 
 
 # -------------------------------------------------------- CUDA, faked

@@ -5,8 +5,9 @@
  * mlprof's own thread-exit handler: a failed dlsym (glibc frees the thread's
  * dlerror buffer after every key destructor ran) and a key destructor of its
  * own, created after mlprof's. With a small buffer, a recorder that took such
- * a late free for a new thread lost a chunk each time, and the last threads'
- * blocks went missing; run_check.py counts them in the memory CSV.
+ * a late free for a new thread and never freed that record lost a chunk each
+ * time, and the last threads' blocks went missing; run_check.py counts them in
+ * the memory CSV, the late frees with them.
  */
 #include <dlfcn.h>
 #include <pthread.h>

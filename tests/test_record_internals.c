@@ -8,7 +8,10 @@
  *    thread dumps (the head taken while threads are pushed): at the end, no
  *    exited thread is left in the list. Meanwhile a reader checks
  *    mlprof_buffer_usage: never more than the capacity, whole chunks only.
- * 2. Garbage: records that no recorder writes (unknown kind, a length beyond
+ * 2. After the exit handler: a key destructor that runs after the recorder's
+ *    records a span; it is in the trace, and the late record made for it is
+ *    freed once the thread is gone.
+ * 3. Garbage: records that no recorder writes (unknown kind, a length beyond
  *    any, a handle record without its handle, a counter without its value)
  *    published into a thread's chunk are counted as corrupt and the rest of the
  *    segment skipped: the dump does not crash, and the good spans before them
@@ -121,6 +124,58 @@ static void churn_reaped(void)
     CHECK(g_bad_usage == 0, "%d impossible buffer usage readings", g_bad_usage);
 }
 
+/* ------------------------------------------------- after the exit handler */
+
+#define LATE_THREADS 20
+static mlprof_span *g_late;
+static pthread_key_t g_late_key;
+
+/* A destructor of a key made after the recorder's: it runs after the
+ * recorder's own, which marked the thread exited. */
+static void late_span(void *arg)
+{
+    (void)arg;
+    mlprof_begin(g_late);
+    mlprof_end(g_late);
+}
+
+static void *late_thread(void *arg)
+{
+    (void)arg;
+    mlprof_begin(g_span);
+    mlprof_end(g_span);
+    pthread_setspecific(g_late_key, &g_late_key);
+    return NULL;
+}
+
+static int late_in_list(void)
+{
+    int n = 0;
+    for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
+        n += t->late;
+    return n;
+}
+
+static void late_recorded(void)
+{
+    CHECK(pthread_key_create(&g_late_key, late_span) == 0, "pthread_key_create");
+    for (int i = 0; i < LATE_THREADS; i++) {
+        pthread_t th;
+        pthread_create(&th, NULL, late_thread, NULL);
+        pthread_join(th, NULL);
+    }
+    /* a joined thread's id may outlive the join for a moment in the kernel:
+     * dump until the late records are gone (at most 10 s on a loaded machine) */
+    int left = -1;
+    for (int tries = 0; tries < 1000 && left != 0; tries++) {
+        if (tries)
+            usleep(10000);
+        CHECK_OK(mlprof_dump(0));
+        left = late_in_list();
+    }
+    CHECK(left == 0, "%d late records of exited threads still listed", left);
+}
+
 /* ---------------------------------------------------------------- garbage */
 
 static const mlprof__rec g_garbage[][2] = {
@@ -170,6 +225,9 @@ static void garbage_counted(void)
     const char *c = strstr(text, "\"corrupt_records\":");
     unsigned long long corrupt = c ? strtoull(c + strlen("\"corrupt_records\":"), NULL, 10) : 0;
     CHECK(corrupt == NGARBAGE, "%llu corrupt records counted, %zu written", corrupt, NGARBAGE);
+    int late = tu_count(text, "\"name\":\"late\"");
+    CHECK(late == LATE_THREADS, "%d spans recorded after the exit handler in the trace, %d recorded", late,
+          LATE_THREADS);
     free(text);
 }
 
@@ -179,9 +237,11 @@ int main(int argc, char **argv)
     CHECK_OK(mlprof_set_config("filename", tu_path("record_internals.json")));
     g_dom = mlprof_domain_create("internals");
     g_span = mlprof_task_create(g_dom, "span");
+    g_late = mlprof_task_create(g_dom, "late");
     CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
     head_reaped();
     churn_reaped();
+    late_recorded();
     garbage_counted();
     return tu_finish("record_internals");
 }

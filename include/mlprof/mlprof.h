@@ -20,8 +20,8 @@
  * configuring, starting, stopping and dumping take locks and must not be
  * called from one; a handler's event that interrupts a record of its thread
  * is dropped and counted. Thread exit: spans recorded from a key destructor
- * are kept, without per-span counters once the thread's own were closed;
- * events recorded after mlprof's own destructor ran are dropped and counted.
+ * are kept, without per-span counters once the thread's own were closed
+ * (those that run after mlprof's own destructor too).
  * docs/ARCHITECTURE.md ("Threads, forks and signals") lists the locks.
  *
  * Errors: functions that can fail return an int status (MLPROF_OK or a negative

@@ -146,6 +146,7 @@ typedef struct mlprof__thread {
     pid_t tid;
     uint32_t seq;         /* registration order, for stable track order */
     int exited;           /* atomic */
+    int late;             /* made after its exit handler ran: reaped once its id is gone */
     unsigned name_seq;    /* seqlock over name */
     char name[64];
     void *track;          /* the collector's per-thread state */
@@ -321,10 +322,10 @@ void mlprof__pool_keep_warm(void);
 /* After fork: every chunk free again, no thread owns one. */
 void mlprof__pool_reset_after_fork(void);
 
-/* The calling thread's record (registers it if needed); NULL, counted as a
- * dropped event, if out of memory, once the thread's exit handler ran (a
- * thread is never registered twice), or in a signal handler that interrupted
- * the registration. */
+/* The calling thread's record (registers it if needed: after its exit handler
+ * ran, as a late record that the collector frees once the thread is gone);
+ * NULL, counted as a dropped event, if out of memory or in a signal handler
+ * that interrupted the registration. */
 mlprof__thread *mlprof__thread_self(void);
 /* Frees threads that have exited and whose records are all consumed. Caller
  * holds ctl_lock and is the only consumer. */

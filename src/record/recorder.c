@@ -8,6 +8,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -47,10 +48,10 @@ static void on_thread_exit(void *arg)
     mlprof__thread *t = arg;
     /* runs on the exiting thread. What it records later (another key's
      * destructor, glibc freeing the thread's dlerror buffer through the malloc
-     * hook after every destructor ran) is dropped and counted: a new record
-     * would never see this handler again, so nothing would mark it exited and
-     * its chunk would be lost to the pool for good. Gone first, so that a
-     * signal handler that interrupts what follows does not register either. */
+     * hook after every destructor ran) goes to a late record, which this
+     * handler will not see again: the collector frees it once the kernel no
+     * longer knows the thread (reapable). Gone first, so that a signal handler
+     * that interrupts what follows does not register at all. */
     t_state = T_GONE;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t_self = NULL;
@@ -65,7 +66,7 @@ static void on_thread_exit(void *arg)
 
 static void make_exit_key(void) { pthread_key_create(&g_exit_key, on_thread_exit); }
 
-static mlprof__thread *register_thread(void)
+static mlprof__thread *register_thread(int late)
 {
     /* a signal handler that interrupts this sees T_REGISTERING and records
      * nothing rather than allocate inside an allocation */
@@ -76,14 +77,17 @@ static mlprof__thread *register_thread(void)
     mlprof__thread *t = mlprof__calloc(1, sizeof *t);
     if (!t) {
         mlprof__busy--;
-        t_state = T_NEW;
+        t_state = late ? T_GONE : T_NEW;
         return NULL;
     }
+    t->late = late;
     t->tid = (pid_t)syscall(SYS_gettid);
     t->seq = __atomic_add_fetch(&mlprof__g.thread_seq, 1, __ATOMIC_RELAXED);
     t->scope = &mlprof__g.scope_root;
-    pthread_once(&g_exit_once, make_exit_key);
-    pthread_setspecific(g_exit_key, t);
+    if (!late) { /* after the destructors, glibc may have freed what a key's value needs */
+        pthread_once(&g_exit_once, make_exit_key);
+        pthread_setspecific(g_exit_key, t);
+    }
     mlprof__thread *head = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE);
     do {
         t->next = head;
@@ -91,7 +95,7 @@ static mlprof__thread *register_thread(void)
                                           __ATOMIC_ACQUIRE));
     t_self = t;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t_state = T_NEW;
+    t_state = late ? T_GONE : T_NEW;
     mlprof__busy--;
     return t;
 }
@@ -101,7 +105,7 @@ mlprof__thread *mlprof__thread_self(void)
     mlprof__thread *t = t_self;
     if (MLPROF_LIKELY(t != NULL))
         return t;
-    t = t_state == T_NEW ? register_thread() : NULL;
+    t = t_state != T_REGISTERING ? register_thread(t_state == T_GONE) : NULL;
     if (!t) /* the callers are about to record: what they would have is counted */
         count_drop_unregistered();
     return t;
@@ -849,10 +853,27 @@ void mlprof_thread_set_name(const char *name)
     __atomic_add_fetch(&t->name_seq, 1, __ATOMIC_RELEASE);
 }
 
+/* The thread will record no more: its exit handler ran, or, for a late
+ * record (made after that), the kernel no longer knows its id, so that no code
+ * of it runs any more (an id given to a new thread only delays this). */
+static int finished(mlprof__thread *t)
+{
+    if (__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE))
+        return 1;
+    if (!t->late)
+        return 0;
+    int saved = errno;
+    int gone = syscall(SYS_tgkill, getpid(), t->tid, 0) != 0 && errno == ESRCH;
+    errno = saved;
+    if (gone)
+        __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
+    return gone;
+}
+
 /* The thread's records are all consumed and it will record no more. */
 static int reapable(mlprof__thread *t)
 {
-    return __atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
+    return finished(t) &&
            (!t->cur ||
             (t->head == t->cur && t->consumed == __atomic_load_n(&t->pos, __ATOMIC_ACQUIRE)));
 }
