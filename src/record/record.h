@@ -245,7 +245,7 @@ typedef struct mlprof__global {
     uint32_t thread_seq;       /* atomic */
     mlprof__scope_node scope_root;
     uint64_t dropped_exited;   /* atomic: drops of threads whose records were freed, and of
-                                  threads that record after their exit handler ran */
+                                  threads that could not register (mlprof__thread_self) */
     uint64_t run_ns;           /* (ctl) when this trace began recording, 0 before */
 } mlprof__global;
 

@@ -36,8 +36,8 @@ static __thread int t_state __attribute__((tls_model("initial-exec")));
 static pthread_key_t g_exit_key;
 static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
 
-/* Events of threads that cannot record: after their exit handler ran, from a
- * signal handler that interrupted their registration, or when it failed. */
+/* Events of threads that cannot record: from a signal handler that
+ * interrupted their registration, or when it failed (out of memory). */
 static void count_drop_unregistered(void)
 {
     __atomic_add_fetch(&mlprof__g.dropped_exited, 1, __ATOMIC_RELAXED);
@@ -50,8 +50,10 @@ static void on_thread_exit(void *arg)
      * destructor, glibc freeing the thread's dlerror buffer through the malloc
      * hook after every destructor ran) goes to a late record, which this
      * handler will not see again: the collector frees it once the kernel no
-     * longer knows the thread (reapable). Gone first, so that a signal handler
-     * that interrupts what follows does not register at all. */
+     * longer knows the thread (reapable). Gone first: any registration from
+     * here on, a signal handler's included, makes a late record. (That
+     * allocates: as for a thread's first event, a sampler's handler must not
+     * be the one to record on a thread past this point.) */
     t_state = T_GONE;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t_self = NULL;
