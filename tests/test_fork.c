@@ -10,23 +10,12 @@
 /* The sanitizers' runtimes do not take a thread started in a forked child of
  * a threaded parent (TSan refuses; clang 14's ASan allocator can be left
  * locked by a parent thread): there the sampler stays off in this test. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
 
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
     CHECK_OK(mlprof_set_config("filename", tu_path("fork.json")));
-    if (!SANITIZED) {
+    if (!TU_SANITIZED) {
         CHECK_OK(mlprof_set_config("sampler", "cpu"));
         CHECK_OK(mlprof_set_config("sampler_period", "0.005"));
     }
@@ -56,6 +45,6 @@ int main(int argc, char **argv)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
     mlprof_end(ps);
     CHECK_OK(mlprof_dump(1));
-    printf("child=%d parent=%d sampler=%s\n", (int)pid, (int)getpid(), SANITIZED ? "off" : "on");
+    printf("child=%d parent=%d sampler=%s\n", (int)pid, (int)getpid(), TU_SANITIZED ? "off" : "on");
     return tu_finish("test_fork");
 }

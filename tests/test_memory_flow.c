@@ -13,14 +13,9 @@
  * machine. There 40 iterations (20,000 blocks of the same sizes) test what
  * the sanitizers are there for, the same code paths with the collector beside
  * the recording thread; the plain build checks the picture of 100,000. */
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if TU_SANITIZED
 #define ITERATIONS 40
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define ITERATIONS 40
-#endif
-#endif
-#ifndef ITERATIONS
+#else
 #define ITERATIONS 200
 #endif
 #define PER_ITERATION 500

@@ -24,15 +24,7 @@
 /* Under a sanitizer a thread's start and end cost milliseconds: fewer
  * threads, still twice as many as the default pool has chunks (1024), which
  * is what made them drop. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#endif
-#ifdef SANITIZED
+#if TU_SANITIZED
 #define SHORT_THREADS 2048
 #else
 #define SHORT_THREADS 5000

@@ -19,20 +19,6 @@
 
 #include "testutil.h"
 
-/* A sanitizer's runtime has a thread of its own, started before main: the
- * process's CPU clock counts it, perf's inherited task-clock cannot. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
@@ -134,7 +120,9 @@ static void spin_and_watch(void)
         }
     }
     printf("watch_steal_ns=%llu\n", (unsigned long long)(steal_ns() - steal0));
-    printf("watch_sanitized=%d\n", SANITIZED);
+    /* a sanitizer's runtime has a thread of its own, started before main: the
+     * process's CPU clock counts it, perf's inherited task-clock cannot */
+    printf("watch_sanitized=%d\n", TU_SANITIZED);
     printf("watch=");
     for (size_t i = 0; i < n; i++)
         printf("%s%llu:%llu", i ? "," : "", (unsigned long long)at[i], (unsigned long long)cpu[i]);

@@ -13,6 +13,20 @@
 
 #include "mlprof/mlprof.h"
 
+/* 1 in a build under ASan or TSan, whose runtimes make some work slow (thread
+ * starts, large blocks), keep a thread of their own and refuse threads in a
+ * forked child of a threaded parent: the tests that meet this say so. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TU_SANITIZED 1
+#endif
+#endif
+#ifndef TU_SANITIZED
+#define TU_SANITIZED 0
+#endif
+
 static int tu_passed, tu_failed;
 
 #define CHECK(cond, ...)                                                 \
