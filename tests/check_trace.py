@@ -1206,6 +1206,46 @@ def area_signal_record(prog, out):
     print(f"signal_record: {calls} handler calls, {len(marks)} marks, {len(samples)} samples, {dropped} dropped")
 
 
+def area_compat(prog, out):
+    """test_compat.c: MXNet's keys (through the API, the environment and a
+    config file), dumps beside the configured file, RAF's memory profiler
+    calls and the MLPROF_WITH macros."""
+    run(prog, out, "main")
+    t = load(os.path.join(out, "keys.json"))
+    names = {e["name"] for e in events(t, "X")}
+    for name in ("op_imperative_only", "op_symbolic_only", "op_operator_on"):
+        check(name in names, f"{name} recorded: {sorted(names)}")
+    for name in ("op_neither", "op_operator_off"):
+        check(name not in names, f"{name} not recorded with both kinds off: {sorted(names)}")
+
+    # mlprof_dump_string: valid JSON holding the events
+    t = load(os.path.join(out, "string.json"))
+    check(len(events(t, "X", "string_op")) == 5, "the string's five spans")
+    still = events(t, "X", "still_open")
+    check(len(still) == 1 and still[0].get("args", {}).get("unfinished"),
+          f"the open span shown, unfinished: {still}")
+    check(t["otherData"]["finished"] is False, "a string does not finish the trace")
+    t = load(os.path.join(out, "string_continuous.json"))
+    check(len(events(t, "X", "spooled_op")) == 100 and len(events(t, "X", "later_op")) == 7,
+          "the string with the continuous dump's spool")
+    keys = {"PROFILE_SYMBOLIC": "0", "PROFILE_IMPERATIVE": "false", "PROFILE_PROCESS": "server",
+            "GPU_MEMORY_PROFILE_FILENAME_PREFIX": os.path.join(out, "outside")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLPROF_")}
+    env.update({"MLPROF_" + k: v for k, v in keys.items()})
+    conf = os.path.join(out, "mxnet.conf")
+    with open(conf, "w") as f:
+        f.write("# MXNet's keys\n" + "".join(f"{k.lower()} = {v}\n" for k, v in keys.items()))
+    fenv = {k: v for k, v in os.environ.items() if not k.startswith("MLPROF_")}
+    fenv["MLPROF_CONFIG"] = conf
+    for mode, e in (("env", env), ("file", fenv)):
+        p = run(prog, out, mode, env=e)
+        check("unknown" not in p.stderr and "ignoring" not in p.stderr,
+              f"{mode}: MXNet's keys taken without a complaint: {p.stderr!r}")
+        t = load(os.path.join(out, "outside.json"))
+        names = {e["name"] for e in events(t, "X")}
+        check(names == {"user_outside"}, f"{mode}: operators off, the user's task kept: {sorted(names)}")
+
+
 AREAS = {name[5:]: fn for name, fn in globals().items() if name.startswith("area_")}
 
 

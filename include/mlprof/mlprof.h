@@ -104,6 +104,17 @@ MLPROF_API const char *mlprof_last_error(void);
  *   profile_api      record domains of class MLPROF_CLASS_API        false
  *   profile_memory   record domains of class MLPROF_CLASS_MEMORY     false
  *   profile_operator record domains of class MLPROF_CLASS_OPERATOR   true
+ *                    (setting it sets the two keys below to its value;
+ *                    read, it is profile_symbolic || profile_imperative)
+ *   profile_symbolic MXNet's symbolic operators: operators (the class
+ *                    above) are recorded while this or the next is on true
+ *   profile_imperative  MXNet's imperative operators (see above)     true
+ *   profile_process  MXNet's kvstore role, "worker" or "server"; mlprof
+ *                    profiles the process it is loaded in either way,
+ *                    the value is kept for mlprof_get_config         worker
+ *   gpu_memory_profile_filename_prefix  MXNet's: when not empty and
+ *                    memory_csv is "auto", the memory CSV is written
+ *                    to PREFIX-pid_PID.csv ("%p" expands in PREFIX)  "" (none)
  *   aggregate_stats  keep aggregate statistics for mlprof_dumps       true
  *   continuous_dump  rewrite a complete trace every dump_period      false
  *   dump_period      seconds between continuous dumps (> 0)          1.0
@@ -196,6 +207,28 @@ MLPROF_API int mlprof_trace_path(char *buf, size_t len);
  * dump that fails keeps the trace for the next dump; events lost because the
  * disk stayed full are counted in otherData.unwritten_events). */
 MLPROF_API int mlprof_dump(int finished);
+/* Exactly mlprof_dump(finished), but to path ("%p" expanded, and ".PID"
+ * added in a forked child, as for filename): a regular file is replaced
+ * atomically, a FIFO or device written in place, and on MLPROF_EIO what
+ * was there is kept. The configured filename is neither changed nor
+ * written (RAF's dump(filename): that file, for that dump only). The
+ * memory outputs whose key is "auto" go beside path (PATH_STEM.memory.csv,
+ * PATH_STEM.memory_flow.svg; the CSV at gpu_memory_profile_filename_prefix
+ * when that is set), those named by their key where named; stats_file, when
+ * set, is written as at any dump. Errors: those of mlprof_dump, and
+ * MLPROF_EINVAL (NULL or empty path, or one of 4096 bytes or more).
+ * Takes the configuration lock: not from a signal handler. */
+MLPROF_API int mlprof_dump_to(const char *path, int finished);
+/* The trace recorded so far as mlprof_dump(0) would write it (Chrome JSON
+ * with otherData; spans still open shown up to now, flagged unfinished),
+ * in *out, NUL-terminated (free it with mlprof_free). Events the
+ * continuous dump already moved to its spool are included. Writes no file
+ * (not the trace, not stats_file, not the memory outputs) and changes
+ * nothing: the trace goes on, recording or not (RAF's get()). Errors:
+ * MLPROF_EINVAL (out is NULL), MLPROF_ENOMEM, MLPROF_EIO (the spool could
+ * not be read back); *out is NULL on error. Takes the configuration lock:
+ * not from a signal handler. */
+MLPROF_API int mlprof_dump_string(char **out);
 
 typedef enum mlprof_format { MLPROF_FORMAT_TABLE = 0, MLPROF_FORMAT_JSON = 1 } mlprof_format;
 typedef enum mlprof_sort {
@@ -215,7 +248,7 @@ typedef enum mlprof_sort {
 MLPROF_API int mlprof_dumps(char **out, int format, int sort_by, int ascending, int reset);
 /* Discards every recorded event and statistic (the state is unchanged). */
 MLPROF_API int mlprof_clear(void);
-/* Frees memory returned by the library (mlprof_dumps). */
+/* Frees memory returned by the library (mlprof_dumps, mlprof_dump_string). */
 MLPROF_API void mlprof_free(void *p);
 
 /* The number of events dropped because the buffers were full, so far. */

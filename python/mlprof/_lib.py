@@ -35,6 +35,8 @@ PROTOTYPES = {
     "mlprof_trace_path": (c_int, [c_char_p, c_size_t]),
     "mlprof_output_path": (c_int, [c_char_p, c_char_p, c_size_t]),
     "mlprof_dump": (c_int, [c_int]),
+    "mlprof_dump_to": (c_int, [c_char_p, c_int]),
+    "mlprof_dump_string": (c_int, [ctypes.POINTER(c_void_p)]),
     "mlprof_dumps": (c_int, [ctypes.POINTER(c_void_p), c_int, c_int, c_int, c_int]),
     "mlprof_clear": (c_int, []),
     "mlprof_free": (None, [c_void_p]),

@@ -983,8 +983,9 @@ static uint64_t stats_dropped(void) { return mlprof__collect_dropped() - C.stats
 /* ----------------------------------------------------------- the dump */
 
 /* A configured path with "%p" replaced by the pid; in a forked child, which
- * must not overwrite its parent's files, ".PID" goes before the extension. */
-static void expand_path(const char *name, char *buf, size_t len)
+ * must not overwrite its parent's files, ".PID" goes before the extension
+ * unless fork_suffix is 0 (a name that holds the pid already). */
+static void expand_path_as(const char *name, int fork_suffix, char *buf, size_t len)
 {
     mlprof__sb sb;
     mlprof__sb_init(&sb);
@@ -998,7 +999,7 @@ static void expand_path(const char *name, char *buf, size_t len)
             mlprof__sb_putc(&sb, *p);
         }
     }
-    if (mlprof__g.forked_child && !had_pid && sb.data) {
+    if (fork_suffix && mlprof__g.forked_child && !had_pid && sb.data) {
         /* a forked child must not overwrite its parent's trace: name.PID.ext */
         const char *base = strrchr(sb.data, '/');
         base = base ? base + 1 : sb.data;
@@ -1011,22 +1012,40 @@ static void expand_path(const char *name, char *buf, size_t len)
     mlprof__sb_free(&sb);
 }
 
+static void expand_path(const char *name, char *buf, size_t len)
+{
+    expand_path_as(name, 1, buf, len);
+}
+
 void mlprof__collect_trace_path(char *buf, size_t len)
 {
     expand_path(mlprof__g.cfg.filename, buf, len);
 }
 
-/* A memory output: "" is none, "auto" the trace's path with its extension
- * replaced by suffix, anything else a path of its own. */
-static void memory_output_path(const char *value, const char *suffix, char *buf, size_t len)
+/* A memory output: "" is none, "auto" the path of the trace (trace, or the
+ * configured one when NULL) with its extension replaced by suffix (the CSV:
+ * PREFIX-pid_PID.csv when MXNet's gpu_memory_profile_filename_prefix is set),
+ * anything else a path of its own. */
+static void memory_output_path(const char *value, const char *suffix, const char *trace_path, char *buf,
+                               size_t len)
 {
+    const char *prefix = mlprof__g.cfg.gpu_memory_profile_filename_prefix;
     if (!value[0]) {
         buf[0] = '\0';
     } else if (strcmp(value, "auto") != 0) {
         expand_path(value, buf, len);
+    } else if (prefix[0] && strcmp(suffix, ".memory.csv") == 0) {
+        char pid[32];
+        snprintf(pid, sizeof pid, "-pid_%d.csv", (int)mlprof__g.pid);
+        expand_path_as(prefix, 0, buf, len); /* the name holds the pid: no fork suffix */
+        size_t n = strlen(buf);
+        snprintf(buf + n, len - n, "%s", pid);
     } else {
         char trace[4200];
-        mlprof__collect_trace_path(trace, sizeof trace);
+        if (trace_path)
+            snprintf(trace, sizeof trace, "%s", trace_path);
+        else
+            mlprof__collect_trace_path(trace, sizeof trace);
         const char *base = strrchr(trace, '/');
         base = base ? base + 1 : trace;
         char *dot = strrchr(base, '.');
@@ -1044,8 +1063,10 @@ static int memory_outputs_on(void)
     return c->profile_all || c->profile_memory || mlprof__mem_any();
 }
 
-/* The path of an output ("trace", "stats", "memory_csv", "memory_svg"), or -1. */
-static int output_path(const char *what, char *buf, size_t len)
+/* The path of an output ("trace", "stats", "memory_csv", "memory_svg"), or -1.
+ * trace: the trace being written, when not the configured one (the memory
+ * outputs at "auto" go beside it). */
+static int output_path_for(const char *what, const char *trace, char *buf, size_t len)
 {
     const mlprof__config *c = &mlprof__g.cfg;
     if (strcmp(what, "trace") == 0)
@@ -1053,12 +1074,17 @@ static int output_path(const char *what, char *buf, size_t len)
     else if (strcmp(what, "stats") == 0)
         c->stats_file[0] ? expand_path(c->stats_file, buf, len) : (void)(buf[0] = '\0');
     else if (strcmp(what, "memory_csv") == 0)
-        memory_output_path(memory_outputs_on() ? c->memory_csv : "", ".memory.csv", buf, len);
+        memory_output_path(memory_outputs_on() ? c->memory_csv : "", ".memory.csv", trace, buf, len);
     else if (strcmp(what, "memory_svg") == 0)
-        memory_output_path(memory_outputs_on() ? c->memory_svg : "", ".memory_flow.svg", buf, len);
+        memory_output_path(memory_outputs_on() ? c->memory_svg : "", ".memory_flow.svg", trace, buf, len);
     else
         return -1;
     return 0;
+}
+
+static int output_path(const char *what, char *buf, size_t len)
+{
+    return output_path_for(what, NULL, buf, len);
 }
 
 static int copy_out(const char *fn, const char *path, char *buf, size_t len)
@@ -1239,17 +1265,18 @@ static int write_stats_file(uint64_t dropped, const char *trace_path, int final)
     return rc;
 }
 
-/* The per-block CSV and the memory flow picture, when memory is profiled. */
-static int write_memory_files(void)
+/* The per-block CSV and the memory flow picture, when memory is profiled;
+ * at "auto", beside trace_path. */
+static int write_memory_files(const char *trace_path)
 {
     if (!memory_outputs_on())
         return MLPROF_OK;
     int rc = MLPROF_OK;
     char path[4200];
-    output_path("memory_csv", path, sizeof path);
+    output_path_for("memory_csv", trace_path, path, sizeof path);
     if (path[0] && mlprof__mem_write_csv(path) != MLPROF_OK)
         rc = MLPROF_EIO;
-    output_path("memory_svg", path, sizeof path);
+    output_path_for("memory_svg", trace_path, path, sizeof path);
     if (path[0]) {
         char title[200];
         if (mlprof__g.process_name[0])
@@ -1320,7 +1347,7 @@ static int lost_events(int finished)
                         (unsigned long long)C.unwritten, strerror(C.lost_errno));
 }
 
-int mlprof__collect_dump(int finished)
+int mlprof__collect_dump(const char *to, int finished)
 {
     if (!C.stats)
         C.stats = mlprof__stats_new();
@@ -1337,7 +1364,10 @@ int mlprof__collect_dump(int finished)
     }
     mlprof__gpu_report();
     char path[4200];
-    mlprof__collect_trace_path(path, sizeof path);
+    if (to)
+        expand_path(to, path, sizeof path);
+    else
+        mlprof__collect_trace_path(path, sizeof path);
     /* the first error is the one returned, with its message */
     char msg[1024] = "";
     int rc = write_trace(path, finished, dropped);
@@ -1350,7 +1380,7 @@ int mlprof__collect_dump(int finished)
         snprintf(msg, sizeof msg, "%s", mlprof_last_error());
     }
     int src = write_stats_file(stats_dropped(), path, finished);
-    int mrc = write_memory_files();
+    int mrc = write_memory_files(path);
     mlprof__mem_warn();
     if (src == MLPROF_OK)
         src = mrc;
@@ -1363,6 +1393,50 @@ int mlprof__collect_dump(int finished)
     if (rc != MLPROF_OK)
         return mlprof__fail(rc, "%s", msg);
     return src;
+}
+
+/* Appends the spool's bytes to out. */
+static int read_spool(mlprof__sb *out)
+{
+    char buf[1 << 16];
+    uint64_t at = 0;
+    while (at < C.spool_size) {
+        size_t want = C.spool_size - at < sizeof buf ? (size_t)(C.spool_size - at) : sizeof buf;
+        ssize_t n = pread(C.spool_fd, buf, want, (off_t)at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO; /* the spool is shorter than what was written to it */
+            return -1;
+        }
+        mlprof__sb_put(out, buf, (size_t)n);
+        at += (uint64_t)n;
+    }
+    return 0;
+}
+
+int mlprof__collect_dump_string(char **out)
+{
+    if (!C.stats)
+        C.stats = mlprof__stats_new();
+    drain_all(0, 0);
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    mlprof__sb_puts(&sb, "{\"traceEvents\":[\n");
+    if (C.spool_size && read_spool(&sb) != 0) {
+        int err = errno;
+        mlprof__sb_free(&sb);
+        return mlprof__fail(MLPROF_EIO, "mlprof_dump_string: cannot read the trace spool: %s", strerror(err));
+    }
+    mlprof__sb_put(&sb, C.buf.data ? C.buf.data : "", C.buf.len); /* what the spool could not take */
+    write_tail(&sb, C.spool_first, 0, trace_dropped(), mlprof__clock_monotonic_ns());
+    if (sb.failed) {
+        mlprof__sb_free(&sb);
+        return mlprof__fail(MLPROF_ENOMEM, "mlprof_dump_string: out of memory");
+    }
+    *out = mlprof__sb_take(&sb);
+    return *out ? MLPROF_OK : mlprof__fail(MLPROF_ENOMEM, "mlprof_dump_string: out of memory");
 }
 
 int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, int reset)
@@ -1481,7 +1555,7 @@ static void *continuous_main(void *arg)
             continue;
         uint64_t now = mlprof__clock_monotonic_ns();
         if (now >= next_dump) {
-            if (mlprof__collect_dump(0) != MLPROF_OK)
+            if (mlprof__collect_dump(NULL, 0) != MLPROF_OK)
                 mlprof__log(MLPROF_LOG_ERROR, "continuous dump: %s", mlprof_last_error());
             next_dump = now + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
         } else if (mlprof__pool_free_count() * 2 < mlprof__pool_chunk_count()) {

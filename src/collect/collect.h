@@ -9,9 +9,14 @@
 
 #include <stdint.h>
 
-/* Drains every thread, then writes the trace file (and stats_file).
- * finished != 0 ends the trace: the next run starts an empty one. */
-int mlprof__collect_dump(int finished);
+/* Drains every thread, then writes the trace to path (NULL: the configured
+ * filename; "%p" expanded in either), stats_file, and the memory outputs
+ * (at "auto": beside that path). finished != 0 ends the trace: the next run
+ * starts an empty one. */
+int mlprof__collect_dump(const char *path, int finished);
+/* Drains every thread and returns in *out the trace as mlprof__collect_dump(
+ * NULL, 0) would write it; no file is written, the trace goes on. */
+int mlprof__collect_dump_string(char **out);
 /* Drains every thread and prints the statistics. */
 int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, int reset);
 /* Drains and discards everything recorded, and the statistics. */

@@ -34,7 +34,7 @@ const char *mlprof_version_string(void) { return MLPROF_VERSION_STRING; }
 
 /* ------------------------------------------------------ the configuration */
 
-typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS, T_CUDA_FNS, T_GPU } key_type;
+typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS, T_CUDA_FNS, T_GPU, T_PROCESS } key_type;
 
 typedef struct key_def {
     const char *name;
@@ -51,6 +51,12 @@ static const key_def g_keys[] = {
     {"profile_api", T_BOOL, F(profile_api), 0, 0, "a boolean"},
     {"profile_memory", T_BOOL, F(profile_memory), 0, 0, "a boolean"},
     {"profile_operator", T_BOOL, F(profile_operator), 0, 0, "a boolean"},
+    /* MXNet's keys (set_config), mapped onto the nearest mlprof behaviour */
+    {"profile_symbolic", T_BOOL, F(profile_symbolic), 0, 0, "a boolean"},
+    {"profile_imperative", T_BOOL, F(profile_imperative), 0, 0, "a boolean"},
+    {"profile_process", T_PROCESS, F(profile_process), 0, 0, "worker or server"},
+    {"gpu_memory_profile_filename_prefix", T_STR, F(gpu_memory_profile_filename_prefix), 0, 0,
+     "a path prefix, or empty for none"},
     {"aggregate_stats", T_BOOL, F(aggregate_stats), 0, 0, "a boolean"},
     {"continuous_dump", T_BOOL, F(continuous_dump), 0, 0, "a boolean"},
     {"dump_period", T_DOUBLE, F(dump_period), 0.001, 86400, "seconds, from 0.001 to 86400"},
@@ -101,6 +107,9 @@ static void config_defaults(mlprof__config *c)
     memset(c, 0, sizeof *c);
     strcpy(c->filename, "profile.json");
     c->profile_operator = 1;
+    c->profile_symbolic = 1;
+    c->profile_imperative = 1;
+    strcpy(c->profile_process, "worker");
     c->aggregate_stats = 1;
     c->dump_period = 1.0;
     c->level = 1;
@@ -231,10 +240,22 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
         strcpy(field, value);
         return MLPROF_OK;
     }
+    case T_PROCESS:
+        /* mlprof profiles the process it is loaded in, whichever MXNet calls it */
+        if (strcmp(value, "worker") && strcmp(value, "server"))
+            break;
+        strcpy(field, value);
+        return MLPROF_OK;
     case T_BOOL:
         if (!parse_bool(value, &b))
             break;
         *(int *)field = b;
+        /* operators are recorded while either kind is: profile_operator sets
+         * both, and follows them */
+        if (field == &cfg->profile_operator)
+            cfg->profile_symbolic = cfg->profile_imperative = b;
+        else if (field == &cfg->profile_symbolic || field == &cfg->profile_imperative)
+            cfg->profile_operator = cfg->profile_symbolic || cfg->profile_imperative;
         return MLPROF_OK;
     case T_INT: {
         errno = 0;
@@ -361,6 +382,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     case T_HOOKS:
     case T_CUDA_FNS:
     case T_GPU:
+    case T_PROCESS:
         snprintf(tmp, sizeof tmp, "%s", (const char *)field);
         break;
     case T_BOOL:
@@ -579,7 +601,7 @@ static void at_exit(void)
     int want = mlprof__g.cfg.dump_at_exit && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
     if (want) /* the kernels of the range profiler's last batches */
         mlprof__gpu_counters_stop();
-    if (want && mlprof__collect_dump(1) != MLPROF_OK)
+    if (want && mlprof__collect_dump(NULL, 1) != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "dump at exit failed: %s", mlprof_last_error());
     mlprof__collect_stop_continuous();
     mlprof__ctl_unlock();
@@ -712,7 +734,8 @@ int mlprof_is_paused(void)
     return __atomic_load_n(&mlprof__g.paused, __ATOMIC_ACQUIRE);
 }
 
-int mlprof_dump(int finished)
+/* mlprof_dump and mlprof_dump_to: path NULL is the configured filename. */
+static int dump(const char *path, int finished)
 {
     mlprof__ensure_init();
     if (finished) /* the sampler's last samples and reports go into the trace */
@@ -726,10 +749,35 @@ int mlprof_dump(int finished)
         mlprof__gpu_stop();
         mlprof__collect_stop_continuous();
     }
-    int rc = mlprof__collect_dump(finished);
+    int rc = mlprof__collect_dump(path, finished);
     mlprof__ctl_unlock();
     mlprof__hw_join();
     mlprof__collect_join_continuous();
+    return rc;
+}
+
+int mlprof_dump(int finished) { return dump(NULL, finished); }
+
+int mlprof_dump_to(const char *path, int finished)
+{
+    mlprof__ensure_init();
+    if (!path || !path[0])
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_dump_to: %s path", path ? "an empty" : "no");
+    if (strlen(path) >= MLPROF__PATH_MAX)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_dump_to: the path %s is longer than %d bytes",
+                            mlprof__shortened(path).s, MLPROF__PATH_MAX - 1);
+    return dump(path, finished);
+}
+
+int mlprof_dump_string(char **out)
+{
+    mlprof__ensure_init();
+    if (!out)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_dump_string: out is NULL");
+    *out = NULL;
+    mlprof__ctl_lock();
+    int rc = mlprof__collect_dump_string(out);
+    mlprof__ctl_unlock();
     return rc;
 }
 
@@ -748,7 +796,7 @@ int mlprof__dump_on_signal(int sig)
      * flags do not matter once the active flag is clear */
     __atomic_store_n(&mlprof__mem_on, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&mlprof_active_flag, 0, __ATOMIC_RELEASE);
-    int rc = want ? mlprof__collect_dump(1) : MLPROF_OK;
+    int rc = want ? mlprof__collect_dump(NULL, 1) : MLPROF_OK;
     if (want)
         mlprof__log(rc == MLPROF_OK ? MLPROF_LOG_WARN : MLPROF_LOG_ERROR, "killed by signal %d (%s): %s", sig,
                     strsignal(sig), rc == MLPROF_OK ? "the trace up to it is written" : mlprof_last_error());

@@ -217,7 +217,11 @@ typedef struct mlprof__config {
     int profile_all;
     int profile_api;
     int profile_memory;
-    int profile_operator;
+    int profile_operator;   /* profile_symbolic || profile_imperative, kept in step */
+    int profile_symbolic;   /* MXNet's two kinds of operators: both map onto */
+    int profile_imperative; /* the operator class (MLPROF_CLASS_OPERATOR) */
+    char profile_process[16];                                   /* "worker" or "server": this process */
+    char gpu_memory_profile_filename_prefix[MLPROF__PATH_MAX]; /* memory_csv "auto" goes to PREFIX-pid_PID.csv */
     int aggregate_stats;
     int continuous_dump;
     double dump_period;
