@@ -1228,6 +1228,15 @@ def area_compat(prog, out):
     t = load(os.path.join(out, "string_continuous.json"))
     check(len(events(t, "X", "spooled_op")) == 100 and len(events(t, "X", "later_op")) == 7,
           "the string with the continuous dump's spool")
+    # mlprof_mem_trace: a comment line, then CSV
+    import csv
+    with open(os.path.join(out, "mem_trace.txt"), newline="") as f:
+        first = f.readline()
+        rows = list(csv.DictReader(f))
+    check(first.startswith("# memory trace of cuda:0: 5 operations"), f"the memory trace's first line: {first!r}")
+    check([r["op"] for r in rows] == ["reserve", "alloc", "alloc", "free", "free"], f"its operations: {rows}")
+    check(rows and all(float(r["allocated_mb"]) == 4.0 for r in rows) and float(rows[2]["used_mb"]) == 1.5,
+          f"used and allocated told apart: {rows}")
     keys = {"PROFILE_SYMBOLIC": "0", "PROFILE_IMPERATIVE": "false", "PROFILE_PROCESS": "server",
             "GPU_MEMORY_PROFILE_FILENAME_PREFIX": os.path.join(out, "outside")}
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLPROF_")}

@@ -356,6 +356,7 @@ static void test_dump_string(void)
         write_text(tu_path("string.json"), text); /* read back by check_trace.py */
     mlprof_free(text);
     mlprof_end(open);
+    CHECK_OK(mlprof_mem_free(MLPROF_DEVICE_CPU, block));
 
     /* a second string goes on from the same trace */
     record_n(op, 1);
@@ -405,6 +406,161 @@ static void test_dump_string(void)
     mlprof_span_destroy(later);
 }
 
+/* ------------------------------------------------ RAF's memory profiler */
+
+/* The rows of a memory trace after its two header lines (n of them), split
+ * at commas (no field here needs quoting). */
+static int trace_rows(const char *text, char rows[][8][64], int max)
+{
+    const char *p = strchr(text, '\n');
+    p = p ? strchr(p + 1, '\n') : NULL;
+    int n = 0;
+    while (p && p[1] && n < max) {
+        p++;
+        int f = 0;
+        size_t k = 0;
+        memset(rows[n], 0, sizeof rows[n]);
+        for (; *p && *p != '\n'; p++) {
+            if (*p == ',' && f < 7) {
+                f++;
+                k = 0;
+            } else if (k < 63) {
+                rows[n][f][k++] = *p;
+            }
+        }
+        n++;
+        if (!*p)
+            break;
+    }
+    return n;
+}
+
+static void expect_row(char row[8][64], const char *time, const char *op, const char *bytes, const char *used,
+                       const char *alloc, const char *span, const char *scope, const char *tag)
+{
+    const char *want[8] = {time, op, bytes, used, alloc, span, scope, tag};
+    for (int i = 0; i < 8; i++)
+        CHECK(strcmp(row[i], want[i]) == 0, "field %d is \"%s\", want \"%s\" (%s %s)", i, row[i], want[i], op,
+              bytes);
+}
+
+static void test_memory_profiler(void)
+{
+    const int gpu = MLPROF_DEVICE_CUDA(0);
+    CHECK_OK(mlprof_set_clock(tu_clock, NULL));
+    CHECK_OK(mlprof_set_config("filename", tu_path("memprof.json")));
+    CHECK_OK(mlprof_set_config("profile_memory", "1"));
+    CHECK_OK(mlprof_set_config("memory_history", "1024"));
+    mlprof_span *layer = mlprof_task_create(NULL, "layer1");
+    static char pool[4 << 20];
+    char *w = pool, *x = pool + (1 << 20);
+    tu_set_now(1000000); /* the trace begins at 1 ms */
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    mlprof_scope_push("model");
+    tu_set_now(2000000);
+    mlprof_begin(layer);
+    CHECK_OK(mlprof_mem_reserve(gpu, pool, sizeof pool));
+    tu_set_now(3000000);
+    CHECK_OK(mlprof_mem_alloc(gpu, w, 1 << 20, "w"));
+    tu_set_now(4500000);
+    CHECK_OK(mlprof_mem_alloc(gpu, x, 512 << 10, "x"));
+    tu_set_now(5000000);
+    mlprof_end(layer);
+    mlprof_scope_pop();
+    tu_set_now(6000000);
+    CHECK_OK(mlprof_mem_free(gpu, w));
+    CHECK_OK(mlprof_mem_free(gpu, (void *)0x1234)); /* never allocated */
+
+    char *text = NULL;
+    CHECK_OK(mlprof_mem_trace(gpu, &text));
+    CHECK(text && strncmp(text, "# memory trace of cuda:0: 5 operations since the start or the last reset\n"
+                                "time_ms,op,bytes,used_mb,allocated_mb,span,scope,tag\n", 126) == 0,
+          "the header lines: %s", text);
+    if (text)
+        write_text(tu_path("mem_trace.txt"), text); /* read back by check_trace.py */
+    static char rows[2048][8][64];
+    int n = text ? trace_rows(text, rows, 2048) : 0;
+    CHECK(n == 5, "five operations: %d", n);
+    if (n == 5) {
+        expect_row(rows[0], "1.000000", "reserve", "4194304", "0.000000", "4.000000", "layer1", "model:", "");
+        expect_row(rows[1], "2.000000", "alloc", "1048576", "1.000000", "4.000000", "layer1", "model:", "w");
+        expect_row(rows[2], "3.500000", "alloc", "524288", "1.500000", "4.000000", "layer1", "model:", "x");
+        expect_row(rows[3], "5.000000", "free", "1048576", "0.500000", "4.000000", "", "", "w");
+        expect_row(rows[4], "5.000000", "free", "0", "0.500000", "4.000000", "", "", "");
+    }
+    mlprof_free(text);
+    mlprof_mem_info info;
+    CHECK_OK(mlprof_mem_info_get(gpu, &info, sizeof info));
+    CHECK(info.peak_used == (3u << 19) && info.peak_allocated == sizeof pool && info.allocated != info.used,
+          "peaks before the reset: used %llu allocated %llu", (unsigned long long)info.peak_used,
+          (unsigned long long)info.peak_allocated);
+
+    /* the reset: peaks from the memory in use, the trace emptied, the rest kept */
+    char *events_before = NULL, *events_after = NULL, *stats = NULL;
+    CHECK_OK(mlprof_dump_string(&events_before));
+    CHECK_OK(mlprof_mem_reset());
+    CHECK_OK(mlprof_mem_info_get(gpu, &info, sizeof info));
+    CHECK(info.peak_used == (512u << 10) && info.used == (512u << 10) && info.peak_allocated == sizeof pool &&
+              info.allocs == 0 && info.unknown_frees == 0 && info.live_blocks == 1,
+          "after the reset: peak %llu used %llu allocs %llu", (unsigned long long)info.peak_used,
+          (unsigned long long)info.used, (unsigned long long)info.allocs);
+    CHECK_OK(mlprof_mem_trace(gpu, &text));
+    CHECK(text && strstr(text, ": 0 operations since") && trace_rows(text, rows, 2048) == 0, "the trace emptied: %s",
+          text);
+    mlprof_free(text);
+    CHECK_OK(mlprof_dump_string(&events_after));
+    CHECK(events_before && events_after && tu_count(events_after, "\"layer1\"") == 1 &&
+              tu_count(events_after, "\"memory used (cuda:0)\"") == tu_count(events_before, "\"memory used (cuda:0)\""),
+          "the trace's events are kept");
+    mlprof_free(events_before);
+    mlprof_free(events_after);
+    CHECK_OK(mlprof_dumps(&stats, MLPROF_FORMAT_TABLE, MLPROF_SORT_TOTAL, 0, 0));
+    CHECK(stats && strstr(stats, "layer1"), "the span statistics are kept");
+    mlprof_free(stats);
+    tu_set_now(7000000);
+    CHECK_OK(mlprof_mem_free(gpu, x)); /* a block from before the reset still matches */
+    CHECK_OK(mlprof_mem_trace(gpu, &text));
+    n = text ? trace_rows(text, rows, 2048) : 0;
+    CHECK(n == 1, "one operation since the reset: %d", n);
+    if (n == 1)
+        expect_row(rows[0], "6.000000", "free", "524288", "0.000000", "4.000000", "", "", "x");
+    mlprof_free(text);
+
+    /* bounded by memory_history, and said */
+    for (int i = 0; i < 1500; i++) {
+        CHECK_OK(mlprof_mem_alloc(MLPROF_DEVICE_CPU, pool + i, 16, "small"));
+        CHECK_OK(mlprof_mem_free(MLPROF_DEVICE_CPU, pool + i));
+    }
+    CHECK_OK(mlprof_mem_trace(MLPROF_DEVICE_CPU, &text));
+    n = text ? trace_rows(text, rows, 2048) : 0;
+    CHECK(n == 1024 && strstr(text, ": 3000 operations since the start or the last reset; the 1976 earliest are "
+                                    "left out (memory_history=1024 keeps the last ones)\n"),
+          "the last 1024 of 3000 kept, the rest said: %d rows, %.200s", n, text ? text : "");
+    if (n == 1024)
+        CHECK(strcmp(rows[1023][1], "free") == 0 && strcmp(rows[1022][1], "alloc") == 0 &&
+                  strcmp(rows[1022][3], "0.000015") == 0,
+              "the last ones are kept: %s %s", rows[1022][1], rows[1022][3]);
+    mlprof_free(text);
+    CHECK_OK(mlprof_mem_trace(MLPROF_DEVICE_CUDA(5), &text));
+    CHECK(text && strstr(text, "# memory trace of cuda:5: 0 operations") && trace_rows(text, rows, 2048) == 0,
+          "a device never used: %s", text);
+    mlprof_free(text);
+    int rc = mlprof_mem_trace(-1, &text);
+    CHECK(rc == MLPROF_EINVAL && text == NULL, "bad device: %s", mlprof_err_name(rc));
+    rc = mlprof_mem_trace(MLPROF_DEVICE_MAX + 1, &text);
+    CHECK(rc == MLPROF_EINVAL, "bad device: %s", mlprof_err_name(rc));
+    rc = mlprof_mem_trace(0, NULL);
+    CHECK(rc == MLPROF_EINVAL, "out NULL: %s", mlprof_err_name(rc));
+
+    /* cuda:0's freed blocks are all gone from the history now: its picture
+     * is still drawn (it once failed as "out of memory") */
+    CHECK_OK(mlprof_dump(1));
+    CHECK_OK(mlprof_set_clock(NULL, NULL));
+    CHECK_OK(mlprof_set_config("profile_memory", "0"));
+    CHECK_OK(mlprof_set_config("memory_history", "1M"));
+    mlprof_span_destroy(layer);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -416,5 +572,6 @@ int main(int argc, char **argv)
     test_mxnet_keys();
     test_dump_to();
     test_dump_string();
+    test_memory_profiler();
     return tu_finish("test_compat");
 }

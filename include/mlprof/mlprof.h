@@ -248,7 +248,8 @@ typedef enum mlprof_sort {
 MLPROF_API int mlprof_dumps(char **out, int format, int sort_by, int ascending, int reset);
 /* Discards every recorded event and statistic (the state is unchanged). */
 MLPROF_API int mlprof_clear(void);
-/* Frees memory returned by the library (mlprof_dumps, mlprof_dump_string). */
+/* Frees memory returned by the library (mlprof_dumps, mlprof_dump_string,
+ * mlprof_mem_trace). */
 MLPROF_API void mlprof_free(void *p);
 
 /* The number of events dropped because the buffers were full, so far. */
@@ -482,6 +483,32 @@ typedef struct mlprof_mem_info {
  * sizeof(mlprof_mem_info) as the caller knows it (fields beyond are left
  * alone). Errors: MLPROF_EINVAL (bad device, NULL info). */
 MLPROF_API int mlprof_mem_info_get(int device, mlprof_mem_info *info, size_t size);
+
+/* Starts the memory profiler's figures again on every device (RAF's
+ * memory_profiler.reset): what was recorded so far is accounted first, then
+ * the peaks start from the memory in use now, the counts and each device's
+ * memory trace (mlprof_mem_trace) are emptied, and freed blocks are
+ * forgotten; live blocks and held segments are kept, so that their frees
+ * and releases still match. The trace's events, the span statistics and the
+ * state are left alone. mlprof_clear and mlprof_dumps(reset) do the same.
+ * Always MLPROF_OK. Takes the configuration lock: not from a signal handler. */
+MLPROF_API int mlprof_mem_reset(void);
+/* The device's memory trace as text in *out (free it with mlprof_free; RAF's
+ * memory_profiler.get_memory_trace): a first line "# memory trace of NAME:
+ * N operations since the start or the last reset", followed, when more
+ * operations happened than memory_history keeps, by "; the K earliest are
+ * left out (memory_history=M keeps the last ones)"; then the CSV header
+ *   time_ms,op,bytes,used_mb,allocated_mb,span,scope,tag
+ * and one row per operation kept, in time order: milliseconds since the
+ * trace began recording, alloc/free/reserve/release, its bytes (a free's:
+ * the block's; 0 for a free of an unknown address), the device's used and
+ * allocated memory after it in MB (2^20 bytes; allocated counts reserved
+ * segments, see above), the innermost span open on the thread then, its
+ * scope, and the block's tag (CSV quoting where needed). A device with no
+ * operation gives the two header lines. Errors: MLPROF_EINVAL (bad device,
+ * NULL out), MLPROF_ENOMEM; *out is NULL on error. Takes the configuration
+ * lock: not from a signal handler. */
+MLPROF_API int mlprof_mem_trace(int device, char **out);
 
 /* Copies the path an output is written to: what is "trace", "stats",
  * "memory_csv" or "memory_svg". "" when that output is off. Errors:

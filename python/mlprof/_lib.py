@@ -77,6 +77,8 @@ PROTOTYPES = {
     "mlprof_mem_release": (c_int, [c_int, c_void_p]),
     "mlprof_mem_device_name": (c_int, [c_int, c_char_p]),
     "mlprof_mem_info_get": (c_int, [c_int, ctypes.POINTER(MemInfo), c_size_t]),
+    "mlprof_mem_reset": (c_int, []),
+    "mlprof_mem_trace": (c_int, [c_int, ctypes.POINTER(c_void_p)]),
     "mlprof_thread_set_name": (None, [c_char_p]),
     "mlprof_process_set_name": (None, [c_char_p]),
     "mlprof_now_ns": (c_uint64, []),

@@ -1489,6 +1489,34 @@ int mlprof_mem_info_get(int device, mlprof_mem_info *info, size_t size)
     return rc;
 }
 
+int mlprof_mem_reset(void)
+{
+    mlprof__ensure_init();
+    mlprof__ctl_lock();
+    drain_all(0, 0); /* the memory in use now is what the peaks start from */
+    mlprof__mem_reset();
+    mlprof__ctl_unlock();
+    return MLPROF_OK;
+}
+
+int mlprof_mem_trace(int device, char **out)
+{
+    mlprof__ensure_init();
+    if (!out)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_mem_trace: out is NULL");
+    *out = NULL;
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    mlprof__ctl_lock();
+    drain_all(0, 0);
+    int rc = mlprof__mem_trace_text(device, &sb);
+    mlprof__ctl_unlock();
+    if (rc == MLPROF_OK && !(*out = mlprof__sb_take(&sb)))
+        rc = mlprof__fail(MLPROF_ENOMEM, "mlprof_mem_trace: out of memory");
+    mlprof__sb_free(&sb);
+    return rc;
+}
+
 int mlprof_mem_device_name(int device, const char *name)
 {
     mlprof__ensure_init();

@@ -75,7 +75,7 @@ void mlprof__mem_push(uint64_t ns, int device, unsigned op, uint64_t addr, uint6
     o->bytes = bytes;
     o->scope = scope;
     o->tag = op == MLPROF__MEM_ALLOC ? intern(tag, tag_len) : NULL;
-    o->opname = op == MLPROF__MEM_ALLOC ? intern(opname, opname_len) : NULL;
+    o->opname = intern(opname, opname_len); /* a free's too: the memory trace shows it */
     o->tid = (int32_t)tid;
     o->device = (uint16_t)device;
     o->kind = (uint8_t)op;
@@ -388,7 +388,7 @@ static void apply_reserve(mem_device *d, const mem_op *o)
     d->pooled = 1;
 }
 
-static void apply_release(mem_device *d, const mem_op *o)
+static void apply_release(mem_device *d, const mem_op *o, uint64_t *bytes)
 {
     size_t pos;
     const mem_segment *s = held_segment_at(d, o->addr, &pos);
@@ -396,6 +396,7 @@ static void apply_release(mem_device *d, const mem_op *o)
         d->unknown_releases++;
         return;
     }
+    *bytes = s->bytes;
     segment_release(d, pos - 1, o->ns);
     d->releases++;
 }
@@ -473,7 +474,9 @@ static void apply_alloc(mem_device *d, const mem_op *o, uint64_t seq)
     }
 }
 
-static void apply_free(mem_device *d, const mem_op *o, uint64_t seq)
+/* Frees the block at o->addr; *bytes and *tag say what was freed (0 and NULL
+ * for an unknown or double free). */
+static void apply_free(mem_device *d, const mem_op *o, uint64_t seq, uint64_t *bytes, const char **tag)
 {
     live_slot *s = slot_find(o->device, o->addr);
     if (!s || s->state == SLOT_EMPTY) {
@@ -484,7 +487,10 @@ static void apply_free(mem_device *d, const mem_op *o, uint64_t seq)
         d->double_frees++;
         return;
     }
-    block_gone(d, &mlprof__mem.blocks[s->idx], seq, o->ns, s);
+    mem_block *b = &mlprof__mem.blocks[s->idx];
+    *bytes = b->bytes;
+    *tag = b->tag;
+    block_gone(d, b, seq, o->ns, s);
     d->frees++;
     history_trim();
 }
@@ -499,6 +505,32 @@ static void emit_sample(mem_device *d, mlprof__sb *out, int *first, pid_t pid)
     d->sample_pending = 0;
 }
 
+/* A slot for the next operation of the device's trace: the ring grows up to
+ * memory_history operations, then the oldest gives way; NULL when out of
+ * memory (the operation is counted as not kept). */
+static mem_trace_op *trace_slot(mem_device *d)
+{
+    uint64_t limit = mlprof__g.cfg.memory_history ? mlprof__g.cfg.memory_history : 1;
+    d->trace_total++;
+    if (d->trace_n == d->trace_cap && d->trace_head == 0 && d->trace_cap < limit) {
+        size_t cap = d->trace_cap ? d->trace_cap * 2 : 256;
+        if (cap > limit)
+            cap = (size_t)limit;
+        mem_trace_op *t = mlprof__realloc(d->trace, cap * sizeof *t);
+        if (t) {
+            d->trace = t;
+            d->trace_cap = cap;
+        }
+    }
+    if (d->trace_cap == 0)
+        return NULL;
+    if (d->trace_n < d->trace_cap)
+        return &d->trace[(d->trace_head + d->trace_n++) % d->trace_cap];
+    mem_trace_op *oldest = &d->trace[d->trace_head];
+    d->trace_head = (d->trace_head + 1) % d->trace_cap;
+    return oldest;
+}
+
 static void apply_one(const mem_op *o, mlprof__sb *out, int *first, pid_t pid)
 {
     mem_state *M = &mlprof__mem;
@@ -510,21 +542,29 @@ static void apply_one(const mem_op *o, mlprof__sb *out, int *first, pid_t pid)
     else
         M->last_ns = o->ns;
     uint64_t seq = ++M->seq;
+    uint64_t bytes = 0;
+    const char *tag = NULL;
     switch (o->kind) {
     case MLPROF__MEM_ALLOC:
         apply_alloc(d, o, seq);
+        bytes = o->bytes;
+        tag = o->tag;
         break;
     case MLPROF__MEM_FREE:
-        apply_free(d, o, seq);
+        apply_free(d, o, seq, &bytes, &tag);
         break;
     case MLPROF__MEM_RESERVE:
         apply_reserve(d, o);
+        bytes = o->bytes;
         break;
     default:
-        apply_release(d, o);
+        apply_release(d, o, &bytes);
         break;
     }
     d->allocated = d->reserved + d->direct;
+    mem_trace_op *t = trace_slot(d);
+    if (t)
+        *t = (mem_trace_op){o->ns, bytes, d->used, d->allocated, o->scope, o->opname, tag, o->kind};
     if (d->used > d->peak_used) {
         d->peak_used = d->used;
         d->peak_seq = seq;
@@ -696,6 +736,8 @@ void mlprof__mem_reset(void)
         d->peak_set_incomplete = 0;
         memset(d->buckets, 0, sizeof d->buckets);
         d->bucket_w = 0;
+        d->trace_head = d->trace_n = 0;
+        d->trace_total = 0;
         /* segments released are history; held ones stay, renumbered in address order */
         mem_segment *segs = d->nheld ? mlprof__malloc(d->nheld * sizeof *segs) : NULL;
         if (segs || !d->nheld) {

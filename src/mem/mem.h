@@ -46,6 +46,9 @@ void mlprof__mem_warn(void);
  * blocks are forgotten, live ones kept (so that their frees still match). */
 void mlprof__mem_reset(void);
 int mlprof__mem_info(int device, mlprof_mem_info *info, size_t size);
+/* The device's memory trace as text (mlprof_mem_trace's format) into out.
+ * MLPROF_EINVAL for a bad device. */
+int mlprof__mem_trace_text(int device, mlprof__sb *out);
 int mlprof__mem_set_device_name(int device, const char *name);
 
 #endif /* MLPROF_MEM_H */

@@ -30,6 +30,17 @@ typedef struct mem_segment {
     uint64_t t_reserve, t_release; /* t_release 0 while held */
 } mem_segment;
 
+/* One operation of a device's memory trace (mlprof_mem_trace), with the
+ * device's figures after it and what it is attributed to. */
+typedef struct mem_trace_op {
+    uint64_t ns, bytes;
+    uint64_t used, allocated;        /* after it */
+    const mlprof__scope_node *scope; /* the thread's scope then */
+    const char *op;                  /* interned: the innermost span open then, or NULL */
+    const char *tag;                 /* interned: the block's tag, or NULL */
+    uint8_t kind;                    /* MLPROF__MEM_* */
+} mem_trace_op;
+
 /* The timeline kept for the picture: fixed buckets whose width doubles when
  * time runs past the last one, each holding the highest values seen in it. */
 #define MEM_BUCKETS 1024
@@ -64,6 +75,11 @@ typedef struct mem_device {
     size_t nheld, heldcap;
     mem_bucket buckets[MEM_BUCKETS];
     uint64_t bucket_t0, bucket_w; /* start and width (ns) of the buckets */
+    /* the memory trace since the start or the last reset: a ring of the last
+     * operations (memory_history at most), oldest at trace_head */
+    mem_trace_op *trace;
+    size_t trace_cap, trace_head, trace_n;
+    uint64_t trace_total; /* operations since then, kept or not */
 } mem_device;
 
 /* Per (device, scope): what that part of the program allocated. */
@@ -107,6 +123,12 @@ static inline int mlprof__mem_live_at(const mem_block *b, uint64_t seq)
 /* What went wrong on a device, in words ("1 free of an unknown address, 2
  * double frees"); nothing when all is well. Returns the number of problems. */
 uint64_t mlprof__mem_problems(mlprof__sb *out, const mem_device *d);
+/* The operations of a device's memory trace in time order: the i-th kept
+ * (0 <= i < d->trace_n). */
+static inline const mem_trace_op *mlprof__mem_trace_at(const mem_device *d, size_t i)
+{
+    return &d->trace[(d->trace_head + i) % d->trace_cap];
+}
 /* The time recording began (ns), the origin of relative times. */
 uint64_t mlprof__mem_origin(void);
 

@@ -464,3 +464,54 @@ int mlprof__mem_write_csv(const char *path)
     mlprof__sb_free(&sb);
     return rc;
 }
+
+/* ---------------------------------------------------- the memory trace */
+
+/* Bytes in MB as RAF gives them (1 MB = 2^20 bytes), six decimals: a byte shows. */
+static void trace_mb(mlprof__sb *out, uint64_t bytes)
+{
+    mlprof__sb_printf(out, "%llu.%06llu", (unsigned long long)(bytes >> 20),
+                      (unsigned long long)(((bytes & 0xfffff) * 1000000 + (1u << 19)) >> 20));
+}
+
+int mlprof__mem_trace_text(int device, mlprof__sb *out)
+{
+    static const char *const kinds[] = {"alloc", "free", "reserve", "release"};
+    if (device < 0 || device > MLPROF_DEVICE_MAX)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_mem_trace: bad device %d (0 to %d)", device, MLPROF_DEVICE_MAX);
+    const mem_device *d = mlprof__mem.devs[device];
+    uint64_t total = d ? d->trace_total : 0, kept = d ? d->trace_n : 0;
+    char name[32];
+    if (d)
+        snprintf(name, sizeof name, "%s", d->name);
+    else if (device == MLPROF_DEVICE_CPU)
+        snprintf(name, sizeof name, "cpu");
+    else if (device <= MLPROF_DEVICE_CUDA(63))
+        snprintf(name, sizeof name, "cuda:%d", device - MLPROF_DEVICE_CUDA(0));
+    else
+        snprintf(name, sizeof name, "device %d", device);
+    mlprof__sb_printf(out, "# memory trace of %s: %llu operations since the start or the last reset", name,
+                      (unsigned long long)total);
+    if (total > kept)
+        mlprof__sb_printf(out, "; the %llu earliest are left out (memory_history=%llu keeps the last ones)",
+                          (unsigned long long)(total - kept), (unsigned long long)mlprof__g.cfg.memory_history);
+    mlprof__sb_puts(out, "\ntime_ms,op,bytes,used_mb,allocated_mb,span,scope,tag\n");
+    uint64_t origin = mlprof__mem_origin();
+    for (size_t i = 0; i < kept; i++) {
+        const mem_trace_op *t = mlprof__mem_trace_at(d, i);
+        uint64_t rel = t->ns > origin ? t->ns - origin : 0;
+        mlprof__sb_printf(out, "%llu.%06llu,%s,%llu,", (unsigned long long)(rel / 1000000u),
+                          (unsigned long long)(rel % 1000000u), kinds[t->kind & 3], (unsigned long long)t->bytes);
+        trace_mb(out, t->used);
+        mlprof__sb_putc(out, ',');
+        trace_mb(out, t->allocated);
+        mlprof__sb_putc(out, ',');
+        mlprof__sb_csv(out, t->op);
+        mlprof__sb_putc(out, ',');
+        mlprof__sb_csv(out, t->scope && t->scope->full_len ? t->scope->full : "");
+        mlprof__sb_putc(out, ',');
+        mlprof__sb_csv(out, t->tag);
+        mlprof__sb_putc(out, '\n');
+    }
+    return out->failed ? mlprof__fail(MLPROF_ENOMEM, "mlprof_mem_trace: out of memory") : MLPROF_OK;
+}

@@ -576,7 +576,7 @@ static flow_counts flow_panel(mlprof__sb *out, int device, const mem_device *d, 
     ra.x0 = v->x0;
     ra.y0 = top;
     ra.cells = mlprof__calloc((size_t)ra.cols * (size_t)ra.rows, sizeof *ra.cells);
-    if (!pl || !ra.cells) {
+    if ((fc.blocks && !pl) || !ra.cells) { /* none kept (memory_history) is no failure */
         mlprof__free(pl);
         mlprof__free(ra.cells);
         out->failed = 1;
