@@ -564,7 +564,139 @@ def test_other_writers():
           f"MegEngine {c}")
 
 
-for test in (test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
+# ------------------------------------------- operator types and empty filters
+
+def op_type_trace():
+    """Durations that name their operator type in each of the ways writers do: MegEngine's
+    dynamic graph (the name is the type), its static graph (an instance name, and the type
+    in a "type" or "opr_type" argument), an "op_type" argument, PyTorch's profiler (the name,
+    "aten::conv2d", in category cpu_op), and a GPU kernel. Times in microseconds."""
+    meg = [ev("ConvolutionForward", 0, 200, memory=3211264, flops=236027904),
+           ev("ConvolutionForward", 250, 50, memory=3211264),      # 50 us: under --min-time 1e-4
+           ev("conv2", 400, 150, type="ConvolutionForward", memory=9437184),
+           ev("conv3", 600, 120, opr_type="ConvolutionForward", memory=64),
+           ev("fc", 800, 300, op_type="MatrixMulForward", memory=4096),
+           ev("ElemwiseForward", 1200, 100, memory=512)]            # exactly 1e-4 s
+    torch = [ev("aten::conv2d", 2000, 500, pid=2, cat="cpu_op", **{"External id": 1}),
+             ev("aten::convolution", 2010, 400, pid=2, cat="cpu_op", **{"External id": 2}),
+             ev("aten::relu", 2600, 40, pid=2, cat="cpu_op", **{"External id": 3}),
+             ev("implicit_gemm_kernel", 2100, 300, pid=3, tid=7, cat="kernel")]
+    return {"traceEvents": meg + torch + [{"name": "cnt", "ph": "C", "ts": 5, "pid": 1, "args": {"v": 1}}]}
+
+
+def keys(result):
+    return [x["key"] for x in result["rows"]]
+
+
+def test_operator_types():
+    path = write("op_types.json", json.dumps(op_type_trace()))
+    # an operator type: the name, or a "type", "opr_type" or "op_type" argument
+    r = rows_by_key(analyze_json(path, "--type", "ConvolutionForward", "-t", "0")[0])
+    got = {k: v["count"] for k, v in r.items()}
+    check(got == {"ConvolutionForward": 2, "conv2": 1, "conv3": 1}, f"--type ConvolutionForward: {got}")
+    r = analyze_json(path, "--type", "MatrixMulForward")[0]
+    check(keys(r) == ["fc"], f"--type from op_type: {keys(r)}")
+    r = analyze_json(path, "--type", "aten::conv2d", "-t", "0")[0]
+    check(keys(r) == ["aten::conv2d"] and r["rows"][0]["count"] == 1, f"--type aten::conv2d: {keys(r)}")
+    # a category, as before; a comma list mixing both; globs; --type given twice adds to the list
+    r = analyze_json(path, "--type", "cpu_op", "-t", "0")[0]
+    check(sorted(keys(r)) == ["aten::conv2d", "aten::convolution", "aten::relu"], f"--type cpu_op: {keys(r)}")
+    r = analyze_json(path, "--type", "kernel,MatrixMulForward", "-t", "0")[0]
+    check(sorted(keys(r)) == ["fc", "implicit_gemm_kernel"], f"--type kernel,MatrixMulForward: {keys(r)}")
+    r = analyze_json(path, "--type", "aten::conv*", "-t", "0")[0]
+    check(sorted(keys(r)) == ["aten::conv2d", "aten::convolution"], f"--type glob: {keys(r)}")
+    r = analyze_json(path, "--type", "*Forward", "--aggregate-by", "none", "-t", "0")[0]
+    check(len(r["rows"]) == 6, f"--type *Forward, one row per event: {keys(r)}")
+    r = analyze_json(path, "--type", "MatrixMulForward", "--type", "aten::relu", "-t", "0")[0]
+    check(sorted(keys(r)) == ["aten::relu", "fc"], f"--type twice: {keys(r)}")
+    p = mlprof("analyze", path, "--type", "", expect=2)
+    check("--type" in p.stderr, f"--type empty: {p.stderr!r}")
+
+    # MegEngine's example, unchanged: the ConvolutionForward operators of at least 0.1 ms
+    # (a bare --min-time is in seconds), ordered by memory (the bytes column), at most 5
+    cmd = ("-t", "5", "--order-by", "memory", "--min-time", "1e-4", "--type", "ConvolutionForward")
+    r = analyze_json(path, *cmd)[0]
+    got = [(x["key"], x["count"], x["bytes"]) for x in r["rows"]]
+    check(got == [("conv2", 1, 9437184), ("ConvolutionForward", 1, 3211264), ("conv3", 1, 64)],
+          f"MegEngine's --order-by memory --min-time 1e-4 --type ConvolutionForward: {got}")
+    check(r["order_by"] == "bytes" and r["durations_kept"] == 3, f"ordered by {r['order_by']}")
+    p = mlprof("analyze", path, *cmd)
+    check(p.stderr == "" and re.search(r"^conv2\s+1\s.*9\.00 MiB", p.stdout, re.M), f"table\n{p.stdout}{p.stderr}")
+    r = rows_by_key(analyze_json(path, "--min-time", "1e-4", "-t", "0")[0])
+    check("ElemwiseForward" in r and r["ConvolutionForward"]["count"] == 1 and "aten::relu" not in r,
+          f"--min-time 1e-4 is 100 us: {sorted(r)}")
+    check(rows_by_key(analyze_json(path, "--min-time", "100us", "-t", "0")[0]).keys() == r.keys(),
+          "--min-time 1e-4 and 100us agree")
+    # ordered by a column no kept row has: said on stderr and in the table, rows in name order
+    r, p = analyze_json(path, "--type", "cpu_op", "--order-by", "memory")
+    check(keys(r) == ["aten::conv2d", "aten::convolution", "aten::relu"]
+          and "--order-by memory: no row has bytes" in p.stderr and '"memory"' in p.stderr, f"no bytes: {p.stderr!r}")
+    p = mlprof("analyze", path, "--type", "cpu_op", "--order-by", "memory")
+    check("note: --order-by memory: no row has bytes" in p.stdout, f"no bytes, table\n{p.stdout}")
+    # MegEngine's --aggregate-by type (operator types) is op_type here; type stays the category
+    r = analyze_json(path, "--aggregate-by", "op_type", "--aggregate", "sum", "-t", "5")[0]
+    check(keys(r) == ["ConvolutionForward", "aten::convolution", "MatrixMulForward", "implicit_gemm_kernel",
+                      "ElemwiseForward"] and (r["rows"][0]["count"], r["rows"][0]["total_ns"]) == (4, 520000),
+          f"--aggregate-by op_type: {[(x['key'], x['count'], x['total_ns']) for x in r['rows']]}")
+    r = analyze_json(path, "--aggregate-by", "type")[0]
+    check(sorted(keys(r)) == ["cpu_op", "kernel", "op"], f"--aggregate-by type: {keys(r)}")
+    p = mlprof("analyze", "--help")
+    check(re.search(r"memory", p.stdout) and "operator type" in p.stdout and "exit status" in p.stdout.lower(),
+          f"help names memory, operator types and the exit status:\n{p.stdout}")
+
+
+def test_filters_matching_nothing():
+    path = write("op_types.json", json.dumps(op_type_trace()))
+    # a misspelt type: exit 0, a line on stderr naming the option and value and what the trace has
+    r, p = analyze_json(path, "--type", "ConvolutionForwad")
+    check(r["durations_kept"] == 0 and r["rows"] == [], f"nothing kept {r['rows']}")
+    check(r.get("filters_matching_nothing") == [{"option": "--type", "value": "ConvolutionForwad"}],
+          f"the JSON says which filter matched nothing: {r.get('filters_matching_nothing')}")
+    line = p.stderr.strip()
+    check(line.startswith("mlprof analyze: ") and '--type "ConvolutionForwad"' in line and "op_types.json" in line
+          and "categories: op (6), cpu_op (3), kernel (1)" in line and "ConvolutionForward (4)" in line
+          and 'did you mean "ConvolutionForward"' in line and len(p.stderr.splitlines()) == 1,
+          f"--type that matches nothing: {p.stderr!r}")
+    p = mlprof("analyze", path, "--type", "ConvolutionForwad")
+    check("matches nothing" in p.stdout and "--type \"ConvolutionForwad\"" in p.stdout and "(no durations" in p.stdout,
+          f"the table says so\n{p.stdout}")
+    check('--type "ConvolutionForwad"' in p.stderr, f"table: stderr {p.stderr!r}")
+    p = mlprof("analyze", path, "--type", "ConvolutionForwad", "--format", "csv")
+    check(p.stdout.count("\n") == 1 and '--type "ConvolutionForwad"' in p.stderr, f"csv: {p.stdout!r} {p.stderr!r}")
+    # one item of a list that matches nothing is named, the rest is shown
+    r, p = analyze_json(path, "--type", "kernel,Nope")
+    check(keys(r) == ["implicit_gemm_kernel"] and r.get("filters_matching_nothing") == [{"option": "--type", "value": "Nope"}]
+          and '--type "Nope"' in p.stderr and "kernel,Nope" in p.stderr, f"one item: {keys(r)} {p.stderr!r}")
+    # --name, --min-time, --max-time
+    r, p = analyze_json(path, "--name", "convolution_fwd")
+    check(r.get("filters_matching_nothing") == [{"option": "--name", "value": "convolution_fwd"}]
+          and '--name "convolution_fwd"' in p.stderr and "names: " in p.stderr and "aten::conv2d" in p.stderr,
+          f"--name: {p.stderr!r}")
+    r, p = analyze_json(path, "--name", "relu*")
+    check('--name "relu*"' in p.stderr and 'did you mean "*relu*"' in p.stderr, f"--name glob: {p.stderr!r}")
+    r, p = analyze_json(path, "--min-time", "2")
+    check(r.get("filters_matching_nothing") == [{"option": "--min-time", "value": "2.000 s"}]
+          and "--min-time" in p.stderr and "the longest is 500.000 us" in p.stderr, f"--min-time: {p.stderr!r}")
+    r, p = analyze_json(path, "--max-time", "10us")
+    check("--max-time" in p.stderr and "the shortest is 40.000 us" in p.stderr, f"--max-time: {p.stderr!r}")
+    # each filter keeps some, together none
+    r, p = analyze_json(path, "--type", "aten::relu", "--min-time", "300us")
+    check(r["durations_kept"] == 0 and "together" in p.stderr and "--type \"aten::relu\" keeps 1" in p.stderr
+          and "--min-time 300.000 us keeps 4" in p.stderr, f"together: {p.stderr!r}")
+    check(r.get("filters_matching_nothing") == [], f"none alone: {r.get('filters_matching_nothing')}")
+    # filters that match: nothing on stderr
+    r, p = analyze_json(path, "--type", "cpu_op", "--name", "aten::*", "--min-time", "1us", "--max-time", "1")
+    check(p.stderr == "" and len(r["rows"]) == 3 and r.get("filters_matching_nothing") == [], f"quiet: {p.stderr!r}")
+    # diff: a filter that matches nothing in a run is named too
+    p = mlprof("diff", path, path, "--type", "ConvolutionForwad", "--fail-above", "10")
+    check(p.stderr.count('--type "ConvolutionForwad"') == 2 and "mlprof diff: " in p.stderr, f"diff: {p.stderr!r}")
+    # a trace without durations
+    meta = write("counters_only.json", json.dumps([{"name": "c", "ph": "C", "ts": 1, "pid": 1, "args": {"v": 1}}]))
+    r, p = analyze_json(meta, "--type", "op")
+    check("no durations" in p.stderr and '--type "op"' in p.stderr, f"no durations: {p.stderr!r}")
+
+
+for test in (test_operator_types, test_filters_matching_nothing, test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
              test_not_a_trace, test_usage, test_own_trace):
     test()
 print(f"analyze: {len(failures)} checks failed" if failures else "analyze: all checks passed")

@@ -44,21 +44,38 @@ static void analyze_usage(FILE *out)
             "\n"
             "  -t, --top N            rows to show (default 20; 0 for all)\n"
             "  --aggregate-by KEYS    comma list of: name (default), type (the category),\n"
-            "                         thread, process, none (one row per event), or an\n"
-            "                         argument key such as input_shape or \"Input Dims\";\n"
+            "                         op_type (the operator type: a \"type\", \"op_type\" or\n"
+            "                         \"opr_type\" argument, else the name; what MegEngine's\n"
+            "                         --aggregate-by type means), thread, process, none (one\n"
+            "                         row per event), or an argument key such as\n"
+            "                         input_shape or \"Input Dims\";\n"
             "                         for GPU events (--type kernel): bottom_op, top_op,\n"
             "                         op_stack (the CPU operators that launched them), launch\n"
             "  --aggregate F          how a group's times combine: sum (default), mean, max,\n"
             "                         min, count\n"
-            "  --order-by [+]COLUMN   self (default), total, count, name, cumulative, flops,\n"
-            "                         flops_per_s, bytes, bandwidth, input_shapes,\n"
-            "                         output_shapes; '+' for ascending\n"
-            "  --min-time T           only durations of at least T (seconds, or with a unit:\n"
-            "  --max-time T           ns, us, ms, s); and at most T\n"
-            "  --type LIST            only these categories (comma list)\n"
+            "  --order-by [+]COLUMN   self (default), total (or time), count, name,\n"
+            "                         cumulative, flops (or computation), flops_per_s,\n"
+            "                         bytes (or memory, MegEngine's name), bandwidth,\n"
+            "                         input_shapes, output_shapes; '+' for ascending\n"
+            "  --min-time T           only durations of at least T: a bare number is in\n"
+            "  --max-time T           seconds (1e-4, as MegEngine), or give a unit (ns, us,\n"
+            "                         ms, s: 100us); and at most T\n"
+            "  --type LIST            only these categories or operator types (comma list,\n"
+            "                         or --type again): a duration is kept when a word is\n"
+            "                         its category (cpu_op, kernel), its name, or the\n"
+            "                         operator type in its \"type\", \"op_type\" or\n"
+            "                         \"opr_type\" argument (ConvolutionForward,\n"
+            "                         aten::conv2d); words with * ? [] are globs\n"
             "  --name PATTERN         only names matching a glob (* ? []) or containing it\n"
             "  --format F             table (default), json or csv\n"
-            "  -o, --output FILE      write there instead of standard output\n");
+            "  -o, --output FILE      write there instead of standard output\n"
+            "\n"
+            "A filter that keeps no duration is not an error: the table says so (JSON:\n"
+            "filters_matching_nothing), and a line on standard error names the filter and\n"
+            "what the trace has instead (its categories, operator types, names, longest or\n"
+            "shortest duration). Exit status: 0 done (rows or none), 1 the trace is damaged\n"
+            "(what was read before the damage is reported) or the output could not be\n"
+            "written, 2 a mistake on the command line.\n");
 }
 
 static void bad_usage(const char *cmd, const char *fmt, const char *arg)
@@ -138,6 +155,37 @@ static void diff_usage(FILE *out)
             "  --format, -o/--output\n");
 }
 
+/* "list,more": --type given again adds to the list, as MegEngine's
+ * profile_analyze appends. The joined list lives until the program ends. */
+static const char *join_list(const char *list, const char *more)
+{
+    static char *joined;
+    if (!list)
+        return more;
+    size_t n = strlen(list) + strlen(more) + 2;
+    char *j = malloc(n);
+    if (!j) {
+        fprintf(stderr, PROG ": out of memory\n");
+        exit(1);
+    }
+    snprintf(j, n, "%s,%s", list, more);
+    free(joined); /* list itself, when --type came twice before */
+    joined = j;
+    return j;
+}
+
+/* Writes the notes of an analysis, each line after "mlprof CMD: ". */
+static void print_notes(const char *cmd, const mlprof__sb *notes)
+{
+    for (size_t at = 0; at < notes->len;) {
+        const char *line = notes->data + at;
+        const char *nl = memchr(line, '\n', notes->len - at);
+        size_t n = nl ? (size_t)(nl - line) : notes->len - at;
+        fprintf(stderr, PROG " %s: %.*s\n", cmd, (int)n, line);
+        at += n + 1;
+    }
+}
+
 /* Parses the options analyze and diff share into o; returns 1 when argv[*i]
  * was one of them. */
 static int common_option(const char *cmd, int argc, char **argv, int *i, an_options *o, const char **output)
@@ -166,7 +214,7 @@ static int common_option(const char *cmd, int argc, char **argv, int *i, an_opti
         if ((o->max_ns = parse_time(v)) < 0)
             bad_usage(cmd, "--max-time: expected a time such as 1e-4, 100us or 2ms, got \"%s\"", v);
     } else if ((v = option_value(cmd, argc, argv, i, "--type", NULL))) {
-        o->type = v;
+        o->type = join_list(o->type, v);
     } else if ((v = option_value(cmd, argc, argv, i, "--name", NULL))) {
         o->name = v;
     } else if ((v = option_value(cmd, argc, argv, i, "--format", NULL))) {
@@ -203,7 +251,7 @@ static int read_trace(an_trace *t, const char *path, int *damaged)
 
 /* Reads one trace, runs an analysis on it and writes what it says. Exit status
  * as main's. */
-static int run_on_trace(const char *path, const char *output,
+static int run_on_trace(const char *cmd, const char *path, const char *output,
                         int (*analysis)(an_trace *, const an_options *, mlprof__sb *), const an_options *o)
 {
     an_trace t;
@@ -219,6 +267,8 @@ static int run_on_trace(const char *path, const char *output,
         fprintf(stderr, PROG ": out of memory\n");
     else
         rc = write_output(output, &out);
+    if (o->notes)
+        print_notes(cmd, o->notes);
     mlprof__sb_free(&out);
     an_trace_free(&t);
     return rc != 0 || damaged ? 1 : 0;
@@ -271,7 +321,12 @@ static int cmd_analyze(int argc, char **argv)
     char err[300];
     if (an_options_check(&o, err, sizeof err) != 0)
         bad_usage("analyze", "%s", err);
-    return run_on_trace(path, output, an_analyze, &o);
+    mlprof__sb notes;
+    mlprof__sb_init(&notes);
+    o.notes = &notes;
+    int rc = run_on_trace("analyze", path, output, an_analyze, &o);
+    mlprof__sb_free(&notes);
+    return rc;
 }
 
 static int cmd_diff(int argc, char **argv)
@@ -320,14 +375,18 @@ static int cmd_diff(int argc, char **argv)
     int rc = 1;
     size_t regressions = 0;
     if (ra == 0 && rb == 0) {
-        mlprof__sb out;
+        mlprof__sb out, notes;
         mlprof__sb_init(&out);
+        mlprof__sb_init(&notes);
+        o.notes = &notes;
         rc = an_diff(&a, &b, &o, &d, &out, &regressions);
         if (rc != 0)
             fprintf(stderr, PROG ": out of memory\n");
         else
             rc = write_output(output, &out);
+        print_notes(cmd, &notes);
         mlprof__sb_free(&out);
+        mlprof__sb_free(&notes);
     }
     an_trace_free(&a);
     an_trace_free(&b);
@@ -489,7 +548,7 @@ static int cmd_kernels(int argc, char **argv)
     const char *path = one_trace_args("kernels", argc, argv, kernels_usage, 0, &o, &output);
     if (o.format == AN_CSV)
         bad_usage("kernels", "%s", "--format: table or json");
-    return run_on_trace(path, output, kernels_analysis, &o);
+    return run_on_trace("kernels", path, output, kernels_analysis, &o);
 }
 
 int main(int argc, char **argv)

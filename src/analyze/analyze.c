@@ -5,6 +5,7 @@
  * with cumulative percentages, FLOPs and FLOPS, bytes and bandwidth, and the
  * input and output shapes where the trace has them.
  */
+#include <ctype.h>
 #include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +21,9 @@ static const char *const k_in_keys[] = {"input_shape", "input_shapes", "Input Di
                                         "in_shapes", NULL};
 static const char *const k_out_keys[] = {"output_shape", "output_shapes", "Output Dims",
                                          "Output dims", "out_shapes", NULL};
+/* The arguments that name an operator's type where its name is an instance's
+ * (MegEngine's graph operators: "conv2" of type "ConvolutionForward"). */
+static const char *const k_type_keys[] = {"type", "op_type", "opr_type", NULL};
 
 /* -------------------------------------------------------------- columns */
 
@@ -72,6 +76,10 @@ int an_options_check(const an_options *o, char *errbuf, size_t len)
                                   "flops, flops_per_s, bytes, bandwidth, input_shapes, output_shapes)", col);
             return -1;
         }
+    }
+    if (o->type && !o->type[strspn(o->type, ",")]) {
+        snprintf(errbuf, len, "--type: no category or operator type in \"%s\"", o->type);
+        return -1;
     }
     if (!o->aggregate_by || !*o->aggregate_by) {
         snprintf(errbuf, len, "--aggregate-by: empty");
@@ -177,6 +185,10 @@ static void group_key(const an_trace *t, const an_gpu_links *links, const an_eve
         } else if (strcmp(part, "none") == 0) {
             mlprof__sb_puts(key, e->name);
             mlprof__sb_printf(key, "\x1f%zu", index); /* each event its own row */
+        } else if (strcmp(part, "op_type") == 0) {
+            /* the operator type: an argument's, else the name (MegEngine's --aggregate-by type) */
+            const an_arg *a = an_event_arg_any(t, e, k_type_keys);
+            mlprof__sb_puts(key, a && a->type == AN_STR ? a->str : e->name);
         } else {
             put_arg_value(key, an_event_arg(t, e, part));
         }
@@ -186,6 +198,8 @@ static void group_key(const an_trace *t, const an_gpu_links *links, const an_eve
     }
 }
 
+/* -------------------------------------------------------------- filters */
+
 static int name_matches(const char *pattern, const char *name)
 {
     if (strpbrk(pattern, "*?["))
@@ -193,33 +207,430 @@ static int name_matches(const char *pattern, const char *name)
     return strstr(name, pattern) != NULL;
 }
 
-static int in_list(const char *list, const char *word)
+/* One word of --type: a category or an operator type, or a glob of either. */
+typedef struct type_word {
+    const char *text;
+    const char *interned; /* the trace's copy, compared by pointer; NULL: the trace never names it */
+    int glob;
+    uint64_t kept; /* durations it keeps on its own */
+} type_word;
+
+/* The options' filters resolved against one trace, and what each keeps. */
+typedef struct filter {
+    const an_options *o;
+    char *text; /* the --type list, cut at its commas */
+    type_word *words;
+    size_t nwords;
+    an_keyset type_keys;
+    uint64_t durations, kept;                  /* all durations; those every filter keeps */
+    uint64_t by_type, by_name, by_min, by_max; /* those each filter keeps on its own */
+    int64_t shortest, longest;
+} filter;
+
+static void filter_free(filter *f)
 {
-    size_t wn = strlen(word);
-    for (const char *p = list; *p;) {
-        size_t n = strcspn(p, ",");
-        if (n == wn && strncmp(p, word, n) == 0)
-            return 1;
-        p += n;
-        if (*p == ',')
-            p++;
+    mlprof__free(f->text);
+    mlprof__free(f->words);
+    memset(f, 0, sizeof *f);
+}
+
+/* Returns 0, or -1 (out of memory). */
+static int filter_init(filter *f, const an_trace *t, const an_options *o)
+{
+    memset(f, 0, sizeof *f);
+    f->o = o;
+    f->shortest = INT64_MAX;
+    f->longest = -1;
+    an_keyset_init(t, k_type_keys, &f->type_keys);
+    if (!o->type)
+        return 0;
+    size_t len = strlen(o->type);
+    f->text = mlprof__malloc(len + 1);
+    f->words = mlprof__calloc(len / 2 + 1, sizeof *f->words); /* n words take 2n - 1 bytes at least */
+    if (!f->text || !f->words) {
+        filter_free(f);
+        return -1;
+    }
+    memcpy(f->text, o->type, len + 1);
+    for (char *p = f->text; p;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (*p) {
+            type_word *w = &f->words[f->nwords++];
+            w->text = p;
+            w->interned = mlprof__map_get(&t->strings, p, strlen(p));
+            w->glob = strpbrk(p, "*?[") != NULL;
+        }
+        p = comma ? comma + 1 : NULL;
     }
     return 0;
 }
 
-static int keep_event(const an_event *e, const an_options *o)
+/* The operator type e names in an argument (the first of k_type_keys it has,
+ * as --aggregate-by op_type takes it), or NULL. */
+static const char *type_arg(const an_trace *t, const filter *f, const an_event *e)
 {
+    const an_arg *a = f->type_keys.n ? an_event_arg_in(t, e, &f->type_keys) : NULL;
+    return a && a->type == AN_STR ? a->str : NULL;
+}
+
+/* Whether w is e's category, its name, or type: the operator type an argument
+ * of e gives (or NULL). */
+static int word_matches(const type_word *w, const an_event *e, const char *type)
+{
+    if (!w->glob && !w->interned)
+        return 0;
+    if (w->glob)
+        return fnmatch(w->text, e->cat, 0) == 0 || fnmatch(w->text, e->name, 0) == 0 ||
+               (type && fnmatch(w->text, type, 0) == 0);
+    return e->cat == w->interned || e->name == w->interned || type == w->interned;
+}
+
+/* Whether every filter keeps e, counting what each keeps on its own. */
+static int filter_event(const an_trace *t, filter *f, const an_event *e)
+{
+    const an_options *o = f->o;
     if (e->ph != 'X')
         return 0;
-    if (o->min_ns >= 0 && e->dur < o->min_ns)
+    int keep = 1;
+    f->durations++;
+    f->shortest = e->dur < f->shortest ? e->dur : f->shortest;
+    f->longest = e->dur > f->longest ? e->dur : f->longest;
+    if (o->min_ns >= 0) {
+        if (e->dur >= o->min_ns)
+            f->by_min++;
+        else
+            keep = 0;
+    }
+    if (o->max_ns >= 0) {
+        if (e->dur <= o->max_ns)
+            f->by_max++;
+        else
+            keep = 0;
+    }
+    if (f->nwords) {
+        int any = 0;
+        const char *type = type_arg(t, f, e);
+        for (size_t k = 0; k < f->nwords; k++) {
+            if (word_matches(&f->words[k], e, type)) {
+                f->words[k].kept++;
+                any = 1;
+            }
+        }
+        if (any)
+            f->by_type++;
+        else
+            keep = 0;
+    }
+    if (o->name) {
+        if (name_matches(o->name, e->name))
+            f->by_name++;
+        else
+            keep = 0;
+    }
+    f->kept += (uint64_t)keep;
+    return keep;
+}
+
+/* A filter that keeps no duration on its own: its option and its value (a
+ * time for --min-time and --max-time). */
+typedef struct miss {
+    const char *option, *value;
+    int64_t ns;
+} miss;
+
+/* The i-th filter that keeps nothing, in the order --type's words, --name,
+ * --min-time, --max-time; 0 past the last. */
+static int filter_miss(const filter *f, size_t i, miss *m)
+{
+    const an_options *o = f->o;
+    memset(m, 0, sizeof *m);
+    for (size_t k = 0; k < f->nwords; k++) {
+        if (!f->words[k].kept && i-- == 0) {
+            m->option = "--type";
+            m->value = f->words[k].text;
+            return 1;
+        }
+    }
+    if (o->name && !f->by_name && i-- == 0) {
+        m->option = "--name";
+        m->value = o->name;
+    } else if (o->min_ns >= 0 && !f->by_min && i-- == 0) {
+        m->option = "--min-time";
+        m->ns = o->min_ns;
+    } else if (o->max_ns >= 0 && !f->by_max && i-- == 0) {
+        m->option = "--max-time";
+        m->ns = o->max_ns;
+    }
+    return m->option != NULL;
+}
+
+/* '--type "conv"', or '--min-time 100.000 us'. */
+static void put_filter(mlprof__sb *out, const char *option, const char *value, int64_t ns)
+{
+    mlprof__sb_printf(out, "%s ", option);
+    if (value)
+        mlprof__sb_printf(out, "\"%s\"", value);
+    else
+        an_put_duration(out, ns);
+}
+
+static void put_miss(mlprof__sb *out, const miss *m)
+{
+    put_filter(out, m->option, m->value, m->ns);
+}
+
+/* How often each category, operator type and name occurs among the durations:
+ * what a note on a filter that keeps nothing offers instead. */
+typedef struct tally {
+    mlprof__map cats, types, names;
+} tally;
+
+static int tally_one(mlprof__map *m, const char *s)
+{
+    mlprof__map_entry *slot = mlprof__map_slot(m, s, strlen(s));
+    if (!slot)
+        return -1;
+    slot->value = (void *)((uintptr_t)slot->value + 1);
+    return 0;
+}
+
+static void tally_free(tally *y)
+{
+    mlprof__map_free(&y->cats);
+    mlprof__map_free(&y->types);
+    mlprof__map_free(&y->names);
+}
+
+/* Returns 0, or -1 (out of memory). */
+static int tally_init(tally *y, const an_trace *t, const filter *f)
+{
+    mlprof__map_init(&y->cats);
+    mlprof__map_init(&y->types);
+    mlprof__map_init(&y->names);
+    for (size_t i = 0; i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        if (e->ph != 'X')
+            continue;
+        const char *type = type_arg(t, f, e);
+        if (tally_one(&y->cats, e->cat) || tally_one(&y->types, type ? type : e->name) ||
+            tally_one(&y->names, e->name))
+            return -1;
+    }
+    return 0;
+}
+
+static int tally_cmp(const void *pa, const void *pb)
+{
+    const mlprof__map_entry *a = *(const mlprof__map_entry *const *)pa, *b = *(const mlprof__map_entry *const *)pb;
+    uintptr_t x = (uintptr_t)a->value, y = (uintptr_t)b->value;
+    return x != y ? (x > y ? -1 : 1) : strcmp(a->key, b->key);
+}
+
+/* "what: a (3), b (1)", the most frequent first, at most max of them. */
+static void put_tally(mlprof__sb *out, const char *what, const mlprof__map *m, size_t max)
+{
+    const mlprof__map_entry **v = m->count ? mlprof__malloc(m->count * sizeof *v) : NULL;
+    size_t n = 0;
+    for (size_t i = 0; v && i < m->cap; i++) {
+        if (m->slots[i].key)
+            v[n++] = &m->slots[i];
+    }
+    mlprof__sort(v, n, sizeof *v, tally_cmp);
+    mlprof__sb_printf(out, "; %s: ", what);
+    for (size_t i = 0; i < n && i < max; i++)
+        mlprof__sb_printf(out, "%s%s (%llu)", i ? ", " : "", v[i]->key[0] ? v[i]->key : "(none)",
+                          (unsigned long long)(uintptr_t)v[i]->value);
+    if (n > max)
+        mlprof__sb_printf(out, " and %zu more", n - max);
+    mlprof__free(v);
+}
+
+/* The edit distance of two short strings, ignoring case; SIZE_MAX for long ones. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b), row[65];
+    if (na > 64 || nb > 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+/* What the user may have meant by a filter word that matched nothing, from the
+ * strings of the maps; written into buf ("" when nothing comes close). exact:
+ * the word is compared whole (--type), else it may be part of a name. */
+static void suggest(const char *word, int exact, const mlprof__map *const *maps, size_t nmaps, char *buf,
+                    size_t len)
+{
+    buf[0] = '\0';
+    size_t n = strlen(word), best = n / 5 ? n / 5 : 1, best_count = 0;
+    int glob = strpbrk(word, "*?[") != NULL;
+    char wide[300];
+    snprintf(wide, sizeof wide, "%s%s%s", word[0] == '*' ? "" : "*", word, n && word[n - 1] == '*' ? "" : "*");
+    for (size_t k = 0; k < nmaps; k++) {
+        for (size_t i = 0; i < maps[k]->cap; i++) {
+            const mlprof__map_entry *s = &maps[k]->slots[i];
+            if (!s->key || !s->key[0])
+                continue;
+            uintptr_t count = (uintptr_t)s->value;
+            if (glob || exact) {
+                /* a glob that matches inside names, or ignoring case */
+                if (fnmatch(wide, s->key, 0) == 0 && strcmp(wide, word) != 0) {
+                    snprintf(buf, len, "%s", wide);
+                    return;
+                }
+                if (glob && fnmatch(word, s->key, FNM_CASEFOLD) == 0) {
+                    snprintf(buf, len, "%s", s->key);
+                    return;
+                }
+            } else if (strcasestr(s->key, word)) {
+                snprintf(buf, len, "%s", s->key);
+                return;
+            }
+            size_t d = glob ? SIZE_MAX : distance(word, s->key);
+            if (d < best || (d == best && d != SIZE_MAX && count > best_count)) {
+                best = d;
+                best_count = count;
+                snprintf(buf, len, "%s", s->key);
+            }
+        }
+    }
+}
+
+/* Lines (each ending in a newline) on the filters that keep nothing, and what
+ * the trace has instead: its categories and operator types for --type, names
+ * for --name, the longest or shortest duration for a time. Returns 0, or -1
+ * (out of memory). */
+static int filter_notes(const an_trace *t, const filter *f, mlprof__sb *notes)
+{
+    const an_options *o = f->o;
+    miss m;
+    if (!f->durations && filter_miss(f, 0, &m)) {
+        mlprof__sb_printf(notes, "%s: the trace holds no durations (\"X\" events or \"B\"/\"E\" pairs), so ", t->path);
+        for (size_t i = 0; filter_miss(f, i, &m); i++) {
+            mlprof__sb_puts(notes, i ? ", " : "");
+            put_miss(notes, &m);
+        }
+        mlprof__sb_puts(notes, " match nothing\n");
         return 0;
-    if (o->max_ns >= 0 && e->dur > o->max_ns)
+    }
+    if (!filter_miss(f, 0, &m)) {
+        if (f->kept || !f->durations || (!f->nwords && !o->name && o->min_ns < 0 && o->max_ns < 0))
+            return 0;
+        /* each keeps some; together, none */
+        mlprof__sb_printf(notes, "%s: no duration passes all the filters together (of its %llu durations", t->path,
+                          (unsigned long long)f->durations);
+        const struct {
+            int on;
+            const char *option, *value;
+            int64_t ns;
+            uint64_t kept;
+        } parts[] = {{f->nwords > 0, "--type", o->type, 0, f->by_type},
+                     {o->name != NULL, "--name", o->name, 0, f->by_name},
+                     {o->min_ns >= 0, "--min-time", NULL, o->min_ns, f->by_min},
+                     {o->max_ns >= 0, "--max-time", NULL, o->max_ns, f->by_max}};
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            if (!parts[i].on)
+                continue;
+            mlprof__sb_puts(notes, ", ");
+            put_filter(notes, parts[i].option, parts[i].value, parts[i].ns);
+            mlprof__sb_printf(notes, " keeps %llu", (unsigned long long)parts[i].kept);
+        }
+        mlprof__sb_puts(notes, ")\n");
         return 0;
-    if (o->type && !in_list(o->type, e->cat))
-        return 0;
-    if (o->name && !name_matches(o->name, e->name))
-        return 0;
-    return 1;
+    }
+    tally y;
+    int rc = tally_init(&y, t, f);
+    for (size_t i = 0; rc == 0 && filter_miss(f, i, &m); i++) {
+        mlprof__sb_printf(notes, "%s: ", t->path);
+        put_miss(notes, &m);
+        if (strcmp(m.option, "--type") == 0 && strcmp(m.value, o->type) != 0)
+            mlprof__sb_printf(notes, " (of \"%s\")", o->type);
+        mlprof__sb_printf(notes, " matches none of its %llu durations", (unsigned long long)f->durations);
+        char hint[300];
+        if (strcmp(m.option, "--type") == 0) {
+            put_tally(notes, "categories", &y.cats, 8);
+            put_tally(notes, "operator types", &y.types, 8);
+            const mlprof__map *maps[] = {&y.types, &y.cats, &y.names};
+            suggest(m.value, 1, maps, 3, hint, sizeof hint);
+        } else if (strcmp(m.option, "--name") == 0) {
+            put_tally(notes, "names", &y.names, 8);
+            const mlprof__map *maps[] = {&y.names};
+            suggest(m.value, 0, maps, 1, hint, sizeof hint);
+        } else {
+            mlprof__sb_puts(notes, strcmp(m.option, "--min-time") == 0 ? "; the longest is " : "; the shortest is ");
+            an_put_duration(notes, strcmp(m.option, "--min-time") == 0 ? f->longest : f->shortest);
+            hint[0] = '\0';
+        }
+        if (hint[0])
+            mlprof__sb_printf(notes, "; did you mean \"%s\"?", hint);
+        mlprof__sb_putc(notes, '\n');
+    }
+    tally_free(&y);
+    return rc;
+}
+
+/* For the table: under the header, a note per filter that keeps nothing; or,
+ * when no duration is kept, why. */
+static void put_misses_table(mlprof__sb *out, const filter *f)
+{
+    miss m;
+    for (size_t i = 0; f->kept && filter_miss(f, i, &m); i++) {
+        mlprof__sb_puts(out, "note: ");
+        put_miss(out, &m);
+        mlprof__sb_puts(out, " matches nothing\n");
+    }
+}
+
+static void put_nothing_kept(mlprof__sb *out, const filter *f)
+{
+    miss m;
+    mlprof__sb_puts(out, "(no durations match");
+    if (!f->durations) {
+        mlprof__sb_puts(out, ": the trace holds none");
+    } else if (filter_miss(f, 0, &m)) {
+        for (size_t i = 0; filter_miss(f, i, &m); i++) {
+            mlprof__sb_puts(out, i ? "; " : ": ");
+            put_miss(out, &m);
+            mlprof__sb_puts(out, " matches nothing");
+        }
+    } else if (f->nwords || f->o->name || f->o->min_ns >= 0 || f->o->max_ns >= 0) {
+        mlprof__sb_puts(out, ": no duration passes all the filters together");
+    }
+    mlprof__sb_puts(out, ")\n");
+}
+
+static void put_misses_json(mlprof__sb *out, const filter *f)
+{
+    miss m;
+    mlprof__sb tmp;
+    mlprof__sb_init(&tmp);
+    mlprof__sb_puts(out, ",\"filters_matching_nothing\":[");
+    for (size_t i = 0; filter_miss(f, i, &m); i++) {
+        mlprof__sb_printf(out, "%s{\"option\":\"%s\",\"value\":", i ? "," : "", m.option);
+        mlprof__sb_reset(&tmp);
+        m.value ? mlprof__sb_puts(&tmp, m.value) : an_put_duration(&tmp, m.ns);
+        mlprof__sb_json_str(out, tmp.data ? tmp.data : "", tmp.len);
+        mlprof__sb_putc(out, '}');
+    }
+    mlprof__sb_putc(out, ']');
+    mlprof__sb_free(&tmp);
 }
 
 /* The argument keys every event is asked for, interned once per table. */
@@ -487,8 +898,8 @@ static void json_num(mlprof__sb *out, double v)
         mlprof__sb_double(out, v);
 }
 
-static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o, group **rows, size_t shown,
-                        const double *cum, size_t kept, int order, int asc)
+static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o, const filter *f, group **rows,
+                        size_t shown, const double *cum, size_t kept, int order, int asc)
 {
     mlprof__sb_puts(out, "{\"trace\":");
     mlprof__sb_json_str(out, t->path, strlen(t->path));
@@ -503,8 +914,10 @@ static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o,
         mlprof__sb_puts(out, ",\"error\":");
         mlprof__sb_json_str(out, t->error, strlen(t->error));
     }
-    mlprof__sb_printf(out, ",\"unmatched_ends\":%llu,\"unclosed_begins\":%llu,\"rows\":[",
+    mlprof__sb_printf(out, ",\"unmatched_ends\":%llu,\"unclosed_begins\":%llu",
                       (unsigned long long)t->unmatched_ends, (unsigned long long)t->unclosed_begins);
+    put_misses_json(out, f);
+    mlprof__sb_puts(out, ",\"rows\":[");
     for (size_t i = 0; i < shown; i++) {
         const group *g = rows[i];
         if (i)
@@ -564,15 +977,33 @@ static void format_csv(mlprof__sb *out, group **rows, size_t shown, const double
     }
 }
 
+/* A line saying that no row has the column the rows are ordered by, and which
+ * arguments would give it; after the trace's path when t is given, else after
+ * "note: ". */
+static void put_order_note(mlprof__sb *out, const an_trace *t, const an_options *o, int col)
+{
+    const char *const *keys = col == C_FLOPS || col == C_FLOPS_RATE ? k_flops_keys
+                               : col == C_BYTES || col == C_BW      ? k_bytes_keys
+                               : col == C_IN                        ? k_in_keys
+                                                                    : k_out_keys;
+    mlprof__sb_printf(out, "%s: --order-by %s: no row has %s (no kept duration has an argument ",
+                      t ? t->path : "note", o->order_by, k_cols[col].name);
+    for (size_t i = 0; keys[i]; i++)
+        mlprof__sb_printf(out, "%s\"%s\"", i == 0 ? "" : keys[i + 1] ? ", " : " or ", keys[i]);
+    mlprof__sb_puts(out, "); the rows are in name order\n");
+}
+
 /* The groups of a trace's kept durations, each finished (its columns set). */
 typedef struct group_table {
     mlprof__map index; /* key -> group number + 1; owns the keys */
     group *groups;
     size_t n, cap, kept;
+    filter f; /* what each filter kept */
 } group_table;
 
 static void table_free(group_table *tab)
 {
+    filter_free(&tab->f);
     mlprof__free(tab->groups);
     mlprof__map_free(&tab->index);
     memset(tab, 0, sizeof *tab);
@@ -596,6 +1027,11 @@ static int build_table(an_trace *t, const an_options *o, group_table *tab)
     } else {
         an_compute_self(t);
     }
+    if (filter_init(&tab->f, t, o) != 0) {
+        if (lp)
+            an_gpu_links_free(lp);
+        return -1;
+    }
     mlprof__sb key;
     mlprof__sb_init(&key);
     arg_keys keys;
@@ -603,7 +1039,7 @@ static int build_table(an_trace *t, const an_options *o, group_table *tab)
     int rc = 0;
     for (size_t i = 0; i < t->nev && rc == 0; i++) {
         const an_event *e = &t->ev[i];
-        if (!keep_event(e, o))
+        if (!filter_event(t, &tab->f, e))
             continue;
         tab->kept++;
         group_key(t, lp, e, i, o->aggregate_by, &key);
@@ -679,6 +1115,14 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
             has_in |= rows[i]->in_shape != NULL;
             has_out |= rows[i]->out_shape != NULL;
         }
+        /* ordered by a column no row has: the order falls back to the names; say so */
+        int c = g_order_col, lacks = ngroups && ((c == C_FLOPS || c == C_FLOPS_RATE) ? !has_flops
+                                                 : (c == C_BYTES || c == C_BW)       ? !has_bytes
+                                                 : c == C_IN                         ? !has_in
+                                                 : c == C_OUT                        ? !has_out
+                                                                                     : 0);
+        if (lacks && o->notes)
+            put_order_note(o->notes, t, o, c);
         int cols[C_N], ncols = 0;
         cols[ncols++] = C_KEY;
         cols[ncols++] = C_COUNT;
@@ -698,18 +1142,23 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
         if (has_out)
             cols[ncols++] = C_OUT;
         if (o->format == AN_JSON) {
-            format_json(out, t, o, rows, shown, cum, kept, g_order_col, g_order_asc);
+            format_json(out, t, o, &tab.f, rows, shown, cum, kept, g_order_col, g_order_asc);
         } else if (o->format == AN_CSV) {
             format_csv(out, rows, shown, cum);
         } else {
             print_header(out, t, o, kept, ngroups, g_order_col, g_order_asc);
             print_warnings(out, t, 0);
+            put_misses_table(out, &tab.f);
+            if (lacks)
+                put_order_note(out, NULL, o, c);
             mlprof__sb_putc(out, '\n');
             if (ngroups)
                 format_table(out, rows, ngroups, shown, cum, cols, ncols, o->aggregate);
             else
-                mlprof__sb_puts(out, "(no durations match)\n");
+                put_nothing_kept(out, &tab.f);
         }
+        if (o->notes && filter_notes(t, &tab.f, o->notes) != 0)
+            rc = -1;
     }
     mlprof__free(rows);
     mlprof__free(cum);
@@ -785,6 +1234,8 @@ int an_diff(an_trace *ta, an_trace *tb, const an_options *o, const an_diff_optio
     }
     if (rc == 0)
         mlprof__sort(rows, n, sizeof *rows, diff_cmp);
+    if (rc == 0 && o->notes && (filter_notes(ta, &A.f, o->notes) != 0 || filter_notes(tb, &B.f, o->notes) != 0))
+        rc = -1;
     size_t shown = o->top > 0 && (size_t)o->top < n ? (size_t)o->top : n;
     const char *what = d->total ? "total" : "self";
     if (rc == 0 && o->format == AN_JSON) {
@@ -827,7 +1278,7 @@ int an_diff(an_trace *ta, an_trace *tb, const an_options *o, const an_diff_optio
         if (ta->partial || tb->partial)
             mlprof__sb_printf(out, "WARNING: %s\n", ta->partial ? ta->error : tb->error);
         mlprof__sb_putc(out, '\n');
-        size_t w = 4;
+        size_t w = 5; /* "(all)" */
         for (size_t i = 0; i < shown; i++)
             w = strlen(rows[i].key) > w ? strlen(rows[i].key) : w;
         w = w > 50 ? 50 : w;

@@ -18,16 +18,24 @@ typedef struct an_options {
     int aggregate;            /* AN_SUM...: how a group's times combine */
     const char *order_by;     /* a column; "+column" for ascending */
     int64_t min_ns, max_ns;   /* duration filter; -1: none */
-    const char *type;         /* comma list of categories to keep, or NULL */
+    const char *type;         /* comma list of words, or NULL: a duration is kept when one is
+                                 its category, its name or the operator type an argument gives
+                                 ("type", "op_type", "opr_type"); words with * ? [ are globs */
     const char *name;         /* a glob (or substring) the names must match, or NULL */
     int format;
+    mlprof__sb *notes;        /* when not NULL, receives a line (the trace's path first) for
+                                 each filter that keeps no duration, saying what the trace
+                                 has instead, or one when the filters keep nothing together */
 } an_options;
 
 void an_options_default(an_options *o);
 /* Checks the options (an unknown column or grouping key is an error naming
- * it). Returns 0, or -1 with *error set (static text or in errbuf). */
+ * it, as is a --type list without a word). Returns 0, or -1 with the error
+ * in errbuf. */
 int an_options_check(const an_options *o, char *errbuf, size_t len);
-/* The operator table. Returns 0, or -1 (out of memory). */
+/* The operator table. A filter that keeps nothing is no error: the table
+ * (or the JSON's "filters_matching_nothing") says so, and o->notes says what
+ * the trace has. Returns 0, or -1 (out of memory). */
 int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out);
 
 /* What `mlprof diff` compares: self time (or total time with total), combined

@@ -30,12 +30,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         an_analyze(&t, &o, &out);
         mlprof__sb_reset(&out);
     }
+    /* the filters, and the notes on those that keep nothing or on an order no row has */
+    mlprof__sb notes;
+    mlprof__sb_init(&notes);
+    o.type = "op,Conv*,aten::mm";
+    o.name = "a*";
+    o.min_ns = 1000;
+    o.order_by = "memory";
+    o.notes = &notes;
+    an_analyze(&t, &o, &out);
+    mlprof__sb_reset(&out);
+    o.format = AN_TABLE;
+    an_analyze(&t, &o, &out);
+    mlprof__sb_reset(&out);
     an_kernels(&t, AN_JSON, 5, &out);
     mlprof__sb_reset(&out);
     an_diff_options d = {0, 10, 0};
     size_t regressions;
     an_diff(&t, &t, &o, &d, &out, &regressions);
     mlprof__sb_reset(&out);
+    mlprof__sb_free(&notes);
     an_trace *two[2] = {&t, &t};
     an_merge_options mo = {NULL, NULL, NULL, 0};
     int method;
