@@ -520,6 +520,9 @@ def test_kernels():
           f"top kernels table\n{p.stdout}")
     check("5 GPU events: 3 linked to their launch by correlation id, 1 by flow, 1 not linked" in p.stdout
           and "GPU 0: 5 GPU events, busy 129.000 us of 264.000 us" in p.stdout, f"kernels table\n{p.stdout}")
+    for opt in (["--type", "kernel"], ["--name", "gemm"], ["--min-time", "1us"], ["--aggregate-by", "launch"]):
+        p = mlprof("kernels", path, *opt, expect=2)
+        check(f"kernels: {opt[0]} is an option of analyze" in p.stderr, f"kernels {opt}, which it would ignore: {p.stderr!r}")
     p = mlprof("kernels", write("cpu_only.json", json.dumps({"traceEvents": NESTED})))
     check("no kernels" in p.stdout, "a CPU-only trace")
 

@@ -548,6 +548,17 @@ static int cmd_kernels(int argc, char **argv)
     const char *path = one_trace_args("kernels", argc, argv, kernels_usage, 0, &o, &output);
     if (o.format == AN_CSV)
         bad_usage("kernels", "%s", "--format: table or json");
+    /* analyze's options that kernels would ignore: a filter must not be dropped without a word */
+    const char *ignored = o.type                          ? "--type"
+                          : o.name                        ? "--name"
+                          : o.min_ns >= 0                 ? "--min-time"
+                          : o.max_ns >= 0                 ? "--max-time"
+                          : o.aggregate != AN_SUM         ? "--aggregate"
+                          : strcmp(o.aggregate_by, "name") ? "--aggregate-by"
+                                                          : NULL;
+    if (ignored)
+        bad_usage("kernels", "%s is an option of analyze; kernels takes every GPU event ('" PROG
+                             " analyze TRACE --type kernel ...' filters them)", ignored);
     return run_on_trace("kernels", path, output, kernels_analysis, &o);
 }
 
