@@ -1,32 +1,48 @@
 """mlprof for Python: the C library through ctypes, in three styles.
 
 MXNet's: set_config, set_state, pause/resume, dump, dumps, Domain, Task,
-Frame, Event, Counter (+=, -=), Marker, scope().
-MegEngine's: Profiler(path=..., formats=[...], sample_rate=...) as a context
-manager and as a decorator (@profile()).
-RAF's: start(level), stop(), get() (the trace as a dict), clear(), dump(path).
+Frame, Event, Counter (+=, -=), Marker, scope(), and the deprecated
+profiler_set_config, profiler_set_state, dump_profile.
+MegEngine's: Profiler(path=..., format=..., formats=[...], sample_rate=...,
+profile_device=...) as a context manager and as a decorator (@profile()).
+RAF's: start(prof_level), stop(), get() (the trace as a dict), clear(),
+dump(path).
+
+Each style also has a module of its own that takes that framework's names
+exactly (mlprof.mxnet, mlprof.megengine, mlprof.raf), so that a script
+written for it needs only its import changed.
 
 Errors of the C library are MlprofError, with its message (which names the
 key, value or file).
 """
 import contextlib
+import contextvars
 import ctypes
 import functools
 import json
 import os
+import sys
+import threading
+import types
+import warnings
 
 from ._lib import MemInfo, lib
 
 __all__ = [
     "MlprofError", "version", "set_config", "get_config", "load_config", "set_state", "get_state", "pause",
-    "resume", "is_paused", "dump", "dumps", "clear", "dropped_events", "output_path", "Domain", "Task", "Frame",
-    "Event", "Counter", "Marker", "scope", "add_args", "memory_alloc", "memory_free", "memory_info",
-    "thread_name", "process_name", "now_ns", "start", "stop", "get", "Profiler", "profile",
+    "resume", "is_paused", "dump", "dump_to", "dumps", "trace_json", "clear", "dropped_events", "output_path", "Domain", "Task",
+    "Frame", "Event", "Counter", "Marker", "scope", "add_args", "memory_alloc", "memory_free", "memory_reserve",
+    "memory_release", "memory_info", "memory_reset", "memory_trace", "device_number", "thread_name",
+    "process_name", "now_ns", "start", "stop", "get", "Profiler", "profile", "profiler_set_config",
+    "profiler_set_state", "dump_profile", "set_kvstore_handle",
 ]
 
 _SORTS = {"total": 0, "avg": 1, "min": 2, "max": 3, "count": 4, "self": 5}
 _FORMATS = {"table": 0, "json": 1}
-_SCOPES = {"global": 0, "process": 1, "thread": 2}
+# MXNet's marker scopes "task" and "marker" are drawn on the thread, as
+# MXNet's own trace writer does with them
+_SCOPES = {"global": 0, "process": 1, "thread": 2, "task": 2, "marker": 2}
+_PROCESSES = ("worker", "server")
 _CLASSES = {"user": 0, "operator": 1, "api": 2, "memory": 3}
 
 
@@ -57,6 +73,15 @@ def _text(value):
     return str(value)
 
 
+def _submodule(name, members):
+    """A module made here and importable by name (mlprof.raf.utils.profiler),
+    so that a framework's import paths keep working."""
+    module = types.ModuleType(name)
+    module.__dict__.update(members)
+    sys.modules[name] = module
+    return module
+
+
 def version():
     """The library's version, such as "0.1.0"."""
     return lib.mlprof_version_string().decode()
@@ -64,17 +89,43 @@ def version():
 
 # ---------------------------------------------------------------- control
 
+def _this_process(profile_process, what):
+    """MXNet's profile_process: "worker" is this process; "server" is a
+    kvstore server, which mlprof does not control from here (a server run
+    under mlprof profiles itself). False for the server, with a warning."""
+    if profile_process not in _PROCESSES:
+        raise ValueError(f'profile_process must be "worker" or "server", not {profile_process!r}')
+    if profile_process == "server":
+        warnings.warn(f"mlprof: {what}(profile_process='server') does nothing: mlprof has no kvstore server "
+                      "to control from here; run the server under `mlprof run` to profile it", RuntimeWarning,
+                      stacklevel=3)
+        return False
+    return True
+
+
 def set_config(*args, **kwargs):
     """Sets configuration keys, all or none: set_config(filename="t.json",
-    profile_all=True) or set_config("filename", "t.json")."""
+    profile_all=True) or set_config("filename", "t.json"). MXNet's keys are
+    taken too (profile_symbolic, profile_imperative, profile_process,
+    gpu_memory_profile_filename_prefix): see the README's table."""
     if args:
         if len(args) != 2 or kwargs:
             raise TypeError("set_config(key, value) or set_config(key=value, ...)")
         kwargs = {args[0]: args[1]}
+    if kwargs.get("profile_process") == "server" and not _this_process("server", "set_config"):
+        return  # keys for a kvstore server's profiler
     keys = [_b(k) for k in kwargs]
     values = [_b(_text(v)) for v in kwargs.values()]
     n = len(keys)
     _check(lib.mlprof_set_configs(n, (ctypes.c_char_p * n)(*keys), (ctypes.c_char_p * n)(*values)))
+
+
+def profiler_set_config(mode="symbolic", filename="profile.json"):
+    """MXNet's deprecated form: turns on profile_<mode> ("symbolic", "imperative",
+    "all", "api", "memory") and sets the trace's filename."""
+    warnings.warn("profiler.profiler_set_config() is deprecated. Please use profiler.set_config() instead",
+                  DeprecationWarning, stacklevel=2)
+    set_config(**{"profile_" + mode: True, "filename": filename})
 
 
 def get_config(key):
@@ -89,27 +140,47 @@ def load_config(path):
     _check(lib.mlprof_load_config(_b(os.fspath(path))))
 
 
-def set_state(state="stop"):
+def set_state(state="stop", profile_process="worker"):
     """"run" starts recording, "stop" stops it (MXNet's profiler.set_state)."""
     if state not in ("run", "stop"):
         raise ValueError(f'state must be "run" or "stop", not {state!r}')
-    _check(lib.mlprof_set_state(1 if state == "run" else 0))
+    if _this_process(profile_process, "set_state"):
+        _check(lib.mlprof_set_state(1 if state == "run" else 0))
+
+
+def profiler_set_state(state="stop"):
+    """MXNet's deprecated set_state."""
+    warnings.warn("profiler.profiler_set_state() is deprecated. Please use profiler.set_state() instead",
+                  DeprecationWarning, stacklevel=2)
+    set_state(state)
 
 
 def get_state():
     return "run" if lib.mlprof_get_state() == 1 else "stop"
 
 
-def pause():
-    _check(lib.mlprof_pause())
+def pause(profile_process="worker"):
+    if _this_process(profile_process, "pause"):
+        _check(lib.mlprof_pause())
 
 
-def resume():
-    _check(lib.mlprof_resume())
+def resume(profile_process="worker"):
+    if _this_process(profile_process, "resume"):
+        _check(lib.mlprof_resume())
 
 
 def is_paused():
     return bool(lib.mlprof_is_paused())
+
+
+def set_kvstore_handle(handle):
+    """MXNet's hook for the kvstore that carries server commands: kept, unused
+    (mlprof controls this process only)."""
+    global _kvstore_handle
+    _kvstore_handle = handle
+
+
+_kvstore_handle = None
 
 
 def output_path(what="trace"):
@@ -119,19 +190,44 @@ def output_path(what="trace"):
     return buf.value.decode()
 
 
-def dump(finished=True):
-    """Writes the trace (MXNet: dump(finished=True) also stops; RAF:
-    dump(path) writes it to path). Returns the trace's path."""
+def dump(finished=True, profile_process="worker"):
+    """MXNet's dump: writes the trace to the configured filename; finished
+    (the default) also stops recording and ends the trace. Returns the
+    trace's path. For RAF's dump(path), a path as the first argument writes
+    the trace there, for this dump only, and keeps recording."""
     if isinstance(finished, (str, os.PathLike)):
-        set_config(filename=os.fspath(finished))
-        finished = True
-    _check(lib.mlprof_dump(1 if finished else 0))
+        return dump_to(finished, finished=False)
+    if not _this_process(profile_process, "dump"):
+        return None
+    _check(lib.mlprof_dump(1 if finished is True else 0))
     return output_path("trace")
 
 
-def dumps(format="table", sort_by="total", ascending=False, reset=False):
+def dump_to(path, finished=False):
+    """Writes the trace to path, for this dump only: the configured filename
+    is neither changed nor written. Returns path."""
+    path = os.fspath(path)
+    _check(lib.mlprof_dump_to(_b(path), 1 if finished else 0))
+    return path
+
+
+def dump_profile():
+    """MXNet's deprecated dump(True)."""
+    warnings.warn("profiler.dump_profile() is deprecated. Please use profiler.dump() instead",
+                  DeprecationWarning, stacklevel=2)
+    return dump(True)
+
+
+def _take_string(out):
+    try:
+        return ctypes.string_at(out.value).decode(errors="replace")
+    finally:
+        lib.mlprof_free(out)
+
+
+def dumps(reset=False, format="table", sort_by="total", ascending=False):
     """The aggregate statistics as a table (str) or JSON (str), sorted by total,
-    avg, min, max, count or self time."""
+    avg, min, max, count or self time (MXNet's dumps, same argument order)."""
     if format not in _FORMATS:
         raise ValueError(f"format must be one of {', '.join(_FORMATS)}, not {format!r}")
     if sort_by not in _SORTS:
@@ -139,10 +235,15 @@ def dumps(format="table", sort_by="total", ascending=False, reset=False):
     out = ctypes.c_void_p()
     _check(lib.mlprof_dumps(ctypes.byref(out), _FORMATS[format], _SORTS[sort_by], int(bool(ascending)),
                             int(bool(reset))))
-    try:
-        return ctypes.string_at(out.value).decode(errors="replace")
-    finally:
-        lib.mlprof_free(out)
+    return _take_string(out)
+
+
+def trace_json():
+    """The trace recorded so far, as the JSON text a dump would write, without
+    writing anything."""
+    out = ctypes.c_void_p()
+    _check(lib.mlprof_dump_string(ctypes.byref(out)))
+    return _take_string(out)
 
 
 def clear():
@@ -205,6 +306,9 @@ class Domain:
     def new_marker(self, name):
         return Marker(self, name)
 
+    def __str__(self):
+        return self.name
+
     def __repr__(self):
         return f"Domain({self.name!r})"
 
@@ -243,6 +347,9 @@ class _Span(_Decorates):
         h, self._h = getattr(self, "_h", None), None
         if h and lib:
             lib.mlprof_span_destroy(h)
+
+    def __str__(self):
+        return self.name
 
     def __repr__(self):
         return f"{type(self).__name__}({self.name!r})"
@@ -299,12 +406,16 @@ class Counter:
         self.decrement(delta)
         return self
 
+    def __str__(self):
+        return self.name
+
     def __repr__(self):
         return f"Counter({self.name!r}, value={self.value})"
 
 
 class Marker:
-    """An instant: mark(scope="process"), the scope "global", "process" or "thread"."""
+    """An instant: mark(scope="process"), the scope "global", "process" or
+    "thread" ("task" and "marker", MXNet's other two, are drawn on the thread)."""
 
     def __init__(self, domain, name):
         self.domain, self.name = domain, name
@@ -315,41 +426,137 @@ class Marker:
             raise ValueError(f"scope must be one of {', '.join(_SCOPES)}, not {scope!r}")
         lib.mlprof_mark(self._h, _SCOPES[scope])
 
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return f"Marker({self.name!r})"
+
+
+# The scope as MXNet's scope() sees it ("model:conv1:"), and how many names
+# this module pushed on the library's per-thread scope stack to make it.
+_UNKNOWN_SCOPE = "<unk>:"
+_scope_now = contextvars.ContextVar("mlprof_scope", default=(_UNKNOWN_SCOPE, 0))
+
+
+def _push_parts(full):
+    parts = [p for p in full.split(":") if p]
+    for p in parts:
+        lib.mlprof_scope_push(_b(p))
+    return len(parts)
+
+
+def _pop(n):
+    for _ in range(n):
+        lib.mlprof_scope_pop()
+
 
 @contextlib.contextmanager
-def scope(name):
-    """with scope("model"): ... - spans and memory inside carry "model:"."""
-    lib.mlprof_scope_push(_b(name))
+def scope(name=_UNKNOWN_SCOPE, append_mode=True):
+    """MXNet's scope: with scope("model"): ... - spans and memory inside carry
+    "model:". Nested scopes append ("model:conv1:") unless append_mode is
+    False, which replaces the scope this function made for the block. Yields
+    the scope's full name."""
+    name = name if name.endswith(":") else name + ":"
+    outer, outer_depth = _scope_now.get()
+    replaced = 0
+    if append_mode and outer != _UNKNOWN_SCOPE:
+        depth = _push_parts(name)  # under the outer names, still pushed
+        name = outer + name
+    else:
+        _pop(outer_depth)
+        replaced = outer_depth
+        depth = _push_parts(name)
+    token = _scope_now.set((name, outer_depth + depth if not replaced else depth))
     try:
-        yield lib.mlprof_scope_current().decode()
+        yield name
     finally:
-        lib.mlprof_scope_pop()
+        _scope_now.reset(token)
+        _pop(depth)
+        if replaced:
+            _push_parts(outer)
 
 
 # ----------------------------------------------------------------- memory
 
+_DEVICE_WORDS = {"cpu": None, "cuda": 0, "gpu": 0}
+
+
+def device_number(device):
+    """The library's number for a device: an int as it is (0: cpu, 1 + n:
+    cuda:n), "cpu", "cuda", "cuda:1", "cuda(1)", or an object with an
+    mlprof_device attribute (mlprof.raf.Device)."""
+    if isinstance(device, bool):
+        raise TypeError(f"not a device: {device!r}")
+    if isinstance(device, int):
+        return device
+    if hasattr(device, "mlprof_device"):
+        return device.mlprof_device
+    text = str(device).strip().lower()
+    kind, index = text, None
+    for sep, close in ((":", ""), ("(", ")")):
+        if sep in text and text.endswith(close):
+            kind, _, rest = text.partition(sep)
+            index = rest[:len(rest) - len(close)] if close else rest
+            break
+    if kind not in _DEVICE_WORDS or (index is not None and not index.isdigit()):
+        raise ValueError(f"unknown device {device!r}: cpu, cuda, cuda:N or a device number")
+    if _DEVICE_WORDS[kind] is None:
+        if index not in (None, "0"):
+            raise ValueError(f"unknown device {device!r}: there is one cpu device")
+        return 0
+    return 1 + int(index or 0)
+
+
 def memory_alloc(address, nbytes, device=0, tag=None):
     """Records a block allocated at address (an int) of nbytes on device
-    (0: cpu, 1 + n: cuda:n)."""
-    _check(lib.mlprof_mem_alloc(device, address, nbytes, _b(tag) if tag else None))
+    (0 or "cpu"; 1 + n or "cuda:n")."""
+    _check(lib.mlprof_mem_alloc(device_number(device), address, nbytes, _b(tag) if tag else None))
 
 
 def memory_free(address, device=0):
-    _check(lib.mlprof_mem_free(device, address))
+    _check(lib.mlprof_mem_free(device_number(device), address))
+
+
+def memory_reserve(address, nbytes, device=0):
+    """A pool takes a segment of nbytes at address from the system: what is
+    "allocated" grows, what is "used" does not until blocks are allocated in it."""
+    _check(lib.mlprof_mem_reserve(device_number(device), address, nbytes))
+
+
+def memory_release(address, device=0):
+    """A pool gives the segment that starts at address back to the system."""
+    _check(lib.mlprof_mem_release(device_number(device), address))
 
 
 def memory_info(device=0):
     """Used and allocated bytes, their peaks and the counts, as a dict."""
     info = MemInfo()
-    _check(lib.mlprof_mem_info_get(device, ctypes.byref(info), ctypes.sizeof(info)))
+    _check(lib.mlprof_mem_info_get(device_number(device), ctypes.byref(info), ctypes.sizeof(info)))
     return {name: getattr(info, name) for name, _ in MemInfo._fields_}
+
+
+def memory_reset():
+    """Starts the memory figures again (peaks from the memory in use now,
+    counts and the memory trace emptied); the trace's events are kept."""
+    _check(lib.mlprof_mem_reset())
+
+
+def memory_trace(device=0):
+    """A device's memory operations since the start or the last reset, as
+    text: one line each, with the memory used and allocated after it."""
+    out = ctypes.c_void_p()
+    _check(lib.mlprof_mem_trace(device_number(device), ctypes.byref(out)))
+    return _take_string(out)
 
 
 # ------------------------------------------------------------ RAF's style
 
-def start(level=1):
-    """Starts recording with this level (domains up to it are recorded)."""
-    set_config(level=level)
+def start(prof_level=1, level=None):
+    """RAF's profiler.start: records domains up to prof_level (level: the
+    same). Like RAF, nothing is written unless asked (dump, or dump_to): the
+    dump at exit is turned off."""
+    set_config(level=prof_level if level is None else level, dump_at_exit=False)
     set_state("run")
 
 
@@ -358,69 +565,158 @@ def stop():
 
 
 def get():
-    """The trace recorded so far, as a dict (the Chrome trace's JSON)."""
-    path = dump(False)
-    with open(path) as f:
-        return json.load(f)
+    """The trace recorded so far, as a dict (the Chrome trace's JSON); writes
+    nothing, and keeps what was recorded (clear() discards it)."""
+    return json.loads(trace_json())
 
 
 # ------------------------------------------------------- MegEngine's style
 
+_DEFAULT = object()
+_entry_lock = threading.Lock()
+_claimed = set()        # output stems given to entries by this process
+_open = {"depth": 0, "outer": None}
+
+
+def _claim(folder, formats):
+    """The stem of a new entry's files in folder: PID, then PID.2, PID.3...,
+    never one whose files exist or that this process gave out before."""
+    pid, n = os.getpid(), 1
+    while True:
+        stem = os.path.join(folder, str(pid) if n == 1 else f"{pid}.{n}")
+        if stem not in _claimed and not any(os.path.lexists(f"{stem}.{f}") for f in formats):
+            _claimed.add(stem)
+            return stem
+        n += 1
+
+
 class Profiler(_Decorates):
-    """with Profiler(path="profile"): ... or @Profiler() / @profile(): records
-    what runs inside and writes the outputs when it ends, into the folder path:
-    formats among "chrome_timeline.json" (the trace), "stats.txt" (the
-    statistics table), "stats.json", "memory_flow.svg" and "memory.csv".
-    sample_rate: one memory sample every N memory operations. Other keyword
-    arguments are configuration keys (profile_memory=True, counters=...)."""
+    """MegEngine's Profiler: with Profiler(path="profile"): ... or @Profiler()
+    / @profile(). Every entry into the block or the function is profiled on
+    its own and written when it ends into the folder path, in files of its
+    own: PID.FORMAT for the first, PID.2.FORMAT, PID.3.FORMAT... after it
+    (no file is ever overwritten; .entries lists each entry's files, .outputs
+    the last one's). An entry that begins inside another one (recursion, a
+    nested Profiler) is part of it.
+
+    format / formats: among "chrome_timeline.json" (the trace, the default),
+    "memory_flow.svg", "memory.csv", "stats.txt" (the statistics table) and
+    "stats.json". sample_rate: if not 0, memory is profiled with a sample
+    every N memory operations. profile_device: GPU activity (the gpu key);
+    MegEngine's default, True, records it where there is an NVIDIA driver.
+    Other keyword arguments are configuration keys (counters=..., level=...)."""
 
     FORMATS = ("chrome_timeline.json", "stats.txt", "stats.json", "memory_flow.svg", "memory.csv")
 
-    def __init__(self, path="profile", formats=("chrome_timeline.json",), sample_rate=None, **config):
-        if isinstance(formats, str):
-            formats = (formats,)
-        bad = [f for f in formats if f not in self.FORMATS]
+    def __init__(self, path="profile", format=None, formats=None, sample_rate=0, profile_device=_DEFAULT,
+                 **config):
+        chosen = [formats] if isinstance(formats, str) else list(formats or ())
+        if format is not None or not chosen:
+            chosen.insert(0, format or "chrome_timeline.json")
+        chosen = list(dict.fromkeys(chosen))
+        bad = [f for f in chosen if f not in self.FORMATS]
         if bad:
             raise ValueError(f"unknown format {bad[0]!r} (one of {', '.join(self.FORMATS)})")
-        self.path, self.formats, self.config = os.fspath(path), tuple(formats), dict(config)
-        if sample_rate is not None:
-            self.config["memory_sample_rate"] = sample_rate
-        if any(f.startswith("memory") for f in formats):
+        for key in config:  # an unknown key is an error now, not at the first entry
+            get_config(key)
+        self.path, self.formats, self.config = os.fspath(path), tuple(chosen), dict(config)
+        if sample_rate:
             self.config.setdefault("profile_memory", True)
-        self.outputs = {}
-
-    def _stem(self):
-        return os.path.join(self.path, str(os.getpid()))
+            self.config["memory_sample_rate"] = sample_rate
+        if any(f.startswith("memory") for f in chosen):
+            self.config.setdefault("profile_memory", True)
+        if "gpu" not in self.config:
+            if profile_device is _DEFAULT:
+                if os.path.exists("/dev/nvidiactl"):
+                    self.config["gpu"] = "on"
+            else:
+                self.config["gpu"] = "on" if profile_device else "off"
+        self.entries, self.outputs = [], {}
+        self._profile = None
 
     def __enter__(self):
+        with _entry_lock:
+            _open["depth"] += 1
+            if _open["depth"] > 1:
+                return self
+            _open["outer"] = self
+        try:
+            self._begin()
+        except BaseException:
+            with _entry_lock:
+                _open["depth"], _open["outer"] = 0, None
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        with _entry_lock:
+            _open["depth"] -= 1
+            if _open["depth"] > 0 or _open["outer"] is not self:
+                return False
+            _open["outer"] = None
+        self._end()
+        return False
+
+    start = __enter__
+
+    def stop(self):
+        self.__exit__(None, None, None)
+
+    def _begin(self):
+        self._joined = get_state() == "run"
+        if self._joined:
+            warnings.warn("mlprof: Profiler entered while recording was already on (set_state('run')): this entry "
+                          "is recorded in that run, not in files of its own", RuntimeWarning, stacklevel=3)
+            return
         os.makedirs(self.path, exist_ok=True)
-        stem = self._stem()
-        keys = dict(filename=stem + ".chrome_timeline.json",
+        with _entry_lock:
+            self._stem = stem = _claim(self.path, self.FORMATS)
+        keys = dict(filename=stem + ".chrome_timeline.json", stats_file="",
                     memory_svg=stem + ".memory_flow.svg" if "memory_flow.svg" in self.formats else "",
                     memory_csv=stem + ".memory.csv" if "memory.csv" in self.formats else "", **self.config)
         self._saved = {k: get_config(k) for k in keys}  # put back when it ends
         set_config(**keys)
         clear()
         set_state("run")
-        return self
 
-    def __exit__(self, *exc):
-        stem = self._stem()
-        trace = dump(True)
-        if "chrome_timeline.json" in self.formats:
-            self.outputs["chrome_timeline.json"] = trace
-        else:
-            os.unlink(trace)
-        for fmt, kind in (("stats.txt", "table"), ("stats.json", "json")):
-            if fmt in self.formats:
-                with open(f"{stem}.{fmt}", "w") as f:
-                    f.write(dumps(format=kind))
-                self.outputs[fmt] = f"{stem}.{fmt}"
-        for fmt in ("memory_flow.svg", "memory.csv"):
-            if fmt in self.formats:
-                self.outputs[fmt] = f"{stem}.{fmt}"
-        set_config(**self._saved)
-        return False
+    def _end(self):
+        if self._joined:
+            return
+        stem, outputs = self._stem, {}
+        try:
+            if "chrome_timeline.json" not in self.formats:
+                self._profile = trace_json()
+            trace = dump(True)
+            if "chrome_timeline.json" in self.formats:
+                outputs["chrome_timeline.json"] = trace
+                self._profile = None
+            else:
+                os.unlink(trace)
+            for fmt, kind in (("stats.txt", "table"), ("stats.json", "json")):
+                if fmt in self.formats:
+                    with open(f"{stem}.{fmt}", "x") as f:
+                        f.write(dumps(format=kind))
+                    outputs[fmt] = f"{stem}.{fmt}"
+            for fmt in ("memory_flow.svg", "memory.csv"):
+                if fmt in self.formats and os.path.exists(f"{stem}.{fmt}"):
+                    outputs[fmt] = f"{stem}.{fmt}"
+        finally:
+            set_config(**self._saved)
+            self.entries.append(outputs)
+            self.outputs = outputs
+
+    def get_profile(self):
+        """The last entry's trace, as a dict."""
+        if not self.entries:
+            raise RuntimeError("get_profile(): this Profiler has not been entered yet")
+        if self._profile is not None:
+            return json.loads(self._profile)
+        with open(self.outputs["chrome_timeline.json"]) as f:
+            return json.load(f)
 
 
-profile = Profiler
+def profile(*args, **kwargs):
+    """MegEngine's profile, Profiler's alias: @profile() and @profile alike."""
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        return Profiler()(args[0])
+    return Profiler(*args, **kwargs)

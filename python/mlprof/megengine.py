@@ -1,0 +1,75 @@
+"""MegEngine's profiler API on mlprof: megengine.utils.profiler's Profiler and
+profile, and megengine.jit's trace(profiling=True) with get_profile(). A
+script changes only its import:
+
+    from megengine.utils.profiler import profile, Profiler
+        ->  from mlprof.megengine import profile, Profiler
+    from megengine.jit import trace  ->  from mlprof.megengine import trace
+
+Every entry into a profiled block or function is written to files of its
+own (Profiler's docstring says how they are named); none is overwritten.
+"""
+import functools
+import json
+
+from . import Profiler, _submodule, clear, get_state, profile, set_state, trace_json
+
+__all__ = ["Profiler", "profile", "trace"]
+
+
+class _Traced:
+    """A function under trace(profiling=True): each call is recorded, and
+    get_profile() returns every call's events as one trace (a dict)."""
+
+    def __init__(self, function, profiling):
+        functools.update_wrapper(self, function)
+        self._function, self._profiling = function, profiling
+        self._events, self._meta, self._other, self.calls = [], {}, {}, 0
+
+    def __call__(self, *args, **kwargs):
+        if not self._profiling or get_state() == "run":
+            # not profiling; or a run is already on: the call is part of it
+            return self._function(*args, **kwargs)
+        clear()
+        set_state("run")
+        try:
+            return self._function(*args, **kwargs)
+        finally:
+            set_state("stop")
+            self._collect(json.loads(trace_json()))
+            clear()
+
+    def _collect(self, trace):
+        self.calls += 1
+        for e in trace.get("traceEvents", []):
+            if e.get("ph") == "M":  # names of processes and threads: once each
+                self._meta[(e.get("name"), e.get("pid"), e.get("tid"))] = e
+            else:
+                self._events.append(e)
+        self._other = trace.get("otherData", {})
+
+    def get_profile(self):
+        if not self._profiling:
+            raise RuntimeError("get_profile(): this function was traced without profiling=True")
+        other = dict(self._other, calls=self.calls)
+        return {"traceEvents": list(self._meta.values()) + self._events, "displayTimeUnit": "ms",
+                "otherData": other}
+
+    def __get__(self, obj, objtype=None):  # a traced method
+        return self if obj is None else functools.partial(self.__call__, obj)
+
+
+def trace(function=None, *, symbolic=False, capture_as_const=False, profiling=False, **options):
+    """megengine.jit.trace as a decorator, @trace or @trace(...): with
+    profiling=True every call is recorded and f.get_profile() returns the
+    trace. symbolic, capture_as_const and the other options of MegEngine's
+    graph compiler have no meaning here and are accepted as they are."""
+    if function is None:
+        return lambda f: _Traced(f, profiling)
+    return _Traced(function, profiling)
+
+
+# from mlprof.megengine.utils.profiler import profile; from mlprof.megengine.jit import trace
+utils = _submodule(__name__ + ".utils", dict(
+    profiler=_submodule(__name__ + ".utils.profiler", dict(Profiler=Profiler, profile=profile))))
+jit = _submodule(__name__ + ".jit", dict(trace=trace))
