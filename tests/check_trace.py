@@ -1228,6 +1228,36 @@ def area_compat(prog, out):
     t = load(os.path.join(out, "string_continuous.json"))
     check(len(events(t, "X", "spooled_op")) == 100 and len(events(t, "X", "later_op")) == 7,
           "the string with the continuous dump's spool")
+    # MLPROF_WITH and MLPROF_WITH_GPU
+    t = load(os.path.join(out, "with.json"))
+    other = t["otherData"]
+    check(other["unfinished_spans"] == 0 and other["unmatched_ends"] == 0,
+          f"every span ended, whatever way the code was left: {other}")
+    by = {}
+    for e in events(t, "X"):
+        by.setdefault(e["name"], []).append(e)
+    req = by.get("request_3", [])
+    check(len(req) == 1 and req[0]["cat"] == "raf" and req[0].get("args") == {"category": "MemoryRequest",
+                                                                              "args": "Count: 3"},
+          f"the span with its category and args: {req}")
+    inner = by.get("inner", [])
+    check(len(inner) == 1 and inner[0]["cat"] == "default" and inner[0].get("args") == {"args": "nested"}
+          and req and req[0]["ts"] <= inner[0]["ts"] and inner[0]["ts"] + inner[0]["dur"] <= req[0]["ts"] + req[0]["dur"],
+          f"the nested span inside, in the default domain: {inner}")
+    for name, count in (("a", 1), ("b", 1), ("returns", 2), ("loop", 3), ("jumps", 1), ("unbraced_if", 1),
+                        ("outer_filtered", 1), ("by_hand", 1), ("around_gpu", 1)):
+        check(len(by.get(name, [])) == count, f"{count} {name} spans: {by.get(name)}")
+    check(all(e.get("args", {}).get("category") == "cat_ret" for e in by.get("returns", [])), "returns' category")
+    check(not by.get("filtered") and not by.get("while_stopped") and not by.get("gpu_stopped"),
+          "nothing from a filtered domain or while stopped")
+    check(all("category" not in e.get("args", {}) for e in by.get("outer_filtered", [])),
+          f"a filtered span's arguments do not land on the one around: {by.get('outer_filtered')}")
+    tracks = {e["tid"]: e["args"]["name"] for e in events(t, "M", "thread_name")}
+    gpu = by.get("gpu_block", [])
+    check(len(gpu) == 1 and gpu[0]["cat"] == "gpu_region" and tracks.get(gpu[0]["tid"]) == "GPU regions"
+          and gpu[0]["args"].get("category") == "CudaCat" and gpu[0]["args"].get("args") == "Count: 1"
+          and gpu[0]["args"].get("stream") == "0x9" and abs(gpu[0]["args"].get("gpu_ms", 0) - 25) < 2,
+          f"the GPU form's region with its category and args: {gpu}")
     # mlprof_mem_trace: a comment line, then CSV
     import csv
     with open(os.path.join(out, "mem_trace.txt"), newline="") as f:

@@ -15,7 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fake_cuda.h"
 #include "testutil.h"
+
+int compat_off_run(void); /* test_compat_off.c: the macros under MLPROF_DISABLE */
 
 static void expect_value(const char *key, const char *want)
 {
@@ -561,6 +564,90 @@ static void test_memory_profiler(void)
     mlprof_span_destroy(layer);
 }
 
+/* ------------------------------------------------------ RAF's macros */
+
+static int with_return(mlprof_domain *d, int x)
+{
+    MLPROF_WITH(d, "returns", "cat_ret", NULL, {
+        if (x)
+            return 7;
+    });
+    return 0;
+}
+
+static void test_with(void)
+{
+    CHECK_OK(mlprof_set_config("filename", tu_path("with.json")));
+    mlprof_domain *raf = mlprof_domain_create("raf");
+    mlprof_domain *ops = mlprof_domain_create("raf_ops");
+    CHECK_OK(mlprof_domain_set_class(ops, MLPROF_CLASS_OPERATOR));
+    CHECK_OK(mlprof_set_config("profile_operator", "0"));
+    int runs = 0;
+    /* stopped: the code runs, nothing is recorded */
+    MLPROF_WITH(raf, "while_stopped", NULL, NULL, runs++;);
+    CHECK(runs == 1, "the code runs while stopped: %d", runs);
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+
+    char name[32], count[32];
+    int n = 3;
+    snprintf(name, sizeof name, "request_%d", n);
+    snprintf(count, sizeof count, "Count: %d", n);
+    runs = 0;
+    MLPROF_WITH(raf, name, "MemoryRequest", count, {
+        for (int i = 0, m = n; i < m; ++i) /* commas in the code */
+            runs++;
+        MLPROF_WITH(NULL, "inner", NULL, "nested", { runs++; });
+    });
+    CHECK(runs == 4, "the code ran once: %d", runs);
+    /* two on one line */
+    MLPROF_WITH(raf, "a", NULL, NULL, runs++;); MLPROF_WITH(raf, "b", NULL, NULL, runs++;);
+    CHECK(runs == 6, "both ran: %d", runs);
+    CHECK(with_return(raf, 1) == 7 && with_return(raf, 0) == 0, "return from inside");
+    for (int i = 0; i < 5; i++)
+        MLPROF_WITH(raf, "loop", NULL, NULL, {
+            if (i == 0)
+                continue;
+            if (i == 2)
+                break; /* the loop around the macro */
+            runs++;
+        });
+    CHECK(runs == 7, "continue and break act on the loop around: %d", runs);
+    MLPROF_WITH(raf, "jumps", NULL, NULL, { goto after; });
+    runs += 100;
+after:
+    CHECK(runs == 7, "goto out of the code: %d", runs);
+    if (runs == 7)
+        MLPROF_WITH(raf, "unbraced_if", NULL, NULL, runs++;);
+    else
+        runs = -1;
+    CHECK(runs == 8, "the body of an unbraced if, with an else: %d", runs);
+    /* a filtered domain: the code runs, its arguments go nowhere */
+    MLPROF_WITH(raf, "outer_filtered", NULL, NULL, {
+        MLPROF_WITH(ops, "filtered", "cat_x", "args_x", runs++;);
+    });
+    CHECK(runs == 9, "the filtered code ran: %d", runs);
+    CHECK(mlprof_begin_with(ops, "filtered", "c", "a") == NULL, "nothing begun in a filtered domain");
+    mlprof_domain *got = mlprof_begin_with(NULL, "by_hand", "c", NULL);
+    CHECK(got == mlprof_domain_create(NULL), "the default domain");
+    mlprof_end_dynamic(got);
+
+    /* the GPU form, nested in the CPU one */
+    MLPROF_WITH(raf, "around_gpu", NULL, NULL, {
+        MLPROF_WITH_GPU((void *)0x9, "gpu_block", "CudaCat", "Count: 1", {
+            fake_cuda_gpu_busy(25.0);
+            runs++;
+        });
+    });
+    CHECK(runs == 10, "the GPU code ran: %d", runs);
+    CHECK(compat_off_run() == 3, "under MLPROF_DISABLE the code runs once");
+    CHECK_OK(mlprof_dump(1));
+    CHECK(fake_cuda_events_alive() == 0, "every CUDA event destroyed: %d", fake_cuda_events_alive());
+    /* stopped: the GPU form's code runs too */
+    MLPROF_WITH_GPU(NULL, "gpu_stopped", NULL, NULL, runs++;);
+    CHECK(runs == 11, "the GPU code runs while stopped: %d", runs);
+    CHECK_OK(mlprof_set_config("profile_operator", "1"));
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -573,5 +660,6 @@ int main(int argc, char **argv)
     test_dump_to();
     test_dump_string();
     test_memory_profiler();
+    test_with();
     return tu_finish("test_compat");
 }

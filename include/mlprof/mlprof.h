@@ -315,6 +315,17 @@ MLPROF_API void mlprof_end(mlprof_span *span);
  * buffer (up to 255 bytes). end_dynamic closes the innermost dynamic duration. */
 MLPROF_API void mlprof_begin_dynamic(mlprof_domain *domain, const char *name);
 MLPROF_API void mlprof_end_dynamic(mlprof_domain *domain);
+/* Begins a duration with a run-time name, as mlprof_begin_dynamic, with two
+ * string arguments: "category" and "args" (each left out when NULL; copied,
+ * up to 255 bytes). The begin of MLPROF_WITH (RAF's WITH_BASE_PROFILER).
+ * Returns the domain to end it with (mlprof_end_dynamic; the default domain
+ * when domain is NULL), or NULL when nothing was begun (not recording, or
+ * the domain is filtered out by its class or level): then there is nothing
+ * to end, and the arguments went nowhere. Hot path: no lock, no allocation
+ * (but for the first call with a NULL domain, which creates the default
+ * domain). */
+MLPROF_API mlprof_domain *mlprof_begin_with(mlprof_domain *domain, const char *name, const char *category,
+                                            const char *args);
 
 /* -------------------------------------------------------- counters, markers */
 
@@ -527,6 +538,13 @@ MLPROF_API int mlprof_output_path(const char *what, char *buf, size_t len);
  * accepts NULL. Uses the program's own CUDA runtime. */
 typedef struct mlprof_gpu_region mlprof_gpu_region;
 MLPROF_API mlprof_gpu_region *mlprof_gpu_region_begin(const char *name, void *stream);
+/* The same, with the region's span carrying string arguments "category" and
+ * "args" (each left out when NULL; copied, up to 255 bytes): the begin of
+ * MLPROF_WITH_GPU. Errors as mlprof_gpu_region_begin, and MLPROF_ENOMEM. */
+MLPROF_API mlprof_gpu_region *mlprof_gpu_region_begin_with(const char *name, void *stream, const char *category,
+                                                           const char *args);
+/* Ends a region (any thread; NULL is accepted and does nothing). Errors:
+ * MLPROF_EIO (CUDA refused the event; the region is dropped). */
 MLPROF_API int mlprof_gpu_region_end(mlprof_gpu_region *region);
 
 /* ---------------------------------------------------------- threads, process */
@@ -677,6 +695,54 @@ static inline void mlprof_i_gpu_region_end(mlprof_gpu_region **region)
     mlprof_gpu_region *MLPROF_I_UNIQUE(mlprof_i_gpu_)                                          \
         __attribute__((cleanup(mlprof_i_gpu_region_end), unused)) =                            \
             (MLPROF_I_ACTIVE() ? mlprof_gpu_region_begin((name), (stream)) : (mlprof_gpu_region *)0)
+
+static inline void mlprof_i_with_end(mlprof_domain **domain)
+{
+    if (*domain)
+        mlprof_end_dynamic(*domain);
+}
+#define MLPROF_I_WITH(v, domain, name, category, args, ...)                                           \
+    __extension__({                                                                                  \
+        mlprof_domain *v __attribute__((cleanup(mlprof_i_with_end), unused)) =                       \
+            MLPROF_I_ACTIVE() ? mlprof_begin_with((domain), (name), (category), (args)) : (mlprof_domain *)0; \
+        { __VA_ARGS__ }                                                                               \
+        (void)0;                                                                                      \
+    })
+/*
+ * Runs code (the last argument, commas and all) inside a span (RAF's
+ * WITH_BASE_PROFILER): domain (NULL: the default one), a run-time name
+ * (copied, as mlprof_begin_dynamic), and the span's string arguments
+ * "category" and "args" (NULL: left out). A statement:
+ *
+ *     MLPROF_WITH(mem, op->name, "MemoryRequest", count_text, {
+ *         for (int i = 0; i < n; i++) request_memory(req, i);
+ *     });
+ *
+ * The code runs exactly once, recording or not; the four other arguments
+ * are evaluated only while recording. However the code is left (its end,
+ * return, break or continue of a loop around the macro, goto), the span
+ * ends there: break and continue act on the enclosing loop as if the code
+ * were written without the macro. Nests; several may share a line. Not
+ * recording, it costs one load and one predictable branch. gcc and clang
+ * only (a statement expression and the cleanup attribute).
+ */
+#define MLPROF_WITH(domain, name, category, args, ...) \
+    MLPROF_I_WITH(MLPROF_I_UNIQUE(mlprof_i_with_), domain, name, category, args, __VA_ARGS__)
+#define MLPROF_I_WITH_GPU(v, stream, name, category, args, ...)                                        \
+    __extension__({                                                                                   \
+        mlprof_gpu_region *v __attribute__((cleanup(mlprof_i_gpu_region_end), unused)) =             \
+            MLPROF_I_ACTIVE() ? mlprof_gpu_region_begin_with((name), (stream), (category), (args))      \
+                              : (mlprof_gpu_region *)0;                                               \
+        { __VA_ARGS__ }                                                                                \
+        (void)0;                                                                                       \
+    })
+/* The same, timed on a CUDA stream (RAF's WITH_CUDA_PROFILER): the code is
+ * a GPU region (mlprof_gpu_region_begin_with; stream NULL is the default
+ * stream) whose span on the "GPU regions" track carries category and args.
+ * Without a CUDA runtime in the process the code runs and nothing is
+ * recorded (mlprof_last_error says why). */
+#define MLPROF_WITH_GPU(stream, name, category, args, ...) \
+    MLPROF_I_WITH_GPU(MLPROF_I_UNIQUE(mlprof_i_with_gpu_), stream, name, category, args, __VA_ARGS__)
 #endif /* __GNUC__ */
 
 #else /* MLPROF_DISABLE */
@@ -696,6 +762,17 @@ static inline void mlprof_i_gpu_region_end(mlprof_gpu_region **region)
 #define MLPROF_ZONE(domain, name) _Static_assert(sizeof(domain) && sizeof(name), "mlprof zone")
 #define MLPROF_SCOPE(name) _Static_assert(sizeof(name), "mlprof scope")
 #define MLPROF_GPU_REGION(name, stream) _Static_assert(sizeof(name) && sizeof(stream), "mlprof gpu region")
+/* The code still runs, once; nothing else is evaluated. */
+#if defined(__GNUC__) || defined(__clang__)
+#define MLPROF_I_WITH_OFF(a, b, c, d, ...) \
+    __extension__({ (void)sizeof(a), (void)sizeof(b), (void)sizeof(c), (void)sizeof(d); { __VA_ARGS__ } (void)0; })
+#else
+#define MLPROF_I_WITH_OFF(a, b, c, d, ...) \
+    if (1) { (void)sizeof(a), (void)sizeof(b), (void)sizeof(c), (void)sizeof(d); { __VA_ARGS__ } } else ((void)0)
+#endif
+#define MLPROF_WITH(domain, name, category, args, ...) MLPROF_I_WITH_OFF(domain, name, category, args, __VA_ARGS__)
+#define MLPROF_WITH_GPU(stream, name, category, args, ...) \
+    MLPROF_I_WITH_OFF(stream, name, category, args, __VA_ARGS__)
 
 #endif /* MLPROF_DISABLE */
 

@@ -6,7 +6,9 @@
  * waited for at a final dump) the region becomes a span on the track
  * "GPU regions", placed at the CPU time it began and lasting its GPU time
  * (cudaEventElapsedTime), with that time in milliseconds and the stream as
- * arguments; the statistics count it under domain "gpu_region".
+ * arguments (and the category and arguments given to
+ * mlprof_gpu_region_begin_with, RAF's); the statistics count it under
+ * domain "gpu_region".
  *
  * The CUDA runtime is the program's own: its functions are looked up in the
  * process (a program that links the runtime statically and exports nothing
@@ -41,6 +43,7 @@ static struct {
 
 struct mlprof_gpu_region {
     char name[128];
+    char *category, *args; /* copied, or NULL */
     void *stream, *start, *stop;
     uint64_t begin_ns;
     struct mlprof_gpu_region *next;
@@ -78,7 +81,32 @@ static void load(void)
     A.ok = A.create && A.record && A.query && A.sync && A.destroy && A.elapsed;
 }
 
+static void region_free(mlprof_gpu_region *r)
+{
+    mlprof__free(r->category);
+    mlprof__free(r->args);
+    mlprof__free(r);
+}
+
+/* A copy of s cut at MLPROF__NAME_MAX bytes, as span arguments are; NULL for
+ * NULL; *failed set when out of memory. */
+static char *copy_arg(const char *s, int *failed)
+{
+    if (!s)
+        return NULL;
+    char *c = mlprof__strndup(s, strnlen(s, MLPROF__NAME_MAX));
+    if (!c)
+        *failed = 1;
+    return c;
+}
+
 mlprof_gpu_region *mlprof_gpu_region_begin(const char *name, void *stream)
+{
+    return mlprof_gpu_region_begin_with(name, stream, NULL, NULL);
+}
+
+mlprof_gpu_region *mlprof_gpu_region_begin_with(const char *name, void *stream, const char *category,
+                                                const char *args)
 {
     mlprof__ensure_init();
     if (!mlprof_active_flag)
@@ -96,6 +124,14 @@ mlprof_gpu_region *mlprof_gpu_region_begin(const char *name, void *stream)
     }
     snprintf(r->name, sizeof r->name, "%s", name ? name : "region");
     r->stream = stream;
+    int failed = 0;
+    r->category = copy_arg(category, &failed);
+    r->args = copy_arg(args, &failed);
+    if (failed) {
+        region_free(r);
+        mlprof__fail(MLPROF_ENOMEM, "mlprof_gpu_region_begin: out of memory");
+        return NULL;
+    }
     int rc;
     if ((rc = A.create(&r->start)) != CUDA_SUCCESS || (rc = A.create(&r->stop)) != CUDA_SUCCESS ||
         (rc = A.record(r->start, stream)) != CUDA_SUCCESS) {
@@ -103,7 +139,7 @@ mlprof_gpu_region *mlprof_gpu_region_begin(const char *name, void *stream)
             A.destroy(r->start);
         if (r->stop)
             A.destroy(r->stop);
-        mlprof__free(r);
+        region_free(r);
         mlprof__fail(MLPROF_EIO, "mlprof_gpu_region_begin: CUDA error %d", rc);
         return NULL;
     }
@@ -119,7 +155,7 @@ int mlprof_gpu_region_end(mlprof_gpu_region *r)
     if (rc != CUDA_SUCCESS) {
         A.destroy(r->start);
         A.destroy(r->stop);
-        mlprof__free(r);
+        region_free(r);
         return mlprof__fail(MLPROF_EIO, "mlprof_gpu_region_end: CUDA error %d", rc);
     }
     pthread_mutex_lock(&g_lock);
@@ -134,16 +170,28 @@ static void resolve(mlprof_gpu_region *r)
 {
     float ms = 0;
     if (A.elapsed(&ms, r->start, r->stop) == CUDA_SUCCESS && ms >= 0) {
-        char args[96];
-        snprintf(args, sizeof args, "\"gpu_ms\":%.6f,\"stream\":\"%p\"", (double)ms, r->stream);
+        mlprof__sb args;
+        mlprof__sb_init(&args);
+        mlprof__sb_printf(&args, "\"gpu_ms\":%.6f,\"stream\":\"%p\"", (double)ms, r->stream);
+        if (r->category) {
+            mlprof__sb_puts(&args, ",\"category\":");
+            mlprof__sb_json_str(&args, r->category, strlen(r->category));
+        }
+        if (r->args) {
+            mlprof__sb_puts(&args, ",\"args\":");
+            mlprof__sb_json_str(&args, r->args, strlen(r->args));
+        }
         int tid = mlprof__ext_track("GPU regions");
-        if (tid >= 0)
+        if (args.failed)
+            mlprof__log(MLPROF_LOG_ERROR, "GPU region \"%s\": out of memory; its span is lost", r->name);
+        else if (tid >= 0)
             mlprof__ext_span(tid, "gpu_region", r->name, r->begin_ns, r->begin_ns + (uint64_t)((double)ms * 1e6),
-                             args);
+                             args.data);
+        mlprof__sb_free(&args);
     }
     A.destroy(r->start);
     A.destroy(r->stop);
-    mlprof__free(r);
+    region_free(r);
 }
 
 void mlprof__gpu_regions_resolve(int discard)
@@ -157,7 +205,7 @@ void mlprof__gpu_regions_resolve(int discard)
         if (discard) {
             A.destroy(r->start);
             A.destroy(r->stop);
-            mlprof__free(r);
+            region_free(r);
         } else if (A.query(r->stop) == CUDA_SUCCESS ||
                    (!mlprof_active_flag && A.sync(r->stop) == CUDA_SUCCESS)) { /* a final dump waits */
             resolve(r);

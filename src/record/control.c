@@ -34,7 +34,10 @@ const char *mlprof_version_string(void) { return MLPROF_VERSION_STRING; }
 
 /* ------------------------------------------------------ the configuration */
 
-typedef enum { T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS, T_CUDA_FNS, T_GPU, T_PROCESS } key_type;
+typedef enum {
+    T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS, T_CUDA_FNS, T_GPU,
+    T_PROCESS /* MXNet's profile_process: worker or server */
+} key_type;
 
 typedef struct key_def {
     const char *name;

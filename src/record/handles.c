@@ -232,3 +232,34 @@ mlprof_marker *mlprof_marker_create(mlprof_domain *domain, const char *name)
 }
 
 void mlprof_marker_destroy(mlprof_marker *m) { handle_destroy(m ? &m->h : NULL); }
+
+/* The default domain, created at the first call that needs it. */
+static mlprof_domain *default_domain(void)
+{
+    static mlprof_domain *cached;
+    mlprof_domain *d = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    if (!d) {
+        d = mlprof_domain_create(NULL);
+        __atomic_store_n(&cached, d, __ATOMIC_RELEASE);
+    }
+    return d;
+}
+
+/* MLPROF_WITH's begin (RAF's WITH_BASE_PROFILER): a span with a run-time
+ * name and its two arguments. The domain's flag is read here, so that the
+ * arguments never land on another span when the domain is filtered out. */
+mlprof_domain *mlprof_begin_with(mlprof_domain *domain, const char *name, const char *category, const char *args)
+{
+    if (!__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED))
+        return NULL;
+    if (!domain && !(domain = default_domain()))
+        return NULL;
+    if (!__atomic_load_n(&domain->on, __ATOMIC_RELAXED))
+        return NULL;
+    mlprof_begin_dynamic(domain, name);
+    if (category)
+        mlprof_arg_str("category", category);
+    if (args)
+        mlprof_arg_str("args", args);
+    return domain;
+}
