@@ -199,8 +199,10 @@ MLPROF_API int mlprof_trace_path(char *buf, size_t len);
 /* Writes the trace to the configured filename (atomically: a temporary file,
  * then a rename). Every dump holds everything recorded since the start (or the
  * last clear). finished != 0 also stops recording and ends the trace: the next
- * run starts an empty one; the statistics are kept for mlprof_dumps. If the
- * buffers overflowed, the number of dropped events is in the trace's metadata
+ * run starts an empty one; the statistics are kept for mlprof_dumps. A dump
+ * to the path a finished trace was written to, with no run and no clear since
+ * (a second mlprof_dump(1)), leaves that file as it is rather than replace it
+ * with an empty trace, and says so in the log. If the buffers overflowed, the number of dropped events is in the trace's metadata
  * and a warning goes to the log. A FIFO or device at the path is written in
  * place, never replaced. Errors: MLPROF_EIO (what could be written is left
  * untouched: the old file stays until the new one is complete; a finished

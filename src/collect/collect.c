@@ -1347,8 +1347,24 @@ static int lost_events(int finished)
                         (unsigned long long)C.unwritten, strerror(C.lost_errno));
 }
 
+/* The path a finished trace was last written to; "" after a clear. */
+static char last_finished[4200];
+
 int mlprof__collect_dump(const char *to, int finished)
 {
+    char path[4200];
+    if (to)
+        expand_path(to, path, sizeof path);
+    else
+        mlprof__collect_trace_path(path, sizeof path);
+    /* nothing recorded since a finished trace was written there (a second
+     * dump(1), MXNet's dump_profile after dump): an empty trace would take
+     * the place of that one, so the file is left as it is */
+    if (!__atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE) && mlprof__g.state == MLPROF_STATE_STOP &&
+        strcmp(path, last_finished) == 0) {
+        mlprof__log(MLPROF_LOG_INFO, "nothing recorded since the trace %s was written: it is kept as it is", path);
+        return MLPROF_OK;
+    }
     if (!C.stats)
         C.stats = mlprof__stats_new();
     drain_all(0, finished);
@@ -1363,11 +1379,6 @@ int mlprof__collect_dump(const char *to, int finished)
         C.reported_drops = dropped;
     }
     mlprof__gpu_report();
-    char path[4200];
-    if (to)
-        expand_path(to, path, sizeof path);
-    else
-        mlprof__collect_trace_path(path, sizeof path);
     /* the first error is the one returned, with its message */
     char msg[1024] = "";
     int rc = write_trace(path, finished, dropped);
@@ -1387,6 +1398,7 @@ int mlprof__collect_dump(const char *to, int finished)
     /* a finished trace starts anew once written; one that could not be is
      * kept whole for the next dump (a retry, or the one at exit) */
     if (finished && written) {
+        snprintf(last_finished, sizeof last_finished, "%s", path);
         reset_trace();
         __atomic_store_n(&mlprof__g.recorded, 0, __ATOMIC_RELEASE);
     }
@@ -1466,6 +1478,7 @@ int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, in
 
 void mlprof__collect_clear(void)
 {
+    last_finished[0] = '\0'; /* a dump after a clear writes the empty trace asked for */
     /* the calls in flight now publish after the drain: their records are
      * stamped before this (a stopped profiler has none, the stop waited) */
     uint64_t cut = mlprof__g.state == MLPROF_STATE_RUN ? mlprof__clock_raw() : 0;

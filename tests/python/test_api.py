@@ -217,3 +217,27 @@ def test_megengine_style(tmp_path):
     with pytest.raises(ValueError):
         mlprof.Profiler(formats=["flamegraph.html"])
     assert mlprof.get_config("profile_memory") == "false"  # the profiler's keys are put back
+
+
+def test_a_second_finished_dump_keeps_the_trace(tmp_path, capfd):
+    # MXNet's dump() then dump_profile(): nothing recorded in between, so the
+    # trace written first must not be replaced by an empty one
+    task = mlprof.Domain("again").new_task("kept")
+    mlprof.set_state("run")
+    with task:
+        pass
+    path = mlprof.dump(True)
+    first = open(path).read()
+    assert '"kept"' in first
+    mlprof.dump(True)
+    mlprof.dump(False)
+    assert open(path).read() == first
+    assert "is kept as it is" in capfd.readouterr().err
+    mlprof.clear()  # asked for: the next dump writes the empty trace
+    mlprof.dump(True)
+    assert '"kept"' not in open(path).read()
+    mlprof.set_state("run")  # a new run, even an empty one, is a new trace
+    with task:
+        pass
+    mlprof.dump(True)
+    assert '"kept"' in open(path).read()
