@@ -241,3 +241,70 @@ def test_a_second_finished_dump_keeps_the_trace(tmp_path, capfd):
         pass
     mlprof.dump(True)
     assert '"kept"' in open(path).read()
+
+
+def test_mxnet_names_and_values(tmp_path):
+    import mlprof.mxnet as mx
+    dom = mx.profiler.Domain("named")
+    assert str(dom) == "named" and str(dom.new_task("t")) == "t" and str(dom.new_counter("c")) == "c"
+    assert str(dom.new_marker("m")) == "m" and str(mx.Event("e")) == "e" and str(dom.new_frame("f")) == "f"
+    with pytest.warns(DeprecationWarning):
+        mx.profiler_set_config(mode="imperative", filename=str(tmp_path / "dep.json"))
+    assert mlprof.get_config("profile_imperative") == "true" and mlprof.get_config("filename").endswith("dep.json")
+    mx.set_config(profile_symbolic=False, profile_imperative=False)
+    assert mlprof.get_config("profile_operator") == "false"
+    mx.set_config(profile_symbolic=True)
+    # the server's profiler is not this process: a warning, and nothing changes here
+    with pytest.warns(RuntimeWarning, match="kvstore server"):
+        mx.set_state("run", profile_process="server")
+    assert mlprof.get_state() == "stop"
+    with pytest.warns(RuntimeWarning):
+        mx.set_config(profile_process="server", filename="elsewhere.json")
+    assert mlprof.get_config("filename").endswith("dep.json")
+    with pytest.raises(ValueError):
+        mx.set_state("run", profile_process="both")
+    with pytest.raises(mlprof.MlprofError, match="profile_process"):
+        mx.set_config(profile_process="both")
+    # scope(): "<unk>:" by default, appended to the outer one unless append_mode=False
+    with mx.scope() as unknown:
+        assert unknown == "<unk>:"
+    with mx.scope("net") as a, mx.scope("fc") as b, mx.scope("loss", append_mode=False) as c:
+        assert (a, b, c) == ("net:", "net:fc:", "loss:")
+        assert mlprof._lib.lib.mlprof_scope_current() == b"loss:"
+    assert mlprof._lib.lib.mlprof_scope_current() == b""
+
+
+def test_megengine_arguments(tmp_path):
+    from mlprof.megengine import Profiler, profile
+    p = Profiler(path=tmp_path, format="memory.csv", formats=["chrome_timeline.json"], profile_device=False)
+    assert p.formats == ("memory.csv", "chrome_timeline.json") and p.config["gpu"] == "off"
+    assert Profiler(profile_device=True).config["gpu"] == "on"
+    with pytest.raises(mlprof.MlprofError, match="no_such_key"):
+        Profiler(no_such_key=1)
+
+    @profile  # without parentheses too
+    def f():
+        return 7
+
+    assert f() == 7
+    with p:
+        with p:  # an entry inside an entry is part of it
+            pass
+    assert len(p.entries) == 1 and p.get_profile()["traceEvents"] is not None
+
+
+def test_raf_devices_and_figures():
+    import mlprof.raf as raf
+    assert [raf.Device(d).mlprof_device for d in ("cpu", "cuda", "cuda(1)", "cuda:2")] == [0, 1, 2, 3]
+    assert str(raf.Device("cuda:1")) == "cuda(1)"
+    with pytest.raises(ValueError, match="tpu"):
+        raf.Device("tpu")
+    mlprof.set_state("run")
+    raf.memory_profiler.reset()
+    raf.memory_profiler.start()
+    mlprof.memory_reserve(0x100000, 3 << 20, "cuda:3")
+    mlprof.memory_alloc(0x100000, 1 << 19, "cuda:3")
+    info = raf.memory_profiler.get_max_memory_info(raf.Device("cuda(3)"))
+    assert info["max_used"].value == 0.5 and info["max_allocated"] == 3.0
+    raf.memory_profiler.stop()
+    assert mlprof.get_state() == "run"  # it was on before: left on
