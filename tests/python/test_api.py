@@ -274,8 +274,9 @@ def test_mxnet_names_and_values(tmp_path):
     assert mlprof._lib.lib.mlprof_scope_current() == b""
 
 
-def test_megengine_arguments(tmp_path):
+def test_megengine_arguments(tmp_path, monkeypatch):
     from mlprof.megengine import Profiler, profile
+    monkeypatch.chdir(tmp_path)  # @profile writes into ./profile
     p = Profiler(path=tmp_path, format="memory.csv", formats=["chrome_timeline.json"], profile_device=False)
     assert p.formats == ("memory.csv", "chrome_timeline.json") and p.config["gpu"] == "off"
     assert Profiler(profile_device=True).config["gpu"] == "on"
@@ -287,6 +288,7 @@ def test_megengine_arguments(tmp_path):
         return 7
 
     assert f() == 7
+    assert os.listdir(tmp_path / "profile") == [f"{os.getpid()}.chrome_timeline.json"]
     with p:
         with p:  # an entry inside an entry is part of it
             pass
