@@ -161,14 +161,25 @@ static void group_key(const an_trace *t, const an_gpu_links *links, const an_eve
         } else if (strcmp(part, "type") == 0 || strcmp(part, "category") == 0 || strcmp(part, "cat") == 0) {
             mlprof__sb_puts(key, e->cat[0] ? e->cat : "(no category)");
         } else if (strcmp(part, "thread") == 0) {
-            const char *tn = an_thread_name(t, e->pid, e->tid);
-            mlprof__sb_printf(key, "%lld:%lld", (long long)e->pid, (long long)e->tid);
-            if (tn)
+            /* an id the trace gave as a name ("stream 7") is shown as that name */
+            const char *tn = an_thread_name(t, e->pid, e->tid), *pn = an_process_name(t, e->pid);
+            if (an_is_named_id(e->pid) && pn)
+                mlprof__sb_puts(key, pn);
+            else
+                mlprof__sb_printf(key, "%lld", (long long)e->pid);
+            if (an_is_named_id(e->tid) && tn)
+                mlprof__sb_printf(key, ":%s", tn);
+            else
+                mlprof__sb_printf(key, ":%lld", (long long)e->tid);
+            if (tn && !an_is_named_id(e->tid))
                 mlprof__sb_printf(key, " (%s)", tn);
         } else if (strcmp(part, "process") == 0) {
             const char *pn = an_process_name(t, e->pid);
-            mlprof__sb_printf(key, "%lld", (long long)e->pid);
-            if (pn)
+            if (an_is_named_id(e->pid) && pn)
+                mlprof__sb_puts(key, pn);
+            else
+                mlprof__sb_printf(key, "%lld", (long long)e->pid);
+            if (pn && !an_is_named_id(e->pid))
                 mlprof__sb_printf(key, " (%s)", pn);
         } else if (links && (strcmp(part, "bottom_op") == 0 || strcmp(part, "top_op") == 0)) {
             int32_t op = part[0] == 'b' ? links->bottom[index] : links->top[index];

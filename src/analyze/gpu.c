@@ -40,7 +40,8 @@ int an_gpu_kind(const an_event *e)
     if (strcasecmp(c, "gpu_memcpy") == 0 || strcasecmp(c, "gpu_memset") == 0 || strcasecmp(c, "memcpy") == 0 ||
         strcasecmp(c, "memset") == 0)
         return AN_GPU_MEMORY;
-    if (strcasecmp(c, "kernel") != 0 && strcasecmp(c, "gpu_kernel") != 0)
+    /* MTIA's device-side activity (Kineto's "mtia_ccp_events") counts as a GPU's */
+    if (strcasecmp(c, "kernel") != 0 && strcasecmp(c, "gpu_kernel") != 0 && strcasecmp(c, "mtia_ccp_events") != 0)
         return AN_GPU_NONE;
     if (strncasecmp(e->name, "Memcpy", 6) == 0 || strncasecmp(e->name, "Memset", 6) == 0)
         return AN_GPU_MEMORY;
@@ -51,7 +52,7 @@ static int is_runtime(const an_event *e)
 {
     return e->ph == 'X' && (strcasecmp(e->cat, "cuda_runtime") == 0 || strcasecmp(e->cat, "cuda_driver") == 0 ||
                             strcasecmp(e->cat, "runtime") == 0 || strcasecmp(e->cat, "driver") == 0 ||
-                            strcasecmp(e->cat, "cuda_api") == 0);
+                            strcasecmp(e->cat, "cuda_api") == 0 || strcasecmp(e->cat, "mtia_runtime") == 0);
 }
 
 static int has_int_arg(const an_trace *t, const an_event *e, const char *const *keys, int64_t *v)
@@ -292,7 +293,11 @@ static int64_t span_overlap(const span *x, size_t nx, const span *y, size_t ny)
 }
 
 typedef struct track_use {
-    int64_t pid, tid; /* tid -1: the whole device */
+    int64_t pid, tid; /* the track; tid unused for the whole device */
+    int whole;        /* the whole device (every stream of pid), not one stream */
+    int64_t device;   /* the device number its events give ("device"), -1 unknown, -2 several */
+    int64_t stream;   /* a stream's number: its name's ("stream 7"), its tid, or its events' */
+    int mtia;         /* holds MTIA activity */
     span *spans[4];   /* all, compute, communication, memory */
     size_t n[4], cap[4];
     int64_t time[4];  /* summed durations */
@@ -300,10 +305,10 @@ typedef struct track_use {
     int64_t busy, span; /* once merged: time with an event running, first start to last end */
 } track_use;
 
-static track_use *use_for(track_use **uses, size_t *n, size_t *cap, int64_t pid, int64_t tid)
+static track_use *use_for(track_use **uses, size_t *n, size_t *cap, int64_t pid, int64_t tid, int whole)
 {
     for (size_t i = 0; i < *n; i++) {
-        if ((*uses)[i].pid == pid && (*uses)[i].tid == tid)
+        if ((*uses)[i].pid == pid && (*uses)[i].whole == whole && (whole || (*uses)[i].tid == tid))
             return &(*uses)[i];
     }
     if (*n == *cap) {
@@ -317,7 +322,9 @@ static track_use *use_for(track_use **uses, size_t *n, size_t *cap, int64_t pid,
     track_use *u = &(*uses)[(*n)++];
     memset(u, 0, sizeof *u);
     u->pid = pid;
-    u->tid = tid;
+    u->tid = whole ? 0 : tid;
+    u->whole = whole;
+    u->device = u->stream = -1;
     return u;
 }
 
@@ -356,18 +363,94 @@ static void put_pct(mlprof__sb *out, int64_t part, int64_t whole)
     mlprof__sb_printf(out, "%5.1f%%", whole > 0 ? 100.0 * (double)part / (double)whole : 0.0);
 }
 
+/* The number in a stream's name ("stream 7", as Kineto names them), or -1. */
+static int64_t stream_in_name(const char *name)
+{
+    if (!name)
+        return -1;
+    while (*name == ' ')
+        name++;
+    if (strncasecmp(name, "stream", 6) != 0)
+        return -1;
+    const char *p = name + 6;
+    while (*p == ' ')
+        p++;
+    char *end;
+    long long n = strtoll(p, &end, 10);
+    if (end == p || n < 0)
+        return -1;
+    while (*end == ' ')
+        end++;
+    return *end ? -1 : (int64_t)n;
+}
+
+/* The device number of a device track: the one its events give, or, in a
+ * PyTorch trace (whose device tracks have the device's number as pid), its
+ * pid; -1 when neither says. */
+static int64_t device_number(const an_trace *t, const track_use *u)
+{
+    if (u->device >= 0)
+        return u->device;
+    if (u->device == -1 && strcmp(t->writer, "pytorch") == 0 && u->pid >= 0 && u->pid < 65536)
+        return u->pid;
+    return -1;
+}
+
+/* The name deviceProperties gives device number dev, copied into buf; NULL
+ * when it gives none. */
+static const char *device_name(const an_trace *t, int64_t dev, char *buf, size_t len)
+{
+    const char *p = t->device_props;
+    if (!p || dev < 0)
+        return NULL;
+    char want[32];
+    snprintf(want, sizeof want, "\"id\":%lld", (long long)dev);
+    size_t wl = strlen(want);
+    /* each device is an object of its own: find its id, then the name in that object */
+    for (const char *o = strchr(p, '{'); o; o = strchr(o + 1, '{')) {
+        const char *close = strchr(o, '}');
+        const char *id = strstr(o, want);
+        if (!close || !id || id > close || (id[wl] >= '0' && id[wl] <= '9') || id[wl] == '.')
+            continue;
+        const char *nm = strstr(o, "\"name\":\"");
+        if (!nm || nm > close)
+            return NULL;
+        nm += 8;
+        size_t n = 0;
+        while (nm[n] && nm[n] != '"' && n + 1 < len) {
+            if (nm[n] == '\\')
+                return NULL; /* an escaped name: not worth unquoting here */
+            n++;
+        }
+        memcpy(buf, nm, n);
+        buf[n] = '\0';
+        return n ? buf : NULL;
+    }
+    return NULL;
+}
+
 static const char *track_label(const an_trace *t, const track_use *u, char *buf, size_t len)
 {
-    const char *pn = an_process_name(t, u->pid);
-    if (u->tid < 0) {
-        if (pn)
+    if (u->whole) {
+        int64_t dev = device_number(t, u);
+        const char *pn = an_process_name(t, u->pid);
+        if (dev >= 0)
+            snprintf(buf, len, "%s %lld", u->mtia ? "MTIA" : "GPU", (long long)dev);
+        else if (pn)
             snprintf(buf, len, "%s", pn);
+        else if (an_is_named_id(u->pid))
+            snprintf(buf, len, "device");
         else
             snprintf(buf, len, "device %lld", (long long)u->pid);
     } else {
         const char *tn = an_thread_name(t, u->pid, u->tid);
-        if (tn)
-            snprintf(buf, len, "%s", tn);
+        size_t n = tn ? strlen(tn) : 0;
+        while (n && tn[n - 1] == ' ') /* Kineto's "stream 7 " */
+            n--;
+        if (n)
+            snprintf(buf, len, "%.*s", (int)n, tn);
+        else if (u->stream >= 0)
+            snprintf(buf, len, "stream %lld", (long long)u->stream);
         else
             snprintf(buf, len, "stream %lld", (long long)u->tid);
     }
@@ -375,6 +458,16 @@ static const char *track_label(const an_trace *t, const track_use *u, char *buf,
 }
 
 static const char *const k_kind_names[] = {"", "compute", "communication", "memory"};
+
+/* A pid, tid, device or stream number in JSON: null where the trace gave a
+ * name instead (or nothing says). */
+static void put_id_json(mlprof__sb *out, int64_t id)
+{
+    if (an_is_named_id(id) || id == -1)
+        mlprof__sb_puts(out, "null");
+    else
+        mlprof__sb_printf(out, "%lld", (long long)id);
+}
 
 /* GPU time gathered by a name: a kernel's own, or its launching operator's. */
 typedef struct gpu_row {
@@ -594,17 +687,35 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
     size_t nuse = 0, capuse = 0;
     int rc = 0;
     int64_t all_kernel_time = 0;
+    static const char *const k_device_keys[] = {"device", NULL}, *const k_stream_keys[] = {"stream", NULL};
+    an_keyset dev_keys, stream_keys;
+    an_keyset_init(t, k_device_keys, &dev_keys);
+    an_keyset_init(t, k_stream_keys, &stream_keys);
     for (size_t i = 0; rc == 0 && i < t->nev; i++) {
         if (!l.kind[i])
             continue;
         const an_event *e = &t->ev[i];
-        track_use *dev = use_for(&uses, &nuse, &capuse, e->pid, -1);
-        track_use *str = dev ? use_for(&uses, &nuse, &capuse, e->pid, e->tid) : NULL;
-        dev = dev ? use_for(&uses, &nuse, &capuse, e->pid, -1) : NULL; /* the array may have moved */
+        track_use *dev = use_for(&uses, &nuse, &capuse, e->pid, 0, 1);
+        track_use *str = dev ? use_for(&uses, &nuse, &capuse, e->pid, e->tid, 0) : NULL;
+        dev = dev ? use_for(&uses, &nuse, &capuse, e->pid, 0, 1) : NULL; /* the array may have moved */
         if (!dev || !str || use_add(dev, l.kind[i], e) != 0 || use_add(str, l.kind[i], e) != 0) {
             rc = -1;
             break;
         }
+        if (str->count[0] == 1) { /* a new stream: its number, from its name first */
+            str->stream = stream_in_name(an_thread_name(t, e->pid, e->tid));
+            if (str->stream < 0 && !an_is_named_id(e->tid))
+                str->stream = e->tid;
+        }
+        const an_arg *a = an_event_arg_in(t, e, &stream_keys);
+        if (str->stream < 0 && a && a->type == AN_NUM && a->num >= 0)
+            str->stream = an_to_i64(a->num);
+        a = an_event_arg_in(t, e, &dev_keys);
+        int64_t d = a && a->type == AN_NUM && a->num >= 0 ? an_to_i64(a->num) : -1;
+        if (d >= 0 && dev->device != -2)
+            dev->device = dev->device == -1 || dev->device == d ? d : -2;
+        if (strcasecmp(e->cat, "mtia_ccp_events") == 0)
+            dev->mtia = 1;
         all_kernel_time += e->dur;
     }
     gpu_row *optimes = NULL;
@@ -642,13 +753,22 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
         int firstd = 1;
         for (size_t u = 0; u < nuse; u++) {
             const track_use *d = &uses[u];
-            if (d->tid >= 0)
+            if (!d->whole)
                 continue;
             int64_t busy = d->busy, span_all = d->span;
-            mlprof__sb_printf(out, "%s{\"pid\":%lld,\"name\":", firstd ? "" : ",", (long long)d->pid);
+            mlprof__sb_printf(out, "%s{\"pid\":", firstd ? "" : ",");
+            put_id_json(out, d->pid);
+            mlprof__sb_puts(out, ",\"name\":");
             firstd = 0;
             track_label(t, d, label, sizeof label);
             mlprof__sb_json_str(out, label, strlen(label));
+            int64_t devno = device_number(t, d);
+            mlprof__sb_puts(out, ",\"device\":");
+            put_id_json(out, devno);
+            char dname[200];
+            const char *dn = device_name(t, devno, dname, sizeof dname);
+            mlprof__sb_puts(out, ",\"device_name\":");
+            dn ? mlprof__sb_json_str(out, dn, strlen(dn)) : mlprof__sb_puts(out, "null");
             mlprof__sb_printf(out,
                               ",\"compute_ns\":%lld,\"communication_ns\":%lld,\"memory_ns\":%lld,\"kernels\":%llu,"
                               "\"busy_ns\":%lld,\"span_ns\":%lld,\"idle_ns\":%lld,\"overlap_compute_communication_ns\":%lld,\"streams\":[",
@@ -659,10 +779,14 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             int firsts = 1;
             for (size_t s = 0; s < nuse; s++) {
                 const track_use *st = &uses[s];
-                if (st->pid != d->pid || st->tid < 0)
+                if (st->pid != d->pid || st->whole)
                     continue;
                 int64_t sb = st->busy, ss = st->span;
-                mlprof__sb_printf(out, "%s{\"tid\":%lld,\"name\":", firsts ? "" : ",", (long long)st->tid);
+                mlprof__sb_printf(out, "%s{\"tid\":", firsts ? "" : ",");
+                put_id_json(out, st->tid);
+                mlprof__sb_puts(out, ",\"stream\":");
+                put_id_json(out, st->stream);
+                mlprof__sb_puts(out, ",\"name\":");
                 firsts = 0;
                 track_label(t, st, label, sizeof label);
                 mlprof__sb_json_str(out, label, strlen(label));
@@ -703,7 +827,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             mlprof__sb_puts(out, "(no kernels, copies or memsets in this trace)\n");
         for (size_t u = 0; u < nuse; u++) {
             const track_use *d = &uses[u];
-            if (d->tid >= 0)
+            if (!d->whole)
                 continue;
             int64_t busy = d->busy, span_all = d->span;
             int64_t kt = d->time[1] + d->time[2] + d->time[3];
@@ -717,6 +841,10 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             mlprof__sb_puts(out, ", ");
             put_pct(out, span_all - busy, span_all);
             mlprof__sb_puts(out, ")\n");
+            char dname[200];
+            const char *dn = device_name(t, device_number(t, d), dname, sizeof dname);
+            if (dn)
+                mlprof__sb_printf(out, "  device: %s\n", dn);
             for (int k = 1; k < 4; k++) {
                 mlprof__sb_printf(out, "  %-14s %6llu  ", k_kind_names[k], (unsigned long long)d->count[k]);
                 put_duration_cell(out, d->time[k]);
@@ -730,7 +858,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             }
             for (size_t s = 0; s < nuse; s++) {
                 const track_use *st = &uses[s];
-                if (st->pid != d->pid || st->tid < 0)
+                if (st->pid != d->pid || st->whole)
                     continue;
                 int64_t sb = st->busy, ss = st->span;
                 mlprof__sb_printf(out, "  %s: %llu events, busy ", track_label(t, st, label, sizeof label),

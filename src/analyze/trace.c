@@ -165,6 +165,7 @@ static int64_t us_to_ns(double v, int64_t iv, int is_int)
 }
 
 /* pid and tid: numbers, or strings ("stream 7") given numbers of their own
+ * (AN_NAMED_ID_FIRST down, so that none is -1 or another id with a meaning)
  * and kept as the track's name. */
 static int read_track_id(reader *r, int64_t *out, int *named)
 {
@@ -188,8 +189,8 @@ static int read_track_id(reader *r, int64_t *out, int *named)
     if (!e)
         return an_input_fail(&r->in, "out of memory");
     if (!e->value)
-        e->value = (void *)(intptr_t)(--r->next_string_id);
-    *out = (int64_t)(intptr_t)e->value;
+        e->value = (void *)(uintptr_t)(++r->next_string_id); /* its ordinal, from 1 */
+    *out = AN_NAMED_ID_FIRST - (int64_t)(uintptr_t)e->value;
     *named = 1;
     return 0;
 }

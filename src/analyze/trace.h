@@ -46,6 +46,13 @@ typedef struct an_event {
     char scope;             /* an instant's "s": 'g', 'p' or 't' (0 when not given) */
 } an_event;
 
+/* A pid or tid given as a name ("stream 7") is numbered from AN_NAMED_ID_FIRST
+ * down, far below any id a writer gives and below -1, the tid under which a
+ * process's own name is kept: a name never takes a number that means
+ * something else. */
+#define AN_NAMED_ID_FIRST (-((int64_t)1 << 62))
+static inline int an_is_named_id(int64_t id) { return id <= AN_NAMED_ID_FIRST; }
+
 typedef struct an_name {
     int64_t pid, tid; /* tid is -1 for a process name */
     const char *name;
