@@ -85,6 +85,11 @@ int an_options_check(const an_options *o, char *errbuf, size_t len)
         snprintf(errbuf, len, "--aggregate-by: empty");
         return -1;
     }
+    const char *by = o->aggregate_by;
+    if (by[0] == ',' || by[strlen(by) - 1] == ',' || strstr(by, ",,")) {
+        snprintf(errbuf, len, "--aggregate-by: an empty key in \"%s\"", by);
+        return -1;
+    }
     if (o->min_ns >= 0 && o->max_ns >= 0 && o->min_ns > o->max_ns) {
         snprintf(errbuf, len, "--min-time is above --max-time");
         return -1;
@@ -144,23 +149,127 @@ static void put_arg_value(mlprof__sb *out, const an_arg *a)
         mlprof__sb_puts(out, a->str);
 }
 
+/* The argument keys that name one thing in several writers' words: any of
+ * them, given to --aggregate-by, reads the first of them an event has (the one
+ * given first). PyTorch writes "Input Dims" and "Input type". */
+static const char *const k_in_type_keys[] = {"input_type", "input_types", "Input type", "dtype", NULL};
+static const char *const *const k_alias_groups[] = {k_in_keys, k_out_keys, k_in_type_keys};
+
+/* What a part of --aggregate-by reads. */
+enum { K_NAME, K_CAT, K_THREAD, K_PROCESS, K_BOTTOM, K_TOP, K_STACK, K_LAUNCH, K_NONE, K_OPTYPE, K_ARG };
+
+typedef struct key_part {
+    int kind;
+    const char *text;              /* as given */
+    const char *const *aliases;    /* K_ARG: the group of keys it stands for, or NULL */
+    an_keyset keys;                /* K_ARG: the keys it reads that the trace has, the given one first */
+    uint64_t found;                /* K_ARG: kept durations that have one of them */
+} key_part;
+
+/* --aggregate-by resolved against one trace. */
+typedef struct key_spec {
+    char *text; /* the list, cut at its commas */
+    key_part *parts;
+    size_t n;
+    const char *gpu_annotation; /* the trace's "gpu_user_annotation", or NULL */
+    int links;                  /* some part asks for the operators that launched GPU events */
+} key_spec;
+
+static void key_spec_free(key_spec *ks)
+{
+    mlprof__free(ks->text);
+    mlprof__free(ks->parts);
+    memset(ks, 0, sizeof *ks);
+}
+
+static const char *const *alias_group(const char *key)
+{
+    for (size_t g = 0; g < sizeof k_alias_groups / sizeof k_alias_groups[0]; g++) {
+        for (const char *const *k = k_alias_groups[g]; *k; k++) {
+            if (strcmp(*k, key) == 0)
+                return k_alias_groups[g];
+        }
+    }
+    return NULL;
+}
+
+static int part_kind(const char *s)
+{
+    static const struct {
+        const char *word;
+        int kind;
+    } words[] = {{"name", K_NAME},     {"type", K_CAT},       {"category", K_CAT}, {"cat", K_CAT},
+                 {"thread", K_THREAD}, {"process", K_PROCESS}, {"bottom_op", K_BOTTOM}, {"top_op", K_TOP},
+                 {"op_stack", K_STACK}, {"launch", K_LAUNCH}, {"none", K_NONE},    {"op_type", K_OPTYPE}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        if (strcmp(s, words[i].word) == 0)
+            return words[i].kind;
+    }
+    return K_ARG;
+}
+
+/* Returns 0, or -1 (out of memory). */
+static int key_spec_init(key_spec *ks, const an_trace *t, const char *by)
+{
+    memset(ks, 0, sizeof *ks);
+    size_t len = strlen(by), n = 1;
+    for (const char *p = by; *p; p++)
+        n += *p == ',';
+    ks->text = mlprof__malloc(len + 1);
+    ks->parts = mlprof__calloc(n, sizeof *ks->parts);
+    if (!ks->text || !ks->parts) {
+        key_spec_free(ks);
+        return -1;
+    }
+    memcpy(ks->text, by, len + 1);
+    for (char *p = ks->text; p;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        key_part *k = &ks->parts[ks->n++];
+        k->text = p;
+        k->kind = part_kind(p);
+        ks->links |= k->kind == K_BOTTOM || k->kind == K_TOP || k->kind == K_STACK || k->kind == K_LAUNCH;
+        if (k->kind == K_ARG) {
+            /* the key given first, then the others of its group */
+            const char *names[9] = {p};
+            size_t m = 1;
+            k->aliases = alias_group(p);
+            for (const char *const *a = k->aliases; a && *a && m < 8; a++) {
+                if (strcmp(*a, p) != 0)
+                    names[m++] = *a;
+            }
+            names[m] = NULL;
+            an_keyset_init(t, names, &k->keys);
+        }
+        p = comma ? comma + 1 : NULL;
+    }
+    ks->gpu_annotation = mlprof__map_get(&t->strings, "gpu_user_annotation", strlen("gpu_user_annotation"));
+    return 0;
+}
+
+/* An event's name in a row's key: a GPU user annotation (the GPU side of a
+ * record_function range, ProfilerStep#N) is not its CPU range, and says so. */
+static void put_name(mlprof__sb *key, const key_spec *ks, const an_event *e)
+{
+    mlprof__sb_puts(key, e->name);
+    if (ks->gpu_annotation && e->cat == ks->gpu_annotation)
+        mlprof__sb_puts(key, " (GPU)");
+}
+
 /* The group key of e: its parts joined with " | ". */
 static void group_key(const an_trace *t, const an_gpu_links *links, const an_event *e, size_t index,
-                      const char *by, mlprof__sb *key)
+                      key_spec *ks, mlprof__sb *key)
 {
     mlprof__sb_reset(key);
-    const char *p = by;
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        char part[128];
-        snprintf(part, sizeof part, "%.*s", (int)n, p);
-        if (key->len)
+    for (size_t i = 0; i < ks->n; i++) {
+        key_part *part = &ks->parts[i];
+        if (i)
             mlprof__sb_puts(key, " | ");
-        if (strcmp(part, "name") == 0) {
-            mlprof__sb_puts(key, e->name);
-        } else if (strcmp(part, "type") == 0 || strcmp(part, "category") == 0 || strcmp(part, "cat") == 0) {
-            mlprof__sb_puts(key, e->cat[0] ? e->cat : "(no category)");
-        } else if (strcmp(part, "thread") == 0) {
+        switch (part->kind) {
+        case K_NAME: put_name(key, ks, e); break;
+        case K_CAT: mlprof__sb_puts(key, e->cat[0] ? e->cat : "(no category)"); break;
+        case K_THREAD: {
             /* an id the trace gave as a name ("stream 7") is shown as that name */
             const char *tn = an_thread_name(t, e->pid, e->tid), *pn = an_process_name(t, e->pid);
             if (an_is_named_id(e->pid) && pn)
@@ -173,7 +282,9 @@ static void group_key(const an_trace *t, const an_gpu_links *links, const an_eve
                 mlprof__sb_printf(key, ":%lld", (long long)e->tid);
             if (tn && !an_is_named_id(e->tid))
                 mlprof__sb_printf(key, " (%s)", tn);
-        } else if (strcmp(part, "process") == 0) {
+            break;
+        }
+        case K_PROCESS: {
             const char *pn = an_process_name(t, e->pid);
             if (an_is_named_id(e->pid) && pn)
                 mlprof__sb_puts(key, pn);
@@ -181,31 +292,46 @@ static void group_key(const an_trace *t, const an_gpu_links *links, const an_eve
                 mlprof__sb_printf(key, "%lld", (long long)e->pid);
             if (pn && !an_is_named_id(e->pid))
                 mlprof__sb_printf(key, " (%s)", pn);
-        } else if (links && (strcmp(part, "bottom_op") == 0 || strcmp(part, "top_op") == 0)) {
-            int32_t op = part[0] == 'b' ? links->bottom[index] : links->top[index];
+            break;
+        }
+        case K_BOTTOM:
+        case K_TOP: {
+            int32_t op = part->kind == K_BOTTOM ? links->bottom[index] : links->top[index];
             if (op >= 0)
                 mlprof__sb_puts(key, t->ev[op].name);
-            else if (!own_ops(t, e, part, key))
+            else if (!own_ops(t, e, part->text, key))
                 mlprof__sb_puts(key, "(no operator)");
-        } else if (links && strcmp(part, "op_stack") == 0) {
-            if (links->bottom[index] >= 0 || !own_ops(t, e, part, key))
+            break;
+        }
+        case K_STACK:
+            if (links->bottom[index] >= 0 || !own_ops(t, e, part->text, key))
                 an_gpu_op_stack(t, links, index, key);
-        } else if (links && strcmp(part, "launch") == 0) {
+            break;
+        case K_LAUNCH: {
             int32_t r = links->launch[index];
             mlprof__sb_puts(key, r >= 0 ? t->ev[r].name : "(no launch)");
-        } else if (strcmp(part, "none") == 0) {
-            mlprof__sb_puts(key, e->name);
+            break;
+        }
+        case K_NONE:
+            put_name(key, ks, e);
             mlprof__sb_printf(key, "\x1f%zu", index); /* each event its own row */
-        } else if (strcmp(part, "op_type") == 0) {
+            break;
+        case K_OPTYPE: {
             /* the operator type: an argument's, else the name (MegEngine's --aggregate-by type) */
             const an_arg *a = an_event_arg_any(t, e, k_type_keys);
-            mlprof__sb_puts(key, a && a->type == AN_STR ? a->str : e->name);
-        } else {
-            put_arg_value(key, an_event_arg(t, e, part));
+            if (a && a->type == AN_STR)
+                mlprof__sb_puts(key, a->str);
+            else
+                put_name(key, ks, e);
+            break;
         }
-        p += n;
-        if (*p == ',')
-            p++;
+        default: {
+            const an_arg *a = part->keys.n ? an_event_arg_in(t, e, &part->keys) : NULL;
+            part->found += a != NULL;
+            put_arg_value(key, a);
+            break;
+        }
+        }
     }
 }
 
@@ -236,6 +362,9 @@ typedef struct filter {
     uint64_t durations, kept;                  /* all durations; those every filter keeps */
     uint64_t by_type, by_name, by_min, by_max; /* those each filter keeps on its own */
     int64_t shortest, longest;
+    const char *envelope_cat; /* the trace's "Trace", or NULL */
+    uint64_t envelopes;       /* envelopes left out (not counted in durations) */
+    const an_event *envelope; /* the first of them */
 } filter;
 
 static void filter_free(filter *f)
@@ -252,6 +381,7 @@ static int filter_init(filter *f, const an_trace *t, const an_options *o)
     f->o = o;
     f->shortest = INT64_MAX;
     f->longest = -1;
+    f->envelope_cat = mlprof__map_get(&t->strings, "Trace", strlen("Trace"));
     an_keyset_init(t, k_type_keys, &f->type_keys);
     if (!o->type)
         return 0;
@@ -298,12 +428,31 @@ static int word_matches(const type_word *w, const an_event *e, const char *type)
     return e->cat == w->interned || e->name == w->interned || type == w->interned;
 }
 
-/* Whether every filter keeps e, counting what each keeps on its own. */
+/* Whether --type or --name names e itself (a word matches it, or the name). */
+static int filter_names(const an_trace *t, const filter *f, const an_event *e)
+{
+    const char *type = f->nwords ? type_arg(t, f, e) : NULL;
+    for (size_t k = 0; k < f->nwords; k++) {
+        if (word_matches(&f->words[k], e, type))
+            return 1;
+    }
+    return f->o->name && name_matches(f->o->name, e->name);
+}
+
+/* Whether every filter keeps e, counting what each keeps on its own. A trace's
+ * envelope (PyTorch's "PyTorch Profiler (0)", category "Trace", which spans
+ * the whole profile) is not an operator: it is left out, and counted, unless
+ * --type or --name names it. */
 static int filter_event(const an_trace *t, filter *f, const an_event *e)
 {
     const an_options *o = f->o;
     if (e->ph != 'X')
         return 0;
+    if (f->envelope_cat && e->cat == f->envelope_cat && !filter_names(t, f, e)) {
+        if (!f->envelopes++)
+            f->envelope = e;
+        return 0;
+    }
     int keep = 1;
     f->durations++;
     f->shortest = e->dur < f->shortest ? e->dur : f->shortest;
@@ -758,6 +907,36 @@ static int group_cmp(const void *pa, const void *pb)
     return c ? c : strcmp(a->key, b->key);
 }
 
+/* The groups of a trace's kept durations, each finished (its columns set). */
+typedef struct group_table {
+    mlprof__map index; /* key -> group number + 1; owns the keys */
+    group *groups;
+    size_t n, cap, kept;
+    filter f;    /* what each filter kept */
+    key_spec ks; /* the grouping, and what its argument keys found */
+} group_table;
+
+static void table_free(group_table *tab)
+{
+    filter_free(&tab->f);
+    key_spec_free(&tab->ks);
+    mlprof__free(tab->groups);
+    mlprof__map_free(&tab->index);
+    memset(tab, 0, sizeof *tab);
+}
+
+/* The i-th argument part of the grouping that no kept duration has, or NULL
+ * past the last (none when nothing is kept: the filters' notes say why). */
+static const key_part *missing_key(const group_table *tab, size_t i)
+{
+    for (size_t k = 0; tab->kept && k < tab->ks.n; k++) {
+        const key_part *p = &tab->ks.parts[k];
+        if (p->kind == K_ARG && !p->found && i-- == 0)
+            return p;
+    }
+    return NULL;
+}
+
 /* ------------------------------------------------------------- output */
 
 void an_put_duration(mlprof__sb *out, int64_t ns)
@@ -909,14 +1088,14 @@ static void json_num(mlprof__sb *out, double v)
         mlprof__sb_double(out, v);
 }
 
-static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o, const filter *f, group **rows,
-                        size_t shown, const double *cum, size_t kept, int order, int asc)
+static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o, const group_table *tab,
+                        group **rows, size_t shown, const double *cum, int order, int asc)
 {
     mlprof__sb_puts(out, "{\"trace\":");
     mlprof__sb_json_str(out, t->path, strlen(t->path));
     mlprof__sb_puts(out, ",\"writer\":");
     mlprof__sb_json_str(out, t->writer, strlen(t->writer));
-    mlprof__sb_printf(out, ",\"events\":%zu,\"durations_kept\":%zu,\"span_ns\":%lld,\"aggregate_by\":", t->nev, kept,
+    mlprof__sb_printf(out, ",\"events\":%zu,\"durations_kept\":%zu,\"span_ns\":%lld,\"aggregate_by\":", t->nev, tab->kept,
                       (long long)(t->t_max - t->t_min));
     mlprof__sb_json_str(out, o->aggregate_by, strlen(o->aggregate_by));
     mlprof__sb_printf(out, ",\"aggregate\":\"%s\",\"order_by\":\"%s\",\"ascending\":%s,\"partial\":%s",
@@ -927,8 +1106,16 @@ static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o,
     }
     mlprof__sb_printf(out, ",\"unmatched_ends\":%llu,\"unclosed_begins\":%llu",
                       (unsigned long long)t->unmatched_ends, (unsigned long long)t->unclosed_begins);
-    put_misses_json(out, f);
-    mlprof__sb_puts(out, ",\"rows\":[");
+    put_misses_json(out, &tab->f);
+    mlprof__sb_printf(out, ",\"envelopes_left_out\":%llu,\"grouping_keys_missing\":[",
+                      (unsigned long long)tab->f.envelopes);
+    const key_part *p;
+    for (size_t i = 0; (p = missing_key(tab, i)) != NULL; i++) {
+        if (i)
+            mlprof__sb_putc(out, ',');
+        mlprof__sb_json_str(out, p->text, strlen(p->text));
+    }
+    mlprof__sb_puts(out, "],\"rows\":[");
     for (size_t i = 0; i < shown; i++) {
         const group *g = rows[i];
         if (i)
@@ -1004,34 +1191,14 @@ static void put_order_note(mlprof__sb *out, const an_trace *t, const an_options 
     mlprof__sb_puts(out, "); the rows are in name order\n");
 }
 
-/* The groups of a trace's kept durations, each finished (its columns set). */
-typedef struct group_table {
-    mlprof__map index; /* key -> group number + 1; owns the keys */
-    group *groups;
-    size_t n, cap, kept;
-    filter f; /* what each filter kept */
-} group_table;
-
-static void table_free(group_table *tab)
-{
-    filter_free(&tab->f);
-    mlprof__free(tab->groups);
-    mlprof__map_free(&tab->index);
-    memset(tab, 0, sizeof *tab);
-}
-
-/* Whether the grouping asks for the operators that launched GPU events. */
-static int wants_links(const char *by)
-{
-    return strstr(by, "bottom_op") || strstr(by, "top_op") || strstr(by, "op_stack") || strstr(by, "launch");
-}
-
 static int build_table(an_trace *t, const an_options *o, group_table *tab)
 {
     memset(tab, 0, sizeof *tab);
     mlprof__map_init(&tab->index);
+    if (key_spec_init(&tab->ks, t, o->aggregate_by) != 0)
+        return -1;
     an_gpu_links links, *lp = NULL;
-    if (wants_links(o->aggregate_by)) {
+    if (tab->ks.links) {
         if (an_gpu_link(t, &links) != 0)
             return -1;
         lp = &links;
@@ -1053,7 +1220,7 @@ static int build_table(an_trace *t, const an_options *o, group_table *tab)
         if (!filter_event(t, &tab->f, e))
             continue;
         tab->kept++;
-        group_key(t, lp, e, i, o->aggregate_by, &key);
+        group_key(t, lp, e, i, &tab->ks, &key);
         mlprof__map_entry *slot = mlprof__map_slot(&tab->index, key.data ? key.data : "", key.len);
         if (!slot) {
             rc = -1;
@@ -1088,6 +1255,99 @@ static int build_table(an_trace *t, const an_options *o, group_table *tab)
         group_finish(&tab->groups[i], o->aggregate);
     }
     return rc;
+}
+
+/* "the envelope "PyTorch Profiler (0)" (category Trace, 43.459 s) is left
+ * out", or the count of them. */
+static void put_envelopes(mlprof__sb *out, const filter *f)
+{
+    if (f->envelopes == 1) {
+        mlprof__sb_printf(out, "the trace's envelope \"%s\" (category Trace, ", f->envelope->name);
+        an_put_duration(out, f->envelope->dur);
+        mlprof__sb_puts(out, ") is left out");
+    } else {
+        mlprof__sb_printf(out, "%llu trace envelopes (category Trace, such as \"%s\") are left out",
+                          (unsigned long long)f->envelopes, f->envelope->name);
+    }
+    mlprof__sb_puts(out, ": an envelope spans the profile and is not an operator (--type Trace shows it)");
+}
+
+/* Under the table's header: the envelopes left out, the grouping keys no
+ * kept duration has. */
+static void put_table_notes(mlprof__sb *out, const group_table *tab)
+{
+    if (tab->f.envelopes) {
+        mlprof__sb_puts(out, "note: ");
+        put_envelopes(out, &tab->f);
+        mlprof__sb_putc(out, '\n');
+    }
+    const key_part *p;
+    for (size_t i = 0; (p = missing_key(tab, i)) != NULL; i++)
+        mlprof__sb_printf(out, "note: --aggregate-by %s: no kept duration has this argument, so every row has "
+                               "\"-\" there\n", p->text);
+}
+
+/* Lines on the grouping keys that no kept duration has, and the argument keys
+ * the kept durations do have (most frequent first) with a near match. Returns
+ * 0, or -1 (out of memory). */
+static int missing_key_notes(const an_trace *t, const an_options *o, const group_table *tab, mlprof__sb *notes)
+{
+    if (!missing_key(tab, 0))
+        return 0;
+    /* the kept durations again, their argument keys counted: only when a key is missing */
+    filter f;
+    mlprof__map have;
+    mlprof__map_init(&have);
+    int rc = filter_init(&f, t, o);
+    for (size_t i = 0; rc == 0 && i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        if (!filter_event(t, &f, e))
+            continue;
+        for (uint32_t a = 0; rc == 0 && a < e->nargs; a++)
+            rc = tally_one(&have, t->args[e->args + a].key);
+    }
+    const key_part *p;
+    for (size_t i = 0; rc == 0 && (p = missing_key(tab, i)) != NULL; i++) {
+        mlprof__sb_printf(notes, "%s: --aggregate-by %s: none of the %zu kept durations has an argument \"%s\"",
+                          t->path, p->text, tab->kept, p->text);
+        for (size_t k = 0, first = 1; p->aliases && p->aliases[k]; k++) {
+            if (strcmp(p->aliases[k], p->text) != 0) {
+                mlprof__sb_printf(notes, "%s\"%s\"", first ? " (nor " : ", ", p->aliases[k]);
+                first = 0;
+            }
+        }
+        mlprof__sb_puts(notes, p->aliases ? "), so every row has \"-\" there" : ", so every row has \"-\" there");
+        if (have.count) {
+            put_tally(notes, "their arguments", &have, 10);
+            char hint[300];
+            const mlprof__map *maps[] = {&have};
+            suggest(p->text, 0, maps, 1, hint, sizeof hint);
+            if (hint[0])
+                mlprof__sb_printf(notes, "; did you mean \"%s\"?", hint);
+        } else {
+            mlprof__sb_puts(notes, "; they have no arguments");
+        }
+        mlprof__sb_putc(notes, '\n');
+    }
+    filter_free(&f);
+    mlprof__map_free(&have);
+    return rc;
+}
+
+/* What the output cannot say itself goes to the notes (standard error): the
+ * filters that keep nothing, the grouping keys no duration has, and in CSV
+ * (or diff) the envelopes left out. Returns 0, or -1 (out of memory). */
+static int table_notes(const an_trace *t, const an_options *o, const group_table *tab, int envelopes,
+                       mlprof__sb *notes)
+{
+    if (filter_notes(t, &tab->f, notes) != 0 || missing_key_notes(t, o, tab, notes) != 0)
+        return -1;
+    if (envelopes && tab->f.envelopes) {
+        mlprof__sb_printf(notes, "%s: ", t->path);
+        put_envelopes(notes, &tab->f);
+        mlprof__sb_putc(notes, '\n');
+    }
+    return 0;
 }
 
 int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
@@ -1153,13 +1413,14 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
         if (has_out)
             cols[ncols++] = C_OUT;
         if (o->format == AN_JSON) {
-            format_json(out, t, o, &tab.f, rows, shown, cum, kept, g_order_col, g_order_asc);
+            format_json(out, t, o, &tab, rows, shown, cum, g_order_col, g_order_asc);
         } else if (o->format == AN_CSV) {
             format_csv(out, rows, shown, cum);
         } else {
             print_header(out, t, o, kept, ngroups, g_order_col, g_order_asc);
             print_warnings(out, t, 0);
             put_misses_table(out, &tab.f);
+            put_table_notes(out, &tab);
             if (lacks)
                 put_order_note(out, NULL, o, c);
             mlprof__sb_putc(out, '\n');
@@ -1168,7 +1429,7 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
             else
                 put_nothing_kept(out, &tab.f);
         }
-        if (o->notes && filter_notes(t, &tab.f, o->notes) != 0)
+        if (o->notes && table_notes(t, o, &tab, o->format == AN_CSV, o->notes) != 0)
             rc = -1;
     }
     mlprof__free(rows);
@@ -1245,7 +1506,7 @@ int an_diff(an_trace *ta, an_trace *tb, const an_options *o, const an_diff_optio
     }
     if (rc == 0)
         mlprof__sort(rows, n, sizeof *rows, diff_cmp);
-    if (rc == 0 && o->notes && (filter_notes(ta, &A.f, o->notes) != 0 || filter_notes(tb, &B.f, o->notes) != 0))
+    if (rc == 0 && o->notes && (table_notes(ta, o, &A, 1, o->notes) != 0 || table_notes(tb, o, &B, 1, o->notes) != 0))
         rc = -1;
     size_t shown = o->top > 0 && (size_t)o->top < n ? (size_t)o->top : n;
     const char *what = d->total ? "total" : "self";

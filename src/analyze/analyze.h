@@ -14,7 +14,11 @@ enum { AN_TABLE = 0, AN_JSON = 1, AN_CSV = 2 };
 typedef struct an_options {
     int top;                  /* rows shown; 0: all */
     const char *aggregate_by; /* comma list of name, type (category), thread, process, none,
-                                 or argument keys ("input_shape", "Input Dims") */
+                                 op_type, bottom_op, top_op, op_stack, launch, or argument
+                                 keys; input_shape, output_shape and input_type (dtype)
+                                 read the first of their writers' names an event has
+                                 (PyTorch's "Input Dims", "Input type"). A GPU user
+                                 annotation's name reads "NAME (GPU)" */
     int aggregate;            /* AN_SUM...: how a group's times combine */
     const char *order_by;     /* a column; "+column" for ascending */
     int64_t min_ns, max_ns;   /* duration filter; -1: none */
@@ -35,7 +39,12 @@ void an_options_default(an_options *o);
 int an_options_check(const an_options *o, char *errbuf, size_t len);
 /* The operator table. A filter that keeps nothing is no error: the table
  * (or the JSON's "filters_matching_nothing") says so, and o->notes says what
- * the trace has. Returns 0, or -1 (out of memory). */
+ * the trace has; likewise a grouping key that no kept duration has
+ * ("grouping_keys_missing"), with the argument keys they do have. A trace's
+ * envelope (category "Trace": PyTorch's "PyTorch Profiler (0)") is not an
+ * operator: it is left out unless --type or --name names it, and the table
+ * ("envelopes_left_out"; in CSV o->notes) says so. Returns 0, or -1 (out of
+ * memory). */
 int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out);
 
 /* What `mlprof diff` compares: self time (or total time with total), combined

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""`mlprof analyze` on traces shaped as PyTorch's profiler (Kineto) writes
+them: the trace's envelope ("PyTorch Profiler (0)", category Trace, on the
+"Spans" process), ProfilerStep#N as a CPU user annotation and again as a GPU
+one, operators with "Input Dims" and "Input type". Every table is checked row
+by row against times worked out by hand.
+
+usage: analyze_kineto_check.py MLPROF OUTDIR
+"""
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+failures = []
+MLPROF, OUT = sys.argv[1:3]
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, file=sys.stderr)
+
+
+def mlprof(*args, expect=0):
+    p = subprocess.run([MLPROF, *args], capture_output=True, text=True, timeout=120)
+    check(p.returncode == expect, f"mlprof {' '.join(args)}: exit {p.returncode}, wanted {expect}\n{p.stderr}")
+    return p
+
+
+def analyze_json(path, *opts):
+    p = mlprof("analyze", path, "--format", "json", "-t", "0", *opts)
+    try:
+        return json.loads(p.stdout), p
+    except ValueError as e:
+        check(False, f"JSON from analyze {opts}: {e}\n{p.stdout[:400]}")
+        return {"rows": []}, p
+
+
+def rows(result):
+    """key -> (count, self ns, total ns)"""
+    return {r["key"]: (r["count"], r["self_ns"], r["total_ns"]) for r in result["rows"]}
+
+
+def write(name, obj):
+    path = os.path.join(OUT, name)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return path
+
+
+def x(name, cat, ts, dur, pid, tid, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+CPU, GPU, STREAM = 100, 0, 7
+LINEAR = {"Input Dims": [[8, 64], [32, 64], [32]], "Input type": ["float", "float", "float"]}
+ADDMM = {"Input Dims": [[32], [8, 64], [64, 32], [], []],
+         "Input type": ["float", "float", "float", "Scalar", "Scalar"]}
+RELU = {"Input Dims": [[8, 32]], "Input type": ["float"]}
+
+
+def op(name, ts, dur, ext, shapes):
+    return x(name, "cpu_op", ts, dur, CPU, CPU, **{"External id": ext, "Sequence number": ext}, **shapes)
+
+
+def launch(ts, dur, corr, ext):
+    return x("cudaLaunchKernel", "cuda_runtime", ts, dur, CPU, CPU, **{"External id": ext, "correlation": corr,
+                                                                       "cbid": 211})
+
+
+def kernel(name, ts, dur, corr, ext):
+    return x(name, "kernel", ts, dur, GPU, STREAM, **{"External id": ext, "correlation": corr, "device": 0,
+                                                      "stream": STREAM, "queued": 0})
+
+
+# Times in microseconds. CPU: two steps, each a linear (an addmm inside, which
+# launches a GEMM) and a relu (which launches its kernel). GPU stream 7: the
+# kernels, and each step's GPU annotation around its kernels.
+EVENTS = [
+    x("PyTorch Profiler (0)", "Trace", 0, 10000, "Spans", "PyTorch Profiler", **{"Op count": 0}),
+    x("ProfilerStep#1", "user_annotation", 100, 4000, CPU, CPU, **{"External id": 1}),
+    op("aten::linear", 200, 1000, 2, LINEAR),
+    op("aten::addmm", 300, 600, 3, ADDMM),
+    launch(400, 50, 10, 3),
+    op("aten::relu", 1500, 300, 4, RELU),
+    launch(1600, 40, 11, 4),
+    x("ProfilerStep#2", "user_annotation", 4200, 3000, CPU, CPU, **{"External id": 5}),
+    op("aten::linear", 4300, 900, 6, LINEAR),
+    op("aten::addmm", 4400, 500, 7, ADDMM),
+    launch(4500, 60, 12, 7),
+    op("aten::relu", 5500, 200, 8, RELU),
+    kernel("ampere_sgemm_32x32", 460, 700, 10, 3),
+    kernel("relu_kernel", 1650, 100, 11, 4),
+    kernel("ampere_sgemm_32x32", 4560, 800, 12, 7),
+    x("ProfilerStep#1", "gpu_user_annotation", 460, 1290, GPU, STREAM, **{"External id": 1}),
+    x("ProfilerStep#2", "gpu_user_annotation", 4550, 820, GPU, STREAM, **{"External id": 5}),
+    {"name": "process_name", "ph": "M", "pid": CPU, "tid": 0, "args": {"name": "python3"}},
+    {"name": "process_labels", "ph": "M", "pid": GPU, "tid": 0, "args": {"labels": "GPU 0"}},
+    {"name": "thread_name", "ph": "M", "pid": GPU, "tid": STREAM, "args": {"name": "stream 7"}},
+]
+TRACE = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
+         "traceEvents": EVENTS, "traceName": "rank0.pt.trace.json", "displayTimeUnit": "ms"}
+
+US = 1000
+# key -> (count, self, total) in ns: self is the time less the children on the same track
+WANT = {
+    "ProfilerStep#1": (1, (4000 - 1000 - 300) * US, 4000 * US),
+    "ProfilerStep#2": (1, (3000 - 900 - 200) * US, 3000 * US),
+    "ampere_sgemm_32x32": (2, 1500 * US, 1500 * US),
+    "aten::addmm": (2, (600 - 50 + 500 - 60) * US, 1100 * US),
+    "aten::linear": (2, (1000 - 600 + 900 - 500) * US, 1900 * US),
+    "ProfilerStep#1 (GPU)": (1, (1290 - 700 - 100) * US, 1290 * US),
+    "aten::relu": (2, (300 - 40 + 200) * US, 500 * US),
+    "cudaLaunchKernel": (3, 150 * US, 150 * US),
+    "relu_kernel": (1, 100 * US, 100 * US),
+    "ProfilerStep#2 (GPU)": (1, (820 - 800) * US, 820 * US),
+}
+ENVELOPE_NOTE = 'the trace\'s envelope "PyTorch Profiler (0)" (category Trace, 10.000 ms) is left out'
+
+
+def test_envelope_and_gpu_annotations(path):
+    r, p = analyze_json(path)
+    got = rows(r)
+    check(got == WANT, f"default rows:\n got {got}\nwant {WANT}")
+    # ordered by self time; the envelope (10 ms, the longest) is not among them
+    check([k for k in (x["key"] for x in r["rows"])] == list(WANT), f"order {[x['key'] for x in r['rows']]}")
+    check(r.get("envelopes_left_out") == 1 and r["durations_kept"] == 16,
+          f"envelopes_left_out {r.get('envelopes_left_out')}, kept {r['durations_kept']}")
+    gpu = [x for x in r["rows"] if x["key"] == "ProfilerStep#1 (GPU)"]
+    check(len(gpu) == 1 and gpu[0]["name"] == "ProfilerStep#1" and gpu[0]["category"] == "gpu_user_annotation",
+          f"the GPU annotation's row keeps its name and category: {gpu}")
+    check(p.stderr == "", f"nothing to say on stderr: {p.stderr!r}")
+
+    # the table says what it left out
+    t = mlprof("analyze", path, "-t", "3").stdout
+    lines = t.splitlines()
+    check(any(l.startswith("note: " + ENVELOPE_NOTE) and "--type Trace shows it" in l for l in lines),
+          f"table note on the envelope:\n{t}")
+    first = next((i for i, l in enumerate(lines) if l.startswith("name ")), None)
+    check(first is not None and lines[first + 1].split("  ")[0] == "ProfilerStep#1",
+          f"the first row is the CPU step:\n{t}")
+    # CSV cannot say it: stderr does
+    c = mlprof("analyze", path, "--format", "csv", "-t", "0")
+    got = {r["name"]: (int(r["count"]), r["category"]) for r in csv.DictReader(io.StringIO(c.stdout))}
+    check(got.get("ProfilerStep#1 (GPU)") == (1, "gpu_user_annotation") and
+          got.get("ProfilerStep#1") == (1, "user_annotation") and "PyTorch Profiler (0)" not in got,
+          f"CSV rows {got}")
+    check(ENVELOPE_NOTE in c.stderr and c.stderr.startswith("mlprof analyze: "), f"CSV stderr {c.stderr!r}")
+
+    # --type Trace (or a --name that names it) shows the envelope
+    for opts in (("--type", "Trace"), ("--name", "PyTorch Profiler*")):
+        r, p = analyze_json(path, *opts)
+        check(rows(r) == {"PyTorch Profiler (0)": (1, 10000 * US, 10000 * US)} and r.get("envelopes_left_out") == 0,
+              f"{opts}: {rows(r)}")
+    # grouped by category: no Trace row, the GPU annotations apart
+    r, _ = analyze_json(path, "--aggregate-by", "type")
+    got = {k: v[0] for k, v in rows(r).items()}
+    check(got == {"user_annotation": 2, "gpu_user_annotation": 2, "cpu_op": 6, "cuda_runtime": 3, "kernel": 3},
+          f"by category {got}")
+    # one row per event, and the operator type (the name where no argument gives one)
+    r, _ = analyze_json(path, "--aggregate-by", "none", "--name", "ProfilerStep#1")
+    check(sorted(x["key"] for x in r["rows"]) == ["ProfilerStep#1", "ProfilerStep#1 (GPU)"],
+          f"--aggregate-by none: {[x['key'] for x in r['rows']]}")
+    r, _ = analyze_json(path, "--aggregate-by", "op_type", "--name", "ProfilerStep")
+    check(set(rows(r)) == {"ProfilerStep#1", "ProfilerStep#1 (GPU)", "ProfilerStep#2", "ProfilerStep#2 (GPU)"},
+          f"--aggregate-by op_type: {sorted(rows(r))}")
+    # diff: the same rows on both sides, the envelope left out (and said) for each run
+    d = mlprof("diff", path, path, "--format", "json", "-t", "0")
+    keys = sorted(x["key"] for x in json.loads(d.stdout)["rows"])
+    check(keys == sorted(WANT), f"diff rows {keys}")
+    check(d.stderr.count(ENVELOPE_NOTE) == 2, f"diff stderr {d.stderr!r}")
+
+
+SHAPE_ROWS = {"[[8,64],[32,64],[32]]": 2, "[[32],[8,64],[64,32],[],[]]": 2, "[[8,32]]": 2}
+TYPE_ROWS = {'["float","float","float"]': 2, '["float","float","float","Scalar","Scalar"]': 2, '["float"]': 2}
+
+
+def counts(result):
+    return {k: v[0] for k, v in rows(result).items()}
+
+
+def test_pytorch_argument_names(path):
+    # the README's --aggregate-by input_shape reads PyTorch's "Input Dims"; the explicit name still works
+    for key in ("input_shape", "Input Dims"):
+        r, p = analyze_json(path, "--type", "cpu_op", "--aggregate-by", key)
+        check(counts(r) == SHAPE_ROWS and p.stderr == "" and r.get("grouping_keys_missing") == [],
+              f"--aggregate-by {key}: {counts(r)} {p.stderr!r}")
+    # and input_type or dtype its "Input type"
+    for key in ("input_type", "dtype", "Input type"):
+        r, p = analyze_json(path, "--type", "cpu_op", "--aggregate-by", key)
+        check(counts(r) == TYPE_ROWS and p.stderr == "", f"--aggregate-by {key}: {counts(r)} {p.stderr!r}")
+    r, _ = analyze_json(path, "--type", "cpu_op", "--aggregate-by", "name,input_shape")
+    check(counts(r) == {"aten::linear | [[8,64],[32,64],[32]]": 2, "aten::addmm | [[32],[8,64],[64,32],[],[]]": 2,
+                        "aten::relu | [[8,32]]": 2}, f"name,input_shape: {counts(r)}")
+    # events without the argument get "-": no warning while some kept event has it
+    r, p = analyze_json(path, "--aggregate-by", "input_shape")
+    check(counts(r).get("-") == 10 and p.stderr == "", f"input_shape over all: {counts(r)} {p.stderr!r}")
+
+    # an explicit key wins over the others of its group
+    both = write("both.json", {"traceEvents": [
+        x("op", "cpu_op", 0, 10, 1, 1, input_shape="[1]", **{"Input Dims": [[2]]}),
+        x("op", "cpu_op", 20, 10, 1, 1, **{"Input Dims": [[3]]})]})
+    r, _ = analyze_json(both, "--aggregate-by", "input_shape")
+    check(counts(r) == {"[1]": 1, "[[3]]": 1}, f"input_shape first: {counts(r)}")
+    r, _ = analyze_json(both, "--aggregate-by", "Input Dims")
+    check(counts(r) == {"[[2]]": 1, "[[3]]": 1}, f"Input Dims first: {counts(r)}")
+
+
+def test_missing_grouping_key(path):
+    # no kernel has input shapes: one "-" row, and a warning naming the key and the keys they have
+    r, p = analyze_json(path, "--type", "kernel", "--aggregate-by", "input_shape")
+    check(counts(r) == {"-": 3} and r.get("grouping_keys_missing") == ["input_shape"],
+          f"kernels by input_shape: {counts(r)} {r.get('grouping_keys_missing')}")
+    err = p.stderr.strip().splitlines()
+    check(len(err) == 1 and err[0].startswith(f"mlprof analyze: {path}: --aggregate-by input_shape: none of the 3 "
+                                              'kept durations has an argument "input_shape" (nor ')
+          and '"Input Dims"' in err[0] and "External id (3)" in err[0] and "correlation (3)" in err[0],
+          f"warning: {p.stderr!r}")
+    # a near miss is named
+    r, p = analyze_json(path, "--type", "cpu_op", "--aggregate-by", "name,input dims")
+    check(r.get("grouping_keys_missing") == ["input dims"] and 'did you mean "Input Dims"?' in p.stderr
+          and '"input dims"' in p.stderr, f"near miss: {p.stderr!r}")
+    check(counts(r) == {"aten::linear | -": 2, "aten::addmm | -": 2, "aten::relu | -": 2}, f"rows {counts(r)}")
+    # the table says it under the header; exit status 0
+    t = mlprof("analyze", path, "--aggregate-by", "nosuch")
+    check('note: --aggregate-by nosuch: no kept duration has this argument, so every row has "-" there'
+          in t.stdout.splitlines(), f"table note:\n{t.stdout}")
+    check("nosuch" in t.stderr and "Input Dims (6)" in t.stderr, f"table stderr {t.stderr!r}")
+    # keys that name no argument are not warned about; nor is anything when no duration is kept
+    r, p = analyze_json(path, "--aggregate-by", "name,type,thread,process")
+    check(p.stderr == "" and r.get("grouping_keys_missing") == [], f"built-in keys: {p.stderr!r}")
+    r, p = analyze_json(path, "--aggregate-by", "nosuch", "--name", "zzz")
+    check("nosuch" not in p.stderr and '--name "zzz"' in p.stderr, f"nothing kept: {p.stderr!r}")
+    # an empty key is a mistake on the command line, not an argument named ""
+    p = mlprof("analyze", path, "--aggregate-by", "name,", expect=2)
+    check('--aggregate-by: an empty key in "name,"' in p.stderr, f"empty key: {p.stderr!r}")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    path = write("kineto.json", TRACE)
+    for test in (test_envelope_and_gpu_annotations, test_pytorch_argument_names, test_missing_grouping_key):
+        try:
+            test(path)
+        except Exception as e:  # a crash in one test is a failure, and the others still run
+            check(False, f"{test.__name__}: {type(e).__name__}: {e}")
+    print(f"analyze_kineto: {len(failures)} checks failed" if failures else "analyze_kineto: all checks passed")
+    sys.exit(1 if failures else 0)
+
+
+main()
