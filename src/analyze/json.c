@@ -267,6 +267,107 @@ int an_json_number(an_input *in, double *value, int64_t *integer, int *is_int)
     return 0;
 }
 
+/* How many decimal digits [p, end) starts with. */
+static size_t digit_run(const char *p, const char *end)
+{
+    size_t n = 0;
+    while (p + n < end && p[n] >= '0' && p[n] <= '9')
+        n++;
+    return n;
+}
+
+int an_us_text_to_ns(const char *s, size_t n, int64_t *ns)
+{
+    const char *p = s, *end = s + n;
+    int neg = p < end && *p == '-';
+    p += neg;
+    const char *ip = p;
+    size_t ni = digit_run(p, end);
+    p += ni;
+    const char *fp = p;
+    size_t nf = 0;
+    if (p < end && *p == '.') {
+        fp = ++p;
+        nf = digit_run(p, end);
+        p += nf;
+    }
+    if (ni + nf == 0)
+        return -1;
+    long exp10 = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int eneg = p < end && *p == '-';
+        p += p < end && (*p == '-' || *p == '+');
+        size_t ne = digit_run(p, end);
+        if (ne == 0)
+            return -1;
+        for (size_t k = 0; k < ne; k++) {
+            if (exp10 < 100000)
+                exp10 = exp10 * 10 + (p[k] - '0');
+        }
+        p += ne;
+        exp10 = eneg ? -exp10 : exp10;
+    }
+    if (p != end)
+        return -1;
+    /* the digits ni + nf long, the point after the first ni + exp10 + 3 of them */
+    long point = (long)ni + exp10 + 3, total = (long)(ni + nf);
+    uint64_t acc = 0;
+    for (long k = 0; k < point; k++) {
+        int d = k < total ? (k < (long)ni ? ip[k] : fp[k - (long)ni]) - '0' : 0;
+        if (acc > (UINT64_C(0x7fffffffffffffff) - (uint64_t)d) / 10)
+            return -1;
+        acc = acc * 10 + (uint64_t)d;
+        if (k >= total && acc == 0)
+            break; /* zeros after zeros */
+    }
+    /* rounded half away from zero at the nanosecond: the next digit decides */
+    if (point >= 0 && point < total) {
+        int next = (point < (long)ni ? ip[point] : fp[point - (long)ni]) - '0';
+        acc += next >= 5;
+    }
+    if (acc > UINT64_C(0x7fffffffffffffff))
+        return -1;
+    *ns = neg ? -(int64_t)acc : (int64_t)acc;
+    return 0;
+}
+
+/* A value the exact reading refuses (NaN, Infinity, out of range) as the
+ * nearest double: 0 when that is not finite or does not fit. */
+static int64_t us_double_to_ns(double v)
+{
+    v *= 1000.0;
+    if (!(v > -9.2e18 && v < 9.2e18))
+        return 0;
+    return (int64_t)(v < 0 ? v - 0.5 : v + 0.5);
+}
+
+int an_json_time_ns(an_input *in, int64_t *ns)
+{
+    /* most numbers lie whole in the buffer: read them in place */
+    if (in->pos < in->len) {
+        size_t i = in->pos;
+        while (i < in->len && number_char((unsigned char)in->buf[i]))
+            i++;
+        if (i < in->len && i > in->pos && an_us_text_to_ns(in->buf + in->pos, i - in->pos, ns) == 0) {
+            in->pos = i;
+            return 0;
+        }
+    }
+    char tmp[80];
+    size_t n;
+    if (number_text(in, tmp, sizeof tmp, &n) != 0)
+        return -1;
+    if (an_us_text_to_ns(tmp, n, ns) == 0)
+        return 0;
+    char *end;
+    double v = strtod(tmp, &end);
+    if (end != tmp + n)
+        return an_input_fail(in, "bad number \"%s\"", tmp);
+    *ns = us_double_to_ns(v);
+    return 0;
+}
+
 static int literal(an_input *in, const char *word, mlprof__sb *raw)
 {
     size_t n = strlen(word);

@@ -62,6 +62,15 @@ int an_json_string(an_input *in, mlprof__sb *out);
 /* A number: *value, and *integer with *is_int when it has no fraction or
  * exponent and fits 64 bits. */
 int an_json_number(an_input *in, double *value, int64_t *integer, int *is_int);
+/* A time in microseconds as integer nanoseconds, exactly: the decimal digits
+ * are shifted, not multiplied as a double (an epoch time with a fraction,
+ * 1700000000123456.789, needs 19 digits), and rounded half away from zero at
+ * the nanosecond. NaN, Infinity and values out of range read as the nearest
+ * double would (0 when it does not fit). */
+int an_json_time_ns(an_input *in, int64_t *ns);
+/* The same from the n bytes of text s (a number written as a string):
+ * 0, or -1 when s is not a plain decimal number or does not fit. */
+int an_us_text_to_ns(const char *s, size_t n, int64_t *ns);
 /* Any value; when raw is not NULL, its compact JSON text is appended there. */
 int an_json_skip(an_input *in, mlprof__sb *raw);
 /* Opens an object or an array (open: '{' or '['; what names it in an error).

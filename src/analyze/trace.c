@@ -137,31 +137,23 @@ static int read_args(reader *r, an_event *e)
     return more < 0 ? -1 : 0;
 }
 
-/* A number, or a string holding one (some writers quote their numbers). */
-static int read_number(reader *r, double *v, int64_t *iv, int *is_int)
+/* A time in microseconds, as a number or a string holding one (some writers
+ * quote their numbers), read exactly into nanoseconds. */
+static int read_time(reader *r, int64_t *ns)
 {
     if (an_json_peek(&r->in) != '"')
-        return an_json_number(&r->in, v, iv, is_int);
+        return an_json_time_ns(&r->in, ns);
     if (an_json_string(&r->in, &r->val) != 0)
         return -1;
+    const char *s = r->val.data ? r->val.data : "";
+    if (an_us_text_to_ns(s, r->val.len, ns) == 0)
+        return 0;
     char *end;
-    *v = strtod(r->val.data ? r->val.data : "", &end);
-    if (!r->val.data || end == r->val.data || *end)
-        return an_input_fail(&r->in, "expected a number, found the string \"%s\"",
-                             r->val.data ? r->val.data : "");
-    *iv = an_to_i64(*v);
-    *is_int = !strpbrk(r->val.data, ".eE") && *v == (double)*iv;
+    double v = strtod(s, &end);
+    if (end == s || *end)
+        return an_input_fail(&r->in, "expected a number, found the string \"%s\"", s);
+    *ns = an_to_i64(v * 1000.0);
     return 0;
-}
-
-/* Microseconds as integer nanoseconds. Whole microseconds are multiplied as
- * integers: epoch times (RAF writes 1648086040982992) lose nanoseconds in a
- * double. */
-static int64_t us_to_ns(double v, int64_t iv, int is_int)
-{
-    if (is_int && iv > -9200000000000000 && iv < 9200000000000000)
-        return iv * 1000;
-    return an_to_i64(v * 1000.0);
 }
 
 /* pid and tid: numbers, or strings ("stream 7") given numbers of their own
@@ -336,8 +328,6 @@ static int read_event(reader *r)
         if (an_json_key(in, &r->key) != 0)
             return -1;
         const char *k = r->key.data ? r->key.data : "";
-        double v;
-        int64_t iv;
         int rc = 0;
         int which = event_key(k, r->key.len);
         if (which == K_STRING) {
@@ -359,9 +349,8 @@ static int read_event(reader *r)
                     return an_input_fail(in, "out of memory");
             }
         } else if (which == K_TIME) {
-            int is_int = 0;
-            if ((rc = read_number(r, &v, &iv, &is_int)) == 0) {
-                int64_t ns = us_to_ns(v, iv, is_int);
+            int64_t ns;
+            if ((rc = read_time(r, &ns)) == 0) {
                 if (k[0] == 't') {
                     e.ts = ns;
                     has_ts = 1;
