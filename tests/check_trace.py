@@ -592,7 +592,10 @@ def area_counters(prog, out):
     check(faults is not None and faults >= pages and abs(faults - kfaults) <= 4,
           f"{faults} page faults for {pages} pages touched; the kernel counted {kfaults}")
     tc = x["spin"].get("task-clock")
-    check(tc is not None and -0.05 * cpu - 200000 <= tc - cpu <= 0.05 * cpu + 200000 + steal,
+    # the span's own CPU time, not the wall time it took (over it only by what
+    # the hypervisor stole); under a heavy load task-clock was seen 8% short of
+    # the thread's CPU clock, so below it the bound is loose
+    check(tc is not None and 0.75 * cpu - 200000 <= tc <= 1.05 * cpu + 200000 + steal,
           f"task clock {tc} ns against {cpu} ns of thread CPU time ({steal} ns stolen by the hypervisor)")
     with open(os.path.join(out, "counters_stats.json")) as f:
         st = json.load(f)
@@ -928,8 +931,10 @@ def cupti_metrics(t, prog):
             json.dump(raw, f)
         p = subprocess.run([mlprof, "kernels", rpath, "--format", "json"], capture_output=True, text=True)
         rows = json.loads(p.stdout)["kernel_metrics"] if p.returncode == 0 else []
-        # 9e6 FLOPs and 4e6 bytes over the event's 100 us
-        check(len(rows) == 1 and rows[0]["flops"] == 9e6 and rows[0]["gflops"] == 90 and rows[0]["dram_gbps"] == 40
+        # 9e6 FLOPs and 4e6 bytes; no rate, no GPU time: a range's dur is no kernel's time (PyTorch's is a
+        # placeholder), only a measured gpu__time_duration is
+        check(len(rows) == 1 and rows[0]["flops"] == 9e6 and rows[0]["gflops"] is None
+              and rows[0]["dram_gbps"] is None and rows[0]["gpu_time_ns"] is None
               and rows[0]["arithmetic_intensity"] == 2.25 and rows[0]["achieved_occupancy"] == 0.5,
               f"metrics: raw metrics of another tool's trace derived: {rows} {p.stderr}")
 

@@ -261,15 +261,30 @@ def check_thread_exit():
     for path in glob.glob(os.path.join(OUT, "thread_exit.json.parts", "trace.*.memory.csv")):
         with open(path, newline="") as f:
             rows += list(csv.DictReader(f))
-    blocks = [r for r in rows if r["bytes"] == "11111"]
-    check(len(blocks) == 1500 and all(r["end"] == "freed" for r in blocks),
-          f"thread_exit: each of 1500 threads' block, freed: {len(blocks)} blocks, "
-          f"{len([r for r in blocks if r['end'] != 'freed'])} not freed")
+    # A recorder that leaks a chunk per thread keeps the blocks of the first
+    # threads only, as many as the 1 MiB buffer has chunks. Under a heavy load
+    # the collector may fall behind and events be dropped (said, and counted):
+    # those blocks may be missing, no more, and far more than a leak keeps.
+    dropped, chunks = 0, 0
+    for path in glob.glob(os.path.join(OUT, "thread_exit.json.parts", "trace.*.json")):
+        other = json.load(open(path)).get("otherData", {})
+        dropped += other.get("dropped_events", 0)
+        chunks = max(chunks, other.get("buffer_size", 0) // max(other.get("chunk_size", 1), 1))
+
+    def kept(label, found, want):
+        missing = want - len(found)
+        check(all(r["end"] == "freed" for r in found),
+              f"thread_exit: {label}: {len([r for r in found if r['end'] != 'freed'])} not freed")
+        check(missing == 0 or (missing <= dropped and len(found) > 2 * chunks),
+              f"thread_exit: {label}: {len(found)} of {want}, {dropped} events dropped, "
+              f"a leaking recorder keeps at most {chunks}")
+        if missing:
+            print(f"thread_exit: {label}: {missing} of {want} missing, {dropped} events dropped under load "
+                  f"(a leaking recorder would keep at most {chunks})")
+
+    kept("each thread's block, freed", [r for r in rows if r["bytes"] == "11111"], 1500)
     # freed by a key destructor that runs after mlprof's: recorded all the same
-    late = [r for r in rows if r["bytes"] == "777"]
-    check(len(late) == 1499 and all(r["end"] == "freed" for r in late),
-          f"thread_exit: the blocks freed after mlprof's exit handler: {len(late)} of 1499, "
-          f"{len([r for r in late if r['end'] != 'freed'])} not freed")
+    kept("the blocks freed after mlprof's exit handler", [r for r in rows if r["bytes"] == "777"], 1499)
     check("without a free" not in p.stderr, f"thread_exit: no block left unfreed: {p.stderr[-300:]!r}")
 
 
