@@ -143,9 +143,107 @@ def test_device_labels():
 
 
 # ---------------------------------------------------------------------------
+FFMA = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
+
+
+def counter_trace(drop_launch=False):
+    """PyTorch's CUPTI counter trace (profiler_metrics, measure per kernel):
+    cuda_profiler_range events with no correlation id, their ts and dur
+    spreading the trace's span evenly, the counters in their args; the CPU
+    side as usual. Four kernel launches: cudaLaunchKernel under aten::addmm
+    (under aten::linear), cudaLaunchKernelExC under aten::relu, Triton's
+    cuLaunchKernel, and a cudaLaunchKernel whose driver call cuLaunchKernel is
+    recorded inside it (one launch), with a cudaMemcpyAsync that launches no
+    kernel."""
+    cpu = dict(pid=1000, tid=1000)
+    ev = [meta("process_name", 0, 0, name="python3"), meta("process_labels", 0, 0, labels="GPU 0"),
+          x("aten::linear", "cpu_op", 0, 105, **cpu), x("aten::addmm", "cpu_op", 10, 90, **cpu),
+          x("cudaLaunchKernel", "cuda_runtime", 20, 10, correlation=1, **cpu),
+          x("cudaMemcpyAsync", "cuda_runtime", 40, 5, correlation=2, **cpu),
+          x("aten::relu", "cpu_op", 110, 80, **cpu),
+          x("cudaLaunchKernelExC", "cuda_runtime", 120, 5, correlation=3, **cpu),
+          x("triton_poi_fused_add_0", "cpu_op", 300, 100, **cpu),
+          x("cuLaunchKernel", "cuda_driver", 310, 10, correlation=4, **cpu),
+          x("aten::mul", "cpu_op", 490, 30, **cpu),
+          x("cudaLaunchKernel", "cuda_runtime", 500, 10, correlation=5, **cpu),
+          x("cuLaunchKernel", "cuda_driver", 502, 6, correlation=6, **cpu)]
+    if drop_launch:
+        ev = [e for e in ev if e.get("name") != "cudaLaunchKernelExC"]
+    # the ranges: 600 us of trace over 4 ranges, 150 us each, whatever the kernels took
+    ranges = [("ampere_sgemm_32x32", {FFMA: 1000000, "dram__bytes_read.sum": 4000000, "dram__bytes_write.sum": 1000000}),
+              ("relu_kernel", {"dram__bytes_read.sum": 8192, "dram__bytes_write.sum": 8192}),
+              ("triton_poi_fused_add_0", {FFMA: 0, "dram__bytes_read.sum": 4096, "kineto__tensor_core_insts": 512}),
+              ("mul_kernel", {FFMA: 1000000, "gpu__time_duration.sum": 2000})]
+    for n, (name, counters) in enumerate(ranges):
+        ev.append(x(name, "cuda_profiler_range", n * 150, 150, 0, 0, **counters))
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}], "traceEvents": ev}
+
+
+def test_counter_ranges():
+    path = write("cupti_counters.json", counter_trace())
+    k = kernels_json(path)
+    check(k.get("gpu_events") == 0 and k.get("kernel_time_ns") == 0 and k.get("devices") == [],
+          f"counter ranges: no GPU time from a range's dur: {k.get('gpu_events')} {k.get('kernel_time_ns')}")
+    km = {r["name"]: r for r in k.get("kernel_metrics", [])}
+    g = km.get("ampere_sgemm_32x32", {})
+    check((g.get("count"), g.get("gpu_time_ns"), g.get("gflops"), g.get("dram_gbps"), g.get("flops"), g.get("bytes"),
+           g.get("arithmetic_intensity")) == (1, None, None, None, 2e6, 5e6, 0.4),
+          f"counter ranges: FLOPs and bytes, but no time or rate from the placeholder dur: {g}")
+    m = km.get("mul_kernel", {})
+    # 2e6 FLOPs (an FMA is two) over the measured 2 us: 1000 GFLOP/s
+    check((m.get("gpu_time_ns"), m.get("gflops"), m.get("flops")) == (2000, 1000, 2e6),
+          f"counter ranges: a measured gpu__time_duration gives time and rate: {m}")
+    cr = k.get("counter_ranges", {})
+    check((cr.get("count"), cr.get("by_launch_order"), cr.get("without_operators"), cr.get("kernel_launches"),
+           cr.get("mismatches")) == (4, 4, 0, 4, []),
+          f"counter ranges: each given its launch by launch order: {dict((a, b) for a, b in cr.items() if a != 'rows')}")
+    metrics = [FFMA, "dram__bytes_read.sum", "dram__bytes_write.sum", "kineto__tensor_core_insts",
+               "gpu__time_duration.sum"]
+    check(cr.get("metrics") == metrics, f"counter ranges: one column per metric found: {cr.get('metrics')}")
+    rows = [(r["index"], r["device"], r["name"], r["op_stack"], r["bottom_op"], r["top_op"]) for r in cr.get("rows", [])]
+    check(rows == [(0, 0, "ampere_sgemm_32x32", "aten::linear > aten::addmm", "aten::addmm", "aten::linear"),
+                   (1, 0, "relu_kernel", "aten::relu", "aten::relu", "aten::relu"),
+                   (2, 0, "triton_poi_fused_add_0", "triton_poi_fused_add_0", "triton_poi_fused_add_0",
+                    "triton_poi_fused_add_0"),
+                   (3, 0, "mul_kernel", "aten::mul", "aten::mul", "aten::mul")],
+          f"counter ranges: the i-th range, the i-th launch's operators: {rows}")
+    counters = [r["counters"] for r in cr.get("rows", [])]
+    check(counters[2:3] == [{FFMA: 0, "dram__bytes_read.sum": 4096, "dram__bytes_write.sum": None,
+                             "kineto__tensor_core_insts": 512, "gpu__time_duration.sum": None}],
+          f"counter ranges: raw counters, null where a range lacks one: {counters[2:3]}")
+    p = mlprof("kernels", path, "--format", "csv")
+    table = list(csv.reader(io.StringIO(p.stdout)))
+    check(table[:1] == [["index", "device", "name", "op_stack", "bottom_op", "top_op"] + metrics],
+          f"counter ranges: the CSV's columns: {table[:1]}")
+    check(table[1:2] == [["0", "0", "ampere_sgemm_32x32", "aten::linear > aten::addmm", "aten::addmm", "aten::linear",
+                          "1000000", "4000000", "1000000", "", ""]] and len(table) == 5,
+          f"counter ranges: the CSV's rows: {table[1:2]} ({len(table)} lines)")
+    p = mlprof("kernels", path)
+    check("  [1] " + FFMA in p.stdout and "  [5] gpu__time_duration.sum" in p.stdout
+          and "4 ranges: 0 with their own operators (mlprof's), 4 given those of their kernel launch by launch order"
+          in p.stdout, f"counter ranges: the table's legend\n{p.stdout}")
+    line = next((ln for ln in p.stdout.splitlines() if ln.strip().startswith("0  ampere_sgemm_32x32")), "")
+    check(line.split() == ["0", "ampere_sgemm_32x32", "aten::addmm", "aten::linear", "1e+06", "4e+06", "1e+06", "-",
+                           "-"], f"counter ranges: a row of the table: {line!r}")
+    sg = next((ln for ln in p.stdout.splitlines() if ln.startswith("  ampere_sgemm_32x32")), "")
+    check(sg.split()[1:5] == ["1", "-", "-", "-"], f"counter ranges: no GPU time or GFLOP/s from dur: {sg!r}")
+
+    # a launch missing: counts differ, so no range is given operators, and that is said
+    path = write("cupti_counters_mismatch.json", counter_trace(drop_launch=True))
+    p = mlprof("kernels", path, "--format", "json")
+    cr = json.loads(p.stdout).get("counter_ranges", {}) if p.returncode == 0 else {}
+    check((cr.get("by_launch_order"), cr.get("without_operators"), cr.get("mismatches"))
+          == (0, 4, [{"device": 0, "ranges": 4, "launches": 3}])
+          and all(r["op_stack"] is None for r in cr.get("rows", [])),
+          f"counter ranges: counts that differ give no operators: {cr}")
+    check("device 0 has 4 counter ranges but 3 kernel launches: their operators are unknown" in p.stderr,
+          f"counter ranges: the mismatch said on standard error: {p.stderr!r}")
+
+
+# ---------------------------------------------------------------------------
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for test in (test_string_stream_tids, test_device_labels):
+    for test in (test_string_stream_tids, test_device_labels, test_counter_ranges):
         test()
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)

@@ -283,7 +283,7 @@ static int run_on_trace(const char *cmd, const char *path, const char *output,
 
 static int kernels_analysis(an_trace *t, const an_options *o, mlprof__sb *out)
 {
-    return an_kernels(t, o->format, o->top, out);
+    return an_kernels(t, o->format, o->top, out, o->notes);
 }
 
 /* The arguments of a command on one trace (analyze, kernels): --help, the
@@ -541,10 +541,23 @@ static void kernels_usage(FILE *out)
             "Where the GPU's time goes: per device, the time in compute, communication\n"
             "(NCCL) and memory (copies, memsets) kernels, their overlap, busy and idle time,\n"
             "per stream busy and idle time; and the GPU time of each CPU operator that\n"
-            "launched kernels (linked by correlation id, or by flow events).\n"
+            "launched kernels (linked by correlation id, or by flow events). Devices are\n"
+            "named GPU N (MTIA N for MTIA's activity), with deviceProperties' name.\n"
             "\n"
-            "  -t, --top N            operators to show (default 20; 0 for all)\n"
-            "  --format F             table (default) or json\n"
+            "CUPTI counter ranges (cuda_profiler_range events: PyTorch's profiler_metrics,\n"
+            "mlprof's gpu metrics) are listed per kernel (FLOP/s and bandwidth) and one by\n"
+            "one, with one column per counter found in them. Their dur is never GPU time\n"
+            "(PyTorch spreads the trace's span evenly over them): GPU time and rates come\n"
+            "only from a measured gpu__time_duration, else they are left blank. PyTorch's\n"
+            "ranges carry no correlation id: they come in launch order, so the i-th range\n"
+            "of a device takes the CPU operators (op stack, bottom and top) of the i-th\n"
+            "kernel launch (cudaLaunchKernel, cuLaunchKernel and their forms); where a\n"
+            "device's ranges and launches differ in number its ranges get none, and a line\n"
+            "on standard error says so.\n"
+            "\n"
+            "  -t, --top N            rows to show in each list (default 20; 0 for all)\n"
+            "  --format F             table (default), json, or csv (the counter ranges one\n"
+            "                         by one; the kernels by name when there are none)\n"
             "  -o, --output FILE      write there instead of standard output\n");
 }
 
@@ -553,8 +566,6 @@ static int cmd_kernels(int argc, char **argv)
     an_options o;
     const char *output;
     const char *path = one_trace_args("kernels", argc, argv, kernels_usage, 0, &o, &output);
-    if (o.format == AN_CSV)
-        bad_usage("kernels", "%s", "--format: table or json");
     /* analyze's options that kernels would ignore: a filter must not be dropped without a word */
     const char *ignored = o.type                          ? "--type"
                           : o.name                        ? "--name"
@@ -566,7 +577,12 @@ static int cmd_kernels(int argc, char **argv)
     if (ignored)
         bad_usage("kernels", "%s is an option of analyze; kernels takes every GPU event ('" PROG
                              " analyze TRACE --type kernel ...' filters them)", ignored);
-    return run_on_trace("kernels", path, output, kernels_analysis, &o);
+    mlprof__sb notes;
+    mlprof__sb_init(&notes);
+    o.notes = &notes;
+    int rc = run_on_trace("kernels", path, output, kernels_analysis, &o);
+    mlprof__sb_free(&notes);
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -107,6 +107,139 @@ static int32_t map_find(const mlprof__map *m, int64_t key)
     return v ? (int32_t)((uintptr_t)v - 1) : -1;
 }
 
+/* Event i was launched by the runtime call launch: the operators around it
+ * (cpu_op spans when the trace has them) are its bottom and top. */
+static void take_ops(const an_trace *t, an_gpu_links *l, size_t i, int32_t launch, int has_cpu_op)
+{
+    l->launch[i] = launch;
+    for (int32_t k = launch; k >= 0; k = t->ev[k].parent) {
+        if (k == launch && is_runtime(&t->ev[k]))
+            continue;
+        if (has_cpu_op && strcmp(t->ev[k].cat, "cpu_op") != 0)
+            continue;
+        if (l->bottom[i] < 0)
+            l->bottom[i] = k;
+        l->top[i] = k;
+    }
+}
+
+static int is_range(const an_event *e)
+{
+    return e->ph == 'X' && strcasecmp(e->cat, "cuda_profiler_range") == 0;
+}
+
+/* A runtime or driver call that launches one kernel: cudaLaunchKernel,
+ * cuLaunchKernel and their forms (cudaLaunchKernelExC, cuLaunchKernelEx,
+ * _ptsz, cooperative launches); not a graph launch, which runs many. */
+static int is_kernel_launch(const an_event *e)
+{
+    static const char *const prefixes[] = {"cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel",
+                                           "cuLaunchCooperativeKernel", NULL};
+    if (!is_runtime(e))
+        return 0;
+    if (strcmp(e->name, "cudaLaunch") == 0) /* CUDA 9's */
+        return 1;
+    for (const char *const *p = prefixes; *p; p++) {
+        if (strncmp(e->name, *p, strlen(*p)) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A range or a launch in the order they are matched: device, time, index. */
+typedef struct in_order {
+    int64_t group, ts;
+    size_t i;
+} in_order;
+
+static int in_order_cmp(const void *pa, const void *pb)
+{
+    const in_order *a = pa, *b = pb;
+    if (a->group != b->group)
+        return a->group < b->group ? -1 : 1;
+    if (a->ts != b->ts)
+        return a->ts < b->ts ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int push_order(in_order **v, size_t *n, size_t *cap, int64_t group, int64_t ts, size_t i)
+{
+    in_order *p = mlprof__grow(*v, cap, *n, sizeof **v, 64);
+    if (!p)
+        return -1;
+    *v = p;
+    p[(*n)++] = (in_order){group, ts, i};
+    return 0;
+}
+
+/* The counter ranges without a correlation id (PyTorch's): the i-th range of
+ * a device takes the operators of the i-th kernel launch. Per device when
+ * every launch says its device, else the trace's ranges in time order against
+ * all its launches (HTA's rule); a device whose counts differ keeps none. */
+static int link_ranges(an_trace *t, an_gpu_links *l, int has_cpu_op)
+{
+    static const char *const dev_keys[] = {"device", NULL};
+    in_order *r = NULL, *k = NULL;
+    size_t nr = 0, nk = 0, capr = 0, capk = 0;
+    int launches_say_device = 1, several = 0, rc = 0;
+    for (size_t i = 0; rc == 0 && i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        int64_t v;
+        if (is_range(e)) {
+            l->ranges++;
+            if (has_int_arg(t, e, k_corr_keys, &v) || an_event_arg(t, e, "op_stack")) {
+                l->ranges_own++;
+                continue;
+            }
+            int64_t dev = has_int_arg(t, e, dev_keys, &v) ? v : e->pid;
+            several |= nr && dev != r[0].group;
+            rc = push_order(&r, &nr, &capr, dev, e->ts, i);
+        } else if (is_kernel_launch(e) && !(e->parent >= 0 && is_kernel_launch(&t->ev[e->parent]))) {
+            l->kernel_launches++; /* a driver launch inside a runtime one is the same launch */
+            int64_t dev = has_int_arg(t, e, dev_keys, &v) ? v : -1;
+            launches_say_device &= dev >= 0;
+            rc = push_order(&k, &nk, &capk, dev, e->ts, i);
+        }
+    }
+    if (rc == 0 && nr) {
+        if (!launches_say_device || !nk) { /* one order for the trace, or for its only device */
+            int64_t g = several ? -1 : r[0].group;
+            for (size_t j = 0; j < nr; j++)
+                r[j].group = g;
+            for (size_t j = 0; j < nk; j++)
+                k[j].group = g;
+        }
+        mlprof__sort(r, nr, sizeof *r, in_order_cmp);
+        mlprof__sort(k, nk, sizeof *k, in_order_cmp);
+        size_t a = 0, b = 0;
+        while (a < nr) {
+            size_t a_end = a;
+            while (a_end < nr && r[a_end].group == r[a].group)
+                a_end++;
+            while (b < nk && k[b].group < r[a].group)
+                b++;
+            size_t b_end = b;
+            while (b_end < nk && k[b_end].group == r[a].group)
+                b_end++;
+            if (a_end - a == b_end - b) {
+                for (size_t j = 0; j < a_end - a; j++)
+                    take_ops(t, l, r[a + j].i, (int32_t)k[b + j].i, has_cpu_op);
+                l->ranges_by_order += a_end - a;
+            } else {
+                l->ranges_unmatched += a_end - a;
+                if (l->nmismatch < sizeof l->mismatch / sizeof l->mismatch[0])
+                    l->mismatch[l->nmismatch] = (an_gpu_range_mismatch){r[a].group, a_end - a, b_end - b};
+                l->nmismatch++;
+            }
+            a = a_end;
+            b = b_end;
+        }
+    }
+    mlprof__free(r);
+    mlprof__free(k);
+    return rc;
+}
+
 void an_gpu_links_free(an_gpu_links *l)
 {
     mlprof__free(l->launch);
@@ -196,18 +329,10 @@ int an_gpu_link(an_trace *t, an_gpu_links *l)
             }
             continue;
         }
-        l->launch[i] = launch;
-        /* the operators around the launch: cpu_op spans when the trace has them */
-        for (int32_t k = launch; k >= 0; k = t->ev[k].parent) {
-            if (k == launch && is_runtime(&t->ev[k]))
-                continue;
-            if (has_cpu_op && strcmp(t->ev[k].cat, "cpu_op") != 0)
-                continue;
-            if (l->bottom[i] < 0)
-                l->bottom[i] = k;
-            l->top[i] = k;
-        }
+        take_ops(t, l, i, launch, has_cpu_op);
     }
+    if (rc == 0)
+        rc = link_ranges(t, l, has_cpu_op);
     mlprof__free(sorted);
     mlprof__map_free(&corr);
     mlprof__map_free(&flows);
@@ -530,12 +655,14 @@ static int gpu_rows(const an_trace *t, const an_gpu_links *l, int by_operator, g
 
 /* ------------------------------------------------ per-kernel metrics */
 
-/* One kernel's measured metrics, summed over its ranges. */
+/* One kernel's measured metrics, summed over its ranges. The rates take only
+ * the ranges whose GPU time is known, over that time. */
 typedef struct metric_row {
     const char *name;
-    uint64_t count;
+    uint64_t count, n_gpu;
     double gpu_ns, flops, bytes, occupancy, branch;
-    uint64_t n_flops, n_bytes, n_occupancy, n_branch;
+    double timed_flops, timed_bytes; /* of the ranges with a GPU time */
+    uint64_t n_flops, n_bytes, n_occupancy, n_branch, n_timed_flops, n_timed_bytes;
 } metric_row;
 
 static int metric_row_cmp(const void *pa, const void *pb)
@@ -543,12 +670,17 @@ static int metric_row_cmp(const void *pa, const void *pb)
     const metric_row *a = pa, *b = pb;
     if (a->gpu_ns != b->gpu_ns)
         return a->gpu_ns > b->gpu_ns ? -1 : 1;
+    if (a->count != b->count)
+        return a->count > b->count ? -1 : 1;
     return strcmp(a->name, b->name);
 }
 
 /* What one cuda_profiler_range event measured: mlprof's derived arguments
  * where it wrote them, else derived here from the raw metrics by the same
- * rules (a trace of PyTorch's profiler has only those). */
+ * rules (a trace of PyTorch's profiler has only those). Its GPU time is its
+ * gpu_time_ns or its gpu__time_duration.sum, never its dur: PyTorch spreads
+ * the trace's span evenly over its ranges, so that dur is no kernel's time,
+ * and rates over it would be invented. NaN where unknown. */
 static void range_values(const an_trace *t, const an_event *e, mlprof__gpu_derived *d)
 {
     mlprof__gpu_metric_set set;
@@ -561,13 +693,18 @@ static void range_values(const an_trace *t, const an_event *e, mlprof__gpu_deriv
         strcpy(set.names[set.n], a->key);
         values[set.n++] = a->num;
     }
-    mlprof__gpu_metrics_derive(&set, values, (double)e->dur, d);
     static const char *const k_flops[] = {"flops", NULL}, *const k_bytes[] = {"bytes", NULL},
                              *const k_gpu[] = {"gpu_time_ns", NULL}, *const k_occ[] = {"achieved_occupancy", NULL},
                              *const k_branch[] = {"branch_efficiency", NULL};
+    mlprof__gpu_derived raw;
+    mlprof__gpu_metrics_derive(&set, values, NAN, &raw);
+    double gpu_ns = an_arg_num(an_event_arg_any(t, e, k_gpu), raw.gpu_ns);
+    if (!(gpu_ns > 0))
+        gpu_ns = NAN;
+    mlprof__gpu_metrics_derive(&set, values, gpu_ns, d); /* rates over the known GPU time only */
+    d->gpu_ns = gpu_ns;
     d->flops = an_arg_num(an_event_arg_any(t, e, k_flops), d->flops);
     d->dram_bytes = an_arg_num(an_event_arg_any(t, e, k_bytes), d->dram_bytes);
-    d->gpu_ns = an_arg_num(an_event_arg_any(t, e, k_gpu), isnan(d->gpu_ns) ? (double)e->dur : d->gpu_ns);
     d->achieved_occupancy = an_arg_num(an_event_arg_any(t, e, k_occ), d->achieved_occupancy);
     d->branch_efficiency = an_arg_num(an_event_arg_any(t, e, k_branch), d->branch_efficiency);
 }
@@ -584,7 +721,7 @@ static int metric_rows(const an_trace *t, metric_row **rows, size_t *n)
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < t->nev; i++) {
         const an_event *e = &t->ev[i];
-        if (e->ph != 'X' || strcasecmp(e->cat, "cuda_profiler_range") != 0)
+        if (!is_range(e))
             continue;
         mlprof__map_entry *slot = mlprof__map_slot(&index, e->name, strlen(e->name));
         metric_row *r = slot ? mlprof__grow(*rows, &cap, *n, sizeof **rows, 16) : NULL;
@@ -602,7 +739,6 @@ static int metric_rows(const an_trace *t, metric_row **rows, size_t *n)
         mlprof__gpu_derived d;
         range_values(t, e, &d);
         row->count++;
-        row->gpu_ns += d.gpu_ns;
 #define SUM(field, v)              \
     if (!isnan(v)) {               \
         row->field += (v);         \
@@ -612,6 +748,12 @@ static int metric_rows(const an_trace *t, metric_row **rows, size_t *n)
         SUM(bytes, d.dram_bytes);
         SUM(occupancy, d.achieved_occupancy);
         SUM(branch, d.branch_efficiency);
+        if (!isnan(d.gpu_ns)) {
+            row->gpu_ns += d.gpu_ns;
+            row->n_gpu++;
+            SUM(timed_flops, d.flops);
+            SUM(timed_bytes, d.dram_bytes);
+        }
 #undef SUM
     }
     mlprof__map_free(&index);
@@ -642,14 +784,17 @@ static void kernel_metrics(const metric_row *rows, size_t n, size_t shown, int f
 {
     for (size_t i = 0; i < shown; i++) {
         const metric_row *r = &rows[i];
-        double gflops = ratio(r->flops, r->n_flops, r->gpu_ns), gbps = ratio(r->bytes, r->n_bytes, r->gpu_ns);
+        double gflops = ratio(r->timed_flops, r->n_timed_flops, r->gpu_ns);
+        double gbps = ratio(r->timed_bytes, r->n_timed_bytes, r->gpu_ns);
         double ai = r->n_flops && r->n_bytes && r->bytes > 0 ? r->flops / r->bytes : NAN;
         double occ = r->n_occupancy ? r->occupancy / (double)r->n_occupancy : NAN;
         double branch = r->n_branch ? r->branch / (double)r->n_branch : NAN;
         if (format == AN_JSON) {
             mlprof__sb_puts(out, i ? ",{\"name\":" : "{\"name\":");
             mlprof__sb_json_str(out, r->name, strlen(r->name));
-            mlprof__sb_printf(out, ",\"count\":%llu,\"gpu_time_ns\":%.0f", (unsigned long long)r->count, r->gpu_ns);
+            mlprof__sb_printf(out, ",\"count\":%llu", (unsigned long long)r->count);
+            put_metric_json(out, "gpu_time_ns", r->n_gpu ? r->gpu_ns : NAN);
+            mlprof__sb_printf(out, ",\"timed\":%llu", (unsigned long long)r->n_gpu);
             put_metric_json(out, "flops", r->n_flops ? r->flops : NAN);
             put_metric_json(out, "bytes", r->n_bytes ? r->bytes : NAN);
             put_metric_json(out, "gflops", gflops);
@@ -661,12 +806,16 @@ static void kernel_metrics(const metric_row *rows, size_t n, size_t shown, int f
             continue;
         }
         if (i == 0)
-            mlprof__sb_printf(out, "\nKernel metrics (CUPTI range profiler, per kernel):\n  %-40s %6s  %12s %9s %9s %9s %9s %9s\n",
+            mlprof__sb_printf(out, "\nKernel metrics (CUPTI range profiler, per kernel; GPU time and rates only where a "
+                                   "range measured gpu__time_duration):\n  %-40s %6s  %12s %9s %9s %9s %9s %9s\n",
                               "name", "count", "GPU time", "GFLOP/s", "GB/s", "FLOP/B", "occupancy", "branch");
         size_t len = strlen(r->name);
         mlprof__sb_printf(out, len > 40 ? "  %.37s..." : "  %-40s", r->name);
         mlprof__sb_printf(out, " %6llu  ", (unsigned long long)r->count);
-        put_duration_cell(out, (int64_t)r->gpu_ns);
+        if (r->n_gpu)
+            put_duration_cell(out, (int64_t)r->gpu_ns);
+        else
+            mlprof__sb_printf(out, "%12s  ", "-");
         put_metric_cell(out, gflops, " %9.1f"); /* FLOP per ns: GFLOP/s */
         put_metric_cell(out, gbps, " %9.1f");
         put_metric_cell(out, ai, " %9.3f");
@@ -678,7 +827,323 @@ static void kernel_metrics(const metric_row *rows, size_t n, size_t shown, int f
         mlprof__sb_printf(out, "  (%zu more)\n", n - shown);
 }
 
-int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
+/* ------------------------------------------------ the ranges one by one */
+
+/* Arguments of a range that are not counters: ids, and what mlprof derives. */
+static int is_counter_key(const char *key)
+{
+    static const char *const not_counters[] = {
+        "correlation", "correlation_id", "correlationId", "device", "stream", "context", "External id",
+        "external id", "gpu_time_ns", "flops", "bytes", "gflops", "dram_gbps", "arithmetic_intensity",
+        "achieved_occupancy", "branch_efficiency", "launch_ns", "cbid", "Ev Idx", NULL};
+    for (const char *const *k = not_counters; *k; k++) {
+        if (strcmp(key, *k) == 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* The counter ranges in time order, and the counters they hold: one column
+ * per metric name, in the order first met. */
+typedef struct range_table {
+    size_t *idx, n;
+    const char **metric;
+    size_t nmetric;
+} range_table;
+
+static const an_trace *g_range_trace;
+
+static int range_ts_cmp(const void *pa, const void *pb)
+{
+    const an_event *a = &g_range_trace->ev[*(const size_t *)pa], *b = &g_range_trace->ev[*(const size_t *)pb];
+    if (a->ts != b->ts)
+        return a->ts < b->ts ? -1 : 1;
+    return *(const size_t *)pa < *(const size_t *)pb ? -1 : 1;
+}
+
+static void range_table_free(range_table *rt)
+{
+    mlprof__free(rt->idx);
+    mlprof__free(rt->metric);
+    memset(rt, 0, sizeof *rt);
+}
+
+static int range_table_make(const an_trace *t, range_table *rt)
+{
+    memset(rt, 0, sizeof *rt);
+    mlprof__map seen;
+    mlprof__map_init(&seen);
+    size_t capi = 0, capm = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        if (!is_range(e))
+            continue;
+        size_t *p = mlprof__grow(rt->idx, &capi, rt->n, sizeof *rt->idx, 64);
+        if (!p) {
+            rc = -1;
+            break;
+        }
+        rt->idx = p;
+        p[rt->n++] = i;
+        for (uint32_t k = 0; k < e->nargs; k++) {
+            const an_arg *a = &t->args[e->args + k];
+            if (a->type != AN_NUM || !is_counter_key(a->key))
+                continue;
+            mlprof__map_entry *slot = mlprof__map_slot(&seen, a->key, strlen(a->key));
+            const char **m = slot ? mlprof__grow(rt->metric, &capm, rt->nmetric, sizeof *rt->metric, 16) : NULL;
+            if (!m) {
+                rc = -1;
+                break;
+            }
+            rt->metric = m;
+            if (!slot->value) {
+                m[rt->nmetric++] = a->key;
+                slot->value = (void *)(uintptr_t)rt->nmetric;
+            }
+        }
+    }
+    mlprof__map_free(&seen);
+    if (rc == 0) {
+        g_range_trace = t; /* one analysis at a time: the command runs one */
+        mlprof__sort(rt->idx, rt->n, sizeof *rt->idx, range_ts_cmp);
+    } else {
+        range_table_free(rt);
+    }
+    return rc;
+}
+
+/* The counter metric of range e, NaN when it has none. */
+static double range_counter(const an_trace *t, const an_event *e, const char *metric)
+{
+    for (uint32_t k = 0; k < e->nargs; k++) {
+        const an_arg *a = &t->args[e->args + k];
+        if (a->type == AN_NUM && strcmp(a->key, metric) == 0)
+            return a->is_int ? (double)a->inum : a->num;
+    }
+    return NAN;
+}
+
+/* The operators of range i: by its launch, or its own (mlprof writes "op"
+ * and "op_stack"); empty when neither. */
+static void range_ops(const an_trace *t, const an_gpu_links *l, size_t i, mlprof__sb *stack, mlprof__sb *bottom,
+                      mlprof__sb *top)
+{
+    mlprof__sb_reset(stack);
+    mlprof__sb_reset(bottom);
+    mlprof__sb_reset(top);
+    if (l->bottom[i] >= 0) {
+        an_gpu_op_stack(t, l, i, stack);
+        mlprof__sb_puts(bottom, t->ev[l->bottom[i]].name);
+        mlprof__sb_puts(top, t->ev[l->top[i]].name);
+        return;
+    }
+    const an_event *e = &t->ev[i];
+    const an_arg *st = an_event_arg(t, e, "op_stack"), *op = an_event_arg(t, e, "op");
+    if (!st || st->type != AN_STR || !st->str[0])
+        return;
+    mlprof__sb_puts(stack, st->str);
+    const char *sep = strstr(st->str, " > ");
+    mlprof__sb_printf(top, "%.*s", (int)(sep ? (size_t)(sep - st->str) : strlen(st->str)), st->str);
+    if (op && op->type == AN_STR && op->str[0]) {
+        mlprof__sb_puts(bottom, op->str);
+    } else {
+        const char *last = st->str;
+        while ((sep = strstr(last, " > ")) != NULL)
+            last = sep + 3;
+        mlprof__sb_puts(bottom, last);
+    }
+}
+
+static const char *sb_str(const mlprof__sb *sb) { return sb->data ? sb->data : ""; }
+
+static void put_json_or_null(mlprof__sb *out, const mlprof__sb *s)
+{
+    if (s->len)
+        mlprof__sb_json_str(out, s->data, s->len);
+    else
+        mlprof__sb_puts(out, "null");
+}
+
+/* How the ranges got their operators, and what could not. */
+static void range_summary(const an_gpu_links *l, int format, mlprof__sb *out)
+{
+    if (format == AN_JSON) {
+        mlprof__sb_printf(out, "\"count\":%zu,\"with_their_own_operators\":%zu,\"by_launch_order\":%zu,"
+                               "\"without_operators\":%zu,\"kernel_launches\":%zu,\"mismatches\":[",
+                          l->ranges, l->ranges_own, l->ranges_by_order, l->ranges_unmatched, l->kernel_launches);
+        size_t kept = l->nmismatch < 8 ? l->nmismatch : 8;
+        for (size_t m = 0; m < kept; m++) {
+            mlprof__sb_puts(out, m ? ",{\"device\":" : "{\"device\":");
+            put_id_json(out, l->mismatch[m].device);
+            mlprof__sb_printf(out, ",\"ranges\":%zu,\"launches\":%zu}", l->mismatch[m].ranges,
+                              l->mismatch[m].launches);
+        }
+        mlprof__sb_putc(out, ']');
+        return;
+    }
+    mlprof__sb_printf(out, "%zu ranges: %zu with their own operators (mlprof's), %zu given those of their kernel "
+                           "launch by launch order (%zu launches), %zu without\n",
+                      l->ranges, l->ranges_own, l->ranges_by_order, l->kernel_launches, l->ranges_unmatched);
+}
+
+/* One line of notes per device whose ranges and launches differ in number. */
+static void range_notes(const an_trace *t, const an_gpu_links *l, mlprof__sb *notes)
+{
+    size_t kept = l->nmismatch < 8 ? l->nmismatch : 8;
+    for (size_t m = 0; m < kept; m++) {
+        const an_gpu_range_mismatch *x = &l->mismatch[m];
+        mlprof__sb_printf(notes, "%s: ", t->path);
+        if (x->device >= 0)
+            mlprof__sb_printf(notes, "device %lld", (long long)x->device);
+        else
+            mlprof__sb_puts(notes, "the trace");
+        mlprof__sb_printf(notes, " has %zu counter ranges but %zu kernel launches: their operators are unknown\n",
+                          x->ranges, x->launches);
+    }
+    if (l->nmismatch > kept)
+        mlprof__sb_printf(notes, "%s: %zu more devices whose counter ranges and kernel launches differ\n", t->path,
+                          l->nmismatch - kept);
+}
+
+static void put_counter_value(mlprof__sb *out, double v, int format)
+{
+    if (isnan(v) || isinf(v)) {
+        mlprof__sb_puts(out, format == AN_JSON ? "null" : format == AN_CSV ? "" : "             -");
+        return;
+    }
+    if (format == AN_TABLE)
+        mlprof__sb_printf(out, " %13.6g", v);
+    else
+        mlprof__sb_printf(out, "%.17g", v);
+}
+
+/* The ranges one by one, as HTA's counter dataframe: kernel, device, op
+ * stack, bottom and top operator, then one column per metric. */
+static int range_rows(const an_trace *t, const an_gpu_links *l, const range_table *rt, size_t shown, int format,
+                      mlprof__sb *out)
+{
+    mlprof__sb stack, bottom, top;
+    mlprof__sb_init(&stack);
+    mlprof__sb_init(&bottom);
+    mlprof__sb_init(&top);
+    if (format == AN_CSV) {
+        mlprof__sb_puts(out, "index,device,name,op_stack,bottom_op,top_op");
+        for (size_t m = 0; m < rt->nmetric; m++) {
+            mlprof__sb_putc(out, ',');
+            mlprof__sb_csv(out, rt->metric[m]);
+        }
+        mlprof__sb_putc(out, '\n');
+    } else if (format == AN_TABLE) {
+        mlprof__sb_puts(out, "\nCounter ranges (cuda_profiler_range), one per kernel launch, in time order:\n  ");
+        range_summary(l, format, out);
+        for (size_t m = 0; m < rt->nmetric; m++)
+            mlprof__sb_printf(out, "  [%zu] %s\n", m + 1, rt->metric[m]);
+        mlprof__sb_printf(out, "  %5s  %-40s %-24s %-24s", "#", "name", "bottom operator", "top operator");
+        for (size_t m = 0; m < rt->nmetric; m++) {
+            char h[32];
+            snprintf(h, sizeof h, "[%zu]", m + 1);
+            mlprof__sb_printf(out, " %13s", h);
+        }
+        mlprof__sb_putc(out, '\n');
+    } else {
+        mlprof__sb_puts(out, ",\"counter_ranges\":{");
+        range_summary(l, format, out);
+        mlprof__sb_puts(out, ",\"metrics\":[");
+        for (size_t m = 0; m < rt->nmetric; m++) {
+            if (m)
+                mlprof__sb_putc(out, ',');
+            mlprof__sb_json_str(out, rt->metric[m], strlen(rt->metric[m]));
+        }
+        mlprof__sb_puts(out, "],\"rows\":[");
+    }
+    static const char *const dev_keys[] = {"device", NULL};
+    for (size_t j = 0; j < shown; j++) {
+        size_t i = rt->idx[j];
+        const an_event *e = &t->ev[i];
+        int64_t dev;
+        if (!has_int_arg(t, e, dev_keys, &dev))
+            dev = e->pid;
+        range_ops(t, l, i, &stack, &bottom, &top);
+        if (format == AN_CSV) {
+            mlprof__sb_printf(out, "%zu,", j);
+            if (!an_is_named_id(dev))
+                mlprof__sb_printf(out, "%lld", (long long)dev);
+            mlprof__sb_putc(out, ',');
+            mlprof__sb_csv(out, e->name);
+            mlprof__sb_putc(out, ',');
+            mlprof__sb_csv(out, sb_str(&stack));
+            mlprof__sb_putc(out, ',');
+            mlprof__sb_csv(out, sb_str(&bottom));
+            mlprof__sb_putc(out, ',');
+            mlprof__sb_csv(out, sb_str(&top));
+            for (size_t m = 0; m < rt->nmetric; m++) {
+                mlprof__sb_putc(out, ',');
+                put_counter_value(out, range_counter(t, e, rt->metric[m]), format);
+            }
+            mlprof__sb_putc(out, '\n');
+        } else if (format == AN_TABLE) {
+            size_t n = strlen(e->name);
+            mlprof__sb_printf(out, "  %5zu  ", j);
+            mlprof__sb_printf(out, n > 40 ? "%.37s..." : "%-40s", e->name);
+            mlprof__sb_printf(out, bottom.len > 24 ? " %.21s..." : " %-24s", bottom.len ? sb_str(&bottom) : "-");
+            mlprof__sb_printf(out, top.len > 24 ? " %.21s..." : " %-24s", top.len ? sb_str(&top) : "-");
+            for (size_t m = 0; m < rt->nmetric; m++)
+                put_counter_value(out, range_counter(t, e, rt->metric[m]), format);
+            mlprof__sb_putc(out, '\n');
+        } else {
+            mlprof__sb_printf(out, "%s{\"index\":%zu,\"device\":", j ? "," : "", j);
+            put_id_json(out, dev);
+            mlprof__sb_puts(out, ",\"name\":");
+            mlprof__sb_json_str(out, e->name, strlen(e->name));
+            mlprof__sb_puts(out, ",\"op_stack\":");
+            put_json_or_null(out, &stack);
+            mlprof__sb_puts(out, ",\"bottom_op\":");
+            put_json_or_null(out, &bottom);
+            mlprof__sb_puts(out, ",\"top_op\":");
+            put_json_or_null(out, &top);
+            mlprof__sb_puts(out, ",\"counters\":{");
+            for (size_t m = 0; m < rt->nmetric; m++) {
+                if (m)
+                    mlprof__sb_putc(out, ',');
+                mlprof__sb_json_str(out, rt->metric[m], strlen(rt->metric[m]));
+                mlprof__sb_putc(out, ':');
+                put_counter_value(out, range_counter(t, e, rt->metric[m]), format);
+            }
+            mlprof__sb_puts(out, "}}");
+        }
+    }
+    if (format == AN_JSON)
+        mlprof__sb_printf(out, "],\"rows_shown\":%zu}", shown);
+    else if (format == AN_TABLE && shown < rt->n)
+        mlprof__sb_printf(out, "  (%zu more)\n", rt->n - shown);
+    int failed = stack.failed || bottom.failed || top.failed;
+    mlprof__sb_free(&stack);
+    mlprof__sb_free(&bottom);
+    mlprof__sb_free(&top);
+    return failed ? -1 : 0;
+}
+
+/* The kernels by name as CSV: what --format csv writes for a trace without
+ * counter ranges. */
+static void kernels_csv(const an_trace *t, const gpu_row *rows, size_t shown, mlprof__sb *out)
+{
+    mlprof__sb_puts(out, "name,kind,count,time_ns,bottom_op,top_op\n");
+    for (size_t i = 0; i < shown; i++) {
+        const gpu_row *k = &rows[i];
+        mlprof__sb_csv(out, k->name);
+        mlprof__sb_printf(out, ",%s,%llu,%lld,", k_kind_names[k->kind], (unsigned long long)k->count,
+                          (long long)k->time);
+        if (k->bottom >= 0)
+            mlprof__sb_csv(out, t->ev[k->bottom].name);
+        mlprof__sb_putc(out, ',');
+        if (k->top >= 0)
+            mlprof__sb_csv(out, t->ev[k->top].name);
+        mlprof__sb_putc(out, '\n');
+    }
+}
+
+int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *notes)
 {
     an_gpu_links l;
     if (an_gpu_link(t, &l) != 0)
@@ -735,6 +1200,13 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
     if (rc == 0 && metric_rows(t, &mrows, &nm) != 0)
         rc = -1;
     size_t shown_m = top > 0 && (size_t)top < nm ? (size_t)top : nm;
+    range_table rt;
+    memset(&rt, 0, sizeof rt);
+    if (rc == 0 && range_table_make(t, &rt) != 0)
+        rc = -1;
+    size_t shown_r = top > 0 && (size_t)top < rt.n ? (size_t)top : rt.n;
+    if (rc == 0 && notes)
+        range_notes(t, &l, notes);
 
     for (size_t u = 0; rc == 0 && u < nuse; u++) {
         track_use *x = &uses[u];
@@ -744,7 +1216,12 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
         x->span = x->n[0] ? x->spans[0][x->n[0] - 1].b - x->spans[0][0].a : 0;
     }
     char label[200];
-    if (rc == 0 && format == AN_JSON) {
+    if (rc == 0 && format == AN_CSV) {
+        if (rt.n)
+            rc = range_rows(t, &l, &rt, shown_r, format, out);
+        else
+            kernels_csv(t, krows, shown_k, out);
+    } else if (rc == 0 && format == AN_JSON) {
         mlprof__sb_puts(out, "{\"trace\":");
         mlprof__sb_json_str(out, t->path, strlen(t->path));
         mlprof__sb_printf(out, ",\"gpu_events\":%zu,\"linked_by_correlation\":%zu,\"linked_by_flow\":%zu,"
@@ -818,7 +1295,9 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
         }
         mlprof__sb_puts(out, "],\"kernel_metrics\":[");
         kernel_metrics(mrows, nm, shown_m, format, out);
-        mlprof__sb_puts(out, "]}\n");
+        mlprof__sb_putc(out, ']');
+        rc = range_rows(t, &l, &rt, shown_r, format, out);
+        mlprof__sb_puts(out, "}\n");
     } else if (rc == 0) {
         mlprof__sb_printf(out, "trace: %s\n%zu GPU events: %zu linked to their launch by correlation id, %zu by "
                                "flow, %zu not linked\n",
@@ -894,6 +1373,8 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
             }
         }
         kernel_metrics(mrows, nm, shown_m, format, out);
+        if (rt.n)
+            rc = range_rows(t, &l, &rt, shown_r, format, out);
     }
     for (size_t u = 0; u < nuse; u++)
         for (int k = 0; k < 4; k++)
@@ -902,6 +1383,7 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out)
     mlprof__free(optimes);
     mlprof__free(krows);
     mlprof__free(mrows);
+    range_table_free(&rt);
     an_gpu_links_free(&l);
     return rc == 0 && !out->failed ? 0 : -1;
 }

@@ -12,13 +12,33 @@
 
 enum { AN_GPU_NONE = 0, AN_GPU_COMPUTE = 1, AN_GPU_COMM = 2, AN_GPU_MEMORY = 3 };
 
+/* A device whose counter ranges and kernel launches differ in number: its
+ * ranges keep no operators (device -1: the trace's, when its launches do not
+ * say their device and it has ranges on several). */
+typedef struct an_gpu_range_mismatch {
+    int64_t device;
+    size_t ranges, launches;
+} an_gpu_range_mismatch;
+
 /* What the linking found: per event (index into t->ev). */
 typedef struct an_gpu_links {
-    int32_t *launch; /* the runtime call that launched a GPU event, or -1 */
+    int32_t *launch; /* the runtime call that launched a GPU event (or a counter range), or -1 */
     int32_t *bottom; /* the innermost CPU operator around that call, or -1 */
     int32_t *top;    /* the outermost one, or -1 */
     uint8_t *kind;   /* AN_GPU_* */
     size_t gpu_events, by_correlation, by_flow, unlinked;
+    /* Counter ranges (cuda_profiler_range events). PyTorch's carry no
+     * correlation id: they come in launch order, so the i-th range of a
+     * device is the i-th kernel launch (cudaLaunchKernel, cuLaunchKernel and
+     * their forms) of the trace's runtime calls, whose operators it takes.
+     * mlprof's carry their correlation id and their operators already. */
+    size_t ranges;             /* every counter range */
+    size_t ranges_own;         /* with a correlation id or an op_stack of their own: not ordered */
+    size_t ranges_by_order;    /* given their kernel launch by launch order */
+    size_t ranges_unmatched;   /* left without: their device's launches differ in number */
+    size_t kernel_launches;    /* the runtime calls that launch a kernel */
+    an_gpu_range_mismatch mismatch[8];
+    size_t nmismatch;          /* devices that mismatched (the first 8 kept) */
 } an_gpu_links;
 
 /* The GPU kind of an event from its category and name (AN_GPU_NONE for CPU events). */
@@ -33,7 +53,13 @@ void an_gpu_op_stack(const an_trace *t, const an_gpu_links *links, size_t i, mlp
 /* The kernel breakdown: per device, time in compute, communication and memory
  * kernels, their overlap, busy and idle time; per stream busy and idle; the
  * GPU time of each bottom-level operator; the top kernels with their
- * operators. format: AN_TABLE or AN_JSON. Returns 0, or -1 (out of memory). */
-int an_kernels(an_trace *t, int format, int top, mlprof__sb *out);
+ * operators; the counter ranges per kernel and one by one, with their
+ * operators and raw counters (one column per metric). A range's dur is never
+ * taken for GPU time (PyTorch's is a placeholder): only its gpu_time_ns or
+ * gpu__time_duration.sum. format: AN_TABLE, AN_JSON or AN_CSV (the counter
+ * ranges, or the kernels when the trace has none). notes, when not NULL,
+ * receives a line (the trace's path first) for each device whose counter
+ * ranges could not be given operators. Returns 0, or -1 (out of memory). */
+int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *notes);
 
 #endif /* MLPROF_ANALYZE_GPU_H */

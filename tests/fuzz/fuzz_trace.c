@@ -43,8 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.format = AN_TABLE;
     an_analyze(&t, &o, &out);
     mlprof__sb_reset(&out);
-    an_kernels(&t, AN_JSON, 5, &out);
-    mlprof__sb_reset(&out);
+    for (int f = AN_TABLE; f <= AN_CSV; f++) {
+        an_kernels(&t, f, 5, &out, &notes);
+        mlprof__sb_reset(&out);
+    }
     an_diff_options d = {0, 10, 0};
     size_t regressions;
     an_diff(&t, &t, &o, &d, &out, &regressions);
