@@ -145,10 +145,13 @@ int cublasLtMatmul(void *h, void *desc, const void *alpha, const void *a, void *
 }
 
 /* --------------------------------------------------------------- events */
-/* An event's time is when it was recorded plus the GPU work queued before it
- * (fake_cuda_gpu_busy); it is complete once the host clock passes that. */
+/* An event completes when the host clock passes the time it was recorded
+ * plus the GPU work queued before it (fake_cuda_gpu_busy). The time between
+ * two events is the work queued between them only, not the host's time in
+ * between, so that tests read exact GPU times however loaded the machine. */
 typedef struct fake_event {
-    double at_ms;
+    double at_ms;   /* host time of completion */
+    double busy_ms; /* GPU work queued before it, since the start */
 } fake_event;
 
 static double g_queued_ms; /* GPU work queued and not yet counted */
@@ -181,9 +184,12 @@ int cudaEventRecord(void *event, void *stream)
     double now = host_ms();
     if (gpu_free_at < now)
         gpu_free_at = now;
+    static double busy; /* all GPU work queued so far */
     gpu_free_at += g_queued_ms;
+    busy += g_queued_ms;
     g_queued_ms = 0;
     ((fake_event *)event)->at_ms = gpu_free_at;
+    ((fake_event *)event)->busy_ms = busy;
     return 0;
 }
 
@@ -202,7 +208,7 @@ int cudaEventElapsedTime(float *ms, void *start, void *stop)
 {
     if (cudaEventQuery(stop) != 0)
         return 600;
-    *ms = (float)(((fake_event *)stop)->at_ms - ((fake_event *)start)->at_ms);
+    *ms = (float)(((fake_event *)stop)->busy_ms - ((fake_event *)start)->busy_ms);
     return 0;
 }
 
