@@ -239,10 +239,122 @@ def test_missing_grouping_key(path):
     check('--aggregate-by: an empty key in "name,"' in p.stderr, f"empty key: {p.stderr!r}")
 
 
+# Steps: ProfilerStep#3..5 whole, #6 begun by the last step() and cut short
+# where the profiler stopped. The relu launched late in step 4 runs on the GPU
+# in step 5's time: it is step 4's (HTA: a GPU event is its launch's step).
+STEP_EVENTS = [
+    x("PyTorch Profiler (0)", "Trace", 0, 3100, "Spans", "PyTorch Profiler", **{"Op count": 0}),
+    x("ProfilerStep#3", "user_annotation", 0, 1000, CPU, CPU),
+    op("aten::mm", 100, 300, 11, RELU),
+    launch(300, 10, 1, 11),
+    x("ProfilerStep#4", "user_annotation", 1000, 1000, CPU, CPU),
+    op("aten::mm", 1100, 300, 12, RELU),
+    launch(1300, 10, 2, 12),
+    op("aten::relu", 1900, 90, 13, RELU),
+    launch(1950, 10, 3, 13),
+    x("autograd::engine::evaluate_function", "cpu_op", 1500, 100, CPU, CPU + 1),  # the backward thread
+    x("ProfilerStep#5", "user_annotation", 2000, 1000, CPU, CPU),
+    op("aten::mm", 2100, 300, 14, RELU),
+    launch(2300, 10, 4, 14),
+    x("ProfilerStep#6", "user_annotation", 3000, 40, CPU, CPU),
+    kernel("sgemm", 350, 200, 1, 11),
+    kernel("sgemm", 1350, 200, 2, 12),
+    kernel("relu_kernel", 2050, 100, 3, 13),
+    kernel("sgemm", 2350, 200, 4, 14),
+    x("ProfilerStep#4", "gpu_user_annotation", 1340, 820, GPU, STREAM),
+]
+STEP4 = {"ProfilerStep#4": 1, "aten::mm": 1, "aten::relu": 1, "cudaLaunchKernel": 2,
+         "autograd::engine::evaluate_function": 1, "sgemm": 1, "relu_kernel": 1, "ProfilerStep#4 (GPU)": 1}
+LAST_NOTE = ("--steps: ProfilerStep#6, the last step, is left out as incomplete: it ran 40.000 us against "
+             "1.000 ms for the others (the median), so the profiler stopped inside it; --steps 6 takes it")
+
+
+def steps_json(path, *opts, expect=0):
+    p = mlprof("analyze", path, "--format", "json", "-t", "0", *opts, expect=expect)
+    try:
+        return json.loads(p.stdout), p
+    except ValueError as e:
+        check(False, f"JSON from analyze {opts}: {e}\n{p.stdout[:400]}")
+        return {"steps": {}, "analysis": {"rows": []}, "per_step": []}, p
+
+
+def test_steps(path):
+    path = write("steps.json", {"traceEvents": STEP_EVENTS})
+    # all: the whole steps, the cut one left out and said
+    r, p = steps_json(path, "--steps", "all")
+    check(r.get("steps") == {"source": "ProfilerStep#N", "chosen": [3, 4, 5], "left_out": [6], "incomplete": 6},
+          f"--steps all: {r.get('steps')}")
+    got = counts(r.get("analysis", {"rows": []}))
+    check(got == {"ProfilerStep#3": 1, "ProfilerStep#4": 1, "ProfilerStep#5": 1, "aten::mm": 3, "aten::relu": 1,
+                  "cudaLaunchKernel": 4, "autograd::engine::evaluate_function": 1, "sgemm": 3, "relu_kernel": 1,
+                  "ProfilerStep#4 (GPU)": 1}, f"--steps all rows {got}")
+    check(p.stderr.strip() == f"mlprof analyze: {path}: {LAST_NOTE}", f"--steps all stderr {p.stderr!r}")
+    # one step: its CPU events by their start on any thread, its GPU events by their launch
+    r, _ = steps_json(path, "--steps", "4")
+    check(counts(r.get("analysis", {"rows": []})) == STEP4, f"--steps 4: {counts(r.get('analysis', {'rows': []}))}")
+    r, _ = steps_json(path, "--steps", "5")
+    got = counts(r.get("analysis", {"rows": []}))
+    check(got == {"ProfilerStep#5": 1, "aten::mm": 1, "cudaLaunchKernel": 1, "sgemm": 1}, f"--steps 5: {got}")
+    # named by number, the cut step is taken (and said)
+    r, p = steps_json(path, "--steps", "6")
+    check(counts(r.get("analysis", {"rows": []})) == {"ProfilerStep#6": 1} and "is taken as asked" in p.stderr,
+          f"--steps 6: {counts(r.get('analysis', {'rows': []}))} {p.stderr!r}")
+    # a number the trace lacks is said; the others are taken
+    r, p = steps_json(path, "--steps", "2,4")
+    check(r.get("steps", {}).get("chosen") == [4] and "the trace has no step 2; its steps are 3 to 6 (4)" in p.stderr,
+          f"--steps 2,4: {r.get('steps')} {p.stderr!r}")
+    # one table per step
+    r, _ = steps_json(path, "--per-step")
+    per = [(x["step"], x["name"], x["dur_ns"], counts(x["analysis"])) for x in r.get("per_step", [])]
+    check([x[:3] for x in per] == [(3, "ProfilerStep#3", 1000 * US), (4, "ProfilerStep#4", 1000 * US),
+                                   (5, "ProfilerStep#5", 1000 * US)] and per[1][3] == STEP4, f"--per-step {per}")
+    c = mlprof("analyze", path, "--per-step", "--steps", "4-5", "--format", "csv", "-t", "0")
+    got = sorted((r["step"], r["name"], r["count"]) for r in csv.DictReader(io.StringIO(c.stdout)))
+    check(c.stdout.startswith("step,name,category,") and c.stdout.count("step,") == 1 and
+          ("4", "relu_kernel", "1") in got and ("5", "sgemm", "1") in got and len(got) == 8 + 4,
+          f"--per-step csv {got}")
+    t = mlprof("analyze", path, "--per-step", "-t", "1").stdout
+    check(t.startswith("steps: 3 of 4 (ProfilerStep#3-5), ") and t.count("\n== ProfilerStep#") == 3
+          and "== ProfilerStep#4: 1.000 ms, " in t, f"--per-step table:\n{t}")
+    # kernels: the GPU work of the chosen steps only
+    k = mlprof("kernels", path, "--steps", "4", "--format", "json")
+    try:
+        a = json.loads(k.stdout)["analysis"]
+        check((a["gpu_events"], a["kernel_time_ns"]) == (2, 300 * US), f"kernels --steps 4: {a['gpu_events']}, "
+              f"{a['kernel_time_ns']}")
+    except (ValueError, KeyError) as e:
+        check(False, f"kernels --steps 4 JSON: {e} {k.stdout[:300]!r} {k.stderr!r}")
+    # mistakes: exit 2
+    for bad in (["--steps", "5-3"], ["--steps", "x"], ["--steps", "4,"]):
+        p = mlprof("analyze", path, *bad, expect=2)
+        check("--steps" in p.stderr, f"{bad}: {p.stderr!r}")
+    mlprof("diff", path, path, "--steps", "4", expect=2)
+
+    # mlprof's frames: passes of the most frequent frame, one still open when the trace was written
+    def frame(name, fid, b, e, unfinished=False):
+        args = {"unfinished": True} if unfinished else {}
+        return [{"ph": "b", "name": name, "cat": "app", "pid": 1, "tid": 1, "id": str(fid), "ts": b, "args": args},
+                {"ph": "e", "name": name, "cat": "app", "pid": 1, "tid": 1, "id": str(fid), "ts": e}]
+    frames = write("frames.json", {"traceEvents": frame("batch", 21, 0, 100) + frame("batch", 42, 100, 200) +
+                                   frame("batch", 63, 200, 300, unfinished=True) + frame("epoch", 7, 0, 300) + [
+        x("load", "app", 10, 20, 1, 1), x("load", "app", 110, 20, 1, 1), x("step", "app", 150, 30, 1, 1),
+        x("load", "app", 210, 20, 1, 1), x("other thread", "app", 120, 5, 1, 2)]})
+    r, p = steps_json(frames, "--steps", "all")
+    check(r.get("steps") == {"source": "batch", "chosen": [1, 2], "left_out": [3], "incomplete": 3}
+          and counts(r.get("analysis", {"rows": []})) == {"load": 2, "step": 1, "other thread": 1}
+          and "batch 3, the last step, is left out as incomplete: it was still open when the trace was written"
+          in p.stderr, f"frames: {r.get('steps')} {counts(r.get('analysis', {'rows': []}))} {p.stderr!r}")
+    # no steps at all: the whole trace, and said
+    r, p = steps_json(write("no_steps.json", {"traceEvents": [x("a", "op", 0, 10, 1, 1)]}), "--steps", "all")
+    check(counts(r) == {"a": 1} and "no ProfilerStep#N range and no mlprof frame" in p.stderr,
+          f"no steps: {counts(r)} {p.stderr!r}")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     path = write("kineto.json", TRACE)
-    for test in (test_envelope_and_gpu_annotations, test_pytorch_argument_names, test_missing_grouping_key):
+    for test in (test_envelope_and_gpu_annotations, test_pytorch_argument_names, test_missing_grouping_key,
+                 test_steps):
         try:
             test(path)
         except Exception as e:  # a crash in one test is a failure, and the others still run

@@ -70,6 +70,11 @@ static void analyze_usage(FILE *out)
             "                         \"opr_type\" argument (ConvolutionForward,\n"
             "                         aten::conv2d); words with * ? [] are globs\n"
             "  --name PATTERN         only names matching a glob (* ? []) or containing it\n"
+            "  --steps LIST           only the events of whole steps: PyTorch's\n"
+            "                         ProfilerStep#N, else mlprof's frames; all, N, A-B or\n"
+            "                         a comma list (3-5,8); all leaves out an incomplete\n"
+            "                         last step and says so on standard error\n"
+            "  --per-step             one table per step (of --steps, else of all)\n"
             "  --format F             table (default), json or csv\n"
             "  -o, --output FILE      write there instead of standard output\n"
             "\n"
@@ -269,13 +274,17 @@ static int run_on_trace(const char *cmd, const char *path, const char *output,
     }
     mlprof__sb out;
     mlprof__sb_init(&out);
-    int rc = analysis(&t, o, &out);
+    mlprof__sb step_notes;
+    mlprof__sb_init(&step_notes);
+    int rc = an_run_steps(&t, o, analysis, &out, &step_notes);
     if (rc != 0)
         fprintf(stderr, PROG ": out of memory\n");
     else
         rc = write_output(output, &out);
     if (o->notes)
         print_notes(cmd, o->notes);
+    print_notes(cmd, &step_notes);
+    mlprof__sb_free(&step_notes);
     mlprof__sb_free(&out);
     an_trace_free(&t);
     return rc != 0 || damaged ? 1 : 0;
@@ -305,6 +314,10 @@ static const char *one_trace_args(const char *cmd, int argc, char **argv, void (
             continue;
         if (order_by && (v = option_value(cmd, argc, argv, &i, "--order-by", NULL)))
             o->order_by = v;
+        else if ((v = option_value(cmd, argc, argv, &i, "--steps", NULL)))
+            o->steps = v;
+        else if (strcmp(arg, "--per-step") == 0)
+            o->per_step = 1;
         else if (arg[0] == '-' && arg[1])
             bad_usage(cmd, "unknown option \"%s\"", arg);
         else if (!path)
@@ -317,6 +330,9 @@ static const char *one_trace_args(const char *cmd, int argc, char **argv, void (
         snprintf(which, sizeof which, "which trace? (mlprof %s TRACE)", cmd);
         bad_usage(cmd, "%s", which);
     }
+    char err[300];
+    if (an_options_check_steps(o, err, sizeof err) != 0)
+        bad_usage(cmd, "%s", err);
     return path;
 }
 
@@ -558,7 +574,12 @@ static void kernels_usage(FILE *out)
             "  -t, --top N            rows to show in each list (default 20; 0 for all)\n"
             "  --format F             table (default), json, or csv (the counter ranges one\n"
             "                         by one; the kernels by name when there are none)\n"
-            "  -o, --output FILE      write there instead of standard output\n");
+            "  -o, --output FILE      write there instead of standard output\n"
+            "  --steps LIST           only the events of whole steps: PyTorch's\n"
+            "                         ProfilerStep#N, else mlprof's frames; all, N, A-B or\n"
+            "                         a comma list (3-5,8); all leaves out an incomplete\n"
+            "                         last step and says so on standard error\n"
+            "  --per-step             one report per step (of --steps, else of all)\n");
 }
 
 static int cmd_kernels(int argc, char **argv)

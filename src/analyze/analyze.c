@@ -1607,3 +1607,607 @@ int an_diff(an_trace *ta, an_trace *tb, const an_options *o, const an_diff_optio
     table_free(&B);
     return rc == 0 && !out->failed ? 0 : -1;
 }
+
+/* ----------------------------------------------------------------- steps */
+
+/* Where one step ran on one thread: a ProfilerStep#N range (PyTorch's
+ * profiler marks each step() so), or one of mlprof's frames. */
+typedef struct step_win {
+    int64_t pid, tid, ts, end;
+    int64_t number;
+    const char *name; /* a frame's (interned) */
+    size_t step; /* index into steps.s */
+    int unfinished;
+} step_win;
+
+typedef struct step_info {
+    int64_t number;
+    int64_t ts, end;  /* the span of its windows */
+    int unfinished;   /* a window was still open when the trace was written */
+    int chosen;
+    size_t events;    /* events that fall in it */
+} step_info;
+
+typedef struct steps {
+    const char *source; /* "ProfilerStep#N", or the name of the frames */
+    int frames;
+    step_info *s;       /* by number */
+    size_t n;
+    step_win *w;        /* by pid, tid, start */
+    step_win *by_pid;   /* the same with tid 0, by pid, start */
+    step_win *by_time;  /* with pid and tid 0, by start */
+    size_t nw;
+    int64_t longest;    /* the longest window, ns */
+    int32_t *of;        /* per event: the step it falls in, or -1 */
+    int64_t incomplete; /* the last step when it is judged incomplete, else -1 */
+    int64_t median;     /* the median span of the other steps, ns */
+} steps;
+
+static void steps_free(steps *st)
+{
+    mlprof__free(st->s);
+    mlprof__free(st->w);
+    mlprof__free(st->by_pid);
+    mlprof__free(st->by_time);
+    mlprof__free(st->of);
+    memset(st, 0, sizeof *st);
+}
+
+/* N of "ProfilerStep#N" (HTA's pattern: "ProfilerStep", "#" and digits, blanks
+ * allowed around the "#"); 0 when the name is not a step's. */
+static int step_number(const char *name, int64_t *n)
+{
+    if (strncmp(name, "ProfilerStep", 12) != 0)
+        return 0;
+    const char *p = name + 12;
+    p += strspn(p, " \t");
+    if (*p++ != '#')
+        return 0;
+    p += strspn(p, " \t");
+    if (!isdigit((unsigned char)*p))
+        return 0;
+    *n = strtoll(p, NULL, 10);
+    return 1;
+}
+
+static int win_cmp_track(const void *pa, const void *pb)
+{
+    const step_win *a = pa, *b = pb;
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    return a->ts < b->ts ? -1 : a->ts > b->ts;
+}
+
+static int win_cmp_number(const void *pa, const void *pb)
+{
+    const step_win *a = pa, *b = pb;
+    if (a->number != b->number)
+        return a->number < b->number ? -1 : 1;
+    return win_cmp_track(pa, pb);
+}
+
+static int add_window(steps *st, size_t *cap, const step_win *w)
+{
+    if (st->nw == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        step_win *n = mlprof__realloc(st->w, c * sizeof *n);
+        if (!n)
+            return -1;
+        st->w = n;
+        *cap = c;
+    }
+    st->w[st->nw++] = *w;
+    return 0;
+}
+
+/* PyTorch's ProfilerStep#N ranges on the CPU (their GPU annotations are not
+ * windows: GPU work belongs to the step that launched it). */
+static int collect_profiler_steps(const an_trace *t, steps *st, size_t *cap)
+{
+    const char *gpu_annotation = mlprof__map_get(&t->strings, "gpu_user_annotation", strlen("gpu_user_annotation"));
+    for (size_t i = 0; i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        step_win w = {.pid = e->pid, .tid = e->tid, .ts = e->ts, .end = e->ts + e->dur};
+        if (e->ph != 'X' || (gpu_annotation && e->cat == gpu_annotation) || !step_number(e->name, &w.number))
+            continue;
+        if (add_window(st, cap, &w) != 0)
+            return -1;
+    }
+    st->source = "ProfilerStep#N";
+    return 0;
+}
+
+/* mlprof's frames: async begin/end pairs ("b", "e") of one id. The most
+ * frequent frame name makes the steps; on each thread its passes are steps
+ * 1, 2, ... in the order they began. */
+static int collect_frames(const an_trace *t, steps *st, size_t *cap)
+{
+    mlprof__map open, names;
+    mlprof__map_init(&open);
+    mlprof__map_init(&names);
+    int rc = 0;
+    char key[96];
+    for (size_t i = 0; i < t->nev && rc == 0; i++) {
+        const an_event *e = &t->ev[i];
+        if (e->ph != 'b' && e->ph != 'e')
+            continue;
+        snprintf(key, sizeof key, "%lld:%llu:%p", (long long)e->pid, (unsigned long long)e->id, (const void *)e->name);
+        mlprof__map_entry *slot = mlprof__map_slot(&open, key, strlen(key));
+        if (!slot) {
+            rc = -1;
+        } else if (e->ph == 'b') {
+            slot->value = (void *)(uintptr_t)(i + 1);
+        } else if (slot->value) {
+            const an_event *b = &t->ev[(uintptr_t)slot->value - 1];
+            const an_arg *u = an_event_arg(t, b, "unfinished");
+            step_win w = {.pid = b->pid, .tid = b->tid, .ts = b->ts, .end = e->ts,
+                          .name = b->name,
+                          .unfinished = u && (u->type == AN_NUM ? u->num != 0 : strcmp(u->str, "true") == 0)};
+            slot->value = NULL;
+            rc = add_window(st, cap, &w) != 0 || tally_one(&names, b->name) != 0 ? -1 : 0;
+        }
+    }
+    /* the most frequent name */
+    const char *best = NULL;
+    uintptr_t most = 0;
+    for (size_t i = 0; i < names.cap; i++) {
+        const mlprof__map_entry *s = &names.slots[i];
+        if (s->key && ((uintptr_t)s->value > most || ((uintptr_t)s->value == most && best && strcmp(s->key, best) < 0))) {
+            most = (uintptr_t)s->value;
+            best = s->key;
+        }
+    }
+    const char *chosen = best ? mlprof__map_get(&t->strings, best, strlen(best)) : NULL;
+    size_t kept = 0;
+    for (size_t i = 0; i < st->nw; i++) {
+        if (st->w[i].name == chosen)
+            st->w[kept++] = st->w[i];
+    }
+    st->nw = kept;
+    mlprof__sort(st->w, st->nw, sizeof *st->w, win_cmp_track);
+    for (size_t i = 0; i < st->nw; i++) {
+        int same = i && st->w[i].pid == st->w[i - 1].pid && st->w[i].tid == st->w[i - 1].tid;
+        st->w[i].number = same ? st->w[i - 1].number + 1 : 1;
+    }
+    st->source = chosen;
+    st->frames = 1;
+    mlprof__map_free(&open);
+    mlprof__map_free(&names);
+    return rc;
+}
+
+/* The index of the window that holds ts among those of w (sorted by pid, tid,
+ * start) on track (pid, tid), the latest begun; -1 when none. */
+static int64_t window_at(const steps *st, const step_win *w, int64_t pid, int64_t tid, int64_t ts)
+{
+    size_t lo = 0, hi = st->nw;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const step_win *m = &w[mid];
+        int le = m->pid != pid ? m->pid < pid : m->tid != tid ? m->tid < tid : m->ts <= ts;
+        if (le)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t k = lo; k-- > 0;) {
+        if (w[k].pid != pid || w[k].tid != tid || w[k].ts < ts - st->longest)
+            break;
+        if (ts < w[k].end)
+            return (int64_t)w[k].step;
+    }
+    return -1;
+}
+
+/* The step an event at ts on (pid, tid) falls in: a window of its own thread,
+ * else of its process, else any (a GPU event that no launch links). */
+static int32_t step_at(const steps *st, int64_t pid, int64_t tid, int64_t ts)
+{
+    int64_t s = window_at(st, st->w, pid, tid, ts);
+    if (s < 0)
+        s = window_at(st, st->by_pid, pid, 0, ts);
+    if (s < 0)
+        s = window_at(st, st->by_time, 0, 0, ts);
+    return (int32_t)s;
+}
+
+static int cmp_i64(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+/* The last step is incomplete when a window of it was still open when the
+ * trace was written (mlprof's "unfinished"), or when it ran less than half
+ * the median of the others: PyTorch's profiler used without a schedule ends
+ * the ProfilerStep that its last step() began where the profiler stops. */
+static int judge_last(steps *st)
+{
+    st->incomplete = -1;
+    if (!st->n)
+        return 0;
+    step_info *last = &st->s[st->n - 1];
+    if (st->n > 1) {
+        int64_t *spans = mlprof__malloc((st->n - 1) * sizeof *spans);
+        if (!spans)
+            return -1;
+        for (size_t i = 0; i + 1 < st->n; i++)
+            spans[i] = st->s[i].end - st->s[i].ts;
+        mlprof__sort(spans, st->n - 1, sizeof *spans, cmp_i64);
+        st->median = spans[(st->n - 2) / 2];
+        mlprof__free(spans);
+    }
+    if (last->unfinished || (st->n > 1 && 2 * (last->end - last->ts) < st->median))
+        st->incomplete = (int64_t)(st->n - 1);
+    return 0;
+}
+
+/* Finds the steps of t and the step of every event: a CPU event falls in the
+ * step whose window holds its start (HTA's rule), a GPU event in the step of
+ * the runtime call that launched it. Returns 0, or -1 (out of memory). */
+static int steps_find(an_trace *t, steps *st)
+{
+    memset(st, 0, sizeof *st);
+    st->incomplete = -1;
+    size_t cap = 0;
+    if (collect_profiler_steps(t, st, &cap) != 0)
+        return -1;
+    if (!st->nw && collect_frames(t, st, &cap) != 0)
+        return -1;
+    if (!st->nw)
+        return 0;
+    mlprof__sort(st->w, st->nw, sizeof *st->w, win_cmp_number);
+    st->s = mlprof__calloc(st->nw, sizeof *st->s);
+    st->by_pid = mlprof__malloc(st->nw * sizeof *st->by_pid);
+    st->by_time = mlprof__malloc(st->nw * sizeof *st->by_time);
+    st->of = mlprof__malloc((t->nev ? t->nev : 1) * sizeof *st->of);
+    if (!st->s || !st->by_pid || !st->by_time || !st->of)
+        return -1;
+    for (size_t i = 0; i < st->nw; i++) {
+        step_win *w = &st->w[i];
+        if (!st->n || st->s[st->n - 1].number != w->number) {
+            step_info *s = &st->s[st->n++];
+            s->number = w->number;
+            s->ts = w->ts;
+            s->end = w->end;
+        }
+        step_info *s = &st->s[st->n - 1];
+        s->ts = w->ts < s->ts ? w->ts : s->ts;
+        s->end = w->end > s->end ? w->end : s->end;
+        s->unfinished |= w->unfinished;
+        w->step = st->n - 1;
+        st->longest = w->end - w->ts > st->longest ? w->end - w->ts : st->longest;
+    }
+    for (size_t i = 0; i < st->nw; i++) {
+        st->by_pid[i] = st->w[i];
+        st->by_pid[i].tid = 0;
+        st->by_time[i] = st->by_pid[i];
+        st->by_time[i].pid = 0;
+    }
+    mlprof__sort(st->w, st->nw, sizeof *st->w, win_cmp_track);
+    mlprof__sort(st->by_pid, st->nw, sizeof *st->by_pid, win_cmp_track);
+    mlprof__sort(st->by_time, st->nw, sizeof *st->by_time, win_cmp_track);
+    if (judge_last(st) != 0)
+        return -1;
+    an_gpu_links links;
+    if (an_gpu_link(t, &links) != 0)
+        return -1;
+    for (size_t i = 0; i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        int32_t r = links.launch[i];
+        const an_event *at = links.kind[i] != AN_GPU_NONE && r >= 0 ? &t->ev[r] : e;
+        st->of[i] = strchr("stf", e->ph) ? -1 : step_at(st, at->pid, at->tid, at->ts);
+        if (st->of[i] >= 0)
+            st->s[st->of[i]].events++;
+    }
+    an_gpu_links_free(&links);
+    return 0;
+}
+
+/* "3-5,8" or "all": syntax only. Returns 0, or -1 with the error in errbuf. */
+static int check_step_list(const char *spec, char *errbuf, size_t len)
+{
+    if (strcmp(spec, "all") == 0)
+        return 0;
+    const char *p = spec;
+    do {
+        char *end;
+        if (!isdigit((unsigned char)*p))
+            break;
+        long long a = strtoll(p, &end, 10), b = a;
+        p = end;
+        if (*p == '-') {
+            if (!isdigit((unsigned char)p[1]))
+                break;
+            b = strtoll(p + 1, &end, 10);
+            p = end;
+            if (b < a) {
+                snprintf(errbuf, len, "--steps: %lld-%lld runs backwards in \"%s\"", a, b, spec);
+                return -1;
+            }
+        }
+        if (!*p)
+            return 0;
+    } while (*p++ == ',');
+    snprintf(errbuf, len, "--steps: expected all, N, A-B or a comma list of them (3-5,8), got \"%s\"", spec);
+    return -1;
+}
+
+/* Marks the steps the list names; counts the numbers it names that the trace
+ * lacks into *absent (the first in *first_absent). all: every step but an
+ * incomplete last one; a number names even that one. */
+static void choose_steps(steps *st, const char *spec, int *last_named, uint64_t *absent, int64_t *first_absent)
+{
+    *last_named = 0;
+    *absent = 0;
+    if (strcmp(spec, "all") == 0) {
+        for (size_t i = 0; i < st->n; i++)
+            st->s[i].chosen = (int64_t)i != st->incomplete;
+        return;
+    }
+    for (const char *p = spec; *p;) {
+        char *end;
+        long long a = strtoll(p, &end, 10), b = a;
+        if (*end == '-')
+            b = strtoll(end + 1, &end, 10);
+        for (long long n = a; n <= b; n++) {
+            size_t k = 0;
+            while (k < st->n && st->s[k].number != n)
+                k++;
+            if (k < st->n) {
+                st->s[k].chosen = 1;
+                *last_named |= (int64_t)k == st->incomplete;
+            } else if (!(*absent)++) {
+                *first_absent = n;
+            }
+            if (n - a > 10000000)
+                break; /* a range far wider than any trace's steps: enough counted */
+        }
+        p = *end == ',' ? end + 1 : end;
+    }
+}
+
+/* "ProfilerStep#7" or "batch 3". */
+static void put_step_name(mlprof__sb *out, const steps *st, const step_info *s)
+{
+    if (st->frames)
+        mlprof__sb_printf(out, "%s %lld", st->source, (long long)s->number);
+    else
+        mlprof__sb_printf(out, "ProfilerStep#%lld", (long long)s->number);
+}
+
+/* "ProfilerStep#551-552, 560", "batch 1-3" */
+static void put_step_numbers(mlprof__sb *out, const steps *st)
+{
+    int first = 1;
+    if (st->frames)
+        mlprof__sb_printf(out, "%s ", st->source);
+    else
+        mlprof__sb_puts(out, "ProfilerStep#");
+    for (size_t i = 0; i < st->n; i++) {
+        if (!st->s[i].chosen)
+            continue;
+        size_t j = i;
+        while (j + 1 < st->n && st->s[j + 1].chosen && st->s[j + 1].number == st->s[j].number + 1)
+            j++;
+        mlprof__sb_printf(out, "%s%lld", first ? "" : ", ", (long long)st->s[i].number);
+        if (j > i)
+            mlprof__sb_printf(out, "-%lld", (long long)st->s[j].number);
+        first = 0;
+        i = j;
+    }
+    if (first)
+        mlprof__sb_puts(out, "none");
+}
+
+/* The lines the steps give on standard error. */
+static void step_notes(const an_trace *t, const steps *st, const char *spec, int last_named, uint64_t absent,
+                       int64_t first_absent, mlprof__sb *notes)
+{
+    if (st->incomplete >= 0) {
+        const step_info *s = &st->s[st->incomplete];
+        mlprof__sb_printf(notes, "%s: --steps: ", t->path);
+        put_step_name(notes, st, s);
+        mlprof__sb_puts(notes, ", the last step, ");
+        mlprof__sb_puts(notes, last_named ? "is taken as asked, though incomplete: " : "is left out as incomplete: ");
+        if (s->unfinished) {
+            mlprof__sb_puts(notes, "it was still open when the trace was written");
+        } else {
+            mlprof__sb_puts(notes, "it ran ");
+            an_put_duration(notes, s->end - s->ts);
+            mlprof__sb_puts(notes, " against ");
+            an_put_duration(notes, st->median);
+            mlprof__sb_puts(notes, " for the others (the median), so the profiler stopped inside it");
+        }
+        if (!last_named)
+            mlprof__sb_printf(notes, "; --steps %lld takes it", (long long)s->number);
+        mlprof__sb_putc(notes, '\n');
+    }
+    if (absent) {
+        mlprof__sb_printf(notes, "%s: --steps %s: the trace has no step %lld", t->path, spec, (long long)first_absent);
+        if (absent > 1)
+            mlprof__sb_printf(notes, " (nor %llu more of those named)", (unsigned long long)(absent - 1));
+        mlprof__sb_printf(notes, "; its steps are %lld to %lld (%zu)\n", (long long)st->s[0].number,
+                          (long long)st->s[st->n - 1].number, st->n);
+    }
+}
+
+/* A copy of t that shares its strings and arguments and holds the events of
+ * the chosen steps (or of step only, when it is not -1), and every flow event
+ * (a launch and its kernel link through them). Returns 0, or -1 (out of
+ * memory). */
+static int restrict_trace(const an_trace *t, const steps *st, int64_t only, an_trace *c)
+{
+    *c = *t;
+    c->ev = mlprof__malloc((t->nev ? t->nev : 1) * sizeof *c->ev);
+    if (!c->ev)
+        return -1;
+    c->nev = 0;
+    c->evcap = t->nev ? t->nev : 1;
+    c->t_min = INT64_MAX;
+    c->t_max = INT64_MIN;
+    for (size_t i = 0; i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        int32_t s = st->of[i];
+        int flow = strchr("stf", e->ph) != NULL;
+        if (!flow && (s < 0 || (only >= 0 ? s != only : !st->s[s].chosen)))
+            continue;
+        c->ev[c->nev++] = *e;
+        if (!flow) {
+            c->t_min = e->ts < c->t_min ? e->ts : c->t_min;
+            c->t_max = e->ts + e->dur > c->t_max ? e->ts + e->dur : c->t_max;
+        }
+    }
+    if (c->t_min > c->t_max)
+        c->t_min = c->t_max = 0;
+    return 0;
+}
+
+/* Runs fn on the copy; what it interns goes back to t's strings. */
+static int run_restricted(an_trace *t, const steps *st, int64_t only, const an_options *o, an_analysis_fn fn,
+                          mlprof__sb *out)
+{
+    an_trace c;
+    if (restrict_trace(t, st, only, &c) != 0)
+        return -1;
+    int rc = fn(&c, o, out);
+    t->strings = c.strings; /* the map may have grown (and moved) while fn interned */
+    mlprof__free(c.ev);
+    return rc;
+}
+
+/* The steps as JSON: {"source":..,"chosen":[..],"left_out":[..],"incomplete":N|null} */
+static void put_steps_json(mlprof__sb *out, const steps *st)
+{
+    mlprof__sb_puts(out, "{\"source\":");
+    mlprof__sb_json_str(out, st->source, strlen(st->source));
+    for (int chosen = 1; chosen >= 0; chosen--) {
+        mlprof__sb_puts(out, chosen ? ",\"chosen\":[" : ",\"left_out\":[");
+        int first = 1;
+        for (size_t i = 0; i < st->n; i++) {
+            if (st->s[i].chosen == chosen) {
+                mlprof__sb_printf(out, "%s%lld", first ? "" : ",", (long long)st->s[i].number);
+                first = 0;
+            }
+        }
+        mlprof__sb_putc(out, ']');
+    }
+    mlprof__sb_puts(out, ",\"incomplete\":");
+    if (st->incomplete >= 0)
+        mlprof__sb_i64(out, st->s[st->incomplete].number);
+    else
+        mlprof__sb_puts(out, "null");
+    mlprof__sb_putc(out, '}');
+}
+
+/* CSV rows with a first column, the step's number (the header once). */
+static void put_csv_with_step(mlprof__sb *out, const mlprof__sb *csv, const step_info *s, int header)
+{
+    const char *p = csv->data ? csv->data : "";
+    const char *end = p + csv->len;
+    for (int line = 0; p < end; line++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+        if (line == 0 && header)
+            mlprof__sb_puts(out, "step,");
+        if (line > 0)
+            mlprof__sb_printf(out, "%lld,", (long long)s->number);
+        if (line > 0 || header)
+            mlprof__sb_put(out, p, n);
+        p += n;
+    }
+}
+
+int an_options_check_steps(const an_options *o, char *errbuf, size_t len)
+{
+    return o->steps ? check_step_list(o->steps, errbuf, len) : 0;
+}
+
+int an_run_steps(an_trace *t, const an_options *o, an_analysis_fn fn, mlprof__sb *out, mlprof__sb *notes)
+{
+    if (!o->steps && !o->per_step)
+        return fn(t, o, out);
+    steps st;
+    if (steps_find(t, &st) != 0) {
+        steps_free(&st);
+        return -1;
+    }
+    if (!st.n) {
+        mlprof__sb_printf(notes, "%s: --steps: the trace has no ProfilerStep#N range and no mlprof frame, so "
+                                 "the whole trace is analysed\n", t->path);
+        steps_free(&st);
+        return fn(t, o, out);
+    }
+    const char *spec = o->steps ? o->steps : "all";
+    int last_named;
+    uint64_t absent;
+    int64_t first_absent = 0;
+    choose_steps(&st, spec, &last_named, &absent, &first_absent);
+    step_notes(t, &st, spec, last_named, absent, first_absent, notes);
+    size_t chosen = 0, events = 0;
+    for (size_t i = 0; i < st.n; i++) {
+        chosen += (size_t)st.s[i].chosen;
+        events += st.s[i].chosen ? st.s[i].events : 0;
+    }
+    int rc = 0;
+    mlprof__sb one;
+    mlprof__sb_init(&one);
+    if (o->format == AN_JSON)
+        mlprof__sb_puts(out, "{\"steps\":");
+    if (o->format == AN_JSON)
+        put_steps_json(out, &st);
+    else if (o->format == AN_TABLE) {
+        mlprof__sb_printf(out, "steps: %zu of %zu (", chosen, st.n);
+        put_step_numbers(out, &st);
+        mlprof__sb_printf(out, "), %zu events; ", events);
+        mlprof__sb_puts(out, st.frames ? "an event falls in the frame of its thread (else of its process) that "
+                                         "holds its start\n"
+                                       : "a CPU event falls in the step that holds its start, a GPU event in "
+                                         "the step of its launch\n");
+    }
+    if (!o->per_step) {
+        if (o->format == AN_JSON)
+            mlprof__sb_puts(out, ",\"analysis\":\n");
+        rc = run_restricted(t, &st, -1, o, fn, out);
+        if (o->format == AN_JSON)
+            mlprof__sb_puts(out, "}\n");
+    } else {
+        if (o->format == AN_JSON)
+            mlprof__sb_puts(out, ",\"per_step\":[");
+        int first = 1;
+        for (size_t i = 0; i < st.n && rc == 0; i++) {
+            const step_info *s = &st.s[i];
+            if (!s->chosen)
+                continue;
+            mlprof__sb_reset(&one);
+            rc = run_restricted(t, &st, (int64_t)i, o, fn, &one);
+            if (o->format == AN_JSON) {
+                mlprof__sb_printf(out, "%s\n{\"step\":%lld,\"name\":\"", first ? "" : ",", (long long)s->number);
+                put_step_name(out, &st, s);
+                mlprof__sb_printf(out, "\",\"start_ns\":%lld,\"dur_ns\":%lld,\"events\":%zu,\"analysis\":\n",
+                                  (long long)s->ts, (long long)(s->end - s->ts), s->events);
+                mlprof__sb_put(out, one.data ? one.data : "", one.len);
+                mlprof__sb_putc(out, '}');
+            } else if (o->format == AN_CSV) {
+                put_csv_with_step(out, &one, s, first);
+            } else {
+                mlprof__sb_puts(out, "\n== ");
+                put_step_name(out, &st, s);
+                mlprof__sb_puts(out, ": ");
+                an_put_duration(out, s->end - s->ts);
+                mlprof__sb_printf(out, ", %zu events ==\n", s->events);
+                mlprof__sb_put(out, one.data ? one.data : "", one.len);
+            }
+            first = 0;
+        }
+        if (o->format == AN_JSON)
+            mlprof__sb_puts(out, "\n]}\n");
+        else if (o->format == AN_TABLE && first)
+            mlprof__sb_puts(out, "(no step chosen)\n");
+    }
+    mlprof__sb_free(&one);
+    steps_free(&st);
+    return rc != 0 || out->failed || notes->failed ? -1 : 0;
+}

@@ -30,6 +30,9 @@ typedef struct an_options {
     mlprof__sb *notes;        /* when not NULL, receives a line (the trace's path first) for
                                  each filter that keeps no duration, saying what the trace
                                  has instead, or one when the filters keep nothing together */
+    const char *steps;        /* NULL: the whole trace; "all", "N", "A-B" or a comma list of
+                                 them: only the events of these whole steps (an_run_steps) */
+    int per_step;             /* one result per step (an_run_steps) */
 } an_options;
 
 void an_options_default(an_options *o);
@@ -46,6 +49,28 @@ int an_options_check(const an_options *o, char *errbuf, size_t len);
  * ("envelopes_left_out"; in CSV o->notes) says so. Returns 0, or -1 (out of
  * memory). */
 int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out);
+
+/* An analysis of one trace: an_analyze, an_kernels' command... */
+typedef int (*an_analysis_fn)(an_trace *t, const an_options *o, mlprof__sb *out);
+
+/* Checks o->steps ("all", "3-5", "2,4", "3-5,8"). Returns 0, or -1 with the
+ * error in errbuf. */
+int an_options_check_steps(const an_options *o, char *errbuf, size_t len);
+/* Runs fn on the whole trace, or, with o->steps or o->per_step, on the events
+ * of whole steps: PyTorch's ProfilerStep#N ranges (HTA's definition: a CPU
+ * event belongs to the step whose range holds its start, any thread of the
+ * process; a GPU event to the step of the runtime call that launched it, else
+ * by its start), or else mlprof's frames (the passes of the most frequent
+ * frame name, numbered 1, 2... on each thread). "all" leaves out an
+ * incomplete last step (still open when the trace was written, or shorter
+ * than half the median of the others: PyTorch's profiler without a schedule
+ * stops inside its last ProfilerStep); naming it by number takes it. With
+ * per_step, one result per chosen step: tables one after another, JSON
+ * {"steps":..,"per_step":[{"step":N,..,"analysis":..}]}, CSV with a first
+ * column "step"; else JSON {"steps":..,"analysis":..}. notes receives what
+ * was left out and why, and step numbers the trace lacks. fn may intern
+ * strings in t. Returns 0, or -1 (out of memory, or fn's failure). */
+int an_run_steps(an_trace *t, const an_options *o, an_analysis_fn fn, mlprof__sb *out, mlprof__sb *notes);
 
 /* What `mlprof diff` compares: self time (or total time with total), combined
  * by the options' aggregate; an operator regressed when it grew by more than
