@@ -85,9 +85,166 @@ def test_nanoseconds_round_trip():
                       f"{os.path.basename(path)}: {name} lasts {dur} us, got {[str(s[1]) for s in seen]}")
 
 
+BASE_US = 1700000000000000  # epoch microseconds
+
+
+def rank_trace(rank, shift_us=0, base_ns=None, meta=True):
+    """One rank of a job as PyTorch's profiler writes it: an operator launches
+    a kernel (correlation id and External id on both, and an ac2g flow), one
+    kernel is linked only by its External id and one only by a flow. The ids
+    are the same on both ranks, as they are in real jobs; the operators' names
+    say which rank they belong to. Times are epoch microseconds (less base_ns
+    when given, as Kineto writes them then)."""
+    t0 = BASE_US + shift_us - (base_ns // 1000 if base_ns else 0)
+    cpu, gpu = 100, 0  # the same pids on both hosts
+
+    def x(name, cat, ts, dur, tid, pid=cpu, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": t0 + ts, "dur": dur, "args": args}
+
+    evs = [
+        x(f"rank{rank}_op", "cpu_op", 10, 50, 1, **{"External id": 1, "Ev Idx": 0}),
+        x("cudaLaunchKernel", "cuda_runtime", 20, 5, 1, correlation=100, **{"External id": 1}),
+        x(f"gemm_r{rank}", "kernel", 40, 30, 7, pid=gpu, correlation=100, device=0, stream=7,
+          **{"External id": 1}),
+        x(f"rank{rank}_ext_op", "cpu_op", 100, 50, 1, **{"External id": 2, "Ev Idx": 1}),
+        x(f"relu_r{rank}", "kernel", 160, 10, 7, pid=gpu, device=0, stream=7, **{"External id": 2}),
+        x(f"rank{rank}_flow_op", "cpu_op", 200, 50, 1, **{"External id": 3, "Ev Idx": 2}),
+        x("cudaLaunchKernel", "cuda_runtime", 210, 5, 1),
+        {"ph": "s", "id": 300, "pid": cpu, "tid": 1, "ts": t0 + 211, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 300, "pid": gpu, "tid": 7, "ts": t0 + 260, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        x(f"copy_r{rank}", "kernel", 260, 10, 7, pid=gpu, device=0, stream=7),
+        x(f"py_r{rank}", "python_function", 5, 300, 1, **{"Python id": 4, "Python parent id": 3}),
+        # async events by id2, and a flow bound by bind_id between two slices
+        {"ph": "b", "cat": "user", "name": "req", "pid": cpu, "tid": 1, "ts": t0 + 300, "id2": {"local": 7}},
+        {"ph": "e", "cat": "user", "name": "req", "pid": cpu, "tid": 1, "ts": t0 + 320, "id2": {"local": 7}},
+        {"ph": "X", "cat": "user", "name": "send", "pid": cpu, "tid": 1, "ts": t0 + 330, "dur": 2, "bind_id": 9,
+         "flow_out": True},
+        {"ph": "X", "cat": "user", "name": "recv", "pid": cpu, "tid": 2, "ts": t0 + 340, "dur": 2, "bind_id": 9,
+         "flow_in": True},
+        {"ph": "M", "name": "process_name", "pid": cpu, "tid": 0, "args": {"name": f"python {rank}"}},
+        {"ph": "M", "name": "process_name", "pid": gpu, "tid": 0, "args": {"name": "python"}},
+    ]
+    t = {"traceEvents": evs}
+    if meta:
+        t["schemaVersion"] = 1
+        t["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+        t["deviceProperties"] = [{"id": 0, "name": f"GPU of host {rank}", "totalGlobalMem": 42297524224}]
+        t["traceName"] = f"rank{rank}.json"
+    if base_ns:
+        t["baseTimeNanoseconds"] = base_ns
+    return t
+
+
+def kernels_json(path):
+    p = mlprof("kernels", path, "--format", "json", "-t", "0")
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        check(False, f"kernels JSON of {path}: {p.stdout[:300]}")
+        return {"operators": [], "linked_by_correlation": 0, "linked_by_flow": 0, "unlinked": 0}
+
+
+def test_links_stay_with_their_rank():
+    """Merged, each rank's kernels are linked to their own rank's operators."""
+    r0 = write("link_r0.json", rank_trace(0))
+    r1 = write("link_r1.json", rank_trace(1))
+    out = os.path.join(OUT, "link_merged.json")
+    mlprof("merge", r0, r1, "-o", out)
+    k = kernels_json(out)
+    ops = {o["name"]: o["kernels"] for o in k["operators"]}
+    want = {f"rank{r}_{w}op": 1 for r in (0, 1) for w in ("", "ext_", "flow_")}
+    check(ops == want, f"kernels per launching operator after merge: {ops}, wanted {want}")
+    check(k["unlinked"] == 0 and k["linked_by_flow"] == 2, f"links {k['linked_by_correlation']} by correlation, "
+          f"{k['linked_by_flow']} by flow, {k['unlinked']} unlinked")
+    # the link ids themselves: the first input's kept, the second's moved apart, each pair still a pair
+    t = load(out)
+    m = t["otherData"]["merge"]
+    step = m.get("id_step", 0)
+    check([i.get("id_offset") for i in m["inputs"]] == [0, step] and step > 300, f"id step {m}")
+    by_rank = {0: {}, 1: {}}
+    for e in t["traceEvents"]:
+        name, a = e["name"], e.get("args", {})
+        r = 1 if "r1" in name or "rank1" in name or e["pid"] >= 1000000 else 0
+        for key in ("correlation", "External id", "Ev Idx", "Python id", "Python parent id"):
+            if key in a:
+                by_rank[r].setdefault(key, set()).add(a[key])
+        for key in ("id", "bind_id"):
+            if key in e:
+                by_rank[r].setdefault(key, set()).add(e[key])
+        if "id2" in e:
+            by_rank[r].setdefault("id2", set()).add(json.dumps(e["id2"]))
+    check(by_rank[0].get("correlation") == {100} and by_rank[0].get("External id") == {1, 2, 3},
+          f"the first input's ids as they were: {by_rank[0]}")
+    for key in ("correlation", "External id", "Ev Idx", "Python id", "Python parent id", "id", "bind_id", "id2"):
+        a, b = by_rank[0].get(key, set()), by_rank[1].get(key, set())
+        check(a and b and not a & b, f"{key}: rank 0 {sorted(a)} and rank 1 {sorted(b)} must be apart")
+    check(by_rank[1].get("correlation") == {100 + step}, f"rank 1's correlation {by_rank[1].get('correlation')}")
+    ends = [e for e in t["traceEvents"] if e["ph"] in "be"]
+    check(len(ends) == 4 and all("local" in e.get("id2", {}) for e in ends), f"async id2 kept local: {ends}")
+    binds = [e for e in t["traceEvents"] if "bind_id" in e]
+    check(sorted((e["name"], e.get("flow_in", False), e.get("flow_out", False)) for e in binds)
+          == [("recv", True, False)] * 2 + [("send", False, True)] * 2, f"flow bindings {binds}")
+
+
+def test_metadata_and_clock():
+    """distributedInfo and deviceProperties kept per input with the rank; the
+    system clock kept, since each one's baseTimeNanoseconds."""
+    # rank 1 started 3 ms after rank 0 on the same real-time clock; their bases differ by 5 s
+    b0, b1 = 1699999990000000000, 1699999995000000000
+    r0 = write("clock_r0.json", rank_trace(0, 0, b0))
+    r1 = write("clock_r1.json", rank_trace(1, 3000, b1))
+    out = os.path.join(OUT, "clock_merged.json")
+    p = mlprof("merge", r0, r1, "-o", out)
+    check("lined up" not in p.stderr, f"no warning on one clock: {p.stderr!r}")
+    t = load_exact(out)
+    m = t["otherData"]["merge"]
+    check(m["method"] == "system clock" and [int(i["offset_ns"]) for i in m["inputs"]] == [0, b1 - b0],
+          f"system clock {m['method']} {[i['offset_ns'] for i in m['inputs']]}")
+    check(int(t.get("baseTimeNanoseconds", 0)) == b0, f"the first input's base: {t.get('baseTimeNanoseconds')}")
+    ts = {e["name"]: e["ts"] for e in t["traceEvents"] if e["name"] in ("rank0_op", "rank1_op")}
+    want = {"rank0_op": decimal.Decimal(BASE_US + 10 - b0 // 1000),
+            "rank1_op": decimal.Decimal(BASE_US + 3010 - b0 // 1000)}
+    check(ts == want, f"times on the real-time clock since the first base: {ts}, wanted {want}")
+    check(t.get("distributedInfo", {}).get("rank") == 0, f"top-level distributedInfo {t.get('distributedInfo')}")
+    check(t.get("deviceProperties", [{}])[0].get("name") == "GPU of host 0",
+          f"top-level deviceProperties {t.get('deviceProperties')}")
+    for r, i in enumerate(m["inputs"]):
+        check(i.get("rank") == r and i.get("label") == f"rank {r}", f"input {r}: rank and label {i}")
+        check(i.get("distributedInfo", {}).get("rank") == r and i.get("distributedInfo", {}).get("backend") == "nccl",
+              f"input {r}: distributedInfo {i.get('distributedInfo')}")
+        check(i.get("deviceProperties", [{}])[0].get("name") == f"GPU of host {r}",
+              f"input {r}: deviceProperties {i.get('deviceProperties')}")
+        check(int(i.get("baseTimeNanoseconds", 0)) == (b0, b1)[r], f"input {r}: base {i.get('baseTimeNanoseconds')}")
+    names = sorted(e["args"]["name"] for e in t["traceEvents"] if e["name"] == "process_name")
+    check(names == ["rank 0: python", "rank 0: python 0", "rank 1: python", "rank 1: python 1"],
+          f"process names say the rank: {names}")
+
+    # no base (older Kineto): epoch times as they are, though the starts differ
+    r0 = write("epoch_r0.json", rank_trace(0, 0))
+    r1 = write("epoch_r1.json", rank_trace(1, 3000))
+    mlprof("merge", r0, r1, "-o", out)
+    t = load(out)
+    m = t["otherData"]["merge"]
+    check(m["method"] == "system clock" and [i["offset_ns"] for i in m["inputs"]] == [0, 0], f"epoch times {m}")
+    ts = sorted(e["ts"] for e in t["traceEvents"] if e["name"] in ("rank0_op", "rank1_op"))
+    check(ts == [BASE_US + 10, BASE_US + 3010], f"epoch times kept {ts}")
+    # the options still decide when given
+    mlprof("merge", r0, r1, "--offsets", "0,-3ms", "-o", out)
+    m = load(out)["otherData"]["merge"]
+    check(m["method"] == "given offsets" and m["inputs"][1]["offset_ns"] == -3000000, f"given offsets {m}")
+    mlprof("merge", r0, r1, "--sync-marker", "req", "-o", out)
+    m = load(out)["otherData"]["merge"]
+    check(m["method"] == "sync marker" and m["inputs"][1]["offset_ns"] == -3000000, f"marker {m}")
+    # a trace that does not say its clock: the starts, said loudly
+    r2 = write("nometa_r1.json", rank_trace(1, 3000, meta=False))
+    p = mlprof("merge", r0, r2, "-o", out)
+    m = load(out)["otherData"]["merge"]
+    check(m["method"] == "trace starts" and "lined up" in p.stderr, f"one trace without a clock: {m}")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    tests = [test_nanoseconds_round_trip]
+    tests = [test_nanoseconds_round_trip, test_links_stay_with_their_rank, test_metadata_and_clock]
     for test in tests:
         test()
     if failures:

@@ -1,11 +1,17 @@
 /*
  * merge.c - several traces (processes, ranks, hosts) on one timeline. Each
  * input becomes process tracks of its own (pids that collide are renumbered),
- * named by its label; its times move by an offset chosen from the clocks:
- * none when every input says it was taken on the same host's monotonic clock
- * (mlprof's traces do), else the offsets given, else the first occurrence of
- * a sync marker they share, else the starts of the traces lined up (which is
- * said loudly). The method and every offset go into the output's otherData.
+ * named by its label; the ids that link its events (correlation ids, External
+ * ids, flow and async ids) are moved apart from every other input's, so that
+ * a kernel stays linked to its own rank's operator. Its times move by an
+ * offset chosen from the clocks: the offsets given, else the first occurrence
+ * of a sync marker they share, else none when every input says it was taken
+ * on the same host's monotonic clock (mlprof's traces do), else the real-time
+ * clock when every input says it is on it (PyTorch's profiler stamps with the
+ * system clock, since its baseTimeNanoseconds when it gives one), else the
+ * starts of the traces lined up (which is said loudly). The method, every
+ * offset and each input's distributedInfo and deviceProperties go into the
+ * output.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +20,14 @@
 #include "analyze.h"
 #include "merge.h"
 
-static const char *const k_methods[] = {"shared clock", "given offsets", "sync marker", "trace starts"};
+static const char *const k_methods[] = {"shared clock", "given offsets", "sync marker", "trace starts",
+                                        "system clock"};
+
+/* Argument keys whose values link events to each other: PyTorch's (Kineto's)
+ * and mlprof's. */
+static const char *const k_link_keys[] = {"correlation", "correlation_id", "correlationId", "runtime_correlation",
+                                          "External id", "Ev Idx", "Python id", "Python parent id",
+                                          "Sequence number", "Record function id", NULL};
 
 /* The first time the marker happens in t: an instant's time or a span's start. */
 static int find_marker(const an_trace *t, const char *name, int64_t *ts)
@@ -42,6 +55,18 @@ static int same_clock(an_trace *const *in, size_t n)
             return 0;
     }
     return 1;
+}
+
+/* The times of t are the host's real-time clock: mlprof's say so in
+ * clock_domain, PyTorch's profiler (Kineto) always stamps with it and says
+ * who wrote the file in its metadata (schemaVersion, traceName,
+ * baseTimeNanoseconds, distributedInfo, deviceProperties). */
+static int on_system_clock(const an_trace *t)
+{
+    char dom[64];
+    if (an_other_data_str(t, "clock_domain", dom, sizeof dom))
+        return strcmp(dom, "CLOCK_REALTIME") == 0;
+    return t->system_clock;
 }
 
 int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, int64_t *offset, int *method,
@@ -74,6 +99,15 @@ int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, i
         *method = AN_ALIGN_SHARED;
         return 0;
     }
+    int system = 1;
+    for (size_t i = 0; i < n; i++)
+        system &= on_system_clock(in[i]);
+    if (system) { /* times since each one's base: the same clock once the bases are added */
+        *method = AN_ALIGN_SYSTEM;
+        for (size_t i = 0; i < n; i++)
+            offset[i] = in[i]->base_time_ns - in[0]->base_time_ns;
+        return 0;
+    }
     *method = AN_ALIGN_STARTS;
     for (size_t i = 0; i < n; i++)
         offset[i] = in[0]->t_min - in[i]->t_min;
@@ -92,28 +126,115 @@ static void put_ts(mlprof__sb *out, const char *key, int64_t ns)
     mlprof__sb_us(out, (uint64_t)ns);
 }
 
-static void put_args(mlprof__sb *out, const an_trace *t, const an_event *e)
+/* The link keys of one input, by their interned pointers. */
+typedef struct link_keys {
+    const char *key[sizeof k_link_keys / sizeof *k_link_keys];
+    size_t n;
+} link_keys;
+
+static void find_link_keys(const an_trace *t, link_keys *lk)
+{
+    lk->n = 0;
+    for (const char *const *k = k_link_keys; *k; k++) {
+        const char *p = mlprof__map_get(&t->strings, *k, strlen(*k));
+        if (p)
+            lk->key[lk->n++] = p;
+    }
+}
+
+static int is_link_key(const link_keys *lk, const char *key)
+{
+    for (size_t k = 0; k < lk->n; k++) {
+        if (lk->key[k] == key)
+            return 1;
+    }
+    return 0;
+}
+
+/* How far apart the inputs' link ids are put: a power of ten above every one
+ * of them, so that input i's id v becomes v + i * step (v - i * step when v is
+ * negative), apart from every other input's and still readable. 0 when that
+ * does not fit in 64 bits (the offending key in *key). */
+static int64_t id_step(an_trace *const *in, size_t n, const char **key)
+{
+    uint64_t max = 0;
+    for (size_t i = 0; i < n; i++) {
+        link_keys lk;
+        find_link_keys(in[i], &lk);
+        for (size_t a = 0; lk.n && a < in[i]->nargs; a++) {
+            const an_arg *g = &in[i]->args[a];
+            if (g->type != AN_NUM || !is_link_key(&lk, g->key))
+                continue;
+            double mag = g->is_int ? fabs((double)g->inum) : fabs(g->num);
+            uint64_t m = g->is_int ? (g->inum < 0 ? 0 - (uint64_t)g->inum : (uint64_t)g->inum)
+                         : mag < 9.2e18 ? (uint64_t)mag : UINT64_MAX;
+            if (m > max) {
+                max = m;
+                *key = g->key;
+            }
+        }
+    }
+    uint64_t step = 10;
+    while (step <= max) {
+        if (step > UINT64_MAX / 10)
+            return 0;
+        step *= 10;
+    }
+    if (max > INT64_MAX || step > INT64_MAX || (uint64_t)(n - 1) > (INT64_MAX - max) / step)
+        return 0;
+    return (int64_t)step;
+}
+
+static void put_args(mlprof__sb *out, const an_trace *t, const an_event *e, const link_keys *lk, size_t input,
+                     int64_t step)
 {
     if (!e->nargs)
         return;
+    int64_t shift = (int64_t)input * step;
     mlprof__sb_puts(out, ",\"args\":{");
     for (uint32_t k = 0; k < e->nargs; k++) {
         const an_arg *a = &t->args[e->args + k];
+        int link = input && is_link_key(lk, a->key);
         if (k)
             mlprof__sb_putc(out, ',');
         mlprof__sb_json_str(out, a->key, strlen(a->key));
         mlprof__sb_putc(out, ':');
         if (a->type == AN_NUM && a->is_int)
-            mlprof__sb_i64(out, a->inum);
+            mlprof__sb_i64(out, link ? a->inum + (a->inum < 0 ? -shift : shift) : a->inum);
         else if (a->type == AN_NUM)
-            mlprof__sb_double(out, a->num);
+            mlprof__sb_double(out, link ? a->num + (double)(a->num < 0 ? -shift : shift) : a->num);
         else if (a->type == AN_RAW || strcmp(a->str, "true") == 0 || strcmp(a->str, "false") == 0 ||
                  strcmp(a->str, "null") == 0)
             mlprof__sb_puts(out, a->str); /* compact JSON, or a literal */
-        else
+        else if (link) { /* a string id: the input's number before it, as flow ids have */
+            mlprof__sb label;
+            mlprof__sb_init(&label);
+            mlprof__sb_printf(&label, "%zu:%s", input, a->str);
+            mlprof__sb_json_str(out, label.data ? label.data : "", label.len);
+            out->failed |= label.failed;
+            mlprof__sb_free(&label);
+        } else
             mlprof__sb_json_str(out, a->str, strlen(a->str));
     }
     mlprof__sb_putc(out, '}');
+}
+
+/* A flow's or an async event's ids, kept apart per input as "INPUT:ID". */
+static void put_ids(mlprof__sb *out, const an_event *e, size_t input)
+{
+    unsigned long long id = (unsigned long long)e->id;
+    if (strchr("stfben", e->ph) && e->id_form & (AN_ID2_LOCAL | AN_ID2_GLOBAL))
+        mlprof__sb_printf(out, ",\"id2\":{\"%s\":\"%zu:%llu\"}", e->id_form & AN_ID2_LOCAL ? "local" : "global",
+                          input, id);
+    else if (strchr("stfben", e->ph))
+        mlprof__sb_printf(out, ",\"id\":\"%zu:%llu\"", input, id);
+    if (e->ph == 'X' && e->id_form & AN_ID_BIND) {
+        mlprof__sb_printf(out, ",\"bind_id\":\"%zu:%llu\"", input, id);
+        if (e->id_form & AN_FLOW_IN)
+            mlprof__sb_puts(out, ",\"flow_in\":true");
+        if (e->id_form & AN_FLOW_OUT)
+            mlprof__sb_puts(out, ",\"flow_out\":true");
+    }
 }
 
 static void begin_event(mlprof__sb *out, int *first)
@@ -150,6 +271,81 @@ static int64_t map_pid(pid_map *maps, size_t n, size_t input, int64_t pid)
     return pid;
 }
 
+/* The rank distributedInfo gives, or -1. */
+static long long input_rank(const an_trace *t)
+{
+    const char *p = t->distributed_info ? strstr(t->distributed_info, "\"rank\":") : NULL;
+    if (!p)
+        return -1;
+    char *end;
+    long long r = strtoll(p + 7, &end, 10);
+    return end != p + 7 && r >= 0 ? r : -1;
+}
+
+/* The label of input i: the one given, else its rank, else its path. */
+static const char *input_label(const an_trace *t, const an_merge_options *o, size_t i, char *buf, size_t len)
+{
+    if (o->labels && o->labels[i])
+        return o->labels[i];
+    long long rank = input_rank(t);
+    if (rank < 0)
+        return t->path;
+    snprintf(buf, len, "rank %lld", rank);
+    return buf;
+}
+
+/* One member "key":RAW (RAW: compact JSON as read), when raw is not NULL. */
+static void put_raw(mlprof__sb *out, const char *sep, const char *key, const char *raw)
+{
+    if (!raw)
+        return;
+    mlprof__sb_printf(out, "%s\"%s\":", sep, key);
+    mlprof__sb_puts(out, raw);
+}
+
+/* otherData.merge: the method, the id step and each input's offset, pids,
+ * rank and metadata. */
+static void put_merge_data(mlprof__sb *out, an_trace *const *in, size_t n, const an_merge_options *o,
+                           const int64_t *offset, int method, int64_t step, const pid_map *maps, size_t nmap)
+{
+    mlprof__sb_printf(out, "\"merge\":{\"method\":\"%s\"", k_methods[method]);
+    if (method == AN_ALIGN_MARKER) {
+        mlprof__sb_puts(out, ",\"sync_marker\":");
+        mlprof__sb_json_str(out, o->sync_marker, strlen(o->sync_marker));
+    }
+    mlprof__sb_printf(out, ",\"id_step\":%lld,\"inputs\":[", (long long)step);
+    for (size_t i = 0; i < n; i++) {
+        char host[256], buf[64];
+        mlprof__sb_puts(out, i ? ",{\"path\":" : "{\"path\":");
+        mlprof__sb_json_str(out, in[i]->path, strlen(in[i]->path));
+        mlprof__sb_puts(out, ",\"label\":");
+        const char *label = input_label(in[i], o, i, buf, sizeof buf);
+        mlprof__sb_json_str(out, label, strlen(label));
+        if (an_other_data_str(in[i], "host", host, sizeof host)) {
+            mlprof__sb_puts(out, ",\"host\":");
+            mlprof__sb_json_str(out, host, strlen(host));
+        }
+        if (input_rank(in[i]) >= 0)
+            mlprof__sb_printf(out, ",\"rank\":%lld", input_rank(in[i]));
+        mlprof__sb_printf(out, ",\"offset_ns\":%lld,\"id_offset\":%lld,\"events\":%zu", (long long)offset[i],
+                          (long long)i * (long long)step, in[i]->nev);
+        if (in[i]->base_time_ns)
+            mlprof__sb_printf(out, ",\"baseTimeNanoseconds\":%lld", (long long)in[i]->base_time_ns);
+        put_raw(out, ",", "distributedInfo", in[i]->distributed_info);
+        put_raw(out, ",", "deviceProperties", in[i]->device_props);
+        mlprof__sb_puts(out, ",\"pids\":{");
+        int f = 1;
+        for (size_t m = 0; m < nmap; m++) {
+            if (maps[m].input != i)
+                continue;
+            mlprof__sb_printf(out, "%s\"%lld\":%lld", f ? "" : ",", (long long)maps[m].from, (long long)maps[m].to);
+            f = 0;
+        }
+        mlprof__sb_puts(out, "}}");
+    }
+    mlprof__sb_puts(out, "]}");
+}
+
 int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__sb *out, int *method_out,
              char *err, size_t errlen)
 {
@@ -158,6 +354,14 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
         return -1;
     int method;
     if (an_merge_offsets(in, n, o, offset, &method, err, errlen) != 0) {
+        mlprof__free(offset);
+        return -1;
+    }
+    const char *big_key = "";
+    int64_t step = id_step(in, n, &big_key);
+    if (!step) {
+        snprintf(err, errlen, "the ids under \"%s\" are too large to keep %zu inputs' apart in 64 bits", big_key,
+                 n);
         mlprof__free(offset);
         return -1;
     }
@@ -193,6 +397,8 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
     mlprof__sb_puts(out, "{\"traceEvents\":[");
     for (size_t i = 0; i < n; i++) {
         const an_trace *t = in[i];
+        link_keys lk;
+        find_link_keys(t, &lk);
         for (size_t k = 0; k < t->nev; k++) {
             const an_event *e = &t->ev[k];
             if (e->ph == 'U')
@@ -209,23 +415,24 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
             put_ts(out, ",\"ts\":", e->ts + offset[i]);
             if (e->ph == 'X')
                 put_ts(out, ",\"dur\":", e->dur);
-            if (strchr("stfben", e->ph)) /* ids stay unique per input */
-                mlprof__sb_printf(out, ",\"id\":\"%zu:%llu\"", i, (unsigned long long)e->id);
+            put_ids(out, e, i);
             if (e->ph == 'f' && e->flow_enclosing)
                 mlprof__sb_puts(out, ",\"bp\":\"e\"");
             if (e->ph == 'i')
                 mlprof__sb_printf(out, ",\"s\":\"%c\"", e->scope ? e->scope : 't');
-            put_args(out, t, e);
+            put_args(out, t, e, &lk, i, step);
             mlprof__sb_putc(out, '}');
         }
         /* the tracks' names: each process says which input it came from */
+        char buf[64];
+        const char *label_i = input_label(t, o, i, buf, sizeof buf);
         for (size_t m = 0; m < nmap; m++) {
             if (maps[m].input != i)
                 continue;
             const char *pname = an_process_name(t, maps[m].from);
             mlprof__sb label;
             mlprof__sb_init(&label);
-            mlprof__sb_puts(&label, o->labels && o->labels[i] ? o->labels[i] : t->path);
+            mlprof__sb_puts(&label, label_i);
             if (pname)
                 mlprof__sb_printf(&label, ": %s", pname);
             else
@@ -240,36 +447,28 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
                          "name", t->names[k].name, 0);
         }
     }
-    mlprof__sb_printf(out, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"mlprof_version\":\"%s\","
-                           "\"merge\":{\"method\":\"%s\"",
-                      MLPROF_VERSION_STRING, k_methods[method]);
-    if (method == AN_ALIGN_MARKER) {
-        mlprof__sb_puts(out, ",\"sync_marker\":");
-        mlprof__sb_json_str(out, o->sync_marker, strlen(o->sync_marker));
-    }
-    mlprof__sb_puts(out, ",\"inputs\":[");
+    mlprof__sb_printf(out, "\n],\n\"displayTimeUnit\":\"ms\",\n");
+    /* where PyTorch's tools look for them: the first input's, whose times these are */
+    const an_trace *t0 = in[0];
+    if (t0->base_time_ns)
+        mlprof__sb_printf(out, "\"baseTimeNanoseconds\":%lld,\n", (long long)t0->base_time_ns);
     for (size_t i = 0; i < n; i++) {
-        char host[256];
-        mlprof__sb_puts(out, i ? ",{\"path\":" : "{\"path\":");
-        mlprof__sb_json_str(out, in[i]->path, strlen(in[i]->path));
-        mlprof__sb_puts(out, ",\"label\":");
-        const char *label = o->labels && o->labels[i] ? o->labels[i] : in[i]->path;
-        mlprof__sb_json_str(out, label, strlen(label));
-        if (an_other_data_str(in[i], "host", host, sizeof host)) {
-            mlprof__sb_puts(out, ",\"host\":");
-            mlprof__sb_json_str(out, host, strlen(host));
+        if (in[i]->distributed_info) {
+            put_raw(out, "", "distributedInfo", in[i]->distributed_info);
+            mlprof__sb_puts(out, ",\n");
+            break;
         }
-        mlprof__sb_printf(out, ",\"offset_ns\":%lld,\"events\":%zu,\"pids\":{", (long long)offset[i], in[i]->nev);
-        int f = 1;
-        for (size_t m = 0; m < nmap; m++) {
-            if (maps[m].input != i)
-                continue;
-            mlprof__sb_printf(out, "%s\"%lld\":%lld", f ? "" : ",", (long long)maps[m].from, (long long)maps[m].to);
-            f = 0;
-        }
-        mlprof__sb_puts(out, "}}");
     }
-    mlprof__sb_puts(out, "]}}\n}\n");
+    for (size_t i = 0; i < n; i++) {
+        if (in[i]->device_props) {
+            put_raw(out, "", "deviceProperties", in[i]->device_props);
+            mlprof__sb_puts(out, ",\n");
+            break;
+        }
+    }
+    mlprof__sb_printf(out, "\"otherData\":{\"mlprof_version\":\"%s\",", MLPROF_VERSION_STRING);
+    put_merge_data(out, in, n, o, offset, method, step, maps, nmap);
+    mlprof__sb_puts(out, "}\n}\n");
     *method_out = method;
     mlprof__free(maps);
     mlprof__free(offset);

@@ -6,7 +6,7 @@
 
 #include "trace.h"
 
-enum { AN_ALIGN_SHARED = 0, AN_ALIGN_GIVEN = 1, AN_ALIGN_MARKER = 2, AN_ALIGN_STARTS = 3 };
+enum { AN_ALIGN_SHARED = 0, AN_ALIGN_GIVEN = 1, AN_ALIGN_MARKER = 2, AN_ALIGN_STARTS = 3, AN_ALIGN_SYSTEM = 4 };
 
 typedef struct an_merge_options {
     const char *const *labels;  /* one per input ("rank 0", a host), or NULL: the paths */
@@ -17,14 +17,24 @@ typedef struct an_merge_options {
 
 /* The shift of each input's times and how it was chosen (AN_ALIGN_*): given
  * offsets, then a sync marker, then a clock the inputs say they share (same
- * host, CLOCK_MONOTONIC), else the starts lined up. -1 with err set when an
- * input lacks the marker. */
+ * host, CLOCK_MONOTONIC), then the real-time clock when every input says it is
+ * on it (PyTorch's profiler traces; each one's baseTimeNanoseconds is added,
+ * so that the times are those of the first input's base), else the starts
+ * lined up. -1 with err set when an input lacks the marker. */
 int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, int64_t *offset, int *method,
                      char *err, size_t errlen);
 /* The merged trace as Chrome trace JSON: every input's events shifted, pids
- * that collide renumbered, process tracks named "LABEL: name", and the method
- * (also in *method) and offsets in otherData.merge. Returns 0, or -1 (err
- * set, or out of memory). */
+ * that collide renumbered, process tracks named "LABEL: name" (LABEL: the
+ * one given, else "rank N" from distributedInfo, else the path), and the
+ * method (also in *method) and offsets in otherData.merge. The ids that link
+ * events stay apart per input: flow and async ids (id, id2, bind_id) become
+ * "INPUT:ID" strings, and the numeric link arguments (correlation, External
+ * id, Ev Idx, Python id...) of input i are moved by i times a power of ten
+ * above all of them (id_step in otherData.merge). Each input's rank,
+ * distributedInfo, deviceProperties and baseTimeNanoseconds are kept in
+ * otherData.merge.inputs; the first ones given are also at the top level,
+ * where PyTorch's tools look for them. Returns 0, or -1 (err set, or out of
+ * memory). */
 int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__sb *out, int *method, char *err,
              size_t errlen);
 

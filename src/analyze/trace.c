@@ -204,6 +204,31 @@ static uint64_t read_id(reader *r)
     return *end ? mlprof__hash(r->val.data, r->val.len) : n;
 }
 
+/* "id2": {"local": ID} or {"global": ID}, the scope into *form. */
+static int read_id2(reader *r, uint64_t *id, uint8_t *form)
+{
+    an_input *in = &r->in;
+    if (an_json_peek(in) != '{')
+        return an_json_skip(in, NULL);
+    int more = an_json_open(in, '{', "'{' to start id2");
+    while (more > 0) {
+        if (an_json_key(in, &r->val) != 0)
+            return -1;
+        int local = r->val.len == 5 && memcmp(r->val.data, "local", 5) == 0;
+        int global = r->val.len == 6 && memcmp(r->val.data, "global", 6) == 0;
+        if (local || global) {
+            *id = read_id(r);
+            if (in->failed)
+                return -1;
+            *form = local ? AN_ID2_LOCAL : AN_ID2_GLOBAL;
+        } else if (an_json_skip(in, NULL) != 0) {
+            return -1;
+        }
+        more = an_json_next(in, '}');
+    }
+    return more < 0 ? -1 : 0;
+}
+
 static int add_name(an_trace *t, int64_t pid, int64_t tid, const char *name)
 {
     for (size_t i = 0; i < t->nnames; i++) {
@@ -279,7 +304,7 @@ static void close_begin(reader *r, an_event *end)
     }
 }
 
-enum { K_OTHER, K_STRING, K_TIME, K_PID, K_TID, K_ID, K_ARGS };
+enum { K_OTHER, K_STRING, K_TIME, K_PID, K_TID, K_ID, K_ARGS, K_ID2, K_BIND_ID, K_FLOW_IN, K_FLOW_OUT };
 
 /* Which member of an event a key is: name, cat, ph, bp and s are strings. */
 static int event_key(const char *k, size_t n)
@@ -299,11 +324,18 @@ static int event_key(const char *k, size_t n)
             return K_TIME;
         if (memcmp(k, "pid", 3) == 0)
             return K_PID;
-        return memcmp(k, "tid", 3) == 0 ? K_TID : K_OTHER;
+        if (memcmp(k, "tid", 3) == 0)
+            return K_TID;
+        return memcmp(k, "id2", 3) == 0 ? K_ID2 : K_OTHER;
     case 4:
         if (memcmp(k, "name", 4) == 0)
             return K_STRING;
         return memcmp(k, "args", 4) == 0 ? K_ARGS : K_OTHER;
+    case 7:
+        if (memcmp(k, "bind_id", 7) == 0)
+            return K_BIND_ID;
+        return memcmp(k, "flow_in", 7) == 0 ? K_FLOW_IN : K_OTHER;
+    case 8: return memcmp(k, "flow_out", 8) == 0 ? K_FLOW_OUT : K_OTHER;
     default: return K_OTHER;
     }
 }
@@ -317,7 +349,9 @@ static int read_event(reader *r)
     e.name = e.cat = "";
     e.parent = -1;
     e.args = (uint32_t)t->nargs;
-    int has_ts = 0, named_pid = 0, named_tid = 0;
+    int has_ts = 0, named_pid = 0, named_tid = 0, has_bind = 0;
+    uint64_t bind_id = 0;
+    uint8_t flow_dir = 0; /* AN_FLOW_IN, AN_FLOW_OUT */
     const char *pid_name = NULL, *tid_name = NULL;
     int more = an_json_open(in, '{', "'{' to start an event");
     if (more <= 0) {
@@ -369,6 +403,16 @@ static int read_event(reader *r)
         } else if (which == K_ID) {
             e.id = read_id(r);
             rc = in->failed ? -1 : 0;
+        } else if (which == K_ID2) {
+            rc = read_id2(r, &e.id, &e.id_form);
+        } else if (which == K_BIND_ID) {
+            bind_id = read_id(r);
+            has_bind = 1;
+            rc = in->failed ? -1 : 0;
+        } else if (which == K_FLOW_IN || which == K_FLOW_OUT) {
+            if (an_json_peek(in) == 't')
+                flow_dir |= which == K_FLOW_IN ? AN_FLOW_IN : AN_FLOW_OUT;
+            rc = an_json_skip(in, NULL);
         } else if (which == K_ARGS && an_json_peek(in) == '{') {
             rc = read_args(r, &e);
         } else {
@@ -380,6 +424,10 @@ static int read_event(reader *r)
     } while (more > 0);
     if (more < 0)
         return -1;
+    if ((e.ph == 'X' || e.ph == 'B') && (has_bind || flow_dir)) { /* a flow bound to this slice */
+        e.id = has_bind ? bind_id : e.id;
+        e.id_form = (uint8_t)(AN_ID_BIND | flow_dir);
+    }
 
     if (pid_name)
         add_name(t, e.pid, -1, pid_name);
@@ -466,22 +514,35 @@ static int read_object(reader *r)
         int rc;
         if (strcmp(k, "traceEvents") == 0) {
             rc = read_events(r, 0);
-        } else if (strcmp(k, "otherData") == 0 || strcmp(k, "deviceProperties") == 0) {
+        } else if (strcmp(k, "otherData") == 0 || strcmp(k, "deviceProperties") == 0 ||
+                   strcmp(k, "distributedInfo") == 0) {
             int other = k[0] == 'o';
             mlprof__sb_reset(&r->raw);
             rc = an_json_skip(in, &r->raw);
             const char *s = rc == 0 ? an_intern(t, r->raw.data, r->raw.len) : NULL;
             if (other)
                 t->other_data = s;
-            else
+            else if (k[0] == 'd' && k[1] == 'e')
                 t->device_props = s;
+            else
+                t->distributed_info = s;
             if (other && s && strstr(s, "\"mlprof_version\""))
                 t->writer = "mlprof";
-            if (!other)
+            if (!other) {
                 t->writer = "pytorch";
+                t->system_clock = 1;
+            }
+        } else if (strcmp(k, "baseTimeNanoseconds") == 0 && an_json_peek(in) != '"') {
+            double v;
+            int is_int;
+            rc = an_json_number(in, &v, &t->base_time_ns, &is_int);
+            t->system_clock = 1;
         } else {
-            if (strcmp(k, "schemaVersion") == 0 || strcmp(k, "traceName") == 0)
+            /* PyTorch's profiler (Kineto) stamps events with the system clock */
+            if (strcmp(k, "schemaVersion") == 0 || strcmp(k, "traceName") == 0) {
                 t->writer = "pytorch";
+                t->system_clock = 1;
+            }
             rc = an_json_skip(in, NULL);
         }
         if (rc != 0)

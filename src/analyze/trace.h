@@ -44,7 +44,13 @@ typedef struct an_event {
     char ph;                /* 'X' for every duration, 'i', 'C', 's', 't', 'f', 'b', 'e', 'n' */
     uint8_t flow_enclosing; /* a flow end that binds to the enclosing slice ("bp":"e") */
     char scope;             /* an instant's "s": 'g', 'p' or 't' (0 when not given) */
+    uint8_t id_form;        /* where id came from and what it binds (AN_ID_*) */
 } an_event;
+
+/* an_event.id_form: an async id given as "id2" {"local": ...} or {"global":
+ * ...}, and a duration's flow binding ("bind_id", with "flow_in" and
+ * "flow_out"), whose id is then the bind_id. 0: a plain "id" or none. */
+enum { AN_ID2_LOCAL = 1, AN_ID2_GLOBAL = 2, AN_ID_BIND = 4, AN_FLOW_IN = 8, AN_FLOW_OUT = 16 };
 
 /* A pid or tid given as a name ("stream 7") is numbered from AN_NAMED_ID_FIRST
  * down, far below any id a writer gives and below -1, the tid under which a
@@ -69,6 +75,9 @@ typedef struct an_trace {
     mlprof__map strings;
     const char *other_data;  /* "otherData" as compact JSON, or NULL */
     const char *device_props; /* "deviceProperties" (PyTorch), or NULL */
+    const char *distributed_info; /* "distributedInfo" (PyTorch: rank, world size), or NULL */
+    int64_t base_time_ns;    /* "baseTimeNanoseconds": the times are since this epoch time (0: none) */
+    int system_clock;        /* its metadata says the times are the host's real-time clock (Kineto's) */
     const char *writer;      /* "mlprof", "pytorch", or "" when unknown */
     uint64_t unmatched_ends, unclosed_begins, skipped;
     int64_t t_min, t_max;    /* the span of the events, ns */
