@@ -208,6 +208,16 @@ def test_pytorch_argument_names(path):
     r, _ = analyze_json(both, "--aggregate-by", "Input Dims")
     check(counts(r) == {"[[2]]": 1, "[[3]]": 1}, f"Input Dims first: {counts(r)}")
 
+    # a whole model's forward lists hundreds of shapes: the table cuts them as it cuts names, JSON keeps them
+    dims = [[2048, 160]] * 40
+    wide = write("wide.json", {"traceEvents": [x("forward", "cpu_op", 0, 10, 1, 1, **{"Input Dims": dims})]})
+    text = json.dumps(dims, separators=(",", ":"))
+    t = mlprof("analyze", wide).stdout.splitlines()
+    row = next((l for l in t if l.startswith("forward ")), "")
+    check(row.endswith(text[:57] + "...") and len(row) < 200, f"table row {row[:300]!r}")
+    r, _ = analyze_json(wide)
+    check(r["rows"][0]["input_shapes"] == text, "JSON keeps the shapes whole")
+
 
 def test_missing_grouping_key(path):
     # no kernel has input shapes: one "-" row, and a warning naming the key and the keys they have

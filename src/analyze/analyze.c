@@ -1047,8 +1047,8 @@ static void format_table(mlprof__sb *out, group **rows, size_t n, size_t shown, 
             if (tmp.len > width[c])
                 width[c] = tmp.len;
         }
-        if (c == C_KEY && width[c] > 60)
-            width[c] = 60;
+        if ((c == C_KEY || c == C_IN || c == C_OUT) && width[c] > 60)
+            width[c] = 60; /* PyTorch's shapes of a whole model's forward run to kilobytes */
     }
     for (int k = 0; k < ncols; k++) {
         int c = cols[k];
@@ -1065,7 +1065,7 @@ static void format_table(mlprof__sb *out, group **rows, size_t n, size_t shown, 
             cell(&tmp, rows[i], c, how, cum[i]);
             const char *s = tmp.data ? tmp.data : "";
             int left = c == C_KEY || c == C_IN || c == C_OUT;
-            if (c == C_KEY && tmp.len > width[c])
+            if ((c == C_KEY || c == C_IN || c == C_OUT) && tmp.len > width[c])
                 mlprof__sb_printf(out, "%s%.*s...", k ? "  " : "", (int)width[c] - 3, s);
             else
                 mlprof__sb_printf(out, left ? "%s%-*s" : "%s%*s", k ? "  " : "", (int)width[c], s);
@@ -1813,6 +1813,12 @@ static int32_t step_at(const steps *st, int64_t pid, int64_t tid, int64_t ts)
     return (int32_t)s;
 }
 
+/* Flow events belong to no step: they link a launch to its kernel. */
+static int is_flow(char ph)
+{
+    return ph == 's' || ph == 't' || ph == 'f';
+}
+
 static int cmp_i64(const void *pa, const void *pb)
 {
     int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
@@ -1898,7 +1904,7 @@ static int steps_find(an_trace *t, steps *st)
         const an_event *e = &t->ev[i];
         int32_t r = links.launch[i];
         const an_event *at = links.kind[i] != AN_GPU_NONE && r >= 0 ? &t->ev[r] : e;
-        st->of[i] = strchr("stf", e->ph) ? -1 : step_at(st, at->pid, at->tid, at->ts);
+        st->of[i] = is_flow(e->ph) ? -1 : step_at(st, at->pid, at->tid, at->ts);
         if (st->of[i] >= 0)
             st->s[st->of[i]].events++;
     }
@@ -2040,18 +2046,23 @@ static void step_notes(const an_trace *t, const steps *st, const char *spec, int
  * memory). */
 static int restrict_trace(const an_trace *t, const steps *st, int64_t only, an_trace *c)
 {
+    size_t n = 0;
+    for (size_t i = 0; i < st->n; i++)
+        n += (only >= 0 ? (int64_t)i == only : st->s[i].chosen) ? st->s[i].events : 0;
+    for (size_t i = 0; i < t->nev; i++)
+        n += (size_t)is_flow(t->ev[i].ph);
     *c = *t;
-    c->ev = mlprof__malloc((t->nev ? t->nev : 1) * sizeof *c->ev);
+    c->ev = mlprof__malloc((n ? n : 1) * sizeof *c->ev);
     if (!c->ev)
         return -1;
     c->nev = 0;
-    c->evcap = t->nev ? t->nev : 1;
+    c->evcap = n ? n : 1;
     c->t_min = INT64_MAX;
     c->t_max = INT64_MIN;
     for (size_t i = 0; i < t->nev; i++) {
         const an_event *e = &t->ev[i];
         int32_t s = st->of[i];
-        int flow = strchr("stf", e->ph) != NULL;
+        int flow = is_flow(e->ph);
         if (!flow && (s < 0 || (only >= 0 ? s != only : !st->s[s].chosen)))
             continue;
         c->ev[c->nev++] = *e;
