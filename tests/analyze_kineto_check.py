@@ -338,7 +338,20 @@ def test_steps(path):
     for bad in (["--steps", "5-3"], ["--steps", "x"], ["--steps", "4,"]):
         p = mlprof("analyze", path, *bad, expect=2)
         check("--steps" in p.stderr, f"{bad}: {p.stderr!r}")
-    mlprof("diff", path, path, "--steps", "4", expect=2)
+    # diff: each run restricted to the same steps
+    slower = [dict(e, dur=400) if e.get("cat") == "kernel" and e["args"]["correlation"] == 4 else e
+              for e in STEP_EVENTS]
+    path5 = write("steps_slower_5.json", {"traceEvents": slower})
+    for step, want in (("4", {}), ("5", {"sgemm": 200 * US})):
+        d = mlprof("diff", path, path5, "--steps", step, "--format", "json", "-t", "0")
+        try:
+            rows = json.loads(d.stdout)["rows"]
+            got = {r["key"]: r["delta_ns"] for r in rows if r["delta_ns"]}
+            check(got == want and len(rows) == len(STEP4 if step == "4" else {1, 2, 3, 4}),
+                  f"diff --steps {step}: {got} {len(rows)} rows")
+        except (ValueError, KeyError) as e:
+            check(False, f"diff --steps {step}: {e} {d.stdout[:200]!r}")
+    mlprof("diff", path, path5, "--per-step", expect=2)
 
     # mlprof's frames: passes of the most frequent frame, one still open when the trace was written
     def frame(name, fid, b, e, unfinished=False):

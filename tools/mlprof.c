@@ -162,6 +162,8 @@ static void diff_usage(FILE *out)
             "                         runs grew by more than PCT percent (for CI)\n"
             "  --min-delta T          ...and by at least T (default 0), so that tiny\n"
             "                         operators' noise does not fail a build\n"
+            "  --steps LIST           compare only these whole steps of each run, as\n"
+            "                         analyze --steps takes them (all, N, A-B, 3-5,8)\n"
             "  and these of analyze: -t/--top (default 20), --aggregate-by, --aggregate\n"
             "  (mean compares per-call times), --min-time, --max-time, --type, --name,\n"
             "  --format, -o/--output\n");
@@ -377,6 +379,8 @@ static int cmd_diff(int argc, char **argv)
         } else if ((v = option_value(cmd, argc, argv, &i, "--min-delta", NULL))) {
             if ((d.min_delta_ns = parse_time(v)) < 0)
                 bad_usage(cmd, "--min-delta: expected a time such as 1e-4, 100us or 2ms, got \"%s\"", v);
+        } else if ((v = option_value(cmd, argc, argv, &i, "--steps", NULL))) {
+            o.steps = v;
         } else if (arg[0] == '-' && arg[1]) {
             bad_usage(cmd, "unknown option \"%s\"", arg);
         } else if (!paths[0]) {
@@ -390,7 +394,7 @@ static int cmd_diff(int argc, char **argv)
     if (!paths[1])
         bad_usage(cmd, "%s", "which two traces? (mlprof diff A B)");
     char err[300];
-    if (an_options_check(&o, err, sizeof err) != 0)
+    if (an_options_check(&o, err, sizeof err) != 0 || an_options_check_steps(&o, err, sizeof err) != 0)
         bad_usage(cmd, "%s", err);
     an_trace a, b;
     int damaged = 0;

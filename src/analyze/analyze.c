@@ -3,7 +3,8 @@
  * grouped by any mix of name, category, thread, process and argument values,
  * their times combined (sum, mean, max, min or count), ordered by any column,
  * with cumulative percentages, FLOPs and FLOPS, bytes and bandwidth, and the
- * input and output shapes where the trace has them.
+ * input and output shapes where the trace has them; and the steps
+ * (ProfilerStep#N, or mlprof's frames) that any analysis can be restricted to.
  */
 #include <ctype.h>
 #include <fnmatch.h>
@@ -1468,8 +1469,8 @@ static void put_signed_duration(mlprof__sb *out, double ns)
     an_put_duration(out, (int64_t)llround(fabs(ns)));
 }
 
-int an_diff(an_trace *ta, an_trace *tb, const an_options *o, const an_diff_options *d, mlprof__sb *out,
-            size_t *regressions)
+static int diff_tables(an_trace *ta, an_trace *tb, const an_options *o, const an_diff_options *d, mlprof__sb *out,
+                       size_t *regressions)
 {
     group_table A, B;
     *regressions = 0;
@@ -2221,4 +2222,57 @@ int an_run_steps(an_trace *t, const an_options *o, an_analysis_fn fn, mlprof__sb
     mlprof__sb_free(&one);
     steps_free(&st);
     return rc != 0 || out->failed || notes->failed ? -1 : 0;
+}
+
+/* A copy of t holding the chosen steps' events (o->steps), the notes saying
+ * what was left out; *copied is 0 when the trace has no steps (then the notes
+ * say so and t is to be used whole). Returns 0, or -1 (out of memory). */
+static int steps_copy(an_trace *t, const an_options *o, an_trace *c, int *copied, mlprof__sb *notes)
+{
+    *copied = 0;
+    steps st;
+    int rc = steps_find(t, &st);
+    if (rc == 0 && !st.n) {
+        mlprof__sb_printf(notes, "%s: --steps: the trace has no ProfilerStep#N range and no mlprof frame, so the "
+                                 "whole trace is compared\n", t->path);
+    } else if (rc == 0) {
+        int last_named;
+        uint64_t absent;
+        int64_t first_absent = 0;
+        choose_steps(&st, o->steps, &last_named, &absent, &first_absent);
+        step_notes(t, &st, o->steps, last_named, absent, first_absent, notes);
+        rc = restrict_trace(t, &st, -1, c);
+        *copied = rc == 0;
+    }
+    steps_free(&st);
+    return rc;
+}
+
+int an_diff(an_trace *ta, an_trace *tb, const an_options *o, const an_diff_options *d, mlprof__sb *out,
+            size_t *regressions)
+{
+    *regressions = 0;
+    if (!o->steps)
+        return diff_tables(ta, tb, o, d, out, regressions);
+    /* both runs restricted to the steps, each as its own trace says them */
+    mlprof__sb local;
+    mlprof__sb_init(&local);
+    mlprof__sb *notes = o->notes ? o->notes : &local;
+    an_trace ca, cb;
+    int copied_a = 0, copied_b = 0;
+    int rc = steps_copy(ta, o, &ca, &copied_a, notes);
+    if (rc == 0)
+        rc = steps_copy(tb, o, &cb, &copied_b, notes);
+    if (rc == 0)
+        rc = diff_tables(copied_a ? &ca : ta, copied_b ? &cb : tb, o, d, out, regressions);
+    if (copied_a) {
+        ta->strings = ca.strings; /* the map may have grown (and moved) while the diff interned */
+        mlprof__free(ca.ev);
+    }
+    if (copied_b) {
+        tb->strings = cb.strings;
+        mlprof__free(cb.ev);
+    }
+    mlprof__sb_free(&local);
+    return rc;
 }

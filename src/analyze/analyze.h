@@ -83,7 +83,9 @@ typedef struct an_diff_options {
 
 /* Per operator (group), the change from run a to run b: counts, times, new
  * and missing operators, sorted by the size of the change. *regressions
- * receives how many regressed. Returns 0, or -1 (out of memory). */
+ * receives how many regressed. With o->steps, each run is restricted to those
+ * of its steps (as an_run_steps chooses them; o->notes says what each left
+ * out). Returns 0, or -1 (out of memory). */
 int an_diff(an_trace *a, an_trace *b, const an_options *o, const an_diff_options *d, mlprof__sb *out,
             size_t *regressions);
 
