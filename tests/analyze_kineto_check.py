@@ -368,9 +368,14 @@ def test_steps(path):
           and "batch 3, the last step, is left out as incomplete: it was still open when the trace was written"
           in p.stderr, f"frames: {r.get('steps')} {counts(r.get('analysis', {'rows': []}))} {p.stderr!r}")
     # no steps at all: the whole trace, and said
-    r, p = steps_json(write("no_steps.json", {"traceEvents": [x("a", "op", 0, 10, 1, 1)]}), "--steps", "all")
-    check(counts(r) == {"a": 1} and "no ProfilerStep#N range and no mlprof frame" in p.stderr,
-          f"no steps: {counts(r)} {p.stderr!r}")
+    none = write("no_steps.json", {"traceEvents": [x("a", "op", 0, 10, 1, 1)]})
+    r, p = steps_json(none, "--steps", "all")
+    check(counts(r.get("analysis", {"rows": []})) == {"a": 1} and r.get("steps", {}).get("chosen") == []
+          and "no ProfilerStep#N range and no mlprof frame" in p.stderr, f"no steps: {r} {p.stderr!r}")
+    r, p = steps_json(none, "--per-step")
+    check(r.get("per_step") == [] and counts(r.get("analysis", {"rows": []})) == {"a": 1}, f"no steps, per step: {r}")
+    c = mlprof("analyze", none, "--per-step", "--format", "csv").stdout.splitlines()
+    check(len(c) == 2 and c[0].startswith("step,name,") and c[1].startswith(",a,op,1,"), f"no steps, CSV: {c}")
 
 
 def main():

@@ -2114,7 +2114,8 @@ static void put_steps_json(mlprof__sb *out, const steps *st)
     mlprof__sb_putc(out, '}');
 }
 
-/* CSV rows with a first column, the step's number (the header once). */
+/* CSV rows with a first column, the step's number (empty when s is NULL; the
+ * header once). */
 static void put_csv_with_step(mlprof__sb *out, const mlprof__sb *csv, const step_info *s, int header)
 {
     const char *p = csv->data ? csv->data : "";
@@ -2124,8 +2125,10 @@ static void put_csv_with_step(mlprof__sb *out, const mlprof__sb *csv, const step
         size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
         if (line == 0 && header)
             mlprof__sb_puts(out, "step,");
-        if (line > 0)
+        if (line > 0 && s)
             mlprof__sb_printf(out, "%lld,", (long long)s->number);
+        else if (line > 0)
+            mlprof__sb_putc(out, ',');
         if (line > 0 || header)
             mlprof__sb_put(out, p, n);
         p += n;
@@ -2147,10 +2150,27 @@ int an_run_steps(an_trace *t, const an_options *o, an_analysis_fn fn, mlprof__sb
         return -1;
     }
     if (!st.n) {
+        /* the whole trace, in the shape the steps' output has */
         mlprof__sb_printf(notes, "%s: --steps: the trace has no ProfilerStep#N range and no mlprof frame, so "
                                  "the whole trace is analysed\n", t->path);
         steps_free(&st);
-        return fn(t, o, out);
+        mlprof__sb whole;
+        mlprof__sb_init(&whole);
+        int rc = fn(t, o, &whole);
+        if (o->format == AN_JSON) {
+            mlprof__sb_puts(out, "{\"steps\":{\"source\":null,\"chosen\":[],\"left_out\":[],\"incomplete\":null},"
+                                 "\"analysis\":\n");
+            mlprof__sb_put(out, whole.data ? whole.data : "", whole.len);
+            mlprof__sb_puts(out, o->per_step ? ",\"per_step\":[]}\n" : "}\n");
+        } else if (o->format == AN_CSV && o->per_step) {
+            put_csv_with_step(out, &whole, NULL, 1);
+        } else {
+            if (o->format == AN_TABLE)
+                mlprof__sb_puts(out, "steps: none (no ProfilerStep#N range, no mlprof frame): the whole trace\n");
+            mlprof__sb_put(out, whole.data ? whole.data : "", whole.len);
+        }
+        mlprof__sb_free(&whole);
+        return rc != 0 || out->failed ? -1 : 0;
     }
     const char *spec = o->steps ? o->steps : "all";
     int last_named;

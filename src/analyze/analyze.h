@@ -67,7 +67,9 @@ int an_options_check_steps(const an_options *o, char *errbuf, size_t len);
  * stops inside its last ProfilerStep); naming it by number takes it. With
  * per_step, one result per chosen step: tables one after another, JSON
  * {"steps":..,"per_step":[{"step":N,..,"analysis":..}]}, CSV with a first
- * column "step"; else JSON {"steps":..,"analysis":..}. notes receives what
+ * column "step"; else JSON {"steps":..,"analysis":..}. A trace without
+ * steps is analysed whole, in the same shape ("analysis", an empty
+ * "per_step", an empty "step" column) and notes says so. notes receives what
  * was left out and why, and step numbers the trace lacks. fn may intern
  * strings in t. Returns 0, or -1 (out of memory, or fn's failure). */
 int an_run_steps(an_trace *t, const an_options *o, an_analysis_fn fn, mlprof__sb *out, mlprof__sb *notes);
