@@ -44,6 +44,9 @@ def load_exact(path):
 
 
 def load(path):
+    if not os.path.exists(path):
+        check(False, f"{path} was not written")
+        return {"traceEvents": [], "otherData": {"merge": {"inputs": []}}}
     with open(path) as f:
         return json.load(f)
 
@@ -242,9 +245,26 @@ def test_metadata_and_clock():
     check(m["method"] == "trace starts" and "lined up" in p.stderr, f"one trace without a clock: {m}")
 
 
+def test_odd_ids():
+    """A link id that is no number merges (written null); one too large to
+    move apart is an error that names its key."""
+    evs = '[{"name":"k","cat":"kernel","ph":"X","pid":0,"tid":7,"ts":5,"dur":1,"args":{"correlation":NaN}}]'
+    odd = write("odd_ids.json", '{"schemaVersion":1,"traceEvents":' + evs + "}")
+    out = os.path.join(OUT, "odd_merged.json")
+    mlprof("merge", odd, odd, "-o", out)
+    k = [e for e in load(out)["traceEvents"] if e["name"] == "k"]
+    check(len(k) == 2 and all(e["args"]["correlation"] is None for e in k), f"NaN ids: {k}")
+    huge = write("huge_ids.json", json.dumps({"schemaVersion": 1, "traceEvents": [
+        {"name": "k", "cat": "kernel", "ph": "X", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
+         "args": {"External id": 9000000000000000000}}]}))
+    p = mlprof("merge", huge, huge, "-o", out, expect=1)
+    check('"External id" are too large' in p.stderr, f"ids too large: {p.stderr!r}")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    tests = [test_nanoseconds_round_trip, test_links_stay_with_their_rank, test_metadata_and_clock]
+    tests = [test_nanoseconds_round_trip, test_links_stay_with_their_rank, test_metadata_and_clock,
+             test_odd_ids]
     for test in tests:
         test()
     if failures:

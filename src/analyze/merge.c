@@ -163,8 +163,8 @@ static int64_t id_step(an_trace *const *in, size_t n, const char **key)
         find_link_keys(in[i], &lk);
         for (size_t a = 0; lk.n && a < in[i]->nargs; a++) {
             const an_arg *g = &in[i]->args[a];
-            if (g->type != AN_NUM || !is_link_key(&lk, g->key))
-                continue;
+            if (g->type != AN_NUM || !is_link_key(&lk, g->key) || (!g->is_int && !isfinite(g->num)))
+                continue; /* NaN and infinities are written as null */
             double mag = g->is_int ? fabs((double)g->inum) : fabs(g->num);
             uint64_t m = g->is_int ? (g->inum < 0 ? 0 - (uint64_t)g->inum : (uint64_t)g->inum)
                          : mag < 9.2e18 ? (uint64_t)mag : UINT64_MAX;

@@ -535,7 +535,9 @@ static int read_object(reader *r)
         } else if (strcmp(k, "baseTimeNanoseconds") == 0 && an_json_peek(in) != '"') {
             double v;
             int is_int;
-            rc = an_json_number(in, &v, &t->base_time_ns, &is_int);
+            int64_t base;
+            rc = an_json_number(in, &v, &base, &is_int);
+            t->base_time_ns = is_int && base > 0 ? base : 0; /* an epoch time, or none */
             t->system_clock = 1;
         } else {
             /* PyTorch's profiler (Kineto) stamps events with the system clock */
