@@ -1959,18 +1959,24 @@ static void choose_steps(steps *st, const char *spec, int *last_named, uint64_t 
         long long a = strtoll(p, &end, 10), b = a;
         if (*end == '-')
             b = strtoll(end + 1, &end, 10);
-        for (long long n = a; n <= b; n++) {
-            size_t k = 0;
-            while (k < st->n && st->s[k].number != n)
-                k++;
-            if (k < st->n) {
-                st->s[k].chosen = 1;
-                *last_named |= (int64_t)k == st->incomplete;
-            } else if (!(*absent)++) {
-                *first_absent = n;
-            }
-            if (n - a > 10000000)
-                break; /* a range far wider than any trace's steps: enough counted */
+        /* the steps are in number order: those in [a, b], and the first gap */
+        uint64_t present = 0;
+        long long next = a; /* the lowest number of the range not met yet */
+        int gap = 0;
+        for (size_t k = 0; k < st->n; k++) {
+            if (st->s[k].number < a || st->s[k].number > b)
+                continue;
+            st->s[k].chosen = 1;
+            *last_named |= (int64_t)k == st->incomplete;
+            present++;
+            gap |= st->s[k].number != next;
+            if (!gap)
+                next++;
+        }
+        if ((uint64_t)(b - a) + 1 > present) {
+            if (!*absent)
+                *first_absent = next;
+            *absent += (uint64_t)(b - a) + 1 - present;
         }
         p = *end == ',' ? end + 1 : end;
     }
