@@ -685,6 +685,11 @@ def area_sampler(prog, out, fake_nvml):
         # sanitizer the runtime's own thread, older than main, is in the process's CPU
         # clock only (6-7% of it seen under ASan and TSan on a loaded machine)
         missed = 0.15 * measured if name.startswith("task-clock") and sanitized else 0
+        # and on a heavily loaded machine perf's task-clock was seen short of the
+        # kernel's CPU clock (5.5% with eight builds on two cores; 8% per span in
+        # the counters area): below, its bound is loose, above as tight as before
+        if name.startswith("task-clock"):
+            missed = max(missed, 0.25 * measured)
         check(-0.05 * measured - 1e6 - missed <= used_ns - measured <= 0.05 * measured + 1e6 + extra,
               f"{name}: {used_ns / 1e6:.1f} ms of CPU in the series, {measured / 1e6:.1f} ms measured by the test")
     check(max(v for _, v in series(t, "page-faults/s")) > 0, "page faults counted while the heap grew")
