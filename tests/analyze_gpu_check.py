@@ -11,6 +11,13 @@ each written here with figures known to the nanosecond:
   its kernel launch (the i-th range of a device, the i-th launch), and the raw
   counters one column per metric in the table, JSON and CSV.
 
+- the idle time of each stream broken down as HTA's idle time breakdown
+  (host wait, kernel wait under --kernel-wait, other), kernel launch
+  statistics (launch delay, call and kernel durations, HTA's outliers under
+  --runtime-cutoff and --launch-delay-cutoff), and the overlap of compute,
+  communication and memory as the union of their intervals beside the summed
+  durations; each in the table, JSON and CSV (--csv-table), and per step.
+
 usage: analyze_gpu_check.py MLPROF OUTDIR
 """
 import csv
@@ -241,9 +248,228 @@ def test_counter_ranges():
 
 
 # ---------------------------------------------------------------------------
+# HTA's analyses. Times in us; every figure below is worked out by hand.
+HOST = 100
+
+
+def launch(name, ts, dur, corr, cat="cuda_runtime"):
+    return x(name, cat, ts, dur, HOST, HOST, correlation=corr)
+
+
+def kernel(name, ts, dur, stream, corr=None, cat="kernel", pid=0):
+    args = {"device": pid, "stream": stream}
+    if corr is not None:
+        args["correlation"] = corr
+    return x(name, cat, ts, dur, pid, stream, **args)
+
+
+def hta_trace():
+    """Device 0, stream 7 (gaps in us):
+    K1 [100,110)      call 90+5
+    K2 [110.02,120)   cuLaunchKernel 95+5: 20 ns gap, call before the end: kernel wait
+    K3 [150,160)      call 130+5: after 120, the end before it: host wait 30 us
+    K4 [160.03,170)   call 100+4: a 30 ns gap is not under 30 ns: other
+    K5 [200,210)      call 150+60: before 170: other 30 us
+    K6 [220,225)      call 110+3: other 10 us
+    K9 [230,231)      no runtime call (correlation 99 has none): other 5 us
+    stream 20:
+    K7 Memcpy [300,302)  cudaMemcpyAsync 280+5
+    K8 [400,405)         cudaGraphLaunch 390+3 (no launch record: many kernels)
+                         after 302: host wait 98 us"""
+    ev = [meta("process_name", 0, 0, name="python3"), meta("process_labels", 0, 0, labels="GPU 0"),
+          launch("cudaLaunchKernel", 90, 5, 1), kernel("k1", 100, 10, 7, 1),
+          launch("cuLaunchKernel", 95, 5, 2, cat="cuda_driver"), kernel("k2", 110.02, 9.98, 7, 2),
+          launch("cudaLaunchKernel", 130, 5, 3), kernel("k3", 150, 10, 7, 3),
+          launch("cudaLaunchKernelExC", 100, 4, 4), kernel("k4", 160.03, 9.97, 7, 4),
+          launch("cudaLaunchKernel", 150, 60, 5), kernel("k5", 200, 10, 7, 5),
+          launch("cudaLaunchKernel", 110, 3, 6), kernel("k6", 220, 5, 7, 6),
+          kernel("k9", 230, 1, 7, 99),
+          launch("cudaMemcpyAsync", 280, 5, 7), kernel("Memcpy DtoD (Device -> Device)", 300, 2, 20, 7,
+                                                       cat="gpu_memcpy"),
+          launch("cudaGraphLaunch", 390, 3, 8), kernel("k8", 400, 5, 20, 8)]
+    return {"schemaVersion": 1, "traceEvents": ev}
+
+
+def idle_of(dev):
+    return {s.get("stream"): s.get("idle_breakdown") for s in dev.get("streams", [])}
+
+
+def test_idle_breakdown():
+    path = write("hta_idle.json", hta_trace())
+    k = kernels_json(path)
+    d = (k.get("devices") or [{}])[0]
+    idle = idle_of(d)
+    # stream 7: host 30 us (K3); kernel 20 ns (K2); other 30 ns + 30 us + 10 us + 5 us (K4, K5, K6, K9)
+    want7 = {"host_wait_ns": 30000, "host_wait_gaps": 1, "kernel_wait_ns": 20, "kernel_wait_gaps": 1,
+             "other_ns": 45030, "other_gaps": 4}
+    want20 = {"host_wait_ns": 98000, "host_wait_gaps": 1, "kernel_wait_ns": 0, "kernel_wait_gaps": 0,
+              "other_ns": 0, "other_gaps": 0}
+    check(idle == {7: want7, 20: want20}, f"idle breakdown: {idle}")
+    streams = {s.get("stream"): s.get("idle_ns") for s in d.get("streams", [])}
+    # the causes add up to the stream's idle time: [100,231) less 55.95 us busy; [300,405) less 7 us
+    check(streams == {7: 75050, 20: 98000}, f"idle breakdown: the stream's idle time {streams}")
+    check(k.get("thresholds") == {"kernel_wait_ns": 30, "runtime_cutoff_ns": 50000,
+                                  "launch_delay_cutoff_ns": 100000}, f"thresholds {k.get('thresholds')}")
+    # a wider kernel wait takes K4's 30 ns gap
+    idle = idle_of((kernels_json(path, "--kernel-wait", "40ns").get("devices") or [{}])[0])
+    check((idle.get(7) or {}).get("kernel_wait_ns") == 50 and (idle.get(7) or {}).get("other_ns") == 45000,
+          f"--kernel-wait 40ns: {idle.get(7)}")
+    p = mlprof("kernels", path)
+    check("  stream 7: 7 events, busy 55.950 us, idle 75.050 us between them: host wait 30.000 us (1), "
+          "kernel wait 20 ns (1), other 45.030 us (4)" in p.stdout, f"idle breakdown: the table\n{p.stdout}")
+    p = mlprof("kernels", path, "--format", "csv", "--csv-table", "idle")
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    got = [(r["device"], r["stream"], r["idle_ns"], r["host_wait_ns"], r["kernel_wait_ns"], r["other_ns"],
+            r["other_gaps"]) for r in rows]
+    check(got == [("GPU 0", "7", "75050", "30000", "20", "45030", "4"), ("GPU 0", "20", "98000", "98000", "0", "0", "0")],
+          f"idle breakdown: the CSV {got}")
+    p = mlprof("kernels", path, "--kernel-wait", "soon", expect=2)
+    check("--kernel-wait" in p.stderr and "soon" in p.stderr, f"a bad --kernel-wait: {p.stderr!r}")
+    p = mlprof("kernels", path, "--csv-table", "nothing", expect=2)
+    check("--csv-table" in p.stderr, f"a bad --csv-table: {p.stderr!r}")
+
+
+def test_launch_stats():
+    path = write("hta_launches.json", hta_trace())
+    k = kernels_json(path)
+    lk = ((k.get("devices") or [{}])[0]).get("launches") or {}
+    # launches: K1..K6 (every form of kernel launch) and the copy; not K9 (no call), not K8 (a graph)
+    #   delay (kernel start - call start), call, kernel, in ns:
+    #   K1 10000 5000 10000; K2 15020 5000 9980; K3 20000 5000 10000; K4 60030 4000 9970;
+    #   K5 50000 60000 10000; K6 110000 3000 5000; copy 20000 5000 2000
+    check((lk.get("count"), lk.get("kernel_launches"), lk.get("memory_launches")) == (7, 6, 1),
+          f"launches: counted {lk}")
+    # delays sorted: 10000 15020 20000 20000 50000 60030 110000; p90 at rank 5.4, p99 at 5.94
+    dl = lk.get("launch_delay_ns") or {}
+    check((dl.get("sum"), dl.get("min"), dl.get("p50"), dl.get("max")) == (285050, 10000, 20000, 110000)
+          and abs(dl.get("mean", 0) - 285050 / 7) < 0.001 and abs(dl.get("p90", 0) - 80018) < 0.001
+          and abs(dl.get("p99", 0) - 107001.8) < 0.001, f"launches: the launch delay {dl}")
+    cpu, gpu = lk.get("cpu_duration_ns") or {}, lk.get("gpu_duration_ns") or {}
+    check((cpu.get("sum"), cpu.get("p50"), cpu.get("max"), gpu.get("sum"), gpu.get("p50"), gpu.get("min"))
+          == (87000, 5000, 60000, 56950, 9980, 2000), f"launches: call and kernel durations {cpu} {gpu}")
+    # HTA's outliers: short (call <= 50 us and kernel < call): the copy; call > 50 us: K5; delay > 100 us: K6
+    check((lk.get("short_gpu_kernels"), lk.get("runtime_outliers"), lk.get("launch_delay_outliers"))
+          == (1, 1, 1), f"launches: outliers {lk}")
+    rows = [(r["kernel"], r["launch"], r["launch_delay_ns"]) for r in lk.get("launch_delay_outlier_rows", [])]
+    check(rows == [("k6", "cudaLaunchKernel", 110000)], f"launches: the delay outlier {rows}")
+    rows = [(r["kernel"], r["cpu_duration_ns"]) for r in lk.get("runtime_outlier_rows", [])]
+    check(rows == [("k5", 60000)], f"launches: the runtime outlier {rows}")
+    lk = ((kernels_json(path, "--launch-delay-cutoff", "50us", "--runtime-cutoff", "4us").get("devices")
+           or [{}])[0]).get("launches") or {}
+    # delay > 50 us: K4, K6 (K5's 50 us is not over); call > 4 us: K1 K2 K3 K5 copy; short: call <= 4 us
+    # and kernel shorter: none (K4 9970 > 4000, K6 5000 > 3000)
+    check((lk.get("launch_delay_outliers"), lk.get("runtime_outliers"), lk.get("short_gpu_kernels"))
+          == (2, 5, 0), f"launches: the cutoffs as options {lk}")
+    check([r["kernel"] for r in lk.get("launch_delay_outlier_rows", [])] == ["k6", "k4"],
+          f"launches: the delay outliers worst first {lk.get('launch_delay_outlier_rows')}")
+    p = mlprof("kernels", path, "--format", "csv", "--csv-table", "launches")
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    got = [(r["stream"], r["kernel"], r["launch"], r["memory"], r["cpu_duration_ns"], r["gpu_duration_ns"],
+            r["launch_delay_ns"], r["short_gpu_kernel"], r["runtime_outlier"], r["launch_delay_outlier"])
+           for r in rows]
+    check(got == [("7", "k1", "cudaLaunchKernel", "0", "5000", "10000", "10000", "0", "0", "0"),
+                  ("7", "k2", "cuLaunchKernel", "0", "5000", "9980", "15020", "0", "0", "0"),
+                  ("7", "k3", "cudaLaunchKernel", "0", "5000", "10000", "20000", "0", "0", "0"),
+                  ("7", "k4", "cudaLaunchKernelExC", "0", "4000", "9970", "60030", "0", "0", "0"),
+                  ("7", "k5", "cudaLaunchKernel", "0", "60000", "10000", "50000", "0", "1", "0"),
+                  ("7", "k6", "cudaLaunchKernel", "0", "3000", "5000", "110000", "0", "0", "1"),
+                  ("20", "Memcpy DtoD (Device -> Device)", "cudaMemcpyAsync", "1", "5000", "2000", "20000", "1", "0",
+                   "0")], f"launches: the CSV {got}")
+    p = mlprof("kernels", path)
+    check("  launches: 7 (6 kernel, 1 copy or memset)" in p.stdout
+          and "outliers: 1 short GPU kernels (call at most 50.000 us, kernel shorter than its call), 1 calls over "
+              "50.000 us, 1 launch delays over 100.000 us" in p.stdout, f"launches: the table\n{p.stdout}")
+    line = next((ln for ln in p.stdout.splitlines() if ln.strip().startswith("launch delay ")), "")
+    check(line.split() == ["launch", "delay", "40.721", "us", "10.000", "us", "20.000", "us", "80.018", "us",
+                           "107.002", "us", "110.000", "us"], f"launches: the table's delay row {line!r}")
+
+
+def overlap_trace():
+    """Device 1: compute [0,100) on stream 1 and [50,150) on stream 2 (summed
+    200 us, union 150); NCCL [120,220) on stream 3; copies [140,160) and
+    [300,310) on stream 4. Overlaps: compute and communication [120,150),
+    compute and memory [140,150), communication and memory [140,160)."""
+    ev = [meta("process_name", 1, 0, name="python3"),
+          kernel("gemm", 0, 100, 1, pid=1), kernel("gemm", 50, 100, 2, pid=1),
+          kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 120, 100, 3, pid=1),
+          kernel("Memcpy DtoD (Device -> Device)", 140, 20, 4, cat="gpu_memcpy", pid=1),
+          kernel("Memcpy DtoD (Device -> Device)", 300, 10, 4, cat="gpu_memcpy", pid=1)]
+    return {"schemaVersion": 1, "traceEvents": ev}
+
+
+def test_overlap():
+    path = write("hta_overlap.json", overlap_trace())
+    k = kernels_json(path)
+    d = (k.get("devices") or [{}])[0]
+    check((d.get("compute_ns"), d.get("communication_ns"), d.get("memory_ns")) == (200000, 100000, 30000),
+          f"overlap: the summed durations kept {d}")
+    check(d.get("union_ns") == {"compute": 150000, "communication": 100000, "memory": 30000},
+          f"overlap: the union per kind {d.get('union_ns')}")
+    check(d.get("overlap_ns") == {"compute_communication": 30000, "compute_memory": 10000,
+                                  "communication_memory": 20000}, f"overlap: both kinds running {d.get('overlap_ns')}")
+    check(d.get("communication_overlapped_pct") == 30.0 and (d.get("busy_ns"), d.get("span_ns")) == (230000, 310000),
+          f"overlap: 30 of 100 us of communication overlapped {d.get('communication_overlapped_pct')}")
+    p = mlprof("kernels", path)
+    check("communication overlapped by compute: 30.00% of its time (30.000 us of 100.000 us)" in p.stdout
+          and "overlap (both kinds running): compute and communication 30.000 us, compute and memory 10.000 us, "
+              "communication and memory 20.000 us" in p.stdout, f"overlap: the table\n{p.stdout}")
+    line = next((ln for ln in p.stdout.splitlines() if ln.strip().startswith("compute ")), "")
+    check(line.split() == ["compute", "2", "200.000", "us", "60.6%", "150.000", "us", "65.2%"],
+          f"overlap: the table's compute row, summed and union {line!r}")
+    p = mlprof("kernels", path, "--format", "csv", "--csv-table", "overlap")
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    got = [(r["compute_summed_ns"], r["compute_union_ns"], r["compute_communication_ns"], r["compute_memory_ns"],
+            r["communication_memory_ns"], r["communication_overlapped_pct"]) for r in rows]
+    check(got == [("200000", "150000", "30000", "10000", "20000", "30.00")], f"overlap: the CSV {got}")
+
+
+def test_per_step():
+    """Two steps: step 1 launches [50,60) (call 10) and [70,80) (call 20:
+    other 10 us); step 2 [1200,1210) (call 1010: delay 190 us, an outlier;
+    host wait 1120 us over the whole trace) and [1305,1315) (call 1300,
+    after 1210: host wait 95 us)."""
+    ev = [meta("process_name", 0, 0, name="python3"),
+          x("ProfilerStep#1", "user_annotation", 0, 1000, HOST, HOST),
+          x("ProfilerStep#2", "user_annotation", 1000, 1000, HOST, HOST),
+          launch("cudaLaunchKernel", 10, 5, 1), kernel("a", 50, 10, 7, 1),
+          launch("cudaLaunchKernel", 20, 5, 2), kernel("b", 70, 10, 7, 2),
+          launch("cudaLaunchKernel", 1010, 5, 3), kernel("c", 1200, 10, 7, 3),
+          launch("cudaLaunchKernel", 1300, 5, 4), kernel("d", 1305, 10, 7, 4)]
+    path = write("hta_steps.json", {"schemaVersion": 1, "traceEvents": ev})
+    d = (kernels_json(path).get("devices") or [{}])[0]
+    i7 = idle_of(d).get(7) or {}
+    check((i7.get("host_wait_ns"), i7.get("other_ns"), (d.get("launches") or {}).get("launch_delay_outliers"))
+          == (1215000, 10000, 1), f"steps: the whole trace {i7} {d.get('launches')}")
+    p = mlprof("kernels", path, "--per-step", "--steps", "1-2", "--format", "json")
+    try:
+        per = json.loads(p.stdout)["per_step"]
+        got = []
+        for s in per:
+            dv = s["analysis"]["devices"][0]
+            i = idle_of(dv)[7]
+            got.append((s["step"], dv["launches"]["count"], dv["launches"]["launch_delay_ns"]["sum"],
+                        dv["launches"]["launch_delay_outliers"], i["host_wait_ns"], i["other_ns"]))
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        got = f"{e}: {p.stdout[:300]!r}"
+    check(got == [(1, 2, 90000, 0, 0, 10000), (2, 2, 195000, 1, 95000, 0)], f"steps: per step {got}")
+    p = mlprof("kernels", path, "--steps", "2", "--format", "json")
+    try:
+        dv = json.loads(p.stdout)["analysis"]["devices"][0]
+        got = (dv["launches"]["count"], idle_of(dv)[7]["host_wait_ns"])
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        got = f"{e}: {p.stdout[:300]!r}"
+    check(got == (2, 95000), f"steps: --steps 2 {got}")
+    p = mlprof("kernels", path, "--per-step", "--steps", "1-2", "--format", "csv", "--csv-table", "launches")
+    rows = [(r["step"], r["kernel"], r["launch_delay_ns"]) for r in csv.DictReader(io.StringIO(p.stdout))]
+    check(rows == [("1", "a", "40000"), ("1", "b", "50000"), ("2", "c", "190000"), ("2", "d", "5000")],
+          f"steps: the launches CSV per step {rows}")
+
+
+# ---------------------------------------------------------------------------
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for test in (test_string_stream_tids, test_device_labels, test_counter_ranges):
+    for test in (test_string_stream_tids, test_device_labels, test_counter_ranges, test_idle_breakdown,
+                 test_launch_stats, test_overlap, test_per_step):
         test()
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)

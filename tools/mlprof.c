@@ -292,9 +292,12 @@ static int run_on_trace(const char *cmd, const char *path, const char *output,
     return rc != 0 || damaged ? 1 : 0;
 }
 
+/* kernels' own options (HTA's thresholds, --csv-table), taken out of argv by cmd_kernels */
+static an_gpu_options g_gpu_options;
+
 static int kernels_analysis(an_trace *t, const an_options *o, mlprof__sb *out)
 {
-    return an_kernels(t, o->format, o->top, out, o->notes);
+    return an_kernels_with(t, o->format, o->top, &g_gpu_options, out, o->notes);
 }
 
 /* The arguments of a command on one trace (analyze, kernels): --help, the
@@ -589,13 +592,61 @@ static void kernels_usage(FILE *out)
             "                         ProfilerStep#N, else mlprof's frames; all, N, A-B or\n"
             "                         a comma list (3-5,8); all leaves out an incomplete\n"
             "                         last step and says so on standard error\n"
-            "  --per-step             one report per step (of --steps, else of all)\n");
+            "  --per-step             one report per step (of --steps, else of all)\n"
+            "  --kernel-wait T        idle gaps shorter than T that the CPU did not cause\n"
+            "                         are kernel wait, longer ones other (default 30ns,\n"
+            "                         HTA's consecutive_kernel_delay)\n"
+            "  --runtime-cutoff T     a launch call longer than T is a runtime outlier, a\n"
+            "                         kernel shorter than its call (no longer than T) a\n"
+            "                         short GPU kernel (default 50us, as HTA)\n"
+            "  --launch-delay-cutoff T  a launch delay (kernel start less call start)\n"
+            "                         longer than T is an outlier (default 100us, as HTA)\n"
+            "  --csv-table WHAT       what --format csv writes: kernels, ranges, idle (per\n"
+            "                         stream, by cause), launches (one row per launch) or\n"
+            "                         overlap (per device); default: ranges, else kernels\n");
+}
+
+/* Takes kernels' own options out of argv into g_gpu_options; returns the new argc. */
+static int kernels_own_options(int argc, char **argv)
+{
+    an_gpu_options_default(&g_gpu_options);
+    int n = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *v, *opt = NULL;
+        int64_t *time = NULL;
+        if ((v = option_value("kernels", argc, argv, &i, opt = "--kernel-wait", NULL)))
+            time = &g_gpu_options.kernel_wait_ns;
+        else if ((v = option_value("kernels", argc, argv, &i, opt = "--runtime-cutoff", NULL)))
+            time = &g_gpu_options.runtime_cutoff_ns;
+        else if ((v = option_value("kernels", argc, argv, &i, opt = "--launch-delay-cutoff", NULL)))
+            time = &g_gpu_options.launch_delay_cutoff_ns;
+        else if ((v = option_value("kernels", argc, argv, &i, "--csv-table", NULL))) {
+            static const char *const what[] = {"kernels", "ranges", "idle", "launches", "overlap"};
+            int k = 0;
+            while (k < 5 && strcmp(v, what[k]) != 0)
+                k++;
+            if (k == 5)
+                bad_usage("kernels", "--csv-table: expected kernels, ranges, idle, launches or overlap, got \"%s\"", v);
+            g_gpu_options.csv = AN_GPU_CSV_KERNELS + k;
+            continue;
+        } else {
+            argv[n++] = argv[i];
+            continue;
+        }
+        if ((*time = parse_time(v)) < 0) {
+            char what[200];
+            snprintf(what, sizeof what, "%s: expected a time such as 30ns, 50us or 1e-4, got \"%.120s\"", opt, v);
+            bad_usage("kernels", "%s", what);
+        }
+    }
+    return n;
 }
 
 static int cmd_kernels(int argc, char **argv)
 {
     an_options o;
     const char *output;
+    argc = kernels_own_options(argc, argv);
     const char *path = one_trace_args("kernels", argc, argv, kernels_usage, 0, &o, &output);
     /* analyze's options that kernels would ignore: a filter must not be dropped without a word */
     const char *ignored = o.type                          ? "--type"

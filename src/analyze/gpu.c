@@ -428,6 +428,11 @@ typedef struct track_use {
     int64_t time[4];  /* summed durations */
     uint64_t count[4];
     int64_t busy, span; /* once merged: time with an event running, first start to last end */
+    int64_t uni[4];     /* once merged: time with an event of each kind running (the union) */
+    size_t *ev, nev, capev; /* a stream's events (indices into t->ev) */
+    int64_t idle[3];    /* a stream's idle time by cause (IDLE_*), and the gaps of each */
+    uint64_t gaps[3];
+    size_t lfirst, ln;  /* a device's launches: a slice of the sorted launch records */
 } track_use;
 
 static track_use *use_for(track_use **uses, size_t *n, size_t *cap, int64_t pid, int64_t tid, int whole)
@@ -1143,7 +1148,445 @@ static void kernels_csv(const an_trace *t, const gpu_row *rows, size_t shown, ml
     }
 }
 
+/* ------------------------------------------------ HTA's analyses */
+
+void an_gpu_options_default(an_gpu_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->kernel_wait_ns = 30;             /* HTA's consecutive_kernel_delay */
+    o->runtime_cutoff_ns = 50000;       /* HTA's runtime_cutoff: 50 us */
+    o->launch_delay_cutoff_ns = 100000; /* HTA's launch_delay_cutoff: 100 us */
+    o->csv = AN_GPU_CSV_DEFAULT;
+}
+
+enum { IDLE_HOST = 0, IDLE_KERNEL = 1, IDLE_OTHER = 2 };
+static const char *const k_idle_keys[] = {"host_wait", "kernel_wait", "other"};
+
+/* The runtime call that launched GPU event i, or -1 when it has none (linked
+ * by an External id only, or not at all). */
+static int32_t launch_call(const an_trace *t, const an_gpu_links *l, size_t i)
+{
+    int32_t k = l->launch[i];
+    return k >= 0 && is_runtime(&t->ev[k]) ? k : -1;
+}
+
+/* The idle time of one stream, gap by gap in start order: a gap is the time
+ * from the end of the stream's events so far to the next start (events that
+ * overlap leave none), so the gaps add up to the stream's span less its busy
+ * time. Its cause, as HTA's idle time breakdown: host wait when the next
+ * event's runtime call started after that end (the CPU had not enqueued it
+ * yet), else kernel wait when the gap is under kernel_wait_ns, else other. */
+static int stream_idle(const an_trace *t, const an_gpu_links *l, track_use *s, int64_t kernel_wait_ns)
+{
+    in_order *v = mlprof__malloc((s->nev ? s->nev : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t j = 0; j < s->nev; j++)
+        v[j] = (in_order){0, t->ev[s->ev[j]].ts, s->ev[j]};
+    mlprof__sort(v, s->nev, sizeof *v, in_order_cmp);
+    int64_t end = 0;
+    for (size_t j = 0; j < s->nev; j++) {
+        const an_event *e = &t->ev[v[j].i];
+        if (j && e->ts > end) {
+            int64_t gap = e->ts - end;
+            int32_t call = launch_call(t, l, v[j].i);
+            int c = call >= 0 && t->ev[call].ts > end ? IDLE_HOST : gap < kernel_wait_ns ? IDLE_KERNEL : IDLE_OTHER;
+            s->idle[c] += gap;
+            s->gaps[c]++;
+        }
+        if (j == 0 || e->ts + e->dur > end)
+            end = e->ts + e->dur;
+    }
+    mlprof__free(v);
+    return 0;
+}
+
+/* One launch: a GPU event and the runtime call that launched it. */
+typedef struct launch_rec {
+    int64_t pid;           /* the device's track */
+    size_t kernel;         /* the GPU event */
+    int32_t call;          /* its runtime call */
+    int memory;            /* a cudaMemcpyAsync or cudaMemsetAsync */
+    int64_t delay, cpu, gpu; /* kernel start - call start; call's and kernel's durations */
+} launch_rec;
+
+/* 1: a call that launches one kernel (CUDA's forms, HIP's); 2: an
+ * asynchronous copy or memset (HTA's memory events); 0: neither (a graph
+ * launch runs many kernels: its delay is no one kernel's). */
+static int launch_kind(const an_event *e)
+{
+    static const char *const hip[] = {"hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
+                                      "hipExtModuleLaunchKernel", NULL};
+    static const char *const mem[] = {"cudaMemcpyAsync", "cudaMemsetAsync", "hipMemcpyAsync", "hipMemsetAsync",
+                                      NULL};
+    if (!is_runtime(e))
+        return 0;
+    if (is_kernel_launch(e))
+        return 1;
+    for (const char *const *p = hip; *p; p++) {
+        if (strncmp(e->name, *p, strlen(*p)) == 0)
+            return 1;
+    }
+    for (const char *const *p = mem; *p; p++) {
+        if (strncmp(e->name, *p, strlen(*p)) == 0)
+            return 2;
+    }
+    return 0;
+}
+
+static int launch_by_device(const void *pa, const void *pb)
+{
+    const launch_rec *a = pa, *b = pb;
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    return a->kernel < b->kernel ? -1 : a->kernel > b->kernel;
+}
+
+static int launch_by_delay(const void *pa, const void *pb)
+{
+    const launch_rec *a = pa, *b = pb;
+    if (a->delay != b->delay)
+        return a->delay > b->delay ? -1 : 1;
+    return a->kernel < b->kernel ? -1 : a->kernel > b->kernel;
+}
+
+static int launch_by_cpu(const void *pa, const void *pb)
+{
+    const launch_rec *a = pa, *b = pb;
+    if (a->cpu != b->cpu)
+        return a->cpu > b->cpu ? -1 : 1;
+    return a->kernel < b->kernel ? -1 : a->kernel > b->kernel;
+}
+
+static int launch_by_time(const void *pa, const void *pb)
+{
+    const launch_rec *a = pa, *b = pb;
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    return a->kernel < b->kernel ? -1 : a->kernel > b->kernel; /* t->ev is in time order */
+}
+
+/* Every launch of the trace, by device. */
+static int launches_make(const an_trace *t, const an_gpu_links *l, launch_rec **recs, size_t *n)
+{
+    size_t cap = 0;
+    *recs = NULL;
+    *n = 0;
+    for (size_t i = 0; i < t->nev; i++) {
+        if (!l->kind[i])
+            continue;
+        int32_t call = launch_call(t, l, i);
+        int kind = call >= 0 ? launch_kind(&t->ev[call]) : 0;
+        if (!kind)
+            continue;
+        launch_rec *p = mlprof__grow(*recs, &cap, *n, sizeof **recs, 256);
+        if (!p)
+            return -1;
+        *recs = p;
+        const an_event *k = &t->ev[i], *c = &t->ev[call];
+        p[(*n)++] = (launch_rec){k->pid, i, call, kind == 2, k->ts - c->ts, c->dur, k->dur};
+    }
+    mlprof__sort(*recs, *n, sizeof **recs, launch_by_device);
+    return 0;
+}
+
+static int i64_cmp(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+/* A distribution: mean, extremes and percentiles interpolated linearly
+ * between the closest ranks (pandas' describe, which HTA's frames give). */
+typedef struct dist {
+    double mean, p50, p90, p99;
+    int64_t min, max, sum;
+} dist;
+
+static double quantile(const int64_t *v, size_t n, double q)
+{
+    double pos = q * (double)(n - 1);
+    size_t lo = (size_t)pos;
+    if (lo + 1 >= n)
+        return (double)v[n - 1];
+    return (double)v[lo] + ((double)v[lo + 1] - (double)v[lo]) * (pos - (double)lo);
+}
+
+static void dist_of(int64_t *v, size_t n, dist *d)
+{
+    memset(d, 0, sizeof *d);
+    if (!n)
+        return;
+    mlprof__sort(v, n, sizeof *v, i64_cmp);
+    for (size_t i = 0; i < n; i++)
+        d->sum += v[i];
+    d->mean = (double)d->sum / (double)n;
+    d->min = v[0];
+    d->max = v[n - 1];
+    d->p50 = quantile(v, n, 0.50);
+    d->p90 = quantile(v, n, 0.90);
+    d->p99 = quantile(v, n, 0.99);
+}
+
+/* A device's launch statistics. */
+typedef struct launch_stats {
+    size_t n, memory, short_kernels, runtime_outliers, delay_outliers;
+    dist delay, cpu, gpu;
+} launch_stats;
+
+static int launch_stats_of(const launch_rec *r, size_t n, const an_gpu_options *go, launch_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    int64_t *v = mlprof__malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        s->memory += (size_t)r[i].memory;
+        s->short_kernels += r[i].cpu <= go->runtime_cutoff_ns && r[i].gpu < r[i].cpu;
+        s->runtime_outliers += r[i].cpu > go->runtime_cutoff_ns;
+        s->delay_outliers += r[i].delay > go->launch_delay_cutoff_ns;
+    }
+    for (size_t i = 0; i < n; i++)
+        v[i] = r[i].delay;
+    dist_of(v, n, &s->delay);
+    for (size_t i = 0; i < n; i++)
+        v[i] = r[i].cpu;
+    dist_of(v, n, &s->cpu);
+    for (size_t i = 0; i < n; i++)
+        v[i] = r[i].gpu;
+    dist_of(v, n, &s->gpu);
+    mlprof__free(v);
+    return 0;
+}
+
+static void put_num_json(mlprof__sb *out, double v)
+{
+    if (v == (double)(int64_t)v)
+        mlprof__sb_printf(out, "%lld", (long long)v);
+    else
+        mlprof__sb_printf(out, "%.3f", v);
+}
+
+static void put_dist_json(mlprof__sb *out, const char *key, const dist *d, size_t n)
+{
+    mlprof__sb_printf(out, ",\"%s\":", key);
+    if (!n) {
+        mlprof__sb_puts(out, "null");
+        return;
+    }
+    mlprof__sb_printf(out, "{\"sum\":%lld,\"mean\":", (long long)d->sum);
+    put_num_json(out, d->mean);
+    mlprof__sb_printf(out, ",\"min\":%lld,\"p50\":", (long long)d->min);
+    put_num_json(out, d->p50);
+    mlprof__sb_puts(out, ",\"p90\":");
+    put_num_json(out, d->p90);
+    mlprof__sb_puts(out, ",\"p99\":");
+    put_num_json(out, d->p99);
+    mlprof__sb_printf(out, ",\"max\":%lld}", (long long)d->max);
+}
+
+static void put_launch_json(const an_trace *t, mlprof__sb *out, const launch_rec *r)
+{
+    const an_event *k = &t->ev[r->kernel], *c = &t->ev[r->call];
+    mlprof__sb_puts(out, "{\"kernel\":");
+    mlprof__sb_json_str(out, k->name, strlen(k->name));
+    mlprof__sb_puts(out, ",\"launch\":");
+    mlprof__sb_json_str(out, c->name, strlen(c->name));
+    mlprof__sb_printf(out, ",\"call_ts_ns\":%lld,\"kernel_ts_ns\":%lld,\"cpu_duration_ns\":%lld,\"gpu_duration_ns\":%lld,"
+                           "\"launch_delay_ns\":%lld}",
+                      (long long)c->ts, (long long)k->ts, (long long)r->cpu, (long long)r->gpu, (long long)r->delay);
+}
+
+/* The outliers of one kind, worst first, at most top (0: all): r is the
+ * device's slice, reordered. */
+static size_t outliers_first(launch_rec *r, size_t n, int by_delay, int64_t cutoff, int top)
+{
+    mlprof__sort(r, n, sizeof *r, by_delay ? launch_by_delay : launch_by_cpu);
+    size_t k = 0;
+    while (k < n && (by_delay ? r[k].delay : r[k].cpu) > cutoff && (top <= 0 || k < (size_t)top))
+        k++;
+    return k;
+}
+
+static void launches_json(const an_trace *t, launch_rec *r, size_t n, const an_gpu_options *go, int top,
+                          mlprof__sb *out, int *rc)
+{
+    launch_stats s;
+    if (launch_stats_of(r, n, go, &s) != 0) {
+        *rc = -1;
+        return;
+    }
+    mlprof__sb_printf(out, ",\"launches\":{\"count\":%zu,\"kernel_launches\":%zu,\"memory_launches\":%zu", s.n,
+                      s.n - s.memory, s.memory);
+    put_dist_json(out, "launch_delay_ns", &s.delay, s.n);
+    put_dist_json(out, "cpu_duration_ns", &s.cpu, s.n);
+    put_dist_json(out, "gpu_duration_ns", &s.gpu, s.n);
+    mlprof__sb_printf(out, ",\"short_gpu_kernels\":%zu,\"runtime_outliers\":%zu,\"launch_delay_outliers\":%zu",
+                      s.short_kernels, s.runtime_outliers, s.delay_outliers);
+    for (int by_delay = 1; by_delay >= 0; by_delay--) {
+        size_t k = outliers_first(r, n, by_delay,
+                                  by_delay ? go->launch_delay_cutoff_ns : go->runtime_cutoff_ns, top);
+        mlprof__sb_puts(out, by_delay ? ",\"launch_delay_outlier_rows\":[" : ",\"runtime_outlier_rows\":[");
+        for (size_t j = 0; j < k; j++) {
+            if (j)
+                mlprof__sb_putc(out, ',');
+            put_launch_json(t, out, &r[j]);
+        }
+        mlprof__sb_putc(out, ']');
+    }
+    mlprof__sb_putc(out, '}');
+    mlprof__sort(r, n, sizeof *r, launch_by_time);
+}
+
+static void put_dist_row(mlprof__sb *out, const char *what, const dist *d)
+{
+    mlprof__sb_printf(out, "    %-14s", what);
+    put_duration_cell(out, (int64_t)llround(d->mean));
+    put_duration_cell(out, d->min);
+    put_duration_cell(out, (int64_t)llround(d->p50));
+    put_duration_cell(out, (int64_t)llround(d->p90));
+    put_duration_cell(out, (int64_t)llround(d->p99));
+    put_duration_cell(out, d->max);
+    mlprof__sb_putc(out, '\n');
+}
+
+static void launches_table(const an_trace *t, launch_rec *r, size_t n, const an_gpu_options *go, int top,
+                           mlprof__sb *out, int *rc)
+{
+    if (!n)
+        return;
+    launch_stats s;
+    if (launch_stats_of(r, n, go, &s) != 0) {
+        *rc = -1;
+        return;
+    }
+    mlprof__sb_printf(out, "  launches: %zu (%zu kernel, %zu copy or memset); launch delay is kernel start less "
+                           "call start\n    %-14s%12s  %12s  %12s  %12s  %12s  %12s\n",
+                      s.n, s.n - s.memory, s.memory, "", "mean", "min", "p50", "p90", "p99", "max");
+    put_dist_row(out, "launch delay", &s.delay);
+    put_dist_row(out, "call (CPU)", &s.cpu);
+    put_dist_row(out, "kernel (GPU)", &s.gpu);
+    mlprof__sb_printf(out, "    outliers: %zu short GPU kernels (call at most ", s.short_kernels);
+    an_put_duration(out, go->runtime_cutoff_ns);
+    mlprof__sb_printf(out, ", kernel shorter than its call), %zu calls over ", s.runtime_outliers);
+    an_put_duration(out, go->runtime_cutoff_ns);
+    mlprof__sb_printf(out, ", %zu launch delays over ", s.delay_outliers);
+    an_put_duration(out, go->launch_delay_cutoff_ns);
+    mlprof__sb_puts(out, "\n");
+    for (int by_delay = 1; by_delay >= 0; by_delay--) {
+        size_t k = outliers_first(r, n, by_delay,
+                                  by_delay ? go->launch_delay_cutoff_ns : go->runtime_cutoff_ns, top);
+        if (!k)
+            continue;
+        mlprof__sb_printf(out, "    %s, worst first:\n      %12s  %12s  %12s  %-24s %s\n",
+                          by_delay ? "launch delay outliers" : "runtime outliers (long calls)", "delay", "call",
+                          "kernel", "call name", "kernel name");
+        for (size_t j = 0; j < k; j++) {
+            mlprof__sb_puts(out, "      ");
+            put_duration_cell(out, r[j].delay);
+            put_duration_cell(out, r[j].cpu);
+            put_duration_cell(out, r[j].gpu);
+            const char *cn = t->ev[r[j].call].name, *kn = t->ev[r[j].kernel].name;
+            mlprof__sb_printf(out, strlen(cn) > 24 ? "%.21s... " : "%-24s ", cn);
+            mlprof__sb_printf(out, strlen(kn) > 60 ? "%.57s...\n" : "%s\n", kn);
+        }
+    }
+    mlprof__sort(r, n, sizeof *r, launch_by_time);
+}
+
+static double comm_overlapped_pct(const track_use *d, int64_t cc)
+{
+    return d->uni[AN_GPU_COMM] > 0 ? 100.0 * (double)cc / (double)d->uni[AN_GPU_COMM] : NAN;
+}
+
+/* The CSV tables of --csv-table idle, launches and overlap. */
+static void hta_csv(const an_trace *t, const track_use *uses, size_t nuse, const launch_rec *recs, size_t nrec,
+                    const an_gpu_options *go, mlprof__sb *out)
+{
+    char label[200], slabel[200];
+    if (go->csv == AN_GPU_CSV_IDLE) {
+        mlprof__sb_puts(out, "device,stream,stream_name,events,busy_ns,idle_ns,host_wait_ns,kernel_wait_ns,other_ns,"
+                             "host_wait_gaps,kernel_wait_gaps,other_gaps\n");
+    } else if (go->csv == AN_GPU_CSV_LAUNCHES) {
+        mlprof__sb_puts(out, "device,stream,kernel,launch,memory,call_ts_ns,kernel_ts_ns,cpu_duration_ns,"
+                             "gpu_duration_ns,launch_delay_ns,short_gpu_kernel,runtime_outlier,launch_delay_outlier\n");
+    } else {
+        mlprof__sb_puts(out, "device,compute_summed_ns,communication_summed_ns,memory_summed_ns,compute_union_ns,"
+                             "communication_union_ns,memory_union_ns,busy_ns,span_ns,compute_communication_ns,"
+                             "compute_memory_ns,communication_memory_ns,communication_overlapped_pct\n");
+    }
+    for (size_t u = 0; u < nuse; u++) {
+        const track_use *d = &uses[u];
+        if (!d->whole)
+            continue;
+        track_label(t, d, label, sizeof label);
+        if (go->csv == AN_GPU_CSV_OVERLAP) {
+            int64_t cc = span_overlap(d->spans[1], d->n[1], d->spans[2], d->n[2]);
+            mlprof__sb_csv(out, label);
+            mlprof__sb_printf(out, ",%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,", (long long)d->time[1],
+                              (long long)d->time[2], (long long)d->time[3], (long long)d->uni[1],
+                              (long long)d->uni[2], (long long)d->uni[3], (long long)d->busy, (long long)d->span,
+                              (long long)cc,
+                              (long long)span_overlap(d->spans[1], d->n[1], d->spans[3], d->n[3]),
+                              (long long)span_overlap(d->spans[2], d->n[2], d->spans[3], d->n[3]));
+            double pct = comm_overlapped_pct(d, cc);
+            if (!isnan(pct))
+                mlprof__sb_printf(out, "%.2f", pct);
+            mlprof__sb_putc(out, '\n');
+            continue;
+        }
+        if (go->csv == AN_GPU_CSV_IDLE) {
+            for (size_t s = 0; s < nuse; s++) {
+                const track_use *st = &uses[s];
+                if (st->pid != d->pid || st->whole)
+                    continue;
+                mlprof__sb_csv(out, label);
+                mlprof__sb_putc(out, ',');
+                if (st->stream >= 0)
+                    mlprof__sb_printf(out, "%lld", (long long)st->stream);
+                mlprof__sb_putc(out, ',');
+                mlprof__sb_csv(out, track_label(t, st, slabel, sizeof slabel));
+                mlprof__sb_printf(out, ",%llu,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu\n",
+                                  (unsigned long long)st->count[0], (long long)st->busy,
+                                  (long long)(st->span - st->busy), (long long)st->idle[0], (long long)st->idle[1],
+                                  (long long)st->idle[2], (unsigned long long)st->gaps[0],
+                                  (unsigned long long)st->gaps[1], (unsigned long long)st->gaps[2]);
+            }
+            continue;
+        }
+        for (size_t j = d->lfirst; j < d->lfirst + d->ln && j < nrec; j++) {
+            const launch_rec *r = &recs[j];
+            const an_event *k = &t->ev[r->kernel], *c = &t->ev[r->call];
+            const track_use *st = NULL;
+            for (size_t s = 0; s < nuse && !st; s++) {
+                if (!uses[s].whole && uses[s].pid == k->pid && uses[s].tid == k->tid)
+                    st = &uses[s];
+            }
+            mlprof__sb_csv(out, label);
+            mlprof__sb_putc(out, ',');
+            if (st && st->stream >= 0)
+                mlprof__sb_printf(out, "%lld", (long long)st->stream);
+            mlprof__sb_putc(out, ',');
+            mlprof__sb_csv(out, k->name);
+            mlprof__sb_putc(out, ',');
+            mlprof__sb_csv(out, c->name);
+            mlprof__sb_printf(out, ",%d,%lld,%lld,%lld,%lld,%lld,%d,%d,%d\n", r->memory, (long long)c->ts,
+                              (long long)k->ts, (long long)r->cpu, (long long)r->gpu, (long long)r->delay,
+                              r->cpu <= go->runtime_cutoff_ns && r->gpu < r->cpu, r->cpu > go->runtime_cutoff_ns,
+                              r->delay > go->launch_delay_cutoff_ns);
+        }
+    }
+}
+
 int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *notes)
+{
+    an_gpu_options go;
+    an_gpu_options_default(&go);
+    return an_kernels_with(t, format, top, &go, out, notes);
+}
+
+int an_kernels_with(an_trace *t, int format, int top, const an_gpu_options *go, mlprof__sb *out, mlprof__sb *notes)
 {
     an_gpu_links l;
     if (an_gpu_link(t, &l) != 0)
@@ -1163,7 +1606,12 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *no
         track_use *dev = use_for(&uses, &nuse, &capuse, e->pid, 0, 1);
         track_use *str = dev ? use_for(&uses, &nuse, &capuse, e->pid, e->tid, 0) : NULL;
         dev = dev ? use_for(&uses, &nuse, &capuse, e->pid, 0, 1) : NULL; /* the array may have moved */
-        if (!dev || !str || use_add(dev, l.kind[i], e) != 0 || use_add(str, l.kind[i], e) != 0) {
+        size_t *evp = str ? mlprof__grow(str->ev, &str->capev, str->nev, sizeof *str->ev, 64) : NULL;
+        if (evp) {
+            str->ev = evp;
+            evp[str->nev++] = i;
+        }
+        if (!dev || !str || !evp || use_add(dev, l.kind[i], e) != 0 || use_add(str, l.kind[i], e) != 0) {
             rc = -1;
             break;
         }
@@ -1210,14 +1658,35 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *no
 
     for (size_t u = 0; rc == 0 && u < nuse; u++) {
         track_use *x = &uses[u];
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 4; k++) {
             x->n[k] = span_union(x->spans[k], x->n[k]);
-        x->busy = span_length(x->spans[0], x->n[0]);
+            x->uni[k] = span_length(x->spans[k], x->n[k]);
+        }
+        x->busy = x->uni[0];
         x->span = x->n[0] ? x->spans[0][x->n[0] - 1].b - x->spans[0][0].a : 0;
+        if (!x->whole && stream_idle(t, &l, x, go->kernel_wait_ns) != 0)
+            rc = -1;
+    }
+    launch_rec *recs = NULL;
+    size_t nrec = 0;
+    if (rc == 0 && launches_make(t, &l, &recs, &nrec) != 0)
+        rc = -1;
+    for (size_t u = 0, j = 0; rc == 0 && u < nuse; u++) { /* each device's slice of the launches */
+        track_use *x = &uses[u];
+        if (!x->whole)
+            continue;
+        for (j = 0; j < nrec && recs[j].pid != x->pid; j++)
+            ;
+        x->lfirst = j;
+        while (j < nrec && recs[j].pid == x->pid)
+            j++;
+        x->ln = j - x->lfirst;
     }
     char label[200];
     if (rc == 0 && format == AN_CSV) {
-        if (rt.n)
+        if (go->csv == AN_GPU_CSV_IDLE || go->csv == AN_GPU_CSV_LAUNCHES || go->csv == AN_GPU_CSV_OVERLAP)
+            hta_csv(t, uses, nuse, recs, nrec, go, out);
+        else if (go->csv == AN_GPU_CSV_RANGES || (go->csv == AN_GPU_CSV_DEFAULT && rt.n))
             rc = range_rows(t, &l, &rt, shown_r, format, out);
         else
             kernels_csv(t, krows, shown_k, out);
@@ -1225,8 +1694,11 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *no
         mlprof__sb_puts(out, "{\"trace\":");
         mlprof__sb_json_str(out, t->path, strlen(t->path));
         mlprof__sb_printf(out, ",\"gpu_events\":%zu,\"linked_by_correlation\":%zu,\"linked_by_flow\":%zu,"
-                               "\"unlinked\":%zu,\"kernel_time_ns\":%lld,\"devices\":[",
-                          l.gpu_events, l.by_correlation, l.by_flow, l.unlinked, (long long)all_kernel_time);
+                               "\"unlinked\":%zu,\"kernel_time_ns\":%lld,\"thresholds\":{\"kernel_wait_ns\":%lld,"
+                               "\"runtime_cutoff_ns\":%lld,\"launch_delay_cutoff_ns\":%lld},\"devices\":[",
+                          l.gpu_events, l.by_correlation, l.by_flow, l.unlinked, (long long)all_kernel_time,
+                          (long long)go->kernel_wait_ns, (long long)go->runtime_cutoff_ns,
+                          (long long)go->launch_delay_cutoff_ns);
         int firstd = 1;
         for (size_t u = 0; u < nuse; u++) {
             const track_use *d = &uses[u];
@@ -1248,11 +1720,27 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *no
             dn ? mlprof__sb_json_str(out, dn, strlen(dn)) : mlprof__sb_puts(out, "null");
             mlprof__sb_printf(out,
                               ",\"compute_ns\":%lld,\"communication_ns\":%lld,\"memory_ns\":%lld,\"kernels\":%llu,"
-                              "\"busy_ns\":%lld,\"span_ns\":%lld,\"idle_ns\":%lld,\"overlap_compute_communication_ns\":%lld,\"streams\":[",
+                              "\"busy_ns\":%lld,\"span_ns\":%lld,\"idle_ns\":%lld,\"overlap_compute_communication_ns\":%lld",
                               (long long)d->time[1], (long long)d->time[2], (long long)d->time[3],
                               (unsigned long long)d->count[0], (long long)busy, (long long)span_all,
                               (long long)(span_all - busy),
                               (long long)span_overlap(d->spans[1], d->n[1], d->spans[2], d->n[2]));
+            /* the sums above count overlapping kernels twice; the union counts time */
+            int64_t cc = span_overlap(d->spans[1], d->n[1], d->spans[2], d->n[2]);
+            mlprof__sb_printf(out,
+                              ",\"union_ns\":{\"compute\":%lld,\"communication\":%lld,\"memory\":%lld},"
+                              "\"overlap_ns\":{\"compute_communication\":%lld,\"compute_memory\":%lld,"
+                              "\"communication_memory\":%lld},\"communication_overlapped_pct\":",
+                              (long long)d->uni[1], (long long)d->uni[2], (long long)d->uni[3], (long long)cc,
+                              (long long)span_overlap(d->spans[1], d->n[1], d->spans[3], d->n[3]),
+                              (long long)span_overlap(d->spans[2], d->n[2], d->spans[3], d->n[3]));
+            double pct = comm_overlapped_pct(d, cc);
+            if (isnan(pct))
+                mlprof__sb_puts(out, "null");
+            else
+                mlprof__sb_printf(out, "%.2f", pct);
+            launches_json(t, recs + d->lfirst, d->ln, go, top, out, &rc);
+            mlprof__sb_puts(out, ",\"streams\":[");
             int firsts = 1;
             for (size_t s = 0; s < nuse; s++) {
                 const track_use *st = &uses[s];
@@ -1267,8 +1755,12 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *no
                 firsts = 0;
                 track_label(t, st, label, sizeof label);
                 mlprof__sb_json_str(out, label, strlen(label));
-                mlprof__sb_printf(out, ",\"kernels\":%llu,\"busy_ns\":%lld,\"idle_ns\":%lld}",
+                mlprof__sb_printf(out, ",\"kernels\":%llu,\"busy_ns\":%lld,\"idle_ns\":%lld,\"idle_breakdown\":{",
                                   (unsigned long long)st->count[0], (long long)sb, (long long)(ss - sb));
+                for (int c = 0; c < 3; c++)
+                    mlprof__sb_printf(out, "%s\"%s_ns\":%lld,\"%s_gaps\":%llu", c ? "," : "", k_idle_keys[c],
+                                      (long long)st->idle[c], k_idle_keys[c], (unsigned long long)st->gaps[c]);
+                mlprof__sb_puts(out, "}}");
             }
             mlprof__sb_puts(out, "]}");
         }
@@ -1324,16 +1816,35 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *no
             const char *dn = device_name(t, device_number(t, d), dname, sizeof dname);
             if (dn)
                 mlprof__sb_printf(out, "  device: %s\n", dn);
+            mlprof__sb_printf(out, "  %-14s %6s  %12s  %6s  %12s  %s\n", "kind", "events", "summed", "share",
+                              "union", "of busy");
             for (int k = 1; k < 4; k++) {
                 mlprof__sb_printf(out, "  %-14s %6llu  ", k_kind_names[k], (unsigned long long)d->count[k]);
                 put_duration_cell(out, d->time[k]);
                 put_pct(out, d->time[k], kt);
+                mlprof__sb_puts(out, "  ");
+                put_duration_cell(out, d->uni[k]);
+                put_pct(out, d->uni[k], busy);
                 mlprof__sb_putc(out, '\n');
             }
-            if (d->count[1] && d->count[2]) {
-                mlprof__sb_puts(out, "  compute and communication overlap for ");
-                an_put_duration(out, span_overlap(d->spans[1], d->n[1], d->spans[2], d->n[2]));
+            mlprof__sb_puts(out, "  (summed: the events' durations added, overlapping ones counted twice; union: "
+                                 "time with one running)\n");
+            int64_t cc = span_overlap(d->spans[1], d->n[1], d->spans[2], d->n[2]);
+            if ((d->count[1] != 0) + (d->count[2] != 0) + (d->count[3] != 0) > 1) {
+                mlprof__sb_puts(out, "  overlap (both kinds running): compute and communication ");
+                an_put_duration(out, cc);
+                mlprof__sb_puts(out, ", compute and memory ");
+                an_put_duration(out, span_overlap(d->spans[1], d->n[1], d->spans[3], d->n[3]));
+                mlprof__sb_puts(out, ", communication and memory ");
+                an_put_duration(out, span_overlap(d->spans[2], d->n[2], d->spans[3], d->n[3]));
                 mlprof__sb_putc(out, '\n');
+            }
+            if (d->count[2]) {
+                mlprof__sb_printf(out, "  communication overlapped by compute: %.2f%% of its time (", comm_overlapped_pct(d, cc));
+                an_put_duration(out, cc);
+                mlprof__sb_puts(out, " of ");
+                an_put_duration(out, d->uni[2]);
+                mlprof__sb_puts(out, ")\n");
             }
             for (size_t s = 0; s < nuse; s++) {
                 const track_use *st = &uses[s];
@@ -1345,8 +1856,18 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *no
                 an_put_duration(out, sb);
                 mlprof__sb_puts(out, ", idle ");
                 an_put_duration(out, ss - sb);
-                mlprof__sb_puts(out, " between them\n");
+                mlprof__sb_puts(out, " between them");
+                if (ss - sb > 0) {
+                    static const char *const why[] = {"host wait", "kernel wait", "other"};
+                    for (int c = 0; c < 3; c++) {
+                        mlprof__sb_printf(out, "%s%s ", c ? ", " : ": ", why[c]);
+                        an_put_duration(out, st->idle[c]);
+                        mlprof__sb_printf(out, " (%llu)", (unsigned long long)st->gaps[c]);
+                    }
+                }
+                mlprof__sb_putc(out, '\n');
             }
+            launches_table(t, recs + d->lfirst, d->ln, go, top, out, &rc);
         }
         if (nop) {
             mlprof__sb_puts(out, "\nGPU time by the operator that launched it (bottom level):\n");
@@ -1376,10 +1897,13 @@ int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *no
         if (rt.n)
             rc = range_rows(t, &l, &rt, shown_r, format, out);
     }
-    for (size_t u = 0; u < nuse; u++)
+    for (size_t u = 0; u < nuse; u++) {
         for (int k = 0; k < 4; k++)
             mlprof__free(uses[u].spans[k]);
+        mlprof__free(uses[u].ev);
+    }
     mlprof__free(uses);
+    mlprof__free(recs);
     mlprof__free(optimes);
     mlprof__free(krows);
     mlprof__free(mrows);

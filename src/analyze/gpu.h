@@ -62,4 +62,42 @@ void an_gpu_op_stack(const an_trace *t, const an_gpu_links *links, size_t i, mlp
  * ranges could not be given operators. Returns 0, or -1 (out of memory). */
 int an_kernels(an_trace *t, int format, int top, mlprof__sb *out, mlprof__sb *notes);
 
+/* What --format csv writes (one table: a per-step run prefixes a step column). */
+enum {
+    AN_GPU_CSV_DEFAULT = 0, /* the counter ranges, or the kernels when there are none */
+    AN_GPU_CSV_KERNELS,     /* the kernels by name */
+    AN_GPU_CSV_RANGES,      /* the counter ranges one by one */
+    AN_GPU_CSV_IDLE,        /* per stream: idle time by cause */
+    AN_GPU_CSV_LAUNCHES,    /* per launch: call and kernel, durations, launch delay, outliers */
+    AN_GPU_CSV_OVERLAP      /* per device: time by kind, summed and as a union, and overlaps */
+};
+
+/* The thresholds of HTA's analyses, and what CSV writes. */
+typedef struct an_gpu_options {
+    /* Idle time breakdown (HTA's get_idle_time_breakdown), per stream, of
+     * each gap before a GPU event: host wait when the runtime call that
+     * launched the event started after the stream's previous event ended;
+     * else kernel wait when the gap is shorter than kernel_wait_ns (HTA's
+     * consecutive_kernel_delay, 30 ns); else other. */
+    int64_t kernel_wait_ns;
+    /* Kernel launch statistics (HTA's get_cuda_kernel_launch_stats), per
+     * launch through a kernel-launch, cudaMemcpyAsync or cudaMemsetAsync
+     * call: launch delay (kernel start minus call start), call (CPU) and
+     * kernel (GPU) duration. Outliers: a short GPU kernel (call no longer
+     * than runtime_cutoff_ns and kernel shorter than its call), a runtime
+     * outlier (call longer than runtime_cutoff_ns, HTA's 50 us), a launch
+     * delay outlier (delay longer than launch_delay_cutoff_ns, HTA's 100 us). */
+    int64_t runtime_cutoff_ns;
+    int64_t launch_delay_cutoff_ns;
+    int csv; /* AN_GPU_CSV_* */
+} an_gpu_options;
+
+void an_gpu_options_default(an_gpu_options *o);
+/* an_kernels with these thresholds, and per device the idle breakdown of
+ * each stream, the launch statistics, and the overlap of compute,
+ * communication and memory as the union of their intervals (time during
+ * which both kinds run), beside the summed durations. */
+int an_kernels_with(an_trace *t, int format, int top, const an_gpu_options *go, mlprof__sb *out,
+                    mlprof__sb *notes);
+
 #endif /* MLPROF_ANALYZE_GPU_H */
