@@ -12,8 +12,10 @@
 #include <string.h>
 
 #include "../src/analyze/analyze.h"
+#include "../src/analyze/augment.h"
 #include "../src/analyze/gpu.h"
 #include "../src/analyze/merge.h"
+#include "../src/analyze/sequences.h"
 #include "run.h"
 
 #define PROG "mlprof"
@@ -28,6 +30,8 @@ static void usage(FILE *out)
             "  diff A B        per operator, what changed from run A to run B\n"
             "  merge A B ...   several processes' or hosts' traces on one timeline\n"
             "  kernels TRACE   GPU time: compute, communication, memory, idle; per operator\n"
+            "  augment TRACE -o OUT  the trace with launch queue and copy bandwidth counters\n"
+            "  sequences TRACE the kernel sequences that recur on the GPU streams\n"
             "  run -- CMD      profile an unmodified program (and what it starts)\n"
             "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
             "\n"
@@ -667,6 +671,193 @@ static int cmd_kernels(int argc, char **argv)
     return rc;
 }
 
+static void augment_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " augment TRACE -o OUT [options]\n"
+            "\n"
+            "Writes TRACE again to OUT with counter tracks (Chrome \"C\" events) added, as\n"
+            "Holistic Trace Analysis's generate_trace_with_counters does, and prints a\n"
+            "summary:\n"
+            "  Queue Length       per stream: the kernels, copies and memsets launched by a\n"
+            "                     runtime call (cudaLaunchKernel...) that has started, and\n"
+            "                     not yet finished on the GPU; a sample at every change\n"
+            "  Queue Full         per stream whose queue reached the limit: 1 while full\n"
+            "  Memory Bandwidth   per stream (and per device, all streams): bytes per second\n"
+            "                     of the copies and memsets running (their \"bytes\" spread\n"
+            "                     evenly over their duration)\n"
+            "The time blocked on a full queue is the time a stream's queue held the limit\n"
+            "or more (the CPU's next launch on it blocks then), summed over streams, also\n"
+            "as a share of the trace's span. Every other event and member of TRACE is\n"
+            "kept (as compact JSON). OUT is plain JSON even when its name ends in .gz (a\n"
+            "line on standard error says so); it is never TRACE itself. What the trace\n"
+            "lacks for a series (runtime calls, correlation ids, bytes) is said on\n"
+            "standard error.\n"
+            "\n"
+            "  -o, --output OUT       the augmented trace (required)\n"
+            "  --queue-limit N        the launch queue's length that counts as full\n"
+            "                         (default 1024, HTA's CUDA_MAX_LAUNCH_QUEUE_PER_STREAM)\n"
+            "  --format F             the summary as table (default) or json\n");
+}
+
+static int ends_with(const char *s, const char *end)
+{
+    size_t n = strlen(s), m = strlen(end);
+    return n >= m && strcmp(s + n - m, end) == 0;
+}
+
+/* A count from lo to hi, or bad usage. */
+static long count_value(const char *cmd, const char *opt, const char *v, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (end == v || *end || errno || n < lo || n > hi) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s: expected a count from %ld to %ld, got \"%%s\"", opt, lo, hi);
+        bad_usage(cmd, msg, v);
+    }
+    return n;
+}
+
+static int cmd_augment(int argc, char **argv)
+{
+    const char *cmd = "augment", *path = NULL, *output = NULL, *v;
+    int format = AN_TABLE;
+    int64_t limit = AN_LAUNCH_QUEUE_LIMIT;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            augment_usage(stdout);
+            return 0;
+        }
+        if ((v = option_value(cmd, argc, argv, &i, "--output", "-o")))
+            output = v;
+        else if ((v = option_value(cmd, argc, argv, &i, "--queue-limit", NULL)))
+            limit = count_value(cmd, "--queue-limit", v, 1, 1000000000);
+        else if ((v = option_value(cmd, argc, argv, &i, "--format", NULL))) {
+            if (strcmp(v, "table") != 0 && strcmp(v, "json") != 0)
+                bad_usage(cmd, "--format: expected table or json, got \"%s\"", v);
+            format = strcmp(v, "json") == 0 ? AN_JSON : AN_TABLE;
+        } else if (arg[0] == '-' && arg[1])
+            bad_usage(cmd, "unknown option \"%s\"", arg);
+        else if (!path)
+            path = arg;
+        else
+            bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
+    }
+    if (!path)
+        bad_usage(cmd, "%s", "which trace? (mlprof augment TRACE -o OUT)");
+    if (!output)
+        bad_usage(cmd, "%s", "where to? (-o OUT: augment never writes over its input)");
+    an_trace t;
+    if (an_trace_read(&t, path) != 0) {
+        /* a damaged trace cannot be copied whole: no partial output */
+        fprintf(stderr, PROG " augment: %s%s\n", t.error, t.partial ? "; nothing written" : "");
+        an_trace_free(&t);
+        return 1;
+    }
+    an_augment a;
+    if (an_augment_compute(&t, limit, &a) != 0) {
+        fprintf(stderr, PROG ": out of memory\n");
+        an_trace_free(&t);
+        return 1;
+    }
+    char err[700];
+    size_t written = 0;
+    int rc = an_augment_write(&t, &a, path, output, &written, err, sizeof err) == 0 ? 0 : 1;
+    if (rc != 0)
+        fprintf(stderr, PROG " augment: %s\n", err);
+    int plain_gz = ends_with(output, ".gz");
+    if (rc == 0 && plain_gz)
+        fprintf(stderr, PROG " augment: %s is written as plain JSON, not gzip (mlprof has no gzip writer); "
+                        "mlprof reads it either way\n", output);
+    mlprof__sb out, notes;
+    mlprof__sb_init(&out);
+    mlprof__sb_init(&notes);
+    if (rc == 0) {
+        an_augment_report(&t, &a, format, output, written, plain_gz, &out);
+        rc = write_output(NULL, &out);
+    }
+    an_augment_notes(&t, &a, &notes);
+    print_notes(cmd, &notes);
+    mlprof__sb_free(&notes);
+    mlprof__sb_free(&out);
+    an_augment_free(&a);
+    an_trace_free(&t);
+    return rc;
+}
+
+static void sequences_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " sequences TRACE [options]\n"
+            "\n"
+            "The sequences of consecutive kernels (and copies, memsets) on a GPU stream\n"
+            "that occur at least twice, as Holistic Trace Analysis's frequent CUDA kernel\n"
+            "sequences: for each length from N down to 2, the most frequent, with their\n"
+            "count, their total GPU time (the kernels' durations) and the CPU operators\n"
+            "that launched the first kernel (its op stack, bottom and top op; a sequence\n"
+            "launched from different op stacks is counted once per stack). Occurrences\n"
+            "are counted left to right without overlap on a stream.\n"
+            "\n"
+            "  -n, --length N         the longest sequence (default 3, HTA's\n"
+            "                         min_pattern_len; 2 to 64)\n"
+            "  -t, --top N            sequences shown per length (default 5, HTA's top_k;\n"
+            "                         0 for all)\n"
+            "  --format F             table (default), json or csv\n"
+            "  -o, --output FILE      write there instead of standard output\n");
+}
+
+static int cmd_sequences(int argc, char **argv)
+{
+    const char *cmd = "sequences", *path = NULL, *output = NULL, *v;
+    int format = AN_TABLE, length = AN_SEQ_DEFAULT_LENGTH, top = AN_SEQ_DEFAULT_TOP;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            sequences_usage(stdout);
+            return 0;
+        }
+        if ((v = option_value(cmd, argc, argv, &i, "--output", "-o")))
+            output = v;
+        else if ((v = option_value(cmd, argc, argv, &i, "--length", "-n")))
+            length = (int)count_value(cmd, "--length", v, 2, AN_SEQ_MAX_LENGTH);
+        else if ((v = option_value(cmd, argc, argv, &i, "--top", "-t")))
+            top = (int)count_value(cmd, "--top", v, 0, 100000000);
+        else if ((v = option_value(cmd, argc, argv, &i, "--format", NULL))) {
+            format = strcmp(v, "table") == 0 ? AN_TABLE : strcmp(v, "json") == 0 ? AN_JSON
+                                                         : strcmp(v, "csv") == 0  ? AN_CSV
+                                                                                  : -1;
+            if (format < 0)
+                bad_usage(cmd, "--format: expected table, json or csv, got \"%s\"", v);
+        } else if (arg[0] == '-' && arg[1])
+            bad_usage(cmd, "unknown option \"%s\"", arg);
+        else if (!path)
+            path = arg;
+        else
+            bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
+    }
+    if (!path)
+        bad_usage(cmd, "%s", "which trace? (mlprof sequences TRACE)");
+    an_trace t;
+    int damaged = 0;
+    if (read_trace(&t, path, &damaged) != 0) {
+        an_trace_free(&t);
+        return 1;
+    }
+    mlprof__sb out;
+    mlprof__sb_init(&out);
+    int rc = an_sequences(&t, length, top, format, &out);
+    if (rc != 0)
+        fprintf(stderr, PROG ": out of memory\n");
+    else
+        rc = write_output(output, &out);
+    mlprof__sb_free(&out);
+    an_trace_free(&t);
+    return rc != 0 || damaged ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -690,6 +881,10 @@ int main(int argc, char **argv)
         return cmd_merge(argc - 1, argv + 1);
     if (strcmp(cmd, "kernels") == 0)
         return cmd_kernels(argc - 1, argv + 1);
+    if (strcmp(cmd, "augment") == 0)
+        return cmd_augment(argc - 1, argv + 1);
+    if (strcmp(cmd, "sequences") == 0)
+        return cmd_sequences(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)
         return mlprof_cmd_run(argc - 1, argv + 1);
     fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
