@@ -15,6 +15,7 @@
 #include "../src/analyze/augment.h"
 #include "../src/analyze/gpu.h"
 #include "../src/analyze/merge.h"
+#include "../src/analyze/ranks.h"
 #include "../src/analyze/sequences.h"
 #include "run.h"
 
@@ -27,6 +28,7 @@ static void usage(FILE *out)
             "\n"
             "commands:\n"
             "  analyze TRACE   the operators that cost the most, and why (table, JSON, CSV)\n"
+            "                  (TRACE may be a directory of ranks' traces: see its --help)\n"
             "  diff A B        per operator, what changed from run A to run B\n"
             "  merge A B ...   several processes' or hosts' traces on one timeline\n"
             "  kernels TRACE   GPU time: compute, communication, memory, idle; per operator\n"
@@ -42,9 +44,16 @@ static void usage(FILE *out)
 static void analyze_usage(FILE *out)
 {
     fprintf(out,
-            "usage: " PROG " analyze TRACE [options]\n"
+            "usage: " PROG " analyze TRACE|DIR [options]\n"
             "\n"
             "Groups the durations of a trace and shows where the time goes.\n"
+            "\n"
+            "DIR: a directory of a distributed job's traces, one per rank (PyTorch's\n"
+            "*.pt.trace.json(.gz), mlprof's *.json; other files are skipped and named on\n"
+            "standard error). Each rank is analysed alone, one after another, as if given\n"
+            "by itself (ids never mix); one section per rank (JSON: an entry of \"ranks\";\n"
+            "CSV: a first column \"rank\"), ordered by the rank in distributedInfo. A trace\n"
+            "that says no rank (mlprof's own) is numbered after them in file-name order.\n"
             "\n"
             "  -t, --top N            rows to show (default 20; 0 for all)\n"
             "  --aggregate-by KEYS    comma list of: name (default), type (the category),\n"
@@ -267,11 +276,37 @@ static int read_trace(an_trace *t, const char *path, int *damaged)
     return 0;
 }
 
+/* Runs an analysis on every rank's trace in a directory (an_ranks_run), with
+ * the stragglers across ranks for kernels. Exit status as main's. */
+static int run_on_directory(const char *cmd, const char *dir, const char *output, an_analysis_fn analysis,
+                            const an_options *o)
+{
+    mlprof__sb out, notes;
+    mlprof__sb_init(&out);
+    mlprof__sb_init(&notes);
+    an_ranks_options ro = {strcmp(cmd, "kernels") == 0};
+    int damaged = 0;
+    char err[1200];
+    int rc = an_ranks_run(dir, o, analysis, &ro, &out, &notes, &damaged, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, PROG " %s: %s\n", cmd, err);
+    else
+        rc = write_output(output, &out);
+    if (o->notes)
+        print_notes(cmd, o->notes);
+    print_notes(cmd, &notes);
+    mlprof__sb_free(&notes);
+    mlprof__sb_free(&out);
+    return rc != 0 || damaged ? 1 : 0;
+}
+
 /* Reads one trace, runs an analysis on it and writes what it says. Exit status
  * as main's. */
 static int run_on_trace(const char *cmd, const char *path, const char *output,
                         int (*analysis)(an_trace *, const an_options *, mlprof__sb *), const an_options *o)
 {
+    if (an_is_directory(path))
+        return run_on_directory(cmd, path, output, analysis, o);
     an_trace t;
     int damaged = 0;
     if (read_trace(&t, path, &damaged) != 0) {
@@ -569,7 +604,7 @@ static int cmd_merge(int argc, char **argv)
 static void kernels_usage(FILE *out)
 {
     fprintf(out,
-            "usage: " PROG " kernels TRACE [options]\n"
+            "usage: " PROG " kernels TRACE|DIR [options]\n"
             "\n"
             "Where the GPU's time goes: per device, the time in compute, communication\n"
             "(NCCL) and memory (copies, memsets) kernels, their overlap, busy and idle time,\n"
@@ -587,6 +622,14 @@ static void kernels_usage(FILE *out)
             "kernel launch (cudaLaunchKernel, cuLaunchKernel and their forms); where a\n"
             "device's ranges and launches differ in number its ranges get none, and a line\n"
             "on standard error says so.\n"
+            "\n"
+            "DIR: a directory of traces, one per rank, each analysed alone as analyze DIR\n"
+            "does, then the stragglers across ranks: each collective (NCCL kernel; the\n"
+            "k-th kernel of a name on one rank is the k-th of that name on the others),\n"
+            "the rank that starts it last and by how much after the earliest, on one clock\n"
+            "(as merge aligns: PyTorch's traces share the hosts' real-time clock); per\n"
+            "rank how often it was last, its total and mean lateness (table and JSON;\n"
+            "the whole traces, whatever --steps).\n"
             "\n"
             "  -t, --top N            rows to show in each list (default 20; 0 for all)\n"
             "  --format F             table (default), json, or csv (the counter ranges one\n"

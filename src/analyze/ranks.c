@@ -1,0 +1,754 @@
+/*
+ * ranks.c - a directory of traces, one per rank of a distributed job. Each
+ * rank is read, analysed and freed before the next: the ranks' ids
+ * (correlation, External id, flows) never meet, and memory holds one rank's
+ * trace at a time, whatever the number of ranks. What is kept of a rank is its
+ * analysis as text, the few fields that say its clock, and the start and name
+ * of each of its collectives, from which the stragglers are found at the end:
+ * the k-th collective of a name on one rank is the k-th of that name on the
+ * others (NCCL runs a communicator's collectives in the same order on every
+ * rank), and the rank that starts it last is the one the others waited for.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gpu.h"
+#include "merge.h"
+#include "ranks.h"
+
+/* One collective of a rank: its name (an index into the names seen) and start. */
+typedef struct coll {
+    uint32_t name;
+    uint32_t order; /* its place among the rank's collectives, for a stable sort */
+    int64_t ts;
+} coll;
+
+typedef struct rank_in {
+    char *path;
+    long long rank;
+    int rank_given;  /* from distributedInfo */
+    mlprof__sb out;  /* its analysis */
+    coll *c;
+    size_t nc, ccap;
+    an_trace clock;  /* only what an_merge_offsets reads: path, otherData, base, clock, span */
+    char *other_data;
+} rank_in;
+
+typedef struct skipped {
+    char *path;
+    char *why;
+} skipped;
+
+typedef struct ranks {
+    const char *dir;
+    rank_in *r;
+    size_t n, cap;
+    skipped *s;
+    size_t ns, scap;
+    mlprof__map name_ids; /* name -> index + 1 */
+    char **names;
+    size_t nnames, namecap;
+} ranks;
+
+/* One matched collective: the k-th of its name on every rank that runs it. */
+typedef struct matched {
+    uint32_t name;
+    uint32_t k;
+    long long last_rank;
+    int64_t skew;  /* the last start less the earliest */
+    int64_t first; /* the earliest start, on the first rank's clock */
+} matched;
+
+typedef struct rank_late {
+    size_t collectives, last;
+    int64_t late_total;
+} rank_late;
+
+typedef struct stragglers {
+    int method;
+    matched *m;
+    size_t nm, mcap;
+    rank_late *late; /* per rank, in rank order */
+    size_t names_matched, names_unmatched;
+    mlprof__sb unmatched_json, unmatched_text;
+} stragglers;
+
+static const char *const k_clock_names[] = {"shared clock", "given offsets", "sync marker", "trace starts",
+                                            "system clock"};
+
+int an_is_directory(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), m = strlen(tail);
+    return n > m && strcmp(s + n - m, tail) == 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_skipped(ranks *rs, const char *path, const char *why)
+{
+    skipped *s = mlprof__grow(rs->s, &rs->scap, rs->ns, sizeof *rs->s, 8);
+    if (!s)
+        return -1;
+    rs->s = s;
+    s[rs->ns].path = mlprof__strdup(path);
+    s[rs->ns].why = mlprof__strdup(why);
+    if (!s[rs->ns].path || !s[rs->ns].why) {
+        mlprof__free(s[rs->ns].path);
+        mlprof__free(s[rs->ns].why);
+        return -1;
+    }
+    rs->ns++;
+    return 0;
+}
+
+/* The entries of dir, sorted by name; NULL with err set when it cannot be read. */
+static char **list_dir(const char *dir, size_t *n, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "%s: cannot read the directory: %s", dir, strerror(errno));
+        return NULL;
+    }
+    char **names = NULL;
+    size_t cap = 0;
+    *n = 0;
+    struct dirent *de;
+    int failed = 0;
+    while (!failed && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char **p = mlprof__grow(names, &cap, *n, sizeof *names, 16);
+        if (!p || !(p[*n] = mlprof__strdup(de->d_name))) {
+            names = p ? p : names;
+            failed = 1;
+            break;
+        }
+        names = p;
+        (*n)++;
+    }
+    closedir(d);
+    if (failed || !names) {
+        for (size_t i = 0; i < *n; i++)
+            mlprof__free(names[i]);
+        mlprof__free(names);
+        if (failed) {
+            snprintf(err, errlen, "out of memory");
+            return NULL;
+        }
+        *n = 0;
+        names = mlprof__calloc(1, sizeof *names); /* an empty directory: an empty list */
+        if (!names)
+            snprintf(err, errlen, "out of memory");
+        return names;
+    }
+    mlprof__sort(names, *n, sizeof *names, name_cmp);
+    return names;
+}
+
+/* The rank distributedInfo gives, or -1. */
+static long long distributed_rank(const an_trace *t)
+{
+    const char *p = t->distributed_info ? strstr(t->distributed_info, "\"rank\":") : NULL;
+    if (!p)
+        return -1;
+    char *end;
+    long long r = strtoll(p + 7, &end, 10);
+    return end != p + 7 && r >= 0 ? r : -1;
+}
+
+static int name_id(ranks *rs, const char *name, uint32_t *id)
+{
+    mlprof__map_entry *e = mlprof__map_slot(&rs->name_ids, name, strlen(name));
+    if (!e)
+        return -1;
+    if (!e->value) {
+        char **p = mlprof__grow(rs->names, &rs->namecap, rs->nnames, sizeof *rs->names, 16);
+        if (!p)
+            return -1;
+        rs->names = p;
+        if (!(p[rs->nnames] = mlprof__strdup(name)))
+            return -1;
+        e->value = (void *)(uintptr_t)(++rs->nnames);
+    }
+    *id = (uint32_t)((uintptr_t)e->value - 1);
+    return 0;
+}
+
+/* The communication kernels of t, in the order they start. */
+static int collect_collectives(ranks *rs, rank_in *r, const an_trace *t)
+{
+    for (size_t i = 0; i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        if (an_gpu_kind(e) != AN_GPU_COMM)
+            continue;
+        coll *c = mlprof__grow(r->c, &r->ccap, r->nc, sizeof *r->c, 64);
+        if (!c)
+            return -1;
+        r->c = c;
+        if (name_id(rs, e->name, &c[r->nc].name) != 0)
+            return -1;
+        c[r->nc].ts = e->ts;
+        c[r->nc].order = (uint32_t)r->nc;
+        r->nc++;
+    }
+    return 0;
+}
+
+/* Reads one trace, analyses it into a new rank (or skips it, said in rs). */
+static int read_one(ranks *rs, const char *path, const an_options *o, an_analysis_fn fn,
+                    const an_ranks_options *ro, mlprof__sb *notes, int *damaged, char *err, size_t errlen)
+{
+    an_trace t;
+    int rc = an_trace_read(&t, path);
+    int empty = t.nev == 0 && !t.distributed_info && !t.other_data;
+    if (rc != 0 && (!t.partial || empty)) {
+        /* nothing read: not a trace (a JSON file of another kind), or damaged from its start */
+        size_t n = strlen(path);
+        const char *why = t.error;
+        if (strncmp(why, path, n) == 0 && why[n] == ':')
+            why += n + 1 + (why[n + 1] == ' ');
+        int other_json = strncmp(why, "not a trace", 11) == 0;
+        if (!other_json)
+            *damaged = 1;
+        char msg[700];
+        snprintf(msg, sizeof msg, "%s%s", other_json ? "" : "not read as a trace: ", why);
+        rc = add_skipped(rs, path, msg);
+        an_trace_free(&t);
+        if (rc != 0)
+            snprintf(err, errlen, "out of memory");
+        return rc;
+    }
+    if (rc != 0) {
+        mlprof__sb_printf(notes, "warning: %s; using the %zu events read before it\n", t.error, t.nev);
+        *damaged = 1;
+    }
+    if (empty) {
+        rc = add_skipped(rs, path, "holds no trace event");
+        an_trace_free(&t);
+        if (rc != 0)
+            snprintf(err, errlen, "out of memory");
+        return rc;
+    }
+    rank_in *r = mlprof__grow(rs->r, &rs->cap, rs->n, sizeof *rs->r, 8);
+    if (!r) {
+        an_trace_free(&t);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    rs->r = r;
+    r = &rs->r[rs->n++];
+    memset(r, 0, sizeof *r);
+    mlprof__sb_init(&r->out);
+    r->path = mlprof__strdup(path);
+    r->rank = distributed_rank(&t);
+    r->rank_given = r->rank >= 0;
+    r->other_data = t.other_data ? mlprof__strdup(t.other_data) : NULL;
+    r->clock.path = r->path;
+    r->clock.other_data = r->other_data;
+    r->clock.base_time_ns = t.base_time_ns;
+    r->clock.system_clock = t.system_clock;
+    r->clock.t_min = t.t_min;
+    r->clock.t_max = t.t_max;
+    r->clock.writer = "";
+    rc = !r->path || (t.other_data && !r->other_data) ? -1 : 0;
+    if (rc == 0 && ro->stragglers)
+        rc = collect_collectives(rs, r, &t);
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory");
+    else if ((rc = an_run_steps(&t, o, fn, &r->out, notes)) != 0)
+        snprintf(err, errlen, "%s: the analysis failed (out of memory)", path);
+    an_trace_free(&t);
+    return rc;
+}
+
+static int by_rank(const void *pa, const void *pb)
+{
+    const rank_in *a = pa, *b = pb;
+    return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+/* Ranks from distributedInfo; the others numbered on from the largest, in
+ * file-name order (the order they were read in). */
+static int number_ranks(ranks *rs, mlprof__sb *notes, char *err, size_t errlen)
+{
+    long long next = 0;
+    size_t given = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        if (rs->r[i].rank_given) {
+            given++;
+            if (rs->r[i].rank + 1 > next)
+                next = rs->r[i].rank + 1;
+        }
+    }
+    for (size_t i = 0; i < rs->n; i++) {
+        if (!rs->r[i].rank_given)
+            rs->r[i].rank = next++;
+    }
+    if (given < rs->n)
+        mlprof__sb_printf(notes, "%s: %zu of %zu traces say no rank (distributedInfo.rank; mlprof's own traces "
+                                 "carry none): they are numbered from %lld in file-name order\n",
+                          rs->dir, rs->n - given, rs->n, next - (long long)(rs->n - given));
+    mlprof__sort(rs->r, rs->n, sizeof *rs->r, by_rank);
+    for (size_t i = 1; i < rs->n; i++) {
+        if (rs->r[i].rank == rs->r[i - 1].rank) {
+            snprintf(err, errlen, "%s: two traces say they are rank %lld: %s and %s (give each rank's trace "
+                                  "alone, or one run's traces)",
+                     rs->dir, rs->r[i].rank, rs->r[i - 1].path, rs->r[i].path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- stragglers */
+
+static int by_name_then_order(const void *pa, const void *pb)
+{
+    const coll *a = pa, *b = pb;
+    if (a->name != b->name)
+        return a->name < b->name ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static int by_start(const void *pa, const void *pb)
+{
+    const coll *a = pa, *b = pb;
+    if (a->ts != b->ts)
+        return a->ts < b->ts ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static int by_skew(const void *pa, const void *pb)
+{
+    const matched *a = pa, *b = pb;
+    if (a->skew != b->skew)
+        return a->skew > b->skew ? -1 : 1;
+    if (a->first != b->first)
+        return a->first < b->first ? -1 : 1;
+    return a->name < b->name ? -1 : a->name > b->name;
+}
+
+/* The names' counts on each rank where they differ: in text and JSON. */
+static void note_unmatched(const ranks *rs, stragglers *st, uint32_t name, const size_t *count, size_t matched_k)
+{
+    const char *nm = rs->names[name];
+    mlprof__sb *j = &st->unmatched_json, *x = &st->unmatched_text;
+    mlprof__sb_puts(j, st->names_unmatched ? ",{\"name\":" : "{\"name\":");
+    mlprof__sb_json_str(j, nm, strlen(nm));
+    mlprof__sb_printf(j, ",\"matched\":%zu,\"counts\":[", matched_k);
+    mlprof__sb_printf(x, "  %s: matched %zu; per rank", nm, matched_k);
+    for (size_t i = 0; i < rs->n; i++) {
+        mlprof__sb_printf(j, "%s{\"rank\":%lld,\"count\":%zu}", i ? "," : "", rs->r[i].rank, count[i]);
+        mlprof__sb_printf(x, "%s %lld: %zu", i ? "," : "", rs->r[i].rank, count[i]);
+    }
+    mlprof__sb_puts(j, "]}");
+    mlprof__sb_putc(x, '\n');
+    st->names_unmatched++;
+}
+
+static int find_stragglers(ranks *rs, stragglers *st, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    mlprof__sb_init(&st->unmatched_json);
+    mlprof__sb_init(&st->unmatched_text);
+    size_t n = rs->n;
+    an_trace **clocks = mlprof__calloc(n, sizeof *clocks);
+    int64_t *offset = mlprof__calloc(n, sizeof *offset);
+    size_t *pos = mlprof__calloc(n, sizeof *pos), *count = mlprof__calloc(n, sizeof *count);
+    st->late = mlprof__calloc(n, sizeof *st->late);
+    int rc = clocks && offset && pos && count && st->late ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        clocks[i] = &rs->r[i].clock;
+    an_merge_options mo = {NULL, NULL, NULL, 0};
+    if (rc == 0 && an_merge_offsets(clocks, n, &mo, offset, &st->method, err, errlen) != 0)
+        rc = -2;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        /* in start order, then grouped by name: the k-th of a name is its k-th start */
+        mlprof__sort(rs->r[i].c, rs->r[i].nc, sizeof *rs->r[i].c, by_start);
+        for (size_t k = 0; k < rs->r[i].nc; k++)
+            rs->r[i].c[k].order = (uint32_t)k;
+        mlprof__sort(rs->r[i].c, rs->r[i].nc, sizeof *rs->r[i].c, by_name_then_order);
+    }
+    for (uint32_t name = 0; rc == 0 && name < rs->nnames; name++) {
+        size_t ranks_with = 0, k_min = SIZE_MAX, k_max = 0;
+        for (size_t i = 0; i < n; i++) {
+            const rank_in *r = &rs->r[i];
+            size_t c = 0;
+            while (pos[i] + c < r->nc && r->c[pos[i] + c].name == name)
+                c++;
+            count[i] = c;
+            if (c) {
+                ranks_with++;
+                k_min = c < k_min ? c : k_min;
+                k_max = c > k_max ? c : k_max;
+            }
+        }
+        size_t k_matched = ranks_with >= 2 ? k_min : 0;
+        if (k_matched)
+            st->names_matched++;
+        if (ranks_with < n || k_min != k_max)
+            note_unmatched(rs, st, name, count, k_matched);
+        for (size_t k = 0; k < k_matched; k++) {
+            int64_t first = INT64_MAX, last = INT64_MIN;
+            long long last_rank = -1;
+            for (size_t i = 0; i < n; i++) {
+                if (!count[i])
+                    continue;
+                int64_t ts = rs->r[i].c[pos[i] + k].ts + offset[i];
+                if (ts < first)
+                    first = ts;
+                if (ts > last) {
+                    last = ts;
+                    last_rank = (long long)i;
+                }
+            }
+            for (size_t i = 0; i < n; i++) {
+                if (!count[i])
+                    continue;
+                st->late[i].collectives++;
+                st->late[i].late_total += rs->r[i].c[pos[i] + k].ts + offset[i] - first;
+            }
+            if (last > first)
+                st->late[last_rank].last++;
+            matched *m = mlprof__grow(st->m, &st->mcap, st->nm, sizeof *st->m, 256);
+            if (!m) {
+                rc = -1;
+                break;
+            }
+            st->m = m;
+            m[st->nm++] = (matched){name, (uint32_t)k + 1, last > first ? rs->r[last_rank].rank : -1,
+                                    last - first, first};
+        }
+        for (size_t i = 0; i < n; i++)
+            pos[i] += count[i];
+    }
+    if (rc == 0)
+        mlprof__sort(st->m, st->nm, sizeof *st->m, by_skew);
+    if (rc == -1)
+        snprintf(err, errlen, "out of memory");
+    mlprof__free(clocks);
+    mlprof__free(offset);
+    mlprof__free(pos);
+    mlprof__free(count);
+    return rc == 0 && !st->unmatched_json.failed && !st->unmatched_text.failed ? 0 : -1;
+}
+
+static void stragglers_free(stragglers *st)
+{
+    mlprof__free(st->m);
+    mlprof__free(st->late);
+    mlprof__sb_free(&st->unmatched_json);
+    mlprof__sb_free(&st->unmatched_text);
+}
+
+/* s padded on the left to width w. */
+static void put_padded_duration(mlprof__sb *out, int64_t ns, int w)
+{
+    mlprof__sb d;
+    mlprof__sb_init(&d);
+    an_put_duration(&d, ns);
+    for (int i = (int)d.len; i < w; i++)
+        mlprof__sb_putc(out, ' ');
+    mlprof__sb_put(out, d.data ? d.data : "", d.len);
+    mlprof__sb_free(&d);
+}
+
+static int64_t mean_late(const rank_late *l)
+{
+    return l->collectives ? (int64_t)((l->late_total + (int64_t)l->collectives / 2) / (int64_t)l->collectives) : 0;
+}
+
+static void put_stragglers_table(mlprof__sb *out, const ranks *rs, const stragglers *st, int top)
+{
+    mlprof__sb_printf(out, "\n== stragglers: %zu collectives matched across %zu ranks (clock: %s) ==\n", st->nm,
+                      rs->n, k_clock_names[st->method]);
+    mlprof__sb_puts(out, "a collective is the k-th communication kernel of one name on each rank that runs it;\n"
+                         "its lateness on a rank is that rank's start less the earliest rank's start\n");
+    if (st->method == AN_ALIGN_STARTS)
+        mlprof__sb_puts(out, "warning: the traces do not say they share a clock: their starts are lined up, "
+                             "and lateness is only as good as that\n");
+    mlprof__sb_printf(out, "%6s %12s %8s %14s %14s\n", "rank", "collectives", "last", "total late", "mean late");
+    for (size_t i = 0; i < rs->n; i++) {
+        const rank_late *l = &st->late[i];
+        mlprof__sb_printf(out, "%6lld %12zu %8zu ", rs->r[i].rank, l->collectives, l->last);
+        put_padded_duration(out, l->late_total, 14);
+        mlprof__sb_putc(out, ' ');
+        put_padded_duration(out, mean_late(l), 14);
+        mlprof__sb_putc(out, '\n');
+    }
+    size_t shown = top > 0 && (size_t)top < st->nm ? (size_t)top : st->nm;
+    if (shown) {
+        mlprof__sb_printf(out, "\ncollectives that started furthest apart (%zu of %zu):\n", shown, st->nm);
+        mlprof__sb_printf(out, "%14s %10s %6s  %s\n", "by", "last rank", "#", "name");
+    }
+    for (size_t i = 0; i < shown; i++) {
+        const matched *m = &st->m[i];
+        put_padded_duration(out, m->skew, 14);
+        if (m->last_rank >= 0)
+            mlprof__sb_printf(out, " %10lld", m->last_rank);
+        else
+            mlprof__sb_printf(out, " %10s", "(none)");
+        mlprof__sb_printf(out, " %6u  %s\n", m->k, rs->names[m->name]);
+    }
+    if (st->names_unmatched) {
+        mlprof__sb_printf(out, "\n%zu collective names do not run as often on every rank; the first ones of each "
+                               "(as many as the ranks that run it all have) are matched:\n",
+                          st->names_unmatched);
+        mlprof__sb_put(out, st->unmatched_text.data ? st->unmatched_text.data : "", st->unmatched_text.len);
+    }
+    if (!st->nm && !st->names_unmatched)
+        mlprof__sb_puts(out, "(no communication kernel in the traces)\n");
+}
+
+static void put_stragglers_json(mlprof__sb *out, const ranks *rs, const stragglers *st, int top)
+{
+    mlprof__sb_printf(out, ",\n\"stragglers\":{\"clock\":\"%s\",\"matched_by\":\"name and order\",\"collectives\":%zu,"
+                           "\"names_matched\":%zu,\"ranks\":[",
+                      k_clock_names[st->method], st->nm, st->names_matched);
+    for (size_t i = 0; i < rs->n; i++) {
+        const rank_late *l = &st->late[i];
+        mlprof__sb_printf(out, "%s{\"rank\":%lld,\"collectives\":%zu,\"last\":%zu,\"late_total_ns\":%lld,"
+                               "\"late_mean_ns\":%lld}",
+                          i ? "," : "", rs->r[i].rank, l->collectives, l->last, (long long)l->late_total,
+                          (long long)mean_late(l));
+    }
+    mlprof__sb_puts(out, "],\"by_skew\":[");
+    size_t shown = top > 0 && (size_t)top < st->nm ? (size_t)top : st->nm;
+    for (size_t i = 0; i < shown; i++) {
+        const matched *m = &st->m[i];
+        mlprof__sb_puts(out, i ? ",{\"name\":" : "{\"name\":");
+        mlprof__sb_json_str(out, rs->names[m->name], strlen(rs->names[m->name]));
+        mlprof__sb_printf(out, ",\"occurrence\":%u,\"last_rank\":", m->k);
+        if (m->last_rank >= 0)
+            mlprof__sb_printf(out, "%lld", m->last_rank);
+        else
+            mlprof__sb_puts(out, "null");
+        mlprof__sb_printf(out, ",\"skew_ns\":%lld,\"earliest_start_ns\":%lld}", (long long)m->skew,
+                          (long long)m->first);
+    }
+    mlprof__sb_puts(out, "],\"unmatched\":[");
+    mlprof__sb_put(out, st->unmatched_json.data ? st->unmatched_json.data : "", st->unmatched_json.len);
+    mlprof__sb_puts(out, "]}");
+}
+
+/* ------------------------------------------------------------- output */
+
+/* The length of the CSV record at p (through its line break; a quoted field
+ * may hold line breaks). */
+static size_t csv_record(const char *p, const char *end)
+{
+    int quoted = 0;
+    const char *q = p;
+    for (; q < end; q++) {
+        if (*q == '"')
+            quoted = !quoted;
+        else if (*q == '\n' && !quoted)
+            return (size_t)(q - p) + 1;
+    }
+    return (size_t)(q - p);
+}
+
+/* A rank's CSV with a first column "rank"; the header once, again (with a
+ * note) when a rank's columns differ from the previous header's. */
+static void put_csv_rank(mlprof__sb *out, const rank_in *r, mlprof__sb *header, mlprof__sb *notes,
+                         const char *dir)
+{
+    const char *p = r->out.data ? r->out.data : "";
+    const char *end = p + r->out.len;
+    size_t n = csv_record(p, end);
+    if (!n)
+        return;
+    if (header->len != n || memcmp(header->data, p, n) != 0) {
+        if (header->len)
+            mlprof__sb_printf(notes, "%s: rank %lld's CSV columns differ from the rank before's: a new header "
+                                     "line precedes its rows\n",
+                              dir, r->rank);
+        mlprof__sb_reset(header);
+        mlprof__sb_put(header, p, n);
+        mlprof__sb_puts(out, "rank,");
+        mlprof__sb_put(out, p, n);
+    }
+    for (p += n; p < end; p += n) {
+        n = csv_record(p, end);
+        mlprof__sb_printf(out, "%lld,", r->rank);
+        mlprof__sb_put(out, p, n);
+    }
+}
+
+static void put_skipped_json(mlprof__sb *out, const ranks *rs)
+{
+    mlprof__sb_puts(out, ",\n\"skipped\":[");
+    for (size_t i = 0; i < rs->ns; i++) {
+        mlprof__sb_puts(out, i ? ",{\"path\":" : "{\"path\":");
+        mlprof__sb_json_str(out, rs->s[i].path, strlen(rs->s[i].path));
+        mlprof__sb_puts(out, ",\"why\":");
+        mlprof__sb_json_str(out, rs->s[i].why, strlen(rs->s[i].why));
+        mlprof__sb_putc(out, '}');
+    }
+    mlprof__sb_putc(out, ']');
+}
+
+static void put_output(mlprof__sb *out, const ranks *rs, const an_options *o, const stragglers *st,
+                       mlprof__sb *notes)
+{
+    if (o->format == AN_JSON) {
+        mlprof__sb_puts(out, "{\"directory\":");
+        mlprof__sb_json_str(out, rs->dir, strlen(rs->dir));
+        mlprof__sb_puts(out, ",\"each_rank_alone\":true,\"ranks\":[");
+        for (size_t i = 0; i < rs->n; i++) {
+            const rank_in *r = &rs->r[i];
+            mlprof__sb_printf(out, "%s\n{\"rank\":%lld,\"rank_from\":\"%s\",\"path\":", i ? "," : "", r->rank,
+                              r->rank_given ? "distributedInfo" : "file order");
+            mlprof__sb_json_str(out, r->path, strlen(r->path));
+            mlprof__sb_puts(out, ",\"analysis\":\n");
+            mlprof__sb_put(out, r->out.data ? r->out.data : "null", r->out.data ? r->out.len : 4);
+            mlprof__sb_putc(out, '}');
+        }
+        mlprof__sb_puts(out, "\n]");
+        put_skipped_json(out, rs);
+        if (st)
+            put_stragglers_json(out, rs, st, o->top);
+        mlprof__sb_puts(out, "}\n");
+        return;
+    }
+    if (o->format == AN_CSV) {
+        mlprof__sb header;
+        mlprof__sb_init(&header);
+        for (size_t i = 0; i < rs->n; i++)
+            put_csv_rank(out, &rs->r[i], &header, notes, rs->dir);
+        mlprof__sb_free(&header);
+        if (st)
+            mlprof__sb_printf(notes, "%s: CSV holds each rank's rows; the stragglers across ranks are in "
+                                     "--format table and json\n",
+                              rs->dir);
+        return;
+    }
+    mlprof__sb_printf(out, "directory %s: %zu ranks, each analysed alone", rs->dir, rs->n);
+    if (rs->ns)
+        mlprof__sb_printf(out, " (%zu %s skipped: not traces)", rs->ns, rs->ns == 1 ? "entry" : "entries");
+    mlprof__sb_putc(out, '\n');
+    for (size_t i = 0; i < rs->n; i++) {
+        const rank_in *r = &rs->r[i];
+        mlprof__sb_printf(out, "\n== rank %lld%s: %s ==\n", r->rank, r->rank_given ? "" : " (file order)", r->path);
+        mlprof__sb_put(out, r->out.data ? r->out.data : "", r->out.len);
+    }
+    if (st)
+        put_stragglers_table(out, rs, st, o->top);
+}
+
+static void ranks_free(ranks *rs)
+{
+    for (size_t i = 0; i < rs->n; i++) {
+        mlprof__free(rs->r[i].path);
+        mlprof__free(rs->r[i].other_data);
+        mlprof__free(rs->r[i].c);
+        mlprof__sb_free(&rs->r[i].out);
+    }
+    mlprof__free(rs->r);
+    for (size_t i = 0; i < rs->ns; i++) {
+        mlprof__free(rs->s[i].path);
+        mlprof__free(rs->s[i].why);
+    }
+    mlprof__free(rs->s);
+    for (size_t i = 0; i < rs->nnames; i++)
+        mlprof__free(rs->names[i]);
+    mlprof__free(rs->names);
+    mlprof__map_free(&rs->name_ids);
+}
+
+/* Reads every entry of dir that is named like a trace; the others are skipped. */
+static int read_dir(ranks *rs, const an_options *o, an_analysis_fn fn, const an_ranks_options *ro,
+                    mlprof__sb *notes, int *damaged, char *err, size_t errlen)
+{
+    size_t n;
+    char **names = list_dir(rs->dir, &n, err, errlen);
+    if (!names)
+        return -1;
+    mlprof__sb path;
+    mlprof__sb_init(&path);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        mlprof__sb_reset(&path);
+        mlprof__sb_printf(&path, "%s%s%s", rs->dir, ends_with(rs->dir, "/") ? "" : "/", names[i]);
+        if (path.failed) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+            break;
+        }
+        struct stat s;
+        const char *why = NULL;
+        if (stat(path.data, &s) != 0)
+            why = strerror(errno);
+        else if (S_ISDIR(s.st_mode))
+            why = "a directory (traces are read from DIR itself, not below it)";
+        else if (!S_ISREG(s.st_mode))
+            why = "not a regular file";
+        else if (!ends_with(names[i], ".json") && !ends_with(names[i], ".json.gz"))
+            why = "not named *.json or *.json.gz";
+        if (why)
+            rc = add_skipped(rs, path.data, why);
+        else
+            rc = read_one(rs, path.data, o, fn, ro, notes, damaged, err, errlen);
+        if (rc != 0 && !err[0])
+            snprintf(err, errlen, "out of memory");
+    }
+    mlprof__sb_free(&path);
+    for (size_t i = 0; i < n; i++)
+        mlprof__free(names[i]);
+    mlprof__free(names);
+    return rc;
+}
+
+int an_ranks_run(const char *dir, const an_options *o, an_analysis_fn fn, const an_ranks_options *ro,
+                 mlprof__sb *out, mlprof__sb *notes, int *damaged, char *err, size_t errlen)
+{
+    ranks rs;
+    memset(&rs, 0, sizeof rs);
+    rs.dir = dir;
+    mlprof__map_init(&rs.name_ids);
+    if (errlen)
+        err[0] = '\0';
+    int rc = read_dir(&rs, o, fn, ro, notes, damaged, err, errlen);
+    for (size_t i = 0; rc == 0 && i < rs.ns; i++)
+        mlprof__sb_printf(notes, "%s: skipped: %s\n", rs.s[i].path, rs.s[i].why);
+    if (rc == 0 && rs.n == 0) {
+        snprintf(err, errlen, "%s: no trace in the directory (a trace is a file named *.json or *.json.gz, "
+                              "plain or gzip, that holds trace events; %zu %s skipped)",
+                 dir, rs.ns, rs.ns == 1 ? "entry" : "entries");
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = number_ranks(&rs, notes, err, errlen);
+    stragglers st;
+    int have_st = 0;
+    if (rc == 0 && ro->stragglers) {
+        have_st = 1;
+        rc = find_stragglers(&rs, &st, err, errlen);
+        if (rc == 0 && st.method == AN_ALIGN_STARTS)
+            mlprof__sb_printf(notes, "%s: warning: the traces do not say they share a clock; their starts are "
+                                     "lined up for the stragglers\n",
+                              dir);
+    }
+    if (rc == 0)
+        put_output(out, &rs, o, have_st ? &st : NULL, notes);
+    if (have_st)
+        stragglers_free(&st);
+    ranks_free(&rs);
+    if (rc == 0 && (out->failed || notes->failed)) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    }
+    return rc;
+}

@@ -1,0 +1,43 @@
+/*
+ * ranks.h - a directory of traces, one per rank of a distributed job (what
+ * PyTorch's profiler writes, one *.pt.trace.json(.gz) per rank): each rank
+ * analysed alone, in rank order, and the stragglers across the ranks (which
+ * rank starts each collective last, and by how much).
+ */
+#ifndef MLPROF_ANALYZE_RANKS_H
+#define MLPROF_ANALYZE_RANKS_H
+
+#include "analyze.h"
+
+/* 1 when path names a directory (symbolic links followed), else 0. */
+int an_is_directory(const char *path);
+
+/* What an_ranks_run does besides the analysis of each rank. */
+typedef struct an_ranks_options {
+    int stragglers; /* add the stragglers across ranks (kernels) */
+} an_ranks_options;
+
+/* Runs fn (through an_run_steps, so o->steps and o->per_step hold) on every
+ * trace of dir, one rank at a time: a rank's trace is read, analysed and
+ * freed before the next is read, so that the ranks' ids never mix and memory
+ * holds one rank's trace at a time. Traces are the files named *.json or
+ * *.json.gz (PyTorch's *.pt.trace.json.gz, mlprof's *.json); other entries
+ * are skipped, each named in notes. A rank is read from the trace's
+ * distributedInfo.rank (PyTorch); mlprof's own traces say none, so a trace
+ * without one takes the next number after the ranks given, in file-name order,
+ * and notes says so. The output has one section (table: "== rank N: PATH ==";
+ * JSON: an entry of "ranks"; CSV: a first column "rank") per rank, ordered by
+ * rank. With ro->stragglers, a last section: each collective (a communication
+ * kernel, as an_gpu_kind classes them; the k-th kernel of a name on one rank
+ * is matched with the k-th of that name on every other rank that has the
+ * name), its start on each rank on one clock (aligned as an_merge_offsets
+ * aligns the inputs of merge: for PyTorch's, the hosts' real-time clock), the
+ * rank that starts it last and by how much after the earliest; per rank how
+ * often it was last, its total and mean lateness. CSV holds the ranks' rows
+ * only (notes says so). *damaged is set when a trace was read only in part (a
+ * warning in notes). Returns 0; or -1 with err set: dir cannot be listed,
+ * holds no trace, two traces say the same rank, or out of memory. */
+int an_ranks_run(const char *dir, const an_options *o, an_analysis_fn fn, const an_ranks_options *ro,
+                 mlprof__sb *out, mlprof__sb *notes, int *damaged, char *err, size_t errlen);
+
+#endif /* MLPROF_ANALYZE_RANKS_H */
