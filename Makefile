@@ -25,13 +25,15 @@ check:
 	@bash scripts/check.sh
 
 # The recorder's costs, then mlprof analyze on a 512 MB trace against Python's json
-# (BENCH_MB=64 for a quick run; it needs about 4 GB of memory for Python's side).
+# (BENCH_MB=64 for a quick run; it needs about 4 GB of memory for Python's side),
+# and analyze and kernels on a directory of 8 ranks' traces twice that size (1 GB).
 BENCH_MB ?= 512
 bench: build
 	@$(BUILD)/bench_core
 	@python3 bench/bench_run.py $(BUILD)/mlprof
 	@/usr/bin/python3 bench/bench_torch.py
 	@python3 bench/bench_analyze.py $(BUILD)/mlprof --mb $(BENCH_MB)
+	@python3 bench/bench_ranks.py $(BUILD)/mlprof --mb $$(( $(BENCH_MB) * 2 ))
 
 install: build
 	@cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
