@@ -183,6 +183,15 @@ def test_queue_and_bandwidth():
     check("Time blocked on a full launch queue: 27.875 us (11.15% of the trace's span" in p.stdout,
           f"augment table: {p.stdout}")
     round_trip(src, dst, n_counters)
+    # HTA's count: a kernel leaves its queue when it starts (10, 20, 30, 40 us);
+    # 3 or more from 2.125 us to 20 us
+    p, r = augment(src, dst, "--queue-limit", "3", "--queue-until", "start")
+    check(r.get("queue_until") == "start" and r.get("blocked_on_full_queue_ns") == 17875,
+          f"queue until start: {r.get('queue_until')} {r.get('blocked_on_full_queue_ns')}")
+    ql = counters(load(dst), "Queue Length")
+    check(ql.get((GPU, 7, 7)) == [(0, 1), (1000, 2), (2125, 3), (3000, 4), (10000, 3), (20000, 2), (30000, 1),
+                                  (40000, 0)], f"queue until start: stream 7 series {ql.get((GPU, 7, 7))}")
+    mlprof("augment", src, "-o", dst, "--queue-until", "later", expect=2)
 
 
 def round_trip(src, dst, n_counters):

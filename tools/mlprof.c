@@ -740,6 +740,8 @@ static void augment_usage(FILE *out)
             "  -o, --output OUT       the augmented trace (required)\n"
             "  --queue-limit N        the launch queue's length that counts as full\n"
             "                         (default 1024, HTA's CUDA_MAX_LAUNCH_QUEUE_PER_STREAM)\n"
+            "  --queue-until WHEN     end (default): a kernel leaves its queue when it ends;\n"
+            "                         start: when it starts, as HTA counts it\n"
             "  --format F             the summary as table (default) or json\n");
 }
 
@@ -768,6 +770,7 @@ static int cmd_augment(int argc, char **argv)
     const char *cmd = "augment", *path = NULL, *output = NULL, *v;
     int format = AN_TABLE;
     int64_t limit = AN_LAUNCH_QUEUE_LIMIT;
+    int until_start = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -778,6 +781,11 @@ static int cmd_augment(int argc, char **argv)
             output = v;
         else if ((v = option_value(cmd, argc, argv, &i, "--queue-limit", NULL)))
             limit = count_value(cmd, "--queue-limit", v, 1, 1000000000);
+        else if ((v = option_value(cmd, argc, argv, &i, "--queue-until", NULL))) {
+            if (strcmp(v, "start") != 0 && strcmp(v, "end") != 0)
+                bad_usage(cmd, "--queue-until: expected start or end, got \"%s\"", v);
+            until_start = strcmp(v, "start") == 0;
+        }
         else if ((v = option_value(cmd, argc, argv, &i, "--format", NULL))) {
             if (strcmp(v, "table") != 0 && strcmp(v, "json") != 0)
                 bad_usage(cmd, "--format: expected table or json, got \"%s\"", v);
@@ -801,7 +809,7 @@ static int cmd_augment(int argc, char **argv)
         return 1;
     }
     an_augment a;
-    if (an_augment_compute(&t, limit, &a) != 0) {
+    if (an_augment_compute(&t, limit, until_start, &a) != 0) {
         fprintf(stderr, PROG ": out of memory\n");
         an_trace_free(&t);
         return 1;

@@ -244,7 +244,7 @@ static int collect(an_trace *t, const an_gpu_links *l, builder *b)
         } else if (!is_runtime_call(&t->ev[launch])) {
             a->by_operator_only++;
         } else {
-            int64_t end = e->ts + e->dur;
+            int64_t end = a->until_start ? e->ts : e->ts + e->dur;
             if (end < t->ev[launch].ts)
                 a->end_before_launch++;
             if (add_series(b, AN_SERIES_QUEUE, t, e, &s) != 0 || add_delta(b, s, t->ev[launch].ts, 1, 0) != 0 ||
@@ -277,9 +277,10 @@ static int collect(an_trace *t, const an_gpu_links *l, builder *b)
     return 0;
 }
 
-int an_augment_compute(an_trace *t, int64_t limit, an_augment *a)
+int an_augment_compute(an_trace *t, int64_t limit, int until_start, an_augment *a)
 {
     memset(a, 0, sizeof *a);
+    a->until_start = until_start;
     a->limit = limit > 0 ? limit : AN_LAUNCH_QUEUE_LIMIT;
     a->span_ns = t->t_max - t->t_min;
     an_gpu_links l;
@@ -383,6 +384,7 @@ static void report_json(const an_trace *t, const an_augment *a, const char *out_
     mlprof__sb_puts(out, ",\"output\":");
     mlprof__sb_json_str(out, out_path ? out_path : "", out_path ? strlen(out_path) : 0);
     mlprof__sb_printf(out, ",\"output_gzip\":false,\"output_plain_despite_gz_name\":%s", plain_gz ? "true" : "false");
+    mlprof__sb_printf(out, ",\"queue_until\":\"%s\"", a->until_start ? "start" : "end");
     mlprof__sb_printf(out, ",\"counter_events\":%zu,\"queue_limit\":%lld,\"span_ns\":%lld", counter_events,
                       (long long)a->limit, (long long)a->span_ns);
     mlprof__sb_printf(out, ",\"blocked_on_full_queue_ns\":%lld,\"blocked_on_full_queue_pct\":", (long long)a->full_ns);
@@ -436,8 +438,8 @@ static void report_table(const an_trace *t, const an_augment *a, const char *out
     char label[200];
     mlprof__sb_printf(out, "%s: %zu counter events added", out_path ? out_path : "(not written)", counter_events);
     mlprof__sb_puts(out, plain_gz ? " (plain JSON despite the .gz name: mlprof has no gzip writer)\n\n" : "\n\n");
-    mlprof__sb_printf(out, "Launch queue per stream (launched by a runtime call, not yet finished; full at %lld):\n",
-                      (long long)a->limit);
+    mlprof__sb_printf(out, "Launch queue per stream (launched by a runtime call, not yet %s; full at %lld):\n",
+                      a->until_start ? "started" : "finished", (long long)a->limit);
     mlprof__sb_printf(out, "  %-32s %10s %8s %14s %7s\n", "stream", "launches", "longest", "time full", "% span");
     int any = 0;
     for (size_t k = 0; k < a->nseries; k++) {
@@ -514,8 +516,8 @@ void an_augment_notes(const an_trace *t, const an_augment *a, mlprof__sb *notes)
                           "call: left out of the launch queues\n",
                           p, a->by_operator_only);
     if (a->end_before_launch)
-        mlprof__sb_printf(notes, "%s: %zu GPU events end before their runtime call starts (clocks apart?)\n", p,
-                          a->end_before_launch);
+        mlprof__sb_printf(notes, "%s: %zu GPU events %s before their runtime call starts (clocks apart?)\n", p,
+                          a->end_before_launch, a->until_start ? "start" : "end");
     if (a->copies_no_bytes)
         mlprof__sb_printf(notes,
                           "%s: %zu of %zu copies and memsets give no \"bytes\" (nor bandwidth): left out of the "

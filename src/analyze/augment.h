@@ -38,6 +38,7 @@ typedef struct an_aug_sample {
 
 typedef struct an_augment {
     int64_t limit;            /* the queue length that counts as full */
+    int until_start;          /* a GPU event leaves its queue when it starts (HTA's), not when it ends */
     an_aug_series *series;
     size_t nseries;
     an_aug_sample *samples;
@@ -57,11 +58,12 @@ typedef struct an_augment {
 
 /* Computes the series of t for a queue limit of limit (AN_LAUNCH_QUEUE_LIMIT
  * as HTA). Queue length: +1 when the runtime call that launched a kernel,
- * copy or memset starts, -1 when the GPU event ends (HTA: when it starts).
+ * copy or memset starts, -1 when the GPU event ends, or with until_start
+ * when it starts (HTA's definition: what waits to run, not what is unfinished).
  * Bandwidth: each copy or memset moves its "bytes" evenly over its duration;
  * a stream's and a device's bandwidth is the sum of those running. Returns 0,
  * or -1 when out of memory. */
-int an_augment_compute(an_trace *t, int64_t limit, an_augment *a);
+int an_augment_compute(an_trace *t, int64_t limit, int until_start, an_augment *a);
 void an_augment_free(an_augment *a);
 
 /* The summary (format AN_TABLE or AN_JSON): per stream launches, longest
