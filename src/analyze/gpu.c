@@ -1739,7 +1739,7 @@ int an_kernels_with(an_trace *t, int format, int top, const an_gpu_options *go, 
                 mlprof__sb_puts(out, "null");
             else
                 mlprof__sb_printf(out, "%.2f", pct);
-            launches_json(t, recs + d->lfirst, d->ln, go, top, out, &rc);
+            launches_json(t, recs ? recs + d->lfirst : NULL, d->ln, go, top, out, &rc);
             mlprof__sb_puts(out, ",\"streams\":[");
             int firsts = 1;
             for (size_t s = 0; s < nuse; s++) {
@@ -1867,7 +1867,7 @@ int an_kernels_with(an_trace *t, int format, int top, const an_gpu_options *go, 
                 }
                 mlprof__sb_putc(out, '\n');
             }
-            launches_table(t, recs + d->lfirst, d->ln, go, top, out, &rc);
+            launches_table(t, recs ? recs + d->lfirst : NULL, d->ln, go, top, out, &rc);
         }
         if (nop) {
             mlprof__sb_puts(out, "\nGPU time by the operator that launched it (bottom level):\n");
