@@ -47,6 +47,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         an_kernels(&t, f, 5, &out, &notes);
         mlprof__sb_reset(&out);
     }
+    an_gpu_options go;
+    an_gpu_options_default(&go);
+    for (go.csv = AN_GPU_CSV_IDLE; go.csv <= AN_GPU_CSV_OVERLAP; go.csv++) {
+        an_kernels_with(&t, AN_CSV, 0, &go, &out, &notes);
+        mlprof__sb_reset(&out);
+    }
     an_diff_options d = {0, 10, 0};
     size_t regressions;
     an_diff(&t, &t, &o, &d, &out, &regressions);
