@@ -259,10 +259,37 @@ def test_damaged_and_not_traces():
           f"the collective rank 1 lost is unmatched: {st}")
 
 
+def test_diff_directories():
+    """diff DIR_A DIR_B: each rank against the same rank (paired by rank, not
+    by file name), a rank in one run only named, --fail-above over every rank."""
+    a = straggler_dir()
+    b = fresh_dir("three_b")
+    write(b, "x.json", rank_trace(0, STARTS[0], op_us=0))
+    write(b, "w.json.gz", rank_trace(1, STARTS[1], op_us=30), gz=True)  # rank 1's operator 30 us longer
+    p = mlprof("diff", a, b, "--format", "json", "--fail-above", "10", expect=3)
+    k = as_json(p, "diff DIR DIR")
+    got = [(r["rank"], os.path.basename(r["a"] or "-"), os.path.basename(r["b"] or "-")) for r in k["ranks"]]
+    check(got == [(0, "c_worker.pt.trace.json", "x.json"), (1, "b_worker.pt.trace.json", "w.json.gz"),
+                  (2, "a_worker.pt.trace.json.gz", "-")], f"ranks paired {got}")
+    rows = {r["rank"]: {w["key"]: w for w in (r["diff"] or {"rows": []})["rows"]} for r in k["ranks"]}
+    op1 = rows.get(1, {}).get("rank1_op", {})
+    check(op1.get("time_a_ns") == 46000 and op1.get("time_b_ns") == 75000 and op1.get("delta_ns") == 29000,
+          f"rank 1's operator {op1}")
+    check(all(w["delta_ns"] == 0 for w in rows.get(0, {}).values()) and rows.get(0), f"rank 0 unchanged {rows.get(0)}")
+    check(k["ranks"] and k["ranks"][-1]["diff"] is None, "rank 2: no diff")
+    check("rank 2 is only in" in p.stderr and "1 operators regressed by more than 10%" in p.stderr,
+          f"diff notes {p.stderr!r}")
+    t = mlprof("diff", a, b, "-t", "2").stdout
+    check(f"== rank 1: {a}/b_worker.pt.trace.json -> {b}/w.json.gz ==" in t
+          and f"== rank 2: only in A ({a}/a_worker.pt.trace.json.gz) ==" in t, f"diff table {t[:400]!r}")
+    p = mlprof("diff", a, os.path.join(b, "x.json"), expect=2)
+    check("give two traces or two directories" in p.stderr, f"a directory against a trace: {p.stderr!r}")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     tests = [test_three_ranks_and_stragglers, test_analyze_dir_and_csv, test_two_ranks_mlprof_and_order,
-             test_no_trace, test_damaged_and_not_traces]
+             test_no_trace, test_damaged_and_not_traces, test_diff_directories]
     for test in tests:
         test()
     if failures:

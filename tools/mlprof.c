@@ -169,6 +169,9 @@ static void diff_usage(FILE *out)
             "\n"
             "Compares two runs operator by operator: counts, times, the change and its\n"
             "percent, operators new in B or missing from it, the largest changes first.\n"
+            "A and B may be directories of ranks' traces (as analyze DIR reads them):\n"
+            "each rank of A is compared alone with the same rank of B, one section per\n"
+            "rank; a rank in one run only is named; --fail-above counts every rank's.\n"
             "\n"
             "  --total                compare total time (children included), not self time\n"
             "  --fail-above PCT       exit with status 3 when an operator present in both\n"
@@ -396,6 +399,36 @@ static int cmd_analyze(int argc, char **argv)
     return rc;
 }
 
+/* diff DIR_A DIR_B: rank by rank (an_ranks_diff). Exit status as cmd_diff's. */
+static int diff_directories(const char *const paths[2], const char *output, an_options *o,
+                            const an_diff_options *d)
+{
+    if (!an_is_directory(paths[0]) || !an_is_directory(paths[1]))
+        bad_usage("diff", "%s", "give two traces or two directories of ranks' traces");
+    mlprof__sb out, notes;
+    mlprof__sb_init(&out);
+    mlprof__sb_init(&notes);
+    o->notes = &notes;
+    size_t regressions = 0;
+    int damaged = 0;
+    char err[1200];
+    int rc = an_ranks_diff(paths[0], paths[1], o, d, &out, &notes, &regressions, &damaged, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, PROG " diff: %s\n", err);
+    else
+        rc = write_output(output, &out);
+    print_notes("diff", &notes);
+    mlprof__sb_free(&out);
+    mlprof__sb_free(&notes);
+    if (rc != 0 || damaged)
+        return 1;
+    if (regressions) {
+        fprintf(stderr, PROG ": %zu operators regressed by more than %g%%\n", regressions, d->fail_above_pct);
+        return 3;
+    }
+    return 0;
+}
+
 static int cmd_diff(int argc, char **argv)
 {
     const char *cmd = "diff";
@@ -438,6 +471,8 @@ static int cmd_diff(int argc, char **argv)
     char err[300];
     if (an_options_check(&o, err, sizeof err) != 0 || an_options_check_steps(&o, err, sizeof err) != 0)
         bad_usage(cmd, "%s", err);
+    if (an_is_directory(paths[0]) || an_is_directory(paths[1]))
+        return diff_directories(paths, output, &o, &d);
     an_trace a, b;
     int damaged = 0;
     int ra = read_trace(&a, paths[0], &damaged), rb = read_trace(&b, paths[1], &damaged);

@@ -267,7 +267,7 @@ static int read_one(ranks *rs, const char *path, const an_options *o, an_analysi
         rc = collect_collectives(rs, r, &t);
     if (rc != 0)
         snprintf(err, errlen, "out of memory");
-    else if ((rc = an_run_steps(&t, o, fn, &r->out, notes)) != 0)
+    else if (fn && (rc = an_run_steps(&t, o, fn, &r->out, notes)) != 0)
         snprintf(err, errlen, "%s: the analysis failed (out of memory)", path);
     an_trace_free(&t);
     return rc;
@@ -571,7 +571,7 @@ static void put_csv_rank(mlprof__sb *out, const rank_in *r, mlprof__sb *header, 
     if (!n)
         return;
     if (header->len != n || memcmp(header->data, p, n) != 0) {
-        if (header->len)
+        if (header->len && notes)
             mlprof__sb_printf(notes, "%s: rank %lld's CSV columns differ from the rank before's: a new header "
                                      "line precedes its rows\n",
                               dir, r->rank);
@@ -711,26 +711,35 @@ static int read_dir(ranks *rs, const an_options *o, an_analysis_fn fn, const an_
     return rc;
 }
 
+/* Lists dir, reads (and with fn, analyses) its traces, numbers their ranks and
+ * sorts them by rank. */
+static int open_ranks(ranks *rs, const char *dir, const an_options *o, an_analysis_fn fn,
+                      const an_ranks_options *ro, mlprof__sb *notes, int *damaged, char *err, size_t errlen)
+{
+    memset(rs, 0, sizeof *rs);
+    rs->dir = dir;
+    mlprof__map_init(&rs->name_ids);
+    if (errlen)
+        err[0] = '\0';
+    int rc = read_dir(rs, o, fn, ro, notes, damaged, err, errlen);
+    for (size_t i = 0; rc == 0 && i < rs->ns; i++)
+        mlprof__sb_printf(notes, "%s: skipped: %s\n", rs->s[i].path, rs->s[i].why);
+    if (rc == 0 && rs->n == 0) {
+        snprintf(err, errlen, "%s: no trace in the directory (a trace is a file named *.json or *.json.gz, "
+                              "plain or gzip, that holds trace events; %zu %s skipped)",
+                 dir, rs->ns, rs->ns == 1 ? "entry" : "entries");
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = number_ranks(rs, notes, err, errlen);
+    return rc;
+}
+
 int an_ranks_run(const char *dir, const an_options *o, an_analysis_fn fn, const an_ranks_options *ro,
                  mlprof__sb *out, mlprof__sb *notes, int *damaged, char *err, size_t errlen)
 {
     ranks rs;
-    memset(&rs, 0, sizeof rs);
-    rs.dir = dir;
-    mlprof__map_init(&rs.name_ids);
-    if (errlen)
-        err[0] = '\0';
-    int rc = read_dir(&rs, o, fn, ro, notes, damaged, err, errlen);
-    for (size_t i = 0; rc == 0 && i < rs.ns; i++)
-        mlprof__sb_printf(notes, "%s: skipped: %s\n", rs.s[i].path, rs.s[i].why);
-    if (rc == 0 && rs.n == 0) {
-        snprintf(err, errlen, "%s: no trace in the directory (a trace is a file named *.json or *.json.gz, "
-                              "plain or gzip, that holds trace events; %zu %s skipped)",
-                 dir, rs.ns, rs.ns == 1 ? "entry" : "entries");
-        rc = -1;
-    }
-    if (rc == 0)
-        rc = number_ranks(&rs, notes, err, errlen);
+    int rc = open_ranks(&rs, dir, o, fn, ro, notes, damaged, err, errlen);
     stragglers st;
     int have_st = 0;
     if (rc == 0 && ro->stragglers) {
@@ -746,6 +755,132 @@ int an_ranks_run(const char *dir, const an_options *o, an_analysis_fn fn, const 
     if (have_st)
         stragglers_free(&st);
     ranks_free(&rs);
+    if (rc == 0 && (out->failed || notes->failed)) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------- diff */
+
+/* Reads a trace a first pass read already; a damaged one is used with a
+ * warning, as the first pass did. */
+static int reread(an_trace *t, const char *path, mlprof__sb *notes, char *err, size_t errlen)
+{
+    if (an_trace_read(t, path) == 0)
+        return 0;
+    if (!t->partial) {
+        snprintf(err, errlen, "%s", t->error);
+        return -1;
+    }
+    mlprof__sb_printf(notes, "warning: %s; using the %zu events read before it\n", t->error, t->nev);
+    return 0;
+}
+
+/* One rank's diff in the output's shape; side: NULL when both runs have the
+ * rank, else "a" or "b" (the run that has it alone). */
+static void put_diff_section(mlprof__sb *out, const an_options *o, long long rank, const rank_in *a,
+                             const rank_in *b, const mlprof__sb *one, int *first, mlprof__sb *header)
+{
+    if (o->format == AN_JSON) {
+        mlprof__sb_printf(out, "%s\n{\"rank\":%lld,\"a\":", *first ? "" : ",", rank);
+        if (a)
+            mlprof__sb_json_str(out, a->path, strlen(a->path));
+        else
+            mlprof__sb_puts(out, "null");
+        mlprof__sb_puts(out, ",\"b\":");
+        if (b)
+            mlprof__sb_json_str(out, b->path, strlen(b->path));
+        else
+            mlprof__sb_puts(out, "null");
+        mlprof__sb_puts(out, ",\"diff\":\n");
+        mlprof__sb_put(out, one->len ? one->data : "null", one->len ? one->len : 4);
+        mlprof__sb_putc(out, '}');
+    } else if (o->format == AN_CSV) {
+        rank_in r;
+        memset(&r, 0, sizeof r);
+        r.rank = rank;
+        r.out = *one;
+        put_csv_rank(out, &r, header, NULL, NULL);
+    } else if (a && b) {
+        mlprof__sb_printf(out, "\n== rank %lld: %s -> %s ==\n", rank, a->path, b->path);
+        mlprof__sb_put(out, one->data ? one->data : "", one->len);
+    } else {
+        mlprof__sb_printf(out, "\n== rank %lld: only in %s (%s) ==\n", rank, a ? "A" : "B", a ? a->path : b->path);
+    }
+    *first = 0;
+}
+
+int an_ranks_diff(const char *dir_a, const char *dir_b, const an_options *o, const an_diff_options *d,
+                  mlprof__sb *out, mlprof__sb *notes, size_t *regressions, int *damaged, char *err, size_t errlen)
+{
+    ranks ra, rb;
+    an_ranks_options ro = {0};
+    *regressions = 0;
+    int rc = open_ranks(&ra, dir_a, o, NULL, &ro, notes, damaged, err, errlen);
+    int rc_b = rc == 0 ? open_ranks(&rb, dir_b, o, NULL, &ro, notes, damaged, err, errlen) : -1;
+    if (rc != 0 || rc_b != 0) {
+        ranks_free(&ra);
+        if (rc == 0)
+            ranks_free(&rb);
+        return -1;
+    }
+    if (o->format == AN_JSON) {
+        mlprof__sb_puts(out, "{\"directories\":[");
+        mlprof__sb_json_str(out, dir_a, strlen(dir_a));
+        mlprof__sb_putc(out, ',');
+        mlprof__sb_json_str(out, dir_b, strlen(dir_b));
+        mlprof__sb_puts(out, "],\"each_rank_alone\":true,\"ranks\":[");
+    } else if (o->format == AN_TABLE) {
+        mlprof__sb_printf(out, "directories %s (A: %zu ranks) and %s (B: %zu ranks): each rank of A compared with "
+                               "the same rank of B\n",
+                          dir_a, ra.n, dir_b, rb.n);
+    }
+    mlprof__sb one, header;
+    mlprof__sb_init(&one);
+    mlprof__sb_init(&header);
+    int first = 1;
+    size_t i = 0, j = 0;
+    while (rc == 0 && (i < ra.n || j < rb.n)) {
+        const rank_in *a = i < ra.n ? &ra.r[i] : NULL, *b = j < rb.n ? &rb.r[j] : NULL;
+        if (a && b && a->rank != b->rank) {
+            if (a->rank < b->rank)
+                b = NULL;
+            else
+                a = NULL;
+        }
+        long long rank = a ? a->rank : b->rank;
+        mlprof__sb_reset(&one);
+        if (a && b) {
+            an_trace ta, tb;
+            size_t reg = 0;
+            int r1 = reread(&ta, a->path, notes, err, errlen);
+            int r2 = r1 == 0 ? reread(&tb, b->path, notes, err, errlen) : -1;
+            if (r1 == 0 && r2 == 0 && an_diff(&ta, &tb, o, d, &one, &reg) != 0) {
+                snprintf(err, errlen, "rank %lld: the comparison failed (out of memory)", rank);
+                r2 = -1;
+            }
+            an_trace_free(&ta);
+            if (r1 == 0)
+                an_trace_free(&tb);
+            rc = r1 != 0 || r2 != 0 ? -1 : 0;
+            *regressions += reg;
+        } else {
+            mlprof__sb_printf(notes, "rank %lld is only in %s (%s): not compared\n", rank, a ? dir_a : dir_b,
+                              a ? a->path : b->path);
+        }
+        if (rc == 0 && (a && b ? 1 : o->format != AN_CSV))
+            put_diff_section(out, o, rank, a, b, &one, &first, &header);
+        i += a != NULL;
+        j += b != NULL;
+    }
+    if (rc == 0 && o->format == AN_JSON)
+        mlprof__sb_puts(out, "\n]}\n");
+    mlprof__sb_free(&one);
+    mlprof__sb_free(&header);
+    ranks_free(&ra);
+    ranks_free(&rb);
     if (rc == 0 && (out->failed || notes->failed)) {
         snprintf(err, errlen, "out of memory");
         rc = -1;

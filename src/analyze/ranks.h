@@ -40,4 +40,15 @@ typedef struct an_ranks_options {
 int an_ranks_run(const char *dir, const an_options *o, an_analysis_fn fn, const an_ranks_options *ro,
                  mlprof__sb *out, mlprof__sb *notes, int *damaged, char *err, size_t errlen);
 
+/* mlprof diff DIR_A DIR_B: each rank of dir_a compared (an_diff) with the
+ * same rank of dir_b, the ranks found as an_ranks_run finds them (every trace
+ * is read once to learn its rank, then once more for its comparison: one pair
+ * of traces in memory at a time). One section per rank (table: "== rank N: A
+ * -> B =="; JSON: an entry of "ranks" with "a", "b" and "diff"; CSV: a first
+ * column "rank"); a rank in one directory only is named in notes (and in the
+ * table and JSON, with a null path for the other run). *regressions receives
+ * the sum over the ranks. Returns 0; or -1 with err set (as an_ranks_run). */
+int an_ranks_diff(const char *dir_a, const char *dir_b, const an_options *o, const an_diff_options *d,
+                  mlprof__sb *out, mlprof__sb *notes, size_t *regressions, int *damaged, char *err, size_t errlen);
+
 #endif /* MLPROF_ANALYZE_RANKS_H */
