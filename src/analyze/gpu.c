@@ -1447,8 +1447,11 @@ static void put_dist_row(mlprof__sb *out, const char *what, const dist *d)
     put_duration_cell(out, (int64_t)llround(d->p50));
     put_duration_cell(out, (int64_t)llround(d->p90));
     put_duration_cell(out, (int64_t)llround(d->p99));
-    put_duration_cell(out, d->max);
-    mlprof__sb_putc(out, '\n');
+    mlprof__sb tmp;
+    mlprof__sb_init(&tmp);
+    an_put_duration(&tmp, d->max);
+    mlprof__sb_printf(out, "%12s\n", tmp.data ? tmp.data : ""); /* no trailing blanks */
+    mlprof__sb_free(&tmp);
 }
 
 static void launches_table(const an_trace *t, launch_rec *r, size_t n, const an_gpu_options *go, int top,
