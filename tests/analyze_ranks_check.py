@@ -216,6 +216,10 @@ def test_two_ranks_mlprof_and_order():
           f"note on the rank: {p.stderr!r}")
     check([r["late_total_ns"] for r in k["stragglers"]["ranks"]] == [0, 30000],
           f"mlprof's trace on the real-time clock: {k['stragglers']}")
+    one = fresh_dir("one")
+    write(one, "r.json", rank_trace(0, [(AR, 100)]))
+    t = mlprof("kernels", one).stdout
+    check("(one rank: no other to compare its collectives with)" in t, f"one rank's stragglers {t[-300:]!r}")
     write(d, "y.json.gz", rank_trace(0, []), gz=True)
     p = mlprof("analyze", d, expect=1)
     check("two traces say they are rank 0" in p.stderr and "y.json.gz" in p.stderr and "z.json" in p.stderr,

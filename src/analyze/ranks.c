@@ -508,7 +508,9 @@ static void put_stragglers_table(mlprof__sb *out, const ranks *rs, const straggl
                           st->names_unmatched);
         mlprof__sb_put(out, st->unmatched_text.data ? st->unmatched_text.data : "", st->unmatched_text.len);
     }
-    if (!st->nm && !st->names_unmatched)
+    if (rs->n < 2)
+        mlprof__sb_puts(out, "(one rank: no other to compare its collectives with)\n");
+    else if (!st->nm && !st->names_unmatched)
         mlprof__sb_puts(out, "(no communication kernel in the traces)\n");
 }
 
