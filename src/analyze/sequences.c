@@ -11,6 +11,8 @@
 #include "sequences.h"
 
 typedef struct seq_row {
+    const char *const *names; /* the kernels' names of its first occurrence (into seq_ctx.names) */
+    const char *stack;  /* the op stack of its first kernel */
     size_t first;       /* the position (in the sorted GPU events) of its first occurrence */
     size_t next_free;   /* the position after its last counted occurrence */
     size_t count;
@@ -22,24 +24,29 @@ typedef struct seq_ctx {
     const an_trace *t;
     const an_gpu_links *l;
     size_t *ev;          /* GPU events, by stream and start */
+    const char **names;  /* per position: its event's name */
     size_t n;
     const char **stack;  /* per position: the interned op stack of its event */
     seq_row *rows;
     size_t nrows, cap;
 } seq_ctx;
 
-static const an_trace *g_sort_trace;
+/* A GPU event's place: its stream, its start, its index (for ties). */
+typedef struct placed {
+    int64_t pid, tid, ts;
+    size_t i;
+} placed;
 
-static int by_stream_cmp(const void *pa, const void *pb)
+static int placed_cmp(const void *pa, const void *pb)
 {
-    const an_event *a = &g_sort_trace->ev[*(const size_t *)pa], *b = &g_sort_trace->ev[*(const size_t *)pb];
+    const placed *a = pa, *b = pb;
     if (a->pid != b->pid)
         return a->pid < b->pid ? -1 : 1;
     if (a->tid != b->tid)
         return a->tid < b->tid ? -1 : 1;
     if (a->ts != b->ts)
         return a->ts < b->ts ? -1 : 1;
-    return *(const size_t *)pa < *(const size_t *)pb ? -1 : *(const size_t *)pa > *(const size_t *)pb;
+    return a->i < b->i ? -1 : a->i > b->i;
 }
 
 static int same_stream(const seq_ctx *c, size_t i, size_t j)
@@ -73,7 +80,7 @@ static int count_length(seq_ctx *c, int len)
                 break;
             }
             c->rows = r;
-            r[c->nrows] = (seq_row){j, 0, 0, 0, len};
+            r[c->nrows] = (seq_row){c->names + j, c->stack[j], j, 0, 0, 0, len};
             e->value = (void *)(uintptr_t)(++c->nrows);
         }
         seq_row *r = &c->rows[(uintptr_t)e->value - 1];
@@ -88,8 +95,6 @@ static int count_length(seq_ctx *c, int len)
     return rc;
 }
 
-static const seq_ctx *g_rows_ctx;
-
 static int row_cmp(const void *pa, const void *pb)
 {
     const seq_row *a = pa, *b = pb;
@@ -99,10 +104,9 @@ static int row_cmp(const void *pa, const void *pb)
         return a->count > b->count ? -1 : 1;
     if (a->gpu_ns != b->gpu_ns)
         return a->gpu_ns > b->gpu_ns ? -1 : 1;
-    const seq_ctx *c = g_rows_ctx;
-    int s = strcmp(c->stack[a->first], c->stack[b->first]);
+    int s = strcmp(a->stack, b->stack);
     for (int k = 0; s == 0 && k < a->len; k++)
-        s = strcmp(c->t->ev[c->ev[a->first + (size_t)k]].name, c->t->ev[c->ev[b->first + (size_t)k]].name);
+        s = strcmp(a->names[k], b->names[k]);
     return s;
 }
 
@@ -220,18 +224,24 @@ int an_sequences(an_trace *t, int max_len, int top, int format, mlprof__sb *out)
     memset(&c, 0, sizeof c);
     c.t = t;
     c.l = &l;
-    c.ev = mlprof__malloc((t->nev ? t->nev : 1) * sizeof *c.ev);
-    int rc = c.ev ? 0 : -1;
+    placed *p = mlprof__malloc((t->nev ? t->nev : 1) * sizeof *p);
+    int rc = p ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < t->nev; i++) {
         if (l.kind[i])
-            c.ev[c.n++] = i;
+            p[c.n++] = (placed){t->ev[i].pid, t->ev[i].tid, t->ev[i].ts, i};
     }
     if (rc == 0) {
-        g_sort_trace = t;
-        mlprof__sort(c.ev, c.n, sizeof *c.ev, by_stream_cmp);
+        mlprof__sort(p, c.n, sizeof *p, placed_cmp);
+        c.ev = mlprof__malloc((c.n ? c.n : 1) * sizeof *c.ev);
+        c.names = mlprof__malloc((c.n ? c.n : 1) * sizeof *c.names);
         c.stack = mlprof__malloc((c.n ? c.n : 1) * sizeof *c.stack);
-        rc = c.stack ? 0 : -1;
+        rc = c.ev && c.names && c.stack ? 0 : -1;
     }
+    for (size_t j = 0; rc == 0 && j < c.n; j++) {
+        c.ev[j] = p[j].i;
+        c.names[j] = t->ev[p[j].i].name;
+    }
+    mlprof__free(p);
     mlprof__sb sb;
     mlprof__sb_init(&sb);
     for (size_t j = 0; rc == 0 && j < c.n; j++) {
@@ -245,11 +255,11 @@ int an_sequences(an_trace *t, int max_len, int top, int format, mlprof__sb *out)
     for (int len = 2; rc == 0 && len <= max_len; len++)
         rc = count_length(&c, len);
     if (rc == 0) {
-        g_rows_ctx = &c;
         mlprof__sort(c.rows, c.nrows, sizeof *c.rows, row_cmp);
         put_rows(&c, max_len, top, format, out);
     }
     mlprof__free(c.rows);
+    mlprof__free(c.names);
     mlprof__free(c.stack);
     mlprof__free(c.ev);
     an_gpu_links_free(&l);
