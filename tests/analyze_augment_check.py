@@ -21,24 +21,15 @@ usage: analyze_augment_check.py MLPROF OUTDIR
 import gzip
 import json
 import os
-import subprocess
 import sys
 
-failures = []
+from analyze_util import check, command, failures
+
 MLPROF, OUT = sys.argv[1:3]
 GPU, HOST = 0, 100
 
 
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def mlprof(*args, expect=0):
-    p = subprocess.run([MLPROF, *args], capture_output=True, text=True, timeout=120)
-    check(p.returncode == expect, f"mlprof {' '.join(args)}: exit {p.returncode}, wanted {expect}\n{p.stderr}")
-    return p
+mlprof = command(MLPROF)
 
 
 def as_json(p, what):

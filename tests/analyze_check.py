@@ -15,21 +15,13 @@ import re
 import subprocess
 import sys
 
-failures = []
+from analyze_util import check, command, failures
+
 MLPROF, CNN, OUT = sys.argv[1:4]
 TORCH_PYTHON = sys.argv[4] if len(sys.argv) > 4 else "/usr/bin/python3"
 
 
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def mlprof(*args, expect=0):
-    p = subprocess.run([MLPROF, *args], capture_output=True, text=True, timeout=120)
-    check(p.returncode == expect, f"mlprof {' '.join(args)}: exit {p.returncode}, wanted {expect}\n{p.stderr}")
-    return p
+mlprof = command(MLPROF)
 
 
 def analyze_json(path, *opts, expect=0):

@@ -11,23 +11,14 @@ usage: analyze_merge_check.py MLPROF OUTDIR
 import decimal
 import json
 import os
-import subprocess
 import sys
 
-failures = []
+from analyze_util import check, command, failures
+
 MLPROF, OUT = sys.argv[1:3]
 
 
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def mlprof(*args, expect=0):
-    p = subprocess.run([MLPROF, *args], capture_output=True, text=True, timeout=120)
-    check(p.returncode == expect, f"mlprof {' '.join(args)}: exit {p.returncode}, wanted {expect}\n{p.stderr}")
-    return p
+mlprof = command(MLPROF)
 
 
 def write(name, obj):
