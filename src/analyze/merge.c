@@ -271,23 +271,12 @@ static int64_t map_pid(pid_map *maps, size_t n, size_t input, int64_t pid)
     return pid;
 }
 
-/* The rank distributedInfo gives, or -1. */
-static long long input_rank(const an_trace *t)
-{
-    const char *p = t->distributed_info ? strstr(t->distributed_info, "\"rank\":") : NULL;
-    if (!p)
-        return -1;
-    char *end;
-    long long r = strtoll(p + 7, &end, 10);
-    return end != p + 7 && r >= 0 ? r : -1;
-}
-
 /* The label of input i: the one given, else its rank, else its path. */
 static const char *input_label(const an_trace *t, const an_merge_options *o, size_t i, char *buf, size_t len)
 {
     if (o->labels && o->labels[i])
         return o->labels[i];
-    long long rank = input_rank(t);
+    long long rank = an_trace_rank(t);
     if (rank < 0)
         return t->path;
     snprintf(buf, len, "rank %lld", rank);
@@ -325,8 +314,8 @@ static void put_merge_data(mlprof__sb *out, an_trace *const *in, size_t n, const
             mlprof__sb_puts(out, ",\"host\":");
             mlprof__sb_json_str(out, host, strlen(host));
         }
-        if (input_rank(in[i]) >= 0)
-            mlprof__sb_printf(out, ",\"rank\":%lld", input_rank(in[i]));
+        if (an_trace_rank(in[i]) >= 0)
+            mlprof__sb_printf(out, ",\"rank\":%lld", an_trace_rank(in[i]));
         mlprof__sb_printf(out, ",\"offset_ns\":%lld,\"id_offset\":%lld,\"events\":%zu", (long long)offset[i],
                           (long long)i * (long long)step, in[i]->nev);
         if (in[i]->base_time_ns)

@@ -157,17 +157,6 @@ static char **list_dir(const char *dir, size_t *n, char *err, size_t errlen)
     return names;
 }
 
-/* The rank distributedInfo gives, or -1. */
-static long long distributed_rank(const an_trace *t)
-{
-    const char *p = t->distributed_info ? strstr(t->distributed_info, "\"rank\":") : NULL;
-    if (!p)
-        return -1;
-    char *end;
-    long long r = strtoll(p + 7, &end, 10);
-    return end != p + 7 && r >= 0 ? r : -1;
-}
-
 static int name_id(ranks *rs, const char *name, uint32_t *id)
 {
     mlprof__map_entry *e = mlprof__map_slot(&rs->name_ids, name, strlen(name));
@@ -252,7 +241,7 @@ static int read_one(ranks *rs, const char *path, const an_options *o, an_analysi
     memset(r, 0, sizeof *r);
     mlprof__sb_init(&r->out);
     r->path = mlprof__strdup(path);
-    r->rank = distributed_rank(&t);
+    r->rank = an_trace_rank(&t);
     r->rank_given = r->rank >= 0;
     r->other_data = t.other_data ? mlprof__strdup(t.other_data) : NULL;
     r->clock.path = r->path;

@@ -798,3 +798,14 @@ void an_compute_self(an_trace *t)
     mlprof__free(order);
     mlprof__free(stack);
 }
+
+/* The rank distributedInfo gives (PyTorch's traces of a distributed job), or -1. */
+long long an_trace_rank(const an_trace *t)
+{
+    const char *p = t->distributed_info ? strstr(t->distributed_info, "\"rank\":") : NULL;
+    if (!p)
+        return -1;
+    char *end;
+    long long r = strtoll(p + 7, &end, 10);
+    return end != p + 7 && r >= 0 ? r : -1;
+}

@@ -93,6 +93,8 @@ int an_trace_read(an_trace *t, const char *path);
 /* The same from memory (n bytes, copied; not gzip), named name in errors. */
 int an_trace_read_mem(an_trace *t, const char *name, const void *data, size_t n);
 void an_trace_free(an_trace *t);
+/* The rank of a distributed job's trace (distributedInfo.rank), or -1 when it has none. */
+long long an_trace_rank(const an_trace *t);
 /* Interns s (n bytes); NULL when out of memory. */
 const char *an_intern(an_trace *t, const char *s, size_t n);
 
