@@ -4,13 +4,16 @@ json module reading the same file in the same run. The trace is generated
 here: at least 500 MB (or --mb) of complete events on 8 threads, nested four
 deep, with shapes, FLOPs and bytes arguments, a B/E pair in every batch and
 counter samples, as a profiler writes them. Each reader runs in a process of
-its own, timed with its peak resident memory (wait4). The last line is
-machine-readable.
+its own, timed with its peak resident memory (wait4). Then `mlprof export
+--sqlite` of a trace of the same shape with --sqlite-events events (1 M; 0
+skips it, as it does when SQLite cannot be loaded): its time, rate and the
+database's size. The last lines are machine-readable.
 
-usage: bench_analyze.py MLPROF [--mb N] [--keep]
+usage: bench_analyze.py MLPROF [--mb N] [--sqlite-events N] [--keep]
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,14 +24,15 @@ OPS = [("aten::conv2d", "[32,64,56,56]", 231211008), ("aten::relu", "[32,64,56,5
        ("aten::add_", "[32,256,56,56]", 25690112), ("aten::max_pool2d", "[32,64,112,112]", 0)]
 
 
-def generate(path, target_bytes):
-    """Writes events until the file has target_bytes; returns the event count."""
+def generate(path, target_bytes, max_events=None):
+    """Writes events until the file has target_bytes (or max_events events);
+    returns the event count."""
     events = 0
     with open(path, "w", buffering=1 << 22) as f:
         f.write('{"traceEvents":[\n')
         ts = 1000.0
         first = True
-        while f.tell() < target_bytes:
+        while f.tell() < target_bytes and (max_events is None or events < max_events):
             parts = []
             for tid in range(8):
                 # one batch on this thread: a step span around layers around ops around kernels
@@ -78,6 +82,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mlprof")
     ap.add_argument("--mb", type=int, default=512)
+    ap.add_argument("--sqlite-events", type=int, default=1000000)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     fd, path = tempfile.mkstemp(suffix=".json", prefix="mlprof-bench-")
@@ -107,6 +112,34 @@ def main():
             print(f"kept: {path}")
         else:
             os.unlink(path)
+    if a.sqlite_events > 0:
+        bench_sqlite(a.mlprof, a.sqlite_events)
+
+
+def bench_sqlite(mlprof, max_events):
+    """mlprof export --sqlite of a trace of max_events events: time and size."""
+    try:
+        import ctypes
+        ctypes.CDLL("libsqlite3.so.0")
+    except OSError as e:
+        print(f"mlprof export --sqlite: skipped, SQLite cannot be loaded ({e})")
+        return
+    d = tempfile.mkdtemp(prefix="mlprof-bench-sqlite-")
+    path, db = os.path.join(d, "trace.json"), os.path.join(d, "trace.db")
+    try:
+        events = generate(path, 1 << 40, max_events)
+        size = os.path.getsize(path)
+        s, rss, rc, out = timed([mlprof, "export", "--sqlite", db, path])
+        if rc != 0:
+            sys.exit("bench: mlprof export --sqlite failed")
+        dbsize = os.path.getsize(db)
+        print(f"mlprof export --sqlite ({events} events, {size / 2**20:.0f} MiB JSON)  {s:7.2f} s  "
+              f"{events / s / 1e6:6.2f} M events/s  database {dbsize / 2**20:.0f} MiB "
+              f"({dbsize / events:.0f} B/event)  peak RSS {rss / 2**20:.0f} MiB")
+        print(f"mlprof-bench-sqlite: events={events} seconds={s:.2f} events_per_s={events / s:.0f} "
+              f"json_mb={size / 2**20:.0f} db_mb={dbsize / 2**20:.0f} rss_mb={rss / 2**20:.0f}")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

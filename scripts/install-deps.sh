@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what mlprof's make targets need on Debian 12. Idempotent and quick
 # when everything is already there.
-#   install-deps.sh build    cmake, make, gcc, clang, python3, libpapi (run time)
+#   install-deps.sh build    cmake, make, gcc, clang, python3, libpapi and libsqlite3 (run time)
 #   install-deps.sh viewer   chromium, node, npm + tests/viewer/node_modules
 #   install-deps.sh torch    Debian's python3-torch, -numpy, -pytest, -pip, -setuptools
 set -eu
@@ -57,6 +57,8 @@ build)
     fi
     # PAPI is loaded at run time when a user asks for papi: counters; the tests use the real one
     ldconfig -p 2>/dev/null | grep -q 'libpapi\.so' || ensure_pkg libpapi7.0
+    # mlprof export --sqlite loads SQLite at run time (dlopen); its test uses the real one
+    ldconfig -p 2>/dev/null | grep -q 'libsqlite3\.so\.0' || ensure_pkg libsqlite3-0
     ;;
 viewer)
     ensure chromium:chromium node:nodejs npm:npm

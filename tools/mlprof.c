@@ -17,6 +17,7 @@
 #include "../src/analyze/merge.h"
 #include "../src/analyze/ranks.h"
 #include "../src/analyze/sequences.h"
+#include "../src/analyze/sqlite.h"
 #include "run.h"
 
 #define PROG "mlprof"
@@ -34,6 +35,7 @@ static void usage(FILE *out)
             "  kernels TRACE   GPU time: compute, communication, memory, idle; per operator\n"
             "  augment TRACE -o OUT  the trace with launch queue and copy bandwidth counters\n"
             "  sequences TRACE the kernel sequences that recur on the GPU streams\n"
+            "  export --sqlite OUT.db TRACE  the trace as an SQLite database to query\n"
             "  run -- CMD      profile an unmodified program (and what it starts)\n"
             "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
             "\n"
@@ -944,6 +946,86 @@ static int cmd_sequences(int argc, char **argv)
     return rc != 0 || damaged ? 1 : 0;
 }
 
+static void export_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " export --sqlite OUT.db TRACE\n"
+            "\n"
+            "Writes TRACE (any trace analyze reads, plain or gzip) as an SQLite database:\n"
+            "  processes(pid, name), threads(pid, tid, name),\n"
+            "  tracks(id, kind thread|counter, pid, tid, name, series),\n"
+            "  slices(id, track_id, name, category, ts_ns, dur_ns, depth, parent_id, self_ns)\n"
+            "    (self_ns as analyze computes it), instants(id, track_id, name, category,\n"
+            "  ts_ns, ph i|n|b|e, scope, async_id), args(event_id, key, value, num): of a\n"
+            "  slice or an instant, num when the value is a number,\n"
+            "  counters(track_id, ts_ns, value), flows(flow_id, from_slice, to_slice),\n"
+            "  kernels(slice_id, kind, device, stream, correlation, launch_id, bottom_op_id,\n"
+            "    top_op_id, bottom_op, top_op, op_stack): linked as kernels links them,\n"
+            "  memory_blocks(device_type, device, addr, bytes, alloc_ts_ns, free_ts_ns,\n"
+            "    alloc_id, free_id, slice_id): PyTorch's [memory] instants paired by address\n"
+            "    (mlprof's own memory series are counters), meta(key, value).\n"
+            "Times are in ns. OUT is written beside itself and renamed: never half written;\n"
+            "an OUT that exists is replaced only when it is a regular file, never TRACE.\n"
+            "SQLite is loaded at run time (libsqlite3.so.0, Debian's libsqlite3-0; the\n"
+            "environment variable MLPROF_SQLITE_LIBRARY names another file).\n"
+            "Exit status: 0 done, 1 the trace is damaged or the database could not be\n"
+            "written (nothing is left at OUT), 2 a mistake on the command line.\n");
+}
+
+static int cmd_export(int argc, char **argv)
+{
+    const char *cmd = "export", *path = NULL, *output = NULL, *v;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            export_usage(stdout);
+            return 0;
+        }
+        if ((v = option_value(cmd, argc, argv, &i, "--sqlite", NULL)))
+            output = v;
+        else if (arg[0] == '-' && arg[1])
+            bad_usage(cmd, "unknown option \"%s\"", arg);
+        else if (!path)
+            path = arg;
+        else
+            bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
+    }
+    if (!output)
+        bad_usage(cmd, "%s", "which format? (mlprof export --sqlite OUT.db TRACE)");
+    if (!path)
+        bad_usage(cmd, "%s", "which trace? (mlprof export --sqlite OUT.db TRACE)");
+    if (strcmp(path, output) == 0)
+        bad_usage(cmd, "--sqlite %s: that is the trace itself; choose another file", output);
+    an_trace t;
+    if (an_trace_read(&t, path) != 0) {
+        /* a damaged trace would make a database that looks whole: none is written */
+        fprintf(stderr, PROG " export: %s%s\n", t.error, t.partial ? "; nothing written" : "");
+        an_trace_free(&t);
+        return 1;
+    }
+    an_sqlite_stats st;
+    char err[1200];
+    int rc = an_sqlite_export(&t, path, output, &st, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, PROG " export: %s\n", err);
+    } else {
+        printf("%s: %zu slices, %zu instants, %zu args, %zu counter samples on %zu counter tracks, %zu flows, "
+               "%zu kernels, %zu memory blocks, %zu threads, %zu processes; %lld bytes\n",
+               output, st.slices, st.instants, st.args, st.counters, st.tracks - st.threads, st.flows, st.kernels,
+               st.memory_blocks, st.threads, st.processes, st.bytes);
+        if (st.counter_values_skipped)
+            fprintf(stderr, PROG " export: %zu counter values are not numbers: left out of counters\n",
+                    st.counter_values_skipped);
+        if (st.flow_ends_unbound)
+            fprintf(stderr, PROG " export: %zu flow events lie on no slice of their thread: their flows keep a "
+                            "NULL end\n", st.flow_ends_unbound);
+        if (fflush(stdout) != 0)
+            rc = 1;
+    }
+    an_trace_free(&t);
+    return rc != 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -971,6 +1053,8 @@ int main(int argc, char **argv)
         return cmd_augment(argc - 1, argv + 1);
     if (strcmp(cmd, "sequences") == 0)
         return cmd_sequences(argc - 1, argv + 1);
+    if (strcmp(cmd, "export") == 0)
+        return cmd_export(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)
         return mlprof_cmd_run(argc - 1, argv + 1);
     fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
