@@ -97,7 +97,8 @@ static const char k_schema[] =
     " dur_ns INTEGER, depth INTEGER, parent_id INTEGER, self_ns INTEGER);"
     "CREATE TABLE instants(id INTEGER PRIMARY KEY, track_id INTEGER, name TEXT, category TEXT, ts_ns INTEGER,"
     " ph TEXT, scope TEXT, async_id INTEGER);"
-    "CREATE TABLE args(event_id INTEGER, key TEXT, value TEXT, num REAL);"
+    "CREATE TABLE args(event_id INTEGER, idx INTEGER, key TEXT, value TEXT, num REAL,"
+    " PRIMARY KEY(event_id, idx)) WITHOUT ROWID;"
     "CREATE TABLE counters(track_id INTEGER, ts_ns INTEGER, value REAL);"
     "CREATE TABLE flows(flow_id INTEGER, from_slice INTEGER, to_slice INTEGER);"
     "CREATE TABLE kernels(slice_id INTEGER PRIMARY KEY, kind TEXT, device INTEGER, stream INTEGER,"
@@ -112,8 +113,6 @@ static const char k_indexes[] = "CREATE INDEX slices_ts ON slices(ts_ns);"
                                 "CREATE INDEX slices_parent ON slices(parent_id);"
                                 "CREATE INDEX instants_ts ON instants(ts_ns);"
                                 "CREATE INDEX instants_name ON instants(name);"
-                                "CREATE INDEX args_event ON args(event_id);"
-                                "CREATE INDEX args_key ON args(key);"
                                 "CREATE INDEX counters_track ON counters(track_id, ts_ns);"
                                 "CREATE INDEX counters_ts ON counters(ts_ns);"
                                 "CREATE INDEX tracks_name ON tracks(name);"
@@ -131,7 +130,7 @@ static const char *const k_insert[ST_N] = {
     "INSERT INTO tracks VALUES(?,?,?,?,?,?)",
     "INSERT INTO slices VALUES(?,?,?,?,?,?,?,?,?)",
     "INSERT INTO instants VALUES(?,?,?,?,?,?,?,?)",
-    "INSERT INTO args VALUES(?,?,?,?)",
+    "INSERT INTO args VALUES(?,?,?,?,?)",
     "INSERT INTO counters VALUES(?,?,?)",
     "INSERT INTO flows VALUES(?,?,?)",
     "INSERT INTO kernels VALUES(?,?,?,?,?,?,?,?,?,?,?)",
@@ -313,6 +312,8 @@ static void put_processes_threads(ex *x)
     x->next_track = x->nthreads + 1;
 }
 
+/* The arguments of event id, in the trace's order (idx): keyed by the
+ * event, so that an event's arguments are found without another index. */
 static void put_args(ex *x, size_t id, const an_event *e)
 {
     char buf[64];
@@ -320,25 +321,26 @@ static void put_args(ex *x, size_t id, const an_event *e)
         const an_arg *a = &x->t->args[e->args + k];
         sqlite3_stmt *s = x->st[ST_ARG];
         S.bind_int64(s, 1, (long long)id);
-        S.bind_text(s, 2, a->key, -1, NULL);
+        S.bind_int64(s, 2, (long long)k);
+        S.bind_text(s, 3, a->key, -1, NULL);
         if (a->type == AN_NUM) {
             if (a->is_int)
                 snprintf(buf, sizeof buf, "%lld", (long long)a->inum);
             else
                 snprintf(buf, sizeof buf, "%.17g", a->num);
-            S.bind_text(s, 3, buf, -1, NULL);
+            S.bind_text(s, 4, buf, -1, NULL);
             if (a->is_int)
-                S.bind_int64(s, 4, (long long)a->inum);
+                S.bind_int64(s, 5, (long long)a->inum);
             else
-                S.bind_double(s, 4, a->num);
+                S.bind_double(s, 5, a->num);
         } else {
-            S.bind_text(s, 3, a->str, -1, NULL);
+            S.bind_text(s, 4, a->str, -1, NULL);
             char *end;
             double v = a->type == AN_STR && *a->str ? strtod(a->str, &end) : 0;
             if (a->type == AN_STR && *a->str && !*end && end != a->str)
-                S.bind_double(s, 4, v);
+                S.bind_double(s, 5, v);
             else
-                S.bind_null(s, 4);
+                S.bind_null(s, 5);
         }
         if (S.step(s) != SQLITE_DONE)
             db_fail(x, k_insert[ST_ARG]);

@@ -13,7 +13,8 @@
  *   tracks(id, kind 'thread'|'counter', pid, tid, name, series)
  *   slices(id, track_id, name, category, ts_ns, dur_ns, depth, parent_id, self_ns)
  *   instants(id, track_id, name, category, ts_ns, ph, scope, flow_id)
- *   args(event_id, key, value, num): event_id is a slice's or an instant's id
+ *   args(event_id, idx, key, value, num): of a slice or an instant (its id),
+ *        idx its place among them; num when the value is a number
  *   counters(track_id, ts_ns, value)
  *   flows(flow_id, from_slice, to_slice)
  *   kernels(slice_id, kind, device, stream, correlation, launch_id,
