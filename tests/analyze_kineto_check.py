@@ -369,11 +369,34 @@ def test_steps(path):
     check(len(c) == 2 and c[0].startswith("step,name,") and c[1].startswith(",a,op,1,"), f"no steps, CSV: {c}")
 
 
+def test_thread_minus_one_is_a_thread(_):
+    """Older Kineto names its GPU track with a thread_name on tid -1 ("Device
+    0"): a thread's name, not the process's, in analyze and through merge."""
+    trace = {"traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "python3"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": -1, "args": {"name": "Device 0"}},
+        {"ph": "X", "name": "aten::mm", "cat": "cpu_op", "pid": 0, "tid": 7, "ts": 10, "dur": 5},
+        {"ph": "X", "name": "gemm", "cat": "kernel", "pid": 0, "tid": -1, "ts": 12, "dur": 2}]}
+    path = write("device_minus_one.json", trace)
+    by_process, _ = analyze_json(path, "--aggregate-by", "process")
+    check([r["key"] for r in by_process["rows"]] == ["0 (python3)"], f"the process keeps its name: {by_process['rows']}")
+    by_thread, _ = analyze_json(path, "--aggregate-by", "thread")
+    check(sorted(r["key"] for r in by_thread["rows"]) == ["0:-1 (Device 0)", "0:7"], f"threads: {by_thread['rows']}")
+    merged = os.path.join(OUT, "device_minus_one.merged.json")
+    mlprof("merge", path, path, "-o", merged)
+    with open(merged) as f:
+        meta = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "M"]
+    check(sorted(e["args"]["name"] for e in meta if e["name"] == "thread_name" and e["tid"] == -1)
+          == ["Device 0", "Device 0"], f"merge keeps the thread -1's name: {meta}")
+    check(not [e for e in meta if e["name"] == "process_name" and "Device" in e["args"]["name"]],
+          f"merge names no process after the thread: {meta}")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     path = write("kineto.json", TRACE)
     for test in (test_envelope_and_gpu_annotations, test_pytorch_argument_names, test_missing_grouping_key,
-                 test_steps):
+                 test_steps, test_thread_minus_one_is_a_thread):
         try:
             test(path)
         except Exception as e:  # a crash in one test is a failure, and the others still run

@@ -431,7 +431,7 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
             mlprof__sb_free(&label);
         }
         for (size_t k = 0; k < t->nnames; k++) {
-            if (t->names[k].tid >= 0 || t->names[k].tid < -1)
+            if (t->names[k].tid != AN_PROCESS_TID)
                 put_meta(out, &first, "thread_name", map_pid(maps, nmap, i, t->names[k].pid), t->names[k].tid,
                          "name", t->names[k].name, 0);
         }

@@ -269,7 +269,7 @@ static void put_processes_threads(ex *x)
     }
     for (size_t i = 0; i < t->nnames; i++) {
         pids[np++] = t->names[i].pid;
-        if (t->names[i].tid != -1) {
+        if (t->names[i].tid != AN_PROCESS_TID) {
             x->threads[n][0] = t->names[i].pid;
             x->threads[n++][1] = t->names[i].tid;
         }

@@ -430,13 +430,13 @@ static int read_event(reader *r)
     }
 
     if (pid_name)
-        add_name(t, e.pid, -1, pid_name);
+        add_name(t, e.pid, AN_PROCESS_TID, pid_name);
     if (tid_name)
         add_name(t, e.pid, e.tid, tid_name);
     if (e.ph == 'M') {
         const an_arg *a = an_event_arg(t, &e, "name");
         if (a && a->str && strcmp(e.name, "process_name") == 0)
-            add_name(t, e.pid, -1, a->str);
+            add_name(t, e.pid, AN_PROCESS_TID, a->str);
         else if (a && a->str && strcmp(e.name, "thread_name") == 0)
             add_name(t, e.pid, e.tid, a->str);
         t->nargs = e.args; /* metadata keeps nothing else */
@@ -724,7 +724,7 @@ const char *an_thread_name(const an_trace *t, int64_t pid, int64_t tid)
 
 const char *an_process_name(const an_trace *t, int64_t pid)
 {
-    return an_thread_name(t, pid, -1);
+    return an_thread_name(t, pid, AN_PROCESS_TID);
 }
 
 /* ----------------------------------------------------------- self time */

@@ -58,6 +58,9 @@ enum { AN_ID2_LOCAL = 1, AN_ID2_GLOBAL = 2, AN_ID_BIND = 4, AN_FLOW_IN = 8, AN_F
  * something else. */
 #define AN_NAMED_ID_FIRST (-((int64_t)1 << 62))
 static inline int an_is_named_id(int64_t id) { return id <= AN_NAMED_ID_FIRST; }
+/* The tid under which a process's own name is kept among the names: none a
+ * trace gives (a thread numbered -1 is a thread, named by its thread_name). */
+#define AN_PROCESS_TID INT64_MIN
 
 typedef struct an_name {
     int64_t pid, tid; /* tid is -1 for a process name */
