@@ -228,18 +228,22 @@ static int fast_decimal(const char *tmp, size_t n, double *value, int64_t *integ
     return 1;
 }
 
+/* The length of the number at the read position when it lies whole in the
+ * buffer (most do, and are read in place), else 0. */
+static size_t number_in_place(const an_input *in)
+{
+    size_t i = in->pos;
+    while (i < in->len && number_char((unsigned char)in->buf[i]))
+        i++;
+    return i < in->len ? i - in->pos : 0;
+}
+
 int an_json_number(an_input *in, double *value, int64_t *integer, int *is_int)
 {
-    /* most numbers lie whole in the buffer: read them in place */
-    if (in->pos < in->len) {
-        size_t i = in->pos;
-        while (i < in->len && number_char((unsigned char)in->buf[i]))
-            i++;
-        if (i < in->len && i > in->pos &&
-            fast_decimal(in->buf + in->pos, i - in->pos, value, integer, is_int)) {
-            in->pos = i;
-            return 0;
-        }
+    size_t len = number_in_place(in);
+    if (len && fast_decimal(in->buf + in->pos, len, value, integer, is_int)) {
+        in->pos += len;
+        return 0;
     }
     char tmp[80];
     size_t n;
@@ -344,15 +348,10 @@ static int64_t us_double_to_ns(double v)
 
 int an_json_time_ns(an_input *in, int64_t *ns)
 {
-    /* most numbers lie whole in the buffer: read them in place */
-    if (in->pos < in->len) {
-        size_t i = in->pos;
-        while (i < in->len && number_char((unsigned char)in->buf[i]))
-            i++;
-        if (i < in->len && i > in->pos && an_us_text_to_ns(in->buf + in->pos, i - in->pos, ns) == 0) {
-            in->pos = i;
-            return 0;
-        }
+    size_t len = number_in_place(in);
+    if (len && an_us_text_to_ns(in->buf + in->pos, len, ns) == 0) {
+        in->pos += len;
+        return 0;
     }
     char tmp[80];
     size_t n;
