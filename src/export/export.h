@@ -10,23 +10,8 @@
 #include <sys/types.h>
 
 #include "../common/common.h"
+#include "sink.h"
 
-enum { MLPROF__OUT_TASK = 0, MLPROF__OUT_FRAME = 1 };
-
-/* A finished duration. args holds zero or more `"key":value` members joined
- * by commas (no braces), or is empty. */
-typedef struct mlprof__span_out {
-    const char *name;
-    size_t name_len;
-    const char *domain;
-    int kind;
-    uint64_t begin_ns, end_ns;
-    pid_t pid, tid;
-    const char *args;
-    size_t args_len;
-    uint64_t frame_id;    /* frames: unique id of this pass */
-    int unfinished;       /* closed by the profiler, not by the program */
-} mlprof__span_out;
 
 /* Appends one event object (two for a frame: begin and end), each preceded
  * by ",\n" unless *first is set (which it then clears). */

@@ -1,0 +1,168 @@
+/*
+ * sink.h - what the collector hands to every output. A sink is a table of
+ * functions and a state it makes: the Chrome JSON writer, Perfetto's protobuf
+ * writer, the statistics, the memory outputs and the SQLite database are each
+ * one. Sinks know nothing of records, threads or the pool: they get finished
+ * events, already decoded and paired, in the order the collector decodes them
+ * (per thread in time order; threads one after another within a drain).
+ *
+ * Two kinds share the interface:
+ *  - a trace sink (json, perfetto) turns events into bytes appended to
+ *    out->sb; the collector owns the bytes: it spools them, compresses them
+ *    when asked, and writes the file (head, spool, tail) at each dump;
+ *  - a file sink (stats, memory, sqlite) keeps what it needs and writes its
+ *    own file(s) in its dump function; it ignores out->sb.
+ *
+ * A dump that is not the last writes a tail after the spooled events: the
+ * metadata and the spans still open, shown up to now. The tail is written to
+ * another buffer and is not part of the stream: a sink brackets it with
+ * tail_begin and tail_end and must leave its stream state (JSON's first
+ * event, Perfetto's interned strings) as it found it, since the stream goes
+ * on after the dump. Events in a tail have out->tail set.
+ *
+ * Every function is called under the control lock, never on the hot path;
+ * any may be NULL.
+ */
+#ifndef MLPROF_SINK_H
+#define MLPROF_SINK_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/common.h"
+
+enum { MLPROF__OUT_TASK = 0, MLPROF__OUT_FRAME = 1 };
+
+/* Arguments (args, args_len) are everywhere zero or more JSON object members
+ * `"key":value`, joined by commas, without braces; values are JSON numbers,
+ * strings, true/false/null, or (from GPU activity) nested objects. A sink
+ * that wants them typed walks them with mlprof__args_next (sink.c). */
+
+/* A finished duration: a task (nested on its thread) or a frame (an async
+ * slice, which may overlap others on its thread). */
+typedef struct mlprof__span_out {
+    const char *name;
+    size_t name_len;
+    const char *domain;
+    int kind;             /* MLPROF__OUT_TASK or MLPROF__OUT_FRAME */
+    uint64_t begin_ns, end_ns;
+    pid_t pid, tid;
+    const char *args;
+    size_t args_len;
+    uint64_t frame_id;    /* frames: unique id of this pass */
+    int unfinished;       /* closed by the profiler, not by the program */
+    /* for the sinks that aggregate */
+    const void *id;       /* the handle that made it (rows are keyed by it), or NULL */
+    uint64_t self_ns;     /* duration less its children's on the same stack */
+    uint32_t depth;       /* spans open below it on its thread's stack when it began */
+    const int64_t *hw;    /* sums of the span's counter arguments (perf.c's order), or NULL */
+    unsigned hw_mask;     /* which of them it had */
+} mlprof__span_out;
+
+/* scope: MLPROF_SCOPE_GLOBAL (0), _PROCESS (1), _THREAD (2). */
+typedef struct mlprof__instant_out {
+    const char *name;
+    size_t name_len;
+    const char *domain;
+    uint64_t ts_ns;
+    int scope;
+    pid_t pid, tid;
+    const char *args;
+    size_t args_len;
+    const void *id;       /* the marker's handle, or NULL */
+} mlprof__instant_out;
+
+typedef struct mlprof__counter_out {
+    const char *name;
+    const char *domain;
+    uint64_t ts_ns;
+    double value;
+    int is_int;           /* ivalue is exact */
+    int64_t ivalue;
+    pid_t pid, tid;
+    const void *id;       /* the counter's handle, or NULL */
+} mlprof__counter_out;
+
+/* One end of a flow: ph 's' (its start, bound to the slice enclosing ts on
+ * that track) or 'f' (its end, bound to the slice enclosing ts). */
+typedef struct mlprof__flow_out {
+    char ph;
+    uint64_t id;
+    const char *name;
+    const char *domain;
+    uint64_t ts_ns;
+    pid_t pid, tid;
+} mlprof__flow_out;
+
+enum {
+    MLPROF__TRACK_PROCESS = 0, /* tid == pid; name: the process's */
+    MLPROF__TRACK_THREAD = 1,  /* a thread of the program */
+    MLPROF__TRACK_EXT = 2      /* a track of events with their own times (a GPU stream, regions) */
+};
+
+/* A track's name and order. Said once per trace for each track, at the
+ * latest in the tail; said again if its name changes. */
+typedef struct mlprof__track_out {
+    int kind;
+    pid_t pid, tid;
+    const char *name;
+    uint32_t sort_index;
+} mlprof__track_out;
+
+/* What a trace says about itself, at its end. other_data: JSON members
+ * (as args above) that the JSON trace puts in "otherData": mlprof_version,
+ * host, pid, clock, dropped_events, ... and each module's. */
+typedef struct mlprof__trace_meta {
+    pid_t pid;
+    const char *process_name;
+    const char *host;
+    const char *clock;        /* the raw clock's name; times are CLOCK_MONOTONIC ns */
+    uint64_t start_ns, dump_ns;
+    int finished;
+    const char *other_data;
+    size_t other_data_len;
+} mlprof__trace_meta;
+
+typedef struct mlprof__sink_out {
+    mlprof__sb *sb; /* trace sinks append here */
+    int tail;       /* inside tail_begin .. tail_end */
+} mlprof__sink_out;
+
+/* What a file sink's dump gets. */
+typedef struct mlprof__sink_dump {
+    const char *trace_path;   /* where the trace goes (file sinks put theirs beside it at "auto") */
+    int finished;
+    const mlprof__trace_meta *meta;
+} mlprof__sink_dump;
+
+typedef struct mlprof__sink_ops {
+    const char *name;
+    void *(*create)(void);
+    void (*destroy)(void *st);
+    /* a new trace: the start, after a finished dump, a clear */
+    void (*reset)(void *st);
+    /* trace sinks: the bytes before the first event of the file */
+    void (*head)(void *st, mlprof__sb *sb);
+    void (*span)(void *st, const mlprof__sink_out *out, const mlprof__span_out *s);
+    void (*instant)(void *st, const mlprof__sink_out *out, const mlprof__instant_out *e);
+    void (*counter)(void *st, const mlprof__sink_out *out, const mlprof__counter_out *c);
+    void (*flow)(void *st, const mlprof__sink_out *out, const mlprof__flow_out *f);
+    void (*track)(void *st, const mlprof__sink_out *out, const mlprof__track_out *t);
+    void (*tail_begin)(void *st, const mlprof__sink_out *out);
+    void (*tail_end)(void *st, const mlprof__sink_out *out, const mlprof__trace_meta *m);
+    /* file sinks: write the file(s); MLPROF_OK or an error said with mlprof__fail */
+    int (*dump)(void *st, const mlprof__sink_dump *d);
+} mlprof__sink_ops;
+
+/* Walks args: returns 1 and the next member (key without its quotes, still
+ * JSON-escaped; value as its JSON text) and moves *pos past it; 0 at the end
+ * or on text that is not such members. */
+typedef struct mlprof__arg_view {
+    const char *key;
+    size_t key_len;
+    const char *value;
+    size_t value_len;
+} mlprof__arg_view;
+int mlprof__args_next(const char *args, size_t len, size_t *pos, mlprof__arg_view *a);
+
+#endif /* MLPROF_SINK_H */
