@@ -154,6 +154,13 @@ typedef struct mlprof__sink_ops {
     int (*dump)(void *st, const mlprof__sink_dump *d);
 } mlprof__sink_ops;
 
+/* The sinks (each defined in its own file of src/export). */
+extern const mlprof__sink_ops mlprof__json_sink;     /* json_sink.c: Chrome trace event JSON */
+extern const mlprof__sink_ops mlprof__perfetto_sink; /* perfetto.c: Perfetto's TracePacket stream */
+extern const mlprof__sink_ops mlprof__stats_sink;    /* stats.c: the statistics (stats_file) */
+extern const mlprof__sink_ops mlprof__memory_sink;   /* memory_sink.c: memory CSV and SVG */
+extern const mlprof__sink_ops mlprof__sqlite_sink;   /* sqlite_sink.c: a SQLite database (sqlite_file) */
+
 /* Walks args: returns 1 and the next member (key without its quotes, still
  * JSON-escaped; value as its JSON text) and moves *pos past it; 0 at the end
  * or on text that is not such members. */

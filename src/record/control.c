@@ -36,7 +36,9 @@ const char *mlprof_version_string(void) { return MLPROF_VERSION_STRING; }
 
 typedef enum {
     T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS, T_CUDA_FNS, T_GPU,
-    T_PROCESS /* MXNet's profile_process: worker or server */
+    T_PROCESS, /* MXNet's profile_process: worker or server */
+    T_FORMAT,  /* the trace's format */
+    T_COMPRESS
 } key_type;
 
 typedef struct key_def {
@@ -67,6 +69,10 @@ static const key_def g_keys[] = {
     {"buffer_size", T_SIZE, F(buffer_size), 65536, 68719476736.0,
      "a size in bytes from 64K to 64G, such as 1048576, 512K, 64M or 1G"},
     {"stats_file", T_STR, F(stats_file), 0, 0, "a file path, or empty for none"},
+    {"format", T_FORMAT, F(format), 0, 0,
+     "one of auto (by the filename: .pftrace and .perfetto-trace are perfetto, others json), json, perfetto"},
+    {"compress", T_COMPRESS, F(compress), 0, 0, "one of auto (gzip when the filename ends in .gz), gzip, none"},
+    {"sqlite_file", T_STR, F(sqlite_file), 0, 0, "a file path, \"auto\", or empty for none"},
     {"dump_at_exit", T_BOOL, F(dump_at_exit), 0, 0, "a boolean"},
     {"autostart", T_BOOL, F(autostart), 0, 0, "a boolean"},
     {"clock", T_CLOCK, F(clock), 0, 0, "one of auto, tsc, monotonic"},
@@ -130,6 +136,8 @@ static void config_defaults(mlprof__config *c)
     c->gpu_buffer_size = 64u << 20;
     c->gpu_metrics_batch = 512;
     strcpy(c->clock, "auto");
+    strcpy(c->format, "auto");
+    strcpy(c->compress, "auto");
     c->memory_sample_rate = 1;
     strcpy(c->memory_csv, "auto");
     strcpy(c->memory_svg, "auto");
@@ -200,6 +208,16 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
         return MLPROF_OK;
     case T_CLOCK:
         if (strcmp(value, "auto") && strcmp(value, "tsc") && strcmp(value, "monotonic"))
+            break;
+        strcpy(field, value);
+        return MLPROF_OK;
+    case T_FORMAT:
+        if (strcmp(value, "auto") && strcmp(value, "json") && strcmp(value, "perfetto"))
+            break;
+        strcpy(field, value);
+        return MLPROF_OK;
+    case T_COMPRESS:
+        if (strcmp(value, "auto") && strcmp(value, "gzip") && strcmp(value, "none"))
             break;
         strcpy(field, value);
         return MLPROF_OK;
@@ -380,6 +398,8 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     switch (k->type) {
     case T_STR:
     case T_CLOCK:
+    case T_FORMAT:
+    case T_COMPRESS:
     case T_COUNTERS:
     case T_SAMPLER:
     case T_HOOKS:

@@ -190,6 +190,9 @@ double mlprof__clock_rate_hz(void);
 typedef struct mlprof__config {
     char filename[MLPROF__PATH_MAX];
     char stats_file[MLPROF__PATH_MAX];
+    char sqlite_file[MLPROF__PATH_MAX]; /* the SQLite sink's database: a path, "auto" or empty */
+    char format[16];                    /* auto, json, perfetto */
+    char compress[8];                   /* auto, gzip, none */
     char memory_csv[MLPROF__PATH_MAX];
     char memory_svg[MLPROF__PATH_MAX];
     uint64_t memory_history;
