@@ -103,6 +103,9 @@ typedef struct mlprof__sb {
 void mlprof__sb_init(mlprof__sb *sb);
 void mlprof__sb_free(mlprof__sb *sb);
 void mlprof__sb_reset(mlprof__sb *sb);
+/* Room for extra more bytes (and the terminating NUL) after len: 1, or 0
+ * when the buffer failed (out of memory). Lets a writer fill data directly. */
+int mlprof__sb_reserve(mlprof__sb *sb, size_t extra);
 void mlprof__sb_put(mlprof__sb *sb, const char *s, size_t n);
 void mlprof__sb_puts(mlprof__sb *sb, const char *s);
 void mlprof__sb_putc(mlprof__sb *sb, char c);

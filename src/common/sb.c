@@ -26,12 +26,16 @@ void mlprof__sb_reset(mlprof__sb *sb)
         sb->data[0] = '\0';
 }
 
-static int sb_reserve(mlprof__sb *sb, size_t extra)
+int mlprof__sb_reserve(mlprof__sb *sb, size_t extra)
 {
     if (sb->failed)
         return 0;
-    if (sb->len + extra + 1 <= sb->cap)
+    if (MLPROF_LIKELY(extra < sb->cap - sb->len)) /* cap > len always holds once allocated */
         return 1;
+    if (extra > SIZE_MAX / 4 - sb->len) {
+        sb->failed = 1;
+        return 0;
+    }
     size_t cap = sb->cap ? sb->cap : 256;
     while (cap < sb->len + extra + 1)
         cap *= 2;
@@ -47,7 +51,7 @@ static int sb_reserve(mlprof__sb *sb, size_t extra)
 
 void mlprof__sb_put(mlprof__sb *sb, const char *s, size_t n)
 {
-    if (!sb_reserve(sb, n))
+    if (!mlprof__sb_reserve(sb, n))
         return;
     memcpy(sb->data + sb->len, s, n);
     sb->len += n;
@@ -58,7 +62,7 @@ void mlprof__sb_puts(mlprof__sb *sb, const char *s) { mlprof__sb_put(sb, s, strl
 
 void mlprof__sb_putc(mlprof__sb *sb, char c)
 {
-    if (!sb_reserve(sb, 1))
+    if (!mlprof__sb_reserve(sb, 1))
         return;
     sb->data[sb->len++] = c;
     sb->data[sb->len] = '\0';
@@ -70,7 +74,7 @@ void mlprof__sb_vprintf(mlprof__sb *sb, const char *fmt, va_list ap)
     va_copy(copy, ap);
     int n = vsnprintf(NULL, 0, fmt, copy);
     va_end(copy);
-    if (n < 0 || !sb_reserve(sb, (size_t)n))
+    if (n < 0 || !mlprof__sb_reserve(sb, (size_t)n))
         return;
     vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
     sb->len += (size_t)n;
@@ -235,7 +239,7 @@ void mlprof__sb_duration(mlprof__sb *sb, uint64_t ns)
 char *mlprof__sb_take(mlprof__sb *sb)
 {
     if (!sb->data && !sb->failed)
-        sb_reserve(sb, 0);
+        mlprof__sb_reserve(sb, 0);
     char *p = sb->data;
     if (p)
         p[sb->len] = '\0';

@@ -1,0 +1,60 @@
+/*
+ * gz.h - gzip output while streaming, over zlib loaded with dlopen (the
+ * library does not link zlib: a machine without it writes plain output and
+ * gets a clear message when it asks for compressed output).
+ *
+ * Concatenated gzip members are one valid .gz file. A stream written piece by
+ * piece with mlprof__gz_write (each piece sync-flushed, so its bytes can be
+ * written at once) can therefore be closed into a valid file at any moment by
+ * appending the bytes of mlprof__gz_end_copy, without ending the stream: the
+ * stream keeps its dictionary and goes on, and each dump of a continuous
+ * trace writes [the stream's bytes so far] + [end_copy] + [a member of what
+ * follows, mlprof__gz_member].
+ *
+ * A stream is used by one thread at a time; distinct streams, and the
+ * functions that take no stream, may be used by any threads at once.
+ */
+#ifndef MLPROF_GZ_H
+#define MLPROF_GZ_H
+
+#include "common.h"
+
+typedef struct mlprof__gz mlprof__gz;
+
+/* A new stream compressing at level (-1 for zlib's default, 0 to 9). NULL
+ * with the calling thread's last error set when zlib cannot be loaded
+ * (MLPROF_EUNSUPPORTED; the message names the library and why), when level
+ * is out of range (MLPROF_EINVAL) or memory runs out (MLPROF_ENOMEM).
+ * zlib is libz.so.1, or the file named by the environment variable
+ * MLPROF_ZLIB_LIBRARY, looked up once per process. */
+mlprof__gz *mlprof__gz_open(int level);
+
+/* Compresses n bytes and flushes them (Z_SYNC_FLUSH): appends to out every
+ * byte of the stream that can be written now, the gzip header included on
+ * the first call. The stream goes on. Returns MLPROF_OK, MLPROF_ENOMEM (out
+ * could not grow, or zlib ran out of memory) or MLPROF_EIO (zlib failed; the
+ * stream is then unusable and every later call fails). */
+int mlprof__gz_write(mlprof__gz *z, const void *p, size_t n, mlprof__sb *out);
+
+/* Appends to out the bytes that end the gzip member here, after the bytes of
+ * every mlprof__gz_write so far: an empty final deflate block, then the
+ * CRC-32 and size of everything written. The stream itself is unchanged and
+ * goes on. Before the first write, a whole empty member. Returns MLPROF_OK,
+ * MLPROF_ENOMEM or MLPROF_EIO (the stream failed before). */
+int mlprof__gz_end_copy(const mlprof__gz *z, mlprof__sb *out);
+
+/* Appends to out one whole gzip member holding the n bytes at p, at zlib's
+ * default level. Returns MLPROF_OK, MLPROF_EUNSUPPORTED (no zlib),
+ * MLPROF_ENOMEM or MLPROF_EIO. */
+int mlprof__gz_member(const void *p, size_t n, mlprof__sb *out);
+
+/* Appends to out the decompressed bytes of a gzip file of one or more
+ * members. Returns MLPROF_OK, MLPROF_EUNSUPPORTED (no zlib), MLPROF_ENOMEM,
+ * or MLPROF_EPARSE when the bytes are not gzip, are corrupt or truncated, or
+ * are followed by bytes that are not a gzip member (the message says where). */
+int mlprof__gz_inflate(const void *p, size_t n, mlprof__sb *out);
+
+/* Frees a stream (NULL is ignored). */
+void mlprof__gz_free(mlprof__gz *z);
+
+#endif /* MLPROF_GZ_H */
