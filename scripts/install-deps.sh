@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what mlprof's make targets need on Debian 12. Idempotent and quick
 # when everything is already there.
-#   install-deps.sh build    cmake, make, gcc, clang, python3, libpapi and libsqlite3 (run time)
+#   install-deps.sh build    cmake, make, gcc, clang, python3, protoc, libpapi and libsqlite3 (run time)
 #   install-deps.sh viewer   chromium, node, npm + tests/viewer/node_modules
 #   install-deps.sh torch    Debian's python3-torch, -numpy, -pytest, -pip, -setuptools
 set -eu
@@ -49,6 +49,8 @@ ensure_pkg() {
 case "$mode" in
 build)
     ensure cmake:cmake make:make gcc:gcc clang:clang python3:python3 pkg-config:pkg-config
+    # the Perfetto protobuf test decodes mlprof's traces with protoc (tests/proto)
+    ensure protoc:protobuf-compiler
     # the ASan+UBSan suite builds with clang: its sanitizer runtime is a package of its own
     rt=$(clang -print-file-name=libclang_rt.asan-x86_64.a)
     if [ ! -f "$rt" ]; then
