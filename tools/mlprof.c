@@ -270,7 +270,10 @@ static int common_option(const char *cmd, int argc, char **argv, int *i, an_opti
  * -1 when nothing could be read. */
 static int read_trace(an_trace *t, const char *path, int *damaged)
 {
-    if (an_trace_read(t, path) == 0)
+    int rc = an_trace_read(t, path);
+    if (t->note[0])
+        fprintf(stderr, PROG ": note: %s\n", t->note);
+    if (rc == 0)
         return 0;
     if (!t->partial) {
         fprintf(stderr, PROG ": %s\n", t->error);

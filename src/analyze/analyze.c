@@ -1031,6 +1031,8 @@ static void print_warnings(mlprof__sb *out, const an_trace *t, int json)
     if (t->unclosed_begins)
         mlprof__sb_printf(out, "note: %llu begins (\"B\") were never ended and are left out\n",
                           (unsigned long long)t->unclosed_begins);
+    if (t->note[0])
+        mlprof__sb_printf(out, "note: %s\n", t->note);
 }
 
 static void format_table(mlprof__sb *out, group **rows, size_t n, size_t shown, const double *cum,

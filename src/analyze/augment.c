@@ -664,6 +664,11 @@ int an_augment_write(const an_trace *t, const an_augment *a, const char *in_path
                      size_t *written, char *err, size_t errlen)
 {
     *written = 0;
+    if (t->format && strcmp(t->format, "perfetto") == 0) {
+        snprintf(err, errlen, "%s is a Perfetto protobuf trace: augment writes its counters into Chrome JSON traces "
+                              "only (record the run with format json)", in_path);
+        return -1;
+    }
     if (strcmp(in_path, "-") == 0) {
         snprintf(err, errlen, "augment reads the trace twice: give a file, not standard input");
         return -1;

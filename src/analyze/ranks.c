@@ -686,8 +686,10 @@ static int read_dir(ranks *rs, const an_options *o, an_analysis_fn fn, const an_
             why = "a directory (traces are read from DIR itself, not below it)";
         else if (!S_ISREG(s.st_mode))
             why = "not a regular file";
-        else if (!ends_with(names[i], ".json") && !ends_with(names[i], ".json.gz"))
-            why = "not named *.json or *.json.gz";
+        else if (!ends_with(names[i], ".json") && !ends_with(names[i], ".json.gz") &&
+                 !ends_with(names[i], ".pftrace") && !ends_with(names[i], ".pftrace.gz") &&
+                 !ends_with(names[i], ".perfetto-trace") && !ends_with(names[i], ".perfetto-trace.gz"))
+            why = "not named *.json or *.json.gz (nor *.pftrace or *.perfetto-trace, Perfetto's protobuf)";
         if (why)
             rc = add_skipped(rs, path.data, why);
         else

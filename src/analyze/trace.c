@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "pftrace.h"
 #include "trace.h"
 
 const char *an_intern(an_trace *t, const char *s, size_t n)
@@ -229,7 +230,7 @@ static int read_id2(reader *r, uint64_t *id, uint8_t *form)
     return more < 0 ? -1 : 0;
 }
 
-static int add_name(an_trace *t, int64_t pid, int64_t tid, const char *name)
+int an_trace_add_name(an_trace *t, int64_t pid, int64_t tid, const char *name)
 {
     for (size_t i = 0; i < t->nnames; i++) {
         if (t->names[i].pid == pid && t->names[i].tid == tid) {
@@ -430,15 +431,15 @@ static int read_event(reader *r)
     }
 
     if (pid_name)
-        add_name(t, e.pid, AN_PROCESS_TID, pid_name);
+        an_trace_add_name(t, e.pid, AN_PROCESS_TID, pid_name);
     if (tid_name)
-        add_name(t, e.pid, e.tid, tid_name);
+        an_trace_add_name(t, e.pid, e.tid, tid_name);
     if (e.ph == 'M') {
         const an_arg *a = an_event_arg(t, &e, "name");
         if (a && a->str && strcmp(e.name, "process_name") == 0)
-            add_name(t, e.pid, AN_PROCESS_TID, a->str);
+            an_trace_add_name(t, e.pid, AN_PROCESS_TID, a->str);
         else if (a && a->str && strcmp(e.name, "thread_name") == 0)
-            add_name(t, e.pid, e.tid, a->str);
+            an_trace_add_name(t, e.pid, e.tid, a->str);
         t->nargs = e.args; /* metadata keeps nothing else */
         r->events++;
         return 0;
@@ -603,7 +604,10 @@ static int read_trace(an_trace *t, const char *path, const void *data, size_t n)
     mlprof__map_init(&r.string_ids);
     int rc = data ? an_input_open_mem(&r.in, path, data, n) : an_input_open(&r.in, path);
     int opened = rc == 0;
-    if (rc == 0) {
+    t->format = "json";
+    if (rc == 0 && an_pftrace_detect(&r.in, path)) {
+        rc = an_pftrace_read(t, &r.in);
+    } else if (rc == 0) {
         int c = an_json_peek(&r.in);
         if (c == '[')
             rc = read_events(&r, 1);

@@ -86,12 +86,15 @@ typedef struct an_trace {
     int64_t t_min, t_max;    /* the span of the events, ns */
     int partial;             /* reading stopped at an error; the events before it are kept */
     char error[600];
+    const char *format;      /* "json", or "perfetto" (Perfetto's protobuf TracePackets, pftrace.h) */
+    char note[400];          /* what the reader left out and why ("" when nothing): said with the output */
 } an_trace;
 
 /* Reads a Chrome trace event file (a JSON object with traceEvents, or a bare
- * array, whose closing bracket may be missing), plain or gzip. Returns 0; or
- * -1 with t->error naming the file, line, column and byte offset, the events
- * read before the problem kept (t->partial). */
+ * array, whose closing bracket may be missing), or Perfetto's protobuf trace
+ * (pftrace.h: told apart by its content), plain or gzip. Returns 0; or -1 with
+ * t->error naming the file, the byte offset (and for JSON the line and
+ * column), the events read before the problem kept (t->partial). */
 int an_trace_read(an_trace *t, const char *path);
 /* The same from memory (n bytes, copied; not gzip), named name in errors. */
 int an_trace_read_mem(an_trace *t, const char *name, const void *data, size_t n);
@@ -100,6 +103,9 @@ void an_trace_free(an_trace *t);
 long long an_trace_rank(const an_trace *t);
 /* Interns s (n bytes); NULL when out of memory. */
 const char *an_intern(an_trace *t, const char *s, size_t n);
+/* Names a thread (tid AN_PROCESS_TID: the process); a later name replaces an
+ * earlier one. Returns 0, or -1 when out of memory. */
+int an_trace_add_name(an_trace *t, int64_t pid, int64_t tid, const char *name);
 
 /* The argument key of e, or NULL. */
 const an_arg *an_event_arg(const an_trace *t, const an_event *e, const char *key);
