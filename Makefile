@@ -30,6 +30,7 @@ check:
 BENCH_MB ?= 512
 bench: build
 	@$(BUILD)/bench_core
+	@$(BUILD)/bench_write
 	@python3 bench/bench_run.py $(BUILD)/mlprof
 	@/usr/bin/python3 bench/bench_torch.py
 	@python3 bench/bench_analyze.py $(BUILD)/mlprof --mb $(BENCH_MB)

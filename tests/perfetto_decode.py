@@ -111,7 +111,11 @@ def annotation_value(a):
         if key in a:
             return a[key][0]
     if "legacy_json_value" in a:
-        return json.loads(a["legacy_json_value"][0])
+        text = a["legacy_json_value"][0]
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise AssertionError(f"a debug annotation's JSON does not parse ({e}): {text[:200]}") from None
     raise AssertionError(f"a debug annotation without a value: {a}")
 
 

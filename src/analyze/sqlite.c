@@ -1,15 +1,14 @@
 /*
- * sqlite.c - the trace model written as an SQLite database (sqlite.h has the
- * schema). libsqlite3 is loaded with dlopen, as input.c loads zlib, and the
- * few functions used are declared here: nothing of SQLite is needed to build.
- * Everything is inserted in one transaction through prepared statements into
- * a fresh file (no journal, no sync: a failed export leaves only a temporary
- * file, which is removed), and the indexes are built at the end.
+ * sqlite.c - the trace model written as an SQLite database. The schema, the
+ * prepared inserts and the loading of libsqlite3 (dlopen: nothing of SQLite
+ * is needed to build) are src/common/sqlite_db.c's, shared with the
+ * library's sqlite sink. Everything is inserted in one transaction into a
+ * fresh file (no journal on disk, no sync: a failed export leaves only a
+ * temporary file, which is removed), and the indexes are built at the end.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -20,127 +19,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/sqlite_db.h"
 #include "gpu.h"
 #include "sqlite.h"
 
-#define SQLITE_OK 0
-#define SQLITE_ROW 100
-#define SQLITE_DONE 101
-#define SQLITE_OPEN_READWRITE 0x2
-#define SQLITE_OPEN_CREATE 0x4
-#define SQLITE_OPEN_NOMUTEX 0x8000
+#define SQLITE_DONE MLPROF__SQLITE_DONE
 
-typedef struct sqlite3 sqlite3;
-typedef struct sqlite3_stmt sqlite3_stmt;
-
-/* the functions used, looked up once */
-static struct {
-    int tried;
-    void *lib;
-    int (*open_v2)(const char *, sqlite3 **, int, const char *);
-    int (*close)(sqlite3 *);
-    int (*exec)(sqlite3 *, const char *, int (*)(void *, int, char **, char **), void *, char **);
-    int (*prepare_v2)(sqlite3 *, const char *, int, sqlite3_stmt **, const char **);
-    int (*bind_int64)(sqlite3_stmt *, int, long long);
-    int (*bind_double)(sqlite3_stmt *, int, double);
-    int (*bind_text)(sqlite3_stmt *, int, const char *, int, void (*)(void *));
-    int (*bind_null)(sqlite3_stmt *, int);
-    int (*step)(sqlite3_stmt *);
-    int (*reset)(sqlite3_stmt *);
-    int (*finalize)(sqlite3_stmt *);
-    const char *(*errmsg)(sqlite3 *);
-    char name[256];
-    char why[512];
-} S;
-
-static int sqlite_load(void)
-{
-    if (S.tried)
-        return S.lib ? 0 : -1;
-    S.tried = 1;
-    const char *env = getenv("MLPROF_SQLITE_LIBRARY");
-    snprintf(S.name, sizeof S.name, "%s", env && *env ? env : "libsqlite3.so.0");
-    S.lib = dlopen(S.name, RTLD_NOW | RTLD_LOCAL);
-    if (!S.lib) {
-        snprintf(S.why, sizeof S.why, "%s", dlerror());
-        return -1;
-    }
-    struct {
-        void **fn;
-        const char *sym;
-    } const want[] = {
-        {(void **)&S.open_v2, "sqlite3_open_v2"},       {(void **)&S.close, "sqlite3_close"},
-        {(void **)&S.exec, "sqlite3_exec"},             {(void **)&S.prepare_v2, "sqlite3_prepare_v2"},
-        {(void **)&S.bind_int64, "sqlite3_bind_int64"}, {(void **)&S.bind_double, "sqlite3_bind_double"},
-        {(void **)&S.bind_text, "sqlite3_bind_text"},   {(void **)&S.bind_null, "sqlite3_bind_null"},
-        {(void **)&S.step, "sqlite3_step"},             {(void **)&S.reset, "sqlite3_reset"},
-        {(void **)&S.finalize, "sqlite3_finalize"},     {(void **)&S.errmsg, "sqlite3_errmsg"},
-    };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        *want[i].fn = dlsym(S.lib, want[i].sym);
-        if (!*want[i].fn) {
-            snprintf(S.why, sizeof S.why, "%s lacks %s", S.name, want[i].sym);
-            dlclose(S.lib);
-            S.lib = NULL;
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static const char k_schema[] =
-    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
-    "CREATE TABLE processes(pid INTEGER PRIMARY KEY, name TEXT);"
-    "CREATE TABLE threads(pid INTEGER, tid INTEGER, name TEXT, PRIMARY KEY(pid, tid));"
-    "CREATE TABLE tracks(id INTEGER PRIMARY KEY, kind TEXT, pid INTEGER, tid INTEGER, name TEXT, series TEXT);"
-    "CREATE TABLE slices(id INTEGER PRIMARY KEY, track_id INTEGER, name TEXT, category TEXT, ts_ns INTEGER,"
-    " dur_ns INTEGER, depth INTEGER, parent_id INTEGER, self_ns INTEGER);"
-    "CREATE TABLE instants(id INTEGER PRIMARY KEY, track_id INTEGER, name TEXT, category TEXT, ts_ns INTEGER,"
-    " ph TEXT, scope TEXT, async_id INTEGER);"
-    "CREATE TABLE args(event_id INTEGER, idx INTEGER, key TEXT, value TEXT, num REAL,"
-    " PRIMARY KEY(event_id, idx)) WITHOUT ROWID;"
-    "CREATE TABLE counters(track_id INTEGER, ts_ns INTEGER, value REAL);"
-    "CREATE TABLE flows(flow_id INTEGER, from_slice INTEGER, to_slice INTEGER);"
-    "CREATE TABLE kernels(slice_id INTEGER PRIMARY KEY, kind TEXT, device INTEGER, stream INTEGER,"
-    " correlation INTEGER, launch_id INTEGER, bottom_op_id INTEGER, top_op_id INTEGER, bottom_op TEXT,"
-    " top_op TEXT, op_stack TEXT);"
-    "CREATE TABLE memory_blocks(device_type INTEGER, device INTEGER, addr INTEGER, bytes INTEGER,"
-    " alloc_ts_ns INTEGER, free_ts_ns INTEGER, alloc_id INTEGER, free_id INTEGER, slice_id INTEGER);";
-
-static const char k_indexes[] = "CREATE INDEX slices_ts ON slices(ts_ns);"
-                                "CREATE INDEX slices_name ON slices(name);"
-                                "CREATE INDEX slices_track ON slices(track_id, ts_ns);"
-                                "CREATE INDEX slices_parent ON slices(parent_id);"
-                                "CREATE INDEX instants_ts ON instants(ts_ns);"
-                                "CREATE INDEX instants_name ON instants(name);"
-                                "CREATE INDEX counters_track ON counters(track_id, ts_ns);"
-                                "CREATE INDEX counters_ts ON counters(ts_ns);"
-                                "CREATE INDEX tracks_name ON tracks(name);"
-                                "CREATE INDEX flows_from ON flows(from_slice);"
-                                "CREATE INDEX flows_to ON flows(to_slice);"
-                                "CREATE INDEX kernels_bottom ON kernels(bottom_op);"
-                                "CREATE INDEX memory_alloc ON memory_blocks(alloc_ts_ns);";
-
-enum { ST_META, ST_PROC, ST_THREAD, ST_TRACK, ST_SLICE, ST_INSTANT, ST_ARG, ST_COUNTER, ST_FLOW, ST_KERNEL, ST_MEM, ST_N };
-
-static const char *const k_insert[ST_N] = {
-    "INSERT INTO meta VALUES(?,?)",
-    "INSERT INTO processes VALUES(?,?)",
-    "INSERT INTO threads VALUES(?,?,?)",
-    "INSERT INTO tracks VALUES(?,?,?,?,?,?)",
-    "INSERT INTO slices VALUES(?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO instants VALUES(?,?,?,?,?,?,?,?)",
-    "INSERT INTO args VALUES(?,?,?,?,?)",
-    "INSERT INTO counters VALUES(?,?,?)",
-    "INSERT INTO flows VALUES(?,?,?)",
-    "INSERT INTO kernels VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-    "INSERT INTO memory_blocks VALUES(?,?,?,?,?,?,?,?,?)",
-};
+/* libsqlite3's functions, once loaded */
+static const mlprof__sqlite_api *S;
 
 typedef struct ex {
     an_trace *t;
-    sqlite3 *db;
-    sqlite3_stmt *st[ST_N];
+    mlprof__sqlite_db q;
     char *err;
     size_t errlen;
     const char *what; /* the file being written, for errors */
@@ -168,7 +58,7 @@ static void db_fail(ex *x, const char *doing)
     if (x->failed)
         return;
     x->failed = 1;
-    snprintf(x->err, x->errlen, "%s: %s: %s", x->what, doing, S.errmsg(x->db));
+    snprintf(x->err, x->errlen, "%s: %s: %s", x->what, doing, S->errmsg(x->q.db));
 }
 
 /* Binds values by their form: 'i' int64, 'd' double, 's' text (NULL: null),
@@ -177,44 +67,44 @@ static void row(ex *x, int which, const char *form, ...)
 {
     if (x->failed)
         return;
-    sqlite3_stmt *s = x->st[which];
+    sqlite3_stmt *s = x->q.st[which];
     va_list ap;
     va_start(ap, form);
     for (int k = 0; form[k]; k++) {
         int col = k + 1;
         switch (form[k]) {
         case 'i':
-            S.bind_int64(s, col, va_arg(ap, long long));
+            S->bind_int64(s, col, va_arg(ap, long long));
             break;
         case 'd':
-            S.bind_double(s, col, va_arg(ap, double));
+            S->bind_double(s, col, va_arg(ap, double));
             break;
         case 's': {
             const char *v = va_arg(ap, const char *);
             if (v)
-                S.bind_text(s, col, v, -1, NULL);
+                S->bind_text(s, col, v, -1, NULL);
             else
-                S.bind_null(s, col);
+                S->bind_null(s, col);
             break;
         }
         default:
-            S.bind_null(s, col);
+            S->bind_null(s, col);
             break;
         }
     }
     va_end(ap);
-    if (S.step(s) != SQLITE_DONE)
-        db_fail(x, k_insert[which]);
-    S.reset(s);
+    if (S->step(s) != SQLITE_DONE)
+        db_fail(x, mlprof__sqlite_insert[which]);
+    S->reset(s);
 }
 
 /* an optional integer: null when negative */
 static void row_opt(ex *x, int which, int col, long long v)
 {
     if (v < 0)
-        S.bind_null(x->st[which], col);
+        S->bind_null(x->q.st[which], col);
     else
-        S.bind_int64(x->st[which], col, v);
+        S->bind_int64(x->q.st[which], col, v);
 }
 
 static int pair_cmp(const void *pa, const void *pb)
@@ -299,14 +189,14 @@ static void put_processes_threads(ex *x)
     for (size_t i = 0; i < np; i++) {
         if (i && pp[i][0] == pp[i - 1][0])
             continue;
-        row(x, ST_PROC, "is", (long long)pp[i][0], an_process_name(t, pp[i][0]));
+        row(x, MLPROF__SQ_PROCESS, "is", (long long)pp[i][0], an_process_name(t, pp[i][0]));
         x->nprocesses++;
     }
     mlprof__free(pp);
     for (size_t i = 0; i < x->nthreads; i++) {
         const char *name = an_thread_name(t, x->threads[i][0], x->threads[i][1]);
-        row(x, ST_THREAD, "iis", (long long)x->threads[i][0], (long long)x->threads[i][1], name);
-        row(x, ST_TRACK, "isiisn", (long long)i + 1, "thread", (long long)x->threads[i][0],
+        row(x, MLPROF__SQ_THREAD, "iis", (long long)x->threads[i][0], (long long)x->threads[i][1], name);
+        row(x, MLPROF__SQ_TRACK, "isiisn", (long long)i + 1, "thread", (long long)x->threads[i][0],
             (long long)x->threads[i][1], name);
     }
     x->next_track = x->nthreads + 1;
@@ -319,32 +209,32 @@ static void put_args(ex *x, size_t id, const an_event *e)
     char buf[64];
     for (uint32_t k = 0; k < e->nargs && !x->failed; k++) {
         const an_arg *a = &x->t->args[e->args + k];
-        sqlite3_stmt *s = x->st[ST_ARG];
-        S.bind_int64(s, 1, (long long)id);
-        S.bind_int64(s, 2, (long long)k);
-        S.bind_text(s, 3, a->key, -1, NULL);
+        sqlite3_stmt *s = x->q.st[MLPROF__SQ_ARG];
+        S->bind_int64(s, 1, (long long)id);
+        S->bind_int64(s, 2, (long long)k);
+        S->bind_text(s, 3, a->key, -1, NULL);
         if (a->type == AN_NUM) {
             if (a->is_int)
                 snprintf(buf, sizeof buf, "%lld", (long long)a->inum);
             else
                 snprintf(buf, sizeof buf, "%.17g", a->num);
-            S.bind_text(s, 4, buf, -1, NULL);
+            S->bind_text(s, 4, buf, -1, NULL);
             if (a->is_int)
-                S.bind_int64(s, 5, (long long)a->inum);
+                S->bind_int64(s, 5, (long long)a->inum);
             else
-                S.bind_double(s, 5, a->num);
+                S->bind_double(s, 5, a->num);
         } else {
-            S.bind_text(s, 4, a->str, -1, NULL);
+            S->bind_text(s, 4, a->str, -1, NULL);
             char *end;
             double v = a->type == AN_STR && *a->str ? strtod(a->str, &end) : 0;
             if (a->type == AN_STR && *a->str && !*end && end != a->str)
-                S.bind_double(s, 5, v);
+                S->bind_double(s, 5, v);
             else
-                S.bind_null(s, 5);
+                S->bind_null(s, 5);
         }
-        if (S.step(s) != SQLITE_DONE)
-            db_fail(x, k_insert[ST_ARG]);
-        S.reset(s);
+        if (S->step(s) != SQLITE_DONE)
+            db_fail(x, mlprof__sqlite_insert[MLPROF__SQ_ARG]);
+        S->reset(s);
     }
 }
 
@@ -416,38 +306,38 @@ static void put_slices(ex *x, an_sqlite_stats *st)
     for (size_t i = 0; i < t->nev && !x->failed; i++) {
         const an_event *e = &t->ev[i];
         if (e->ph == 'X') {
-            sqlite3_stmt *s = x->st[ST_SLICE];
-            S.bind_int64(s, 1, (long long)i);
-            S.bind_int64(s, 2, thread_track(x, e->pid, e->tid));
-            S.bind_text(s, 3, e->name, -1, NULL);
-            S.bind_text(s, 4, e->cat, -1, NULL);
-            S.bind_int64(s, 5, (long long)e->ts);
-            S.bind_int64(s, 6, (long long)e->dur);
-            S.bind_int64(s, 7, depth[i]);
-            row_opt(x, ST_SLICE, 8, e->parent);
-            S.bind_int64(s, 9, (long long)e->self);
-            if (S.step(s) != SQLITE_DONE)
-                db_fail(x, k_insert[ST_SLICE]);
-            S.reset(s);
+            sqlite3_stmt *s = x->q.st[MLPROF__SQ_SLICE];
+            S->bind_int64(s, 1, (long long)i);
+            S->bind_int64(s, 2, thread_track(x, e->pid, e->tid));
+            S->bind_text(s, 3, e->name, -1, NULL);
+            S->bind_text(s, 4, e->cat, -1, NULL);
+            S->bind_int64(s, 5, (long long)e->ts);
+            S->bind_int64(s, 6, (long long)e->dur);
+            S->bind_int64(s, 7, depth[i]);
+            row_opt(x, MLPROF__SQ_SLICE, 8, e->parent);
+            S->bind_int64(s, 9, (long long)e->self);
+            if (S->step(s) != SQLITE_DONE)
+                db_fail(x, mlprof__sqlite_insert[MLPROF__SQ_SLICE]);
+            S->reset(s);
             st->slices++;
             put_args(x, i, e);
         } else if (e->ph == 'i' || e->ph == 'n' || e->ph == 'b' || e->ph == 'e') {
             char ph[2] = {e->ph, 0}, scope[2] = {e->scope, 0};
-            sqlite3_stmt *s = x->st[ST_INSTANT];
-            row_opt(x, ST_INSTANT, 8, e->ph == 'i' ? -1 : (long long)(e->id & INT64_MAX));
-            S.bind_int64(s, 1, (long long)i);
-            S.bind_int64(s, 2, thread_track(x, e->pid, e->tid));
-            S.bind_text(s, 3, e->name, -1, NULL);
-            S.bind_text(s, 4, e->cat, -1, NULL);
-            S.bind_int64(s, 5, (long long)e->ts);
-            S.bind_text(s, 6, ph, -1, NULL);
+            sqlite3_stmt *s = x->q.st[MLPROF__SQ_INSTANT];
+            row_opt(x, MLPROF__SQ_INSTANT, 8, e->ph == 'i' ? -1 : (long long)(e->id & INT64_MAX));
+            S->bind_int64(s, 1, (long long)i);
+            S->bind_int64(s, 2, thread_track(x, e->pid, e->tid));
+            S->bind_text(s, 3, e->name, -1, NULL);
+            S->bind_text(s, 4, e->cat, -1, NULL);
+            S->bind_int64(s, 5, (long long)e->ts);
+            S->bind_text(s, 6, ph, -1, NULL);
             if (e->scope)
-                S.bind_text(s, 7, scope, -1, NULL);
+                S->bind_text(s, 7, scope, -1, NULL);
             else
-                S.bind_null(s, 7);
-            if (S.step(s) != SQLITE_DONE)
-                db_fail(x, k_insert[ST_INSTANT]);
-            S.reset(s);
+                S->bind_null(s, 7);
+            if (S->step(s) != SQLITE_DONE)
+                db_fail(x, mlprof__sqlite_insert[MLPROF__SQ_INSTANT]);
+            S->reset(s);
             st->instants++;
             put_args(x, i, e);
         }
@@ -482,11 +372,11 @@ static void put_counters(ex *x, an_sqlite_stats *st)
             }
             if (!slot->value) {
                 slot->value = (void *)(uintptr_t)x->next_track;
-                row(x, ST_TRACK, "isinss", (long long)x->next_track, "counter", (long long)e->pid, e->name, a->key);
+                row(x, MLPROF__SQ_TRACK, "isinss", (long long)x->next_track, "counter", (long long)e->pid, e->name, a->key);
                 x->next_track++;
                 st->tracks++;
             }
-            row(x, ST_COUNTER, "iid", (long long)(uintptr_t)slot->value, (long long)e->ts, v);
+            row(x, MLPROF__SQ_COUNTER, "iid", (long long)(uintptr_t)slot->value, (long long)e->ts, v);
             st->counters++;
         }
     }
@@ -558,13 +448,13 @@ static void put_flows(ex *x, an_sqlite_stats *st)
         const flow_point *a = &p[i - 1], *b = &p[i];
         if (a->id != b->id || a->cat != b->cat || a->role == 2 || b->role == 0)
             continue;
-        sqlite3_stmt *s = x->st[ST_FLOW];
-        S.bind_int64(s, 1, (long long)(a->id & INT64_MAX));
-        row_opt(x, ST_FLOW, 2, a->slice);
-        row_opt(x, ST_FLOW, 3, b->slice);
-        if (S.step(s) != SQLITE_DONE)
-            db_fail(x, k_insert[ST_FLOW]);
-        S.reset(s);
+        sqlite3_stmt *s = x->q.st[MLPROF__SQ_FLOW];
+        S->bind_int64(s, 1, (long long)(a->id & INT64_MAX));
+        row_opt(x, MLPROF__SQ_FLOW, 2, a->slice);
+        row_opt(x, MLPROF__SQ_FLOW, 3, b->slice);
+        if (S->step(s) != SQLITE_DONE)
+            db_fail(x, mlprof__sqlite_insert[MLPROF__SQ_FLOW]);
+        S->reset(s);
         st->flows++;
     }
     mlprof__free(p);
@@ -604,27 +494,27 @@ static void put_kernels(ex *x, an_sqlite_stats *st)
         stack.len = 0;
         if (l.bottom[i] >= 0)
             an_gpu_op_stack(t, &l, i, &stack);
-        sqlite3_stmt *q = x->st[ST_KERNEL];
-        S.bind_int64(q, 1, (long long)i);
-        S.bind_text(q, 2, kinds[l.kind[i] & 3], -1, NULL);
-        row_opt(x, ST_KERNEL, 3, arg_int(t, e, &dev));
-        row_opt(x, ST_KERNEL, 4, s);
-        row_opt(x, ST_KERNEL, 5, arg_int(t, e, &corr));
-        row_opt(x, ST_KERNEL, 6, l.launch[i]);
-        row_opt(x, ST_KERNEL, 7, l.bottom[i]);
-        row_opt(x, ST_KERNEL, 8, l.top[i]);
+        sqlite3_stmt *q = x->q.st[MLPROF__SQ_KERNEL];
+        S->bind_int64(q, 1, (long long)i);
+        S->bind_text(q, 2, kinds[l.kind[i] & 3], -1, NULL);
+        row_opt(x, MLPROF__SQ_KERNEL, 3, arg_int(t, e, &dev));
+        row_opt(x, MLPROF__SQ_KERNEL, 4, s);
+        row_opt(x, MLPROF__SQ_KERNEL, 5, arg_int(t, e, &corr));
+        row_opt(x, MLPROF__SQ_KERNEL, 6, l.launch[i]);
+        row_opt(x, MLPROF__SQ_KERNEL, 7, l.bottom[i]);
+        row_opt(x, MLPROF__SQ_KERNEL, 8, l.top[i]);
         if (l.bottom[i] >= 0) {
-            S.bind_text(q, 9, t->ev[l.bottom[i]].name, -1, NULL);
-            S.bind_text(q, 10, t->ev[l.top[i]].name, -1, NULL);
-            S.bind_text(q, 11, stack.data ? stack.data : "", (int)stack.len, NULL);
+            S->bind_text(q, 9, t->ev[l.bottom[i]].name, -1, NULL);
+            S->bind_text(q, 10, t->ev[l.top[i]].name, -1, NULL);
+            S->bind_text(q, 11, stack.data ? stack.data : "", (int)stack.len, NULL);
         } else {
-            S.bind_null(q, 9);
-            S.bind_null(q, 10);
-            S.bind_null(q, 11);
+            S->bind_null(q, 9);
+            S->bind_null(q, 10);
+            S->bind_null(q, 11);
         }
-        if (S.step(q) != SQLITE_DONE)
-            db_fail(x, k_insert[ST_KERNEL]);
-        S.reset(q);
+        if (S->step(q) != SQLITE_DONE)
+            db_fail(x, mlprof__sqlite_insert[MLPROF__SQ_KERNEL]);
+        S->reset(q);
         st->kernels++;
     }
     mlprof__sb_free(&stack);
@@ -691,19 +581,19 @@ static void put_memory(ex *x, an_sqlite_stats *st)
         slot->value = (void *)(uintptr_t)(++n);
     }
     for (size_t i = 0; i < n && !x->failed; i++) {
-        sqlite3_stmt *s = x->st[ST_MEM];
-        row_opt(x, ST_MEM, 1, b[i].type);
-        row_opt(x, ST_MEM, 2, b[i].device);
-        S.bind_int64(s, 3, b[i].addr);
-        S.bind_int64(s, 4, b[i].bytes);
-        S.bind_int64(s, 5, b[i].alloc_ts);
-        row_opt(x, ST_MEM, 6, b[i].free_id < 0 ? -1 : b[i].free_ts);
-        S.bind_int64(s, 7, b[i].alloc_id);
-        row_opt(x, ST_MEM, 8, b[i].free_id);
-        row_opt(x, ST_MEM, 9, b[i].slice);
-        if (S.step(s) != SQLITE_DONE)
-            db_fail(x, k_insert[ST_MEM]);
-        S.reset(s);
+        sqlite3_stmt *s = x->q.st[MLPROF__SQ_MEMORY];
+        row_opt(x, MLPROF__SQ_MEMORY, 1, b[i].type);
+        row_opt(x, MLPROF__SQ_MEMORY, 2, b[i].device);
+        S->bind_int64(s, 3, b[i].addr);
+        S->bind_int64(s, 4, b[i].bytes);
+        S->bind_int64(s, 5, b[i].alloc_ts);
+        row_opt(x, MLPROF__SQ_MEMORY, 6, b[i].free_id < 0 ? -1 : b[i].free_ts);
+        S->bind_int64(s, 7, b[i].alloc_id);
+        row_opt(x, MLPROF__SQ_MEMORY, 8, b[i].free_id);
+        row_opt(x, MLPROF__SQ_MEMORY, 9, b[i].slice);
+        if (S->step(s) != SQLITE_DONE)
+            db_fail(x, mlprof__sqlite_insert[MLPROF__SQ_MEMORY]);
+        S->reset(s);
         st->memory_blocks++;
     }
     mlprof__map_free(&live);
@@ -714,24 +604,24 @@ static void put_meta(ex *x, const char *trace_path)
 {
     const an_trace *t = x->t;
     char buf[64];
-    row(x, ST_META, "ss", "trace", trace_path);
-    row(x, ST_META, "ss", "writer", t->writer ? t->writer : "");
+    row(x, MLPROF__SQ_META, "ss", "trace", trace_path);
+    row(x, MLPROF__SQ_META, "ss", "writer", t->writer ? t->writer : "");
     snprintf(buf, sizeof buf, "%lld", (long long)t->base_time_ns);
-    row(x, ST_META, "ss", "base_time_ns", buf);
+    row(x, MLPROF__SQ_META, "ss", "base_time_ns", buf);
     snprintf(buf, sizeof buf, "%lld", (long long)t->t_min);
-    row(x, ST_META, "ss", "t_min_ns", buf);
+    row(x, MLPROF__SQ_META, "ss", "t_min_ns", buf);
     snprintf(buf, sizeof buf, "%lld", (long long)t->t_max);
-    row(x, ST_META, "ss", "t_max_ns", buf);
-    row(x, ST_META, "ss", "schema_version", "1");
+    row(x, MLPROF__SQ_META, "ss", "t_max_ns", buf);
+    row(x, MLPROF__SQ_META, "ss", "schema_version", "1");
     if (t->other_data)
-        row(x, ST_META, "ss", "other_data", t->other_data);
+        row(x, MLPROF__SQ_META, "ss", "other_data", t->other_data);
     if (t->distributed_info)
-        row(x, ST_META, "ss", "distributed_info", t->distributed_info);
+        row(x, MLPROF__SQ_META, "ss", "distributed_info", t->distributed_info);
 }
 
 static void exec(ex *x, const char *sql)
 {
-    if (!x->failed && S.exec(x->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+    if (!x->failed && S->exec(x->q.db, sql, NULL, NULL, NULL) != MLPROF__SQLITE_OK)
         db_fail(x, sql);
 }
 
@@ -768,10 +658,9 @@ static int export_to(an_trace *t, const char *trace_path, const char *out, an_sq
             return -1;
         }
     }
-    if (sqlite_load() != 0) {
-        snprintf(err, len, "SQLite (%s, Debian's libsqlite3-0) cannot be loaded: %s", S.name, S.why);
+    S = mlprof__sqlite_load(NULL, err, len);
+    if (!S)
         return -1;
-    }
     size_t tn = strlen(out) + 32;
     char *tmp = mlprof__malloc(tn);
     if (!tmp) {
@@ -797,16 +686,10 @@ static int export_to(an_trace *t, const char *trace_path, const char *out, an_sq
     }
     close(fd);
     ex x = {.t = t, .err = err, .errlen = len, .what = out};
-    if (S.open_v2(tmp, &x.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
-        db_fail(&x, "cannot open");
-    exec(&x, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;"
-             "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;");
+    char why[380];
+    if (mlprof__sqlite_db_open(&x.q, S, tmp, 1, 0, why, sizeof why) != 0)
+        fail(&x, "%s", why);
     exec(&x, "BEGIN");
-    exec(&x, k_schema);
-    for (int i = 0; i < ST_N && !x.failed; i++) {
-        if (S.prepare_v2(x.db, k_insert[i], -1, &x.st[i], NULL) != SQLITE_OK)
-            db_fail(&x, k_insert[i]);
-    }
     if (!x.failed) {
         an_compute_self(t); /* the self times and parents `mlprof analyze` uses */
         x.sorted = mlprof__malloc((t->nev ? t->nev : 1) * sizeof *x.sorted);
@@ -835,14 +718,10 @@ static int export_to(an_trace *t, const char *trace_path, const char *out, an_sq
         put_kernels(&x, st);
     if (!x.failed)
         put_memory(&x, st);
-    exec(&x, k_indexes);
+    exec(&x, mlprof__sqlite_indexes);
     exec(&x, "COMMIT");
-    for (int i = 0; i < ST_N; i++) {
-        if (x.st[i])
-            S.finalize(x.st[i]);
-    }
-    if (x.db && S.close(x.db) != SQLITE_OK)
-        db_fail(&x, "cannot close");
+    if (mlprof__sqlite_db_close(&x.q) != 0)
+        fail(&x, "%s", "cannot close the database");
     mlprof__free(x.sorted);
     mlprof__free(x.threads);
     if (!x.failed && rename(tmp, out) != 0) {

@@ -1,27 +1,9 @@
 /*
  * sqlite.h - `mlprof export --sqlite`: a trace model written as an SQLite
- * database a user can query. libsqlite3 (libsqlite3.so.0, Debian's
- * libsqlite3-0) is loaded with dlopen when an export starts: one build runs
- * everywhere, and a machine without it gets a message naming the library.
- * MLPROF_SQLITE_LIBRARY, when set, names the library to load instead (the
- * tests point it at a file that is not there to see the message).
- *
- * Schema (times in ns, as the trace gives them; a pid or tid the trace gives
- * as a name is numbered from AN_NAMED_ID_FIRST down, its name in threads):
- *   processes(pid, name)
- *   threads(pid, tid, name)
- *   tracks(id, kind 'thread'|'counter', pid, tid, name, series)
- *   slices(id, track_id, name, category, ts_ns, dur_ns, depth, parent_id, self_ns)
- *   instants(id, track_id, name, category, ts_ns, ph, scope, flow_id)
- *   args(event_id, idx, key, value, num): of a slice or an instant (its id),
- *        idx its place among them; num when the value is a number
- *   counters(track_id, ts_ns, value)
- *   flows(flow_id, from_slice, to_slice)
- *   kernels(slice_id, kind, device, stream, correlation, launch_id,
- *           bottom_op_id, top_op_id, bottom_op, top_op, op_stack)
- *   memory_blocks(device_type, device, addr, bytes, alloc_ts_ns, free_ts_ns,
- *                 alloc_id, free_id, slice_id)
- *   meta(key, value)
+ * database a user can query, in the schema of src/common/sqlite_db.h (the
+ * library's sqlite sink writes the same), with libsqlite3 loaded as it says.
+ * Times are in ns, as the trace gives them; a pid or tid the trace gives as
+ * a name is numbered from AN_NAMED_ID_FIRST down, its name in threads.
  */
 #ifndef MLPROF_ANALYZE_SQLITE_H
 #define MLPROF_ANALYZE_SQLITE_H

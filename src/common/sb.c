@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "fmt.h"
 
 void mlprof__sb_init(mlprof__sb *sb) { memset(sb, 0, sizeof *sb); }
 
@@ -121,88 +122,108 @@ static size_t utf8_seq_len(const unsigned char *s, size_t n)
     return len;
 }
 
-void mlprof__sb_json_str(mlprof__sb *sb, const char *str, size_t n)
+const char mlprof__fmt_pairs[200] = {
+#define MLPROF_I_PAIRS(t) t, '0', t, '1', t, '2', t, '3', t, '4', t, '5', t, '6', t, '7', t, '8', t, '9'
+    MLPROF_I_PAIRS('0'), MLPROF_I_PAIRS('1'), MLPROF_I_PAIRS('2'), MLPROF_I_PAIRS('3'), MLPROF_I_PAIRS('4'),
+    MLPROF_I_PAIRS('5'), MLPROF_I_PAIRS('6'), MLPROF_I_PAIRS('7'), MLPROF_I_PAIRS('8'), MLPROF_I_PAIRS('9'),
+#undef MLPROF_I_PAIRS
+};
+
+const unsigned char mlprof__fmt_json_special_table[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x00 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x10 */
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x20 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x30 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x40 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, /* 0x50 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x60 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x70 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x80 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x90 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0xa0 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0xb0 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0xc0 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0xd0 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0xe0 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0xf0 */
+};
+
+char *mlprof__fmt_json_rest(char *p, const unsigned char *s, size_t n)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    mlprof__sb_putc(sb, '"');
+    static const char hex[] = "0123456789abcdef";
     size_t i = 0;
     while (i < n) {
-        size_t run = i;
-        /* copy the longest run that needs no escaping in one go */
-        while (run < n && s[run] >= 0x20 && s[run] < 0x80 && s[run] != '"' && s[run] != '\\')
-            run++;
-        if (run > i) {
-            mlprof__sb_put(sb, (const char *)s + i, run - i);
-            i = run;
-            continue;
-        }
         unsigned c = s[i];
-        if (c == '"' || c == '\\') {
-            char esc[2] = {'\\', (char)c};
-            mlprof__sb_put(sb, esc, 2);
+        if (!mlprof__fmt_json_special(c)) {
+            *p++ = (char)c;
+            i++;
+        } else if (c == '"' || c == '\\') {
+            *p++ = '\\';
+            *p++ = (char)c;
             i++;
         } else if (c < 0x20) {
-            const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
-            if (named)
-                mlprof__sb_puts(sb, named);
-            else
-                mlprof__sb_printf(sb, "\\u%04x", c);
+            *p++ = '\\';
+            if (c == '\n') {
+                *p++ = 'n';
+            } else if (c == '\t') {
+                *p++ = 't';
+            } else if (c == '\r') {
+                *p++ = 'r';
+            } else {
+                memcpy(p, "u00", 3);
+                p[3] = hex[c >> 4];
+                p[4] = hex[c & 15];
+                p += 5;
+            }
             i++;
         } else {
             size_t len = utf8_seq_len(s + i, n - i);
             if (len == 0) {
-                mlprof__sb_puts(sb, "\\ufffd");
+                memcpy(p, "\\ufffd", 6);
+                p += 6;
                 i++;
             } else {
-                mlprof__sb_put(sb, (const char *)s + i, len);
+                memcpy(p, s + i, len);
+                p += len;
                 i += len;
             }
         }
     }
-    mlprof__sb_putc(sb, '"');
+    return p;
+}
+
+void mlprof__sb_json_str(mlprof__sb *sb, const char *s, size_t n)
+{
+    if (n > (SIZE_MAX - 2) / 6 || !mlprof__sb_reserve(sb, MLPROF__FMT_JSON_STR_MAX(n))) {
+        sb->failed = 1;
+        return;
+    }
+    sb->len = (size_t)(mlprof__fmt_json_str(sb->data + sb->len, s, n) - sb->data);
+    sb->data[sb->len] = '\0';
 }
 
 void mlprof__sb_u64(mlprof__sb *sb, uint64_t v)
 {
-    /* two digits per step: this runs for every timestamp of every event */
-    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-                                "8081828384858687888990919293949596979899";
-    char tmp[24];
-    int i = (int)sizeof tmp;
-    while (v >= 100) {
-        unsigned d = (unsigned)(v % 100) * 2;
-        v /= 100;
-        tmp[--i] = pairs[d + 1];
-        tmp[--i] = pairs[d];
-    }
-    if (v >= 10) {
-        unsigned d = (unsigned)v * 2;
-        tmp[--i] = pairs[d + 1];
-        tmp[--i] = pairs[d];
-    } else {
-        tmp[--i] = (char)('0' + v);
-    }
-    mlprof__sb_put(sb, tmp + i, sizeof tmp - (size_t)i);
+    if (!mlprof__sb_reserve(sb, MLPROF__FMT_U64_MAX))
+        return;
+    sb->len = (size_t)(mlprof__fmt_u64(sb->data + sb->len, v) - sb->data);
+    sb->data[sb->len] = '\0';
 }
 
 void mlprof__sb_i64(mlprof__sb *sb, int64_t v)
 {
-    if (v < 0) {
-        mlprof__sb_putc(sb, '-');
-        mlprof__sb_u64(sb, (uint64_t)0 - (uint64_t)v);
-    } else {
-        mlprof__sb_u64(sb, (uint64_t)v);
-    }
+    if (!mlprof__sb_reserve(sb, MLPROF__FMT_I64_MAX + 1))
+        return;
+    sb->len = (size_t)(mlprof__fmt_i64(sb->data + sb->len, v) - sb->data);
+    sb->data[sb->len] = '\0';
 }
 
 void mlprof__sb_us(mlprof__sb *sb, uint64_t ns)
 {
-    char frac[4] = {(char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10),
-                    (char)('0' + ns % 10), 0};
-    mlprof__sb_u64(sb, ns / 1000);
-    mlprof__sb_putc(sb, '.');
-    mlprof__sb_put(sb, frac, 3);
+    if (!mlprof__sb_reserve(sb, MLPROF__FMT_US_MAX))
+        return;
+    sb->len = (size_t)(mlprof__fmt_us(sb->data + sb->len, ns) - sb->data);
+    sb->data[sb->len] = '\0';
 }
 
 void mlprof__sb_double(mlprof__sb *sb, double v)

@@ -117,14 +117,12 @@ static inline char *put_fixed64(char *p, uint64_t v)
 
 static inline char *put_tag(char *p, unsigned field, unsigned wt) { return put_varint(p, TAG(field, wt)); }
 
-/* Room for n more bytes (and the NUL that mlprof__sb keeps after them): 1,
- * or 0 with sb->failed set. */
-static int room(mlprof__sb *sb, size_t n)
+/* Grows sb for n more bytes (and the NUL that mlprof__sb keeps after
+ * them): 1, or 0 with sb->failed set. */
+static int grow_for(mlprof__sb *sb, size_t n)
 {
     if (sb->failed)
         return 0;
-    if (MLPROF_LIKELY(sb->cap > sb->len && n < sb->cap - sb->len))
-        return 1;
     if (n > SIZE_MAX / 4 - sb->len) {
         sb->failed = 1;
         return 0;
@@ -140,6 +138,14 @@ static int room(mlprof__sb *sb, size_t n)
     sb->data = p;
     sb->cap = cap;
     return 1;
+}
+
+/* Room for n more bytes: 1, or 0 (out of memory, sb->failed set). */
+static inline int room(mlprof__sb *sb, size_t n)
+{
+    if (MLPROF_LIKELY(!sb->failed && sb->cap > sb->len && n < sb->cap - sb->len))
+        return 1;
+    return grow_for(sb, n);
 }
 
 static inline char *end_of(mlprof__sb *sb) { return sb->data + sb->len; }
@@ -361,6 +367,25 @@ static inline uint64_t load32(const unsigned char *p)
     return w;
 }
 
+/* Whether a and b (n bytes each) are equal: short keys compared with loads
+ * that may overlap, not a call. */
+static inline int same_bytes(const char *a, const char *b, size_t n)
+{
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    if (n >= 8 && n <= 16)
+        return load64(x) == load64(y) && load64(x + n - 8) == load64(y + n - 8);
+    if (n >= 4 && n < 8)
+        return load32(x) == load32(y) && load32(x + n - 4) == load32(y + n - 4);
+    if (n < 4) {
+        for (size_t i = 0; i < n; i++) {
+            if (x[i] != y[i])
+                return 0;
+        }
+        return 1;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
 /* Keys are short (names, argument names): the tail is read with loads that
  * may overlap rather than byte by byte. */
 static uint64_t hash_bytes(const void *data, size_t n)
@@ -394,7 +419,7 @@ static pf_slot *table_find(const pf_table *t, const char *key, size_t n, uint64_
     size_t mask = t->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         pf_slot *s = &t->slots[i];
-        if (!s->val || (s->hash == h && s->len == n && memcmp(t->keys.data + s->off, key, n) == 0))
+        if (!s->val || (s->hash == h && s->len == n && same_bytes(t->keys.data + s->off, key, n)))
             return s;
     }
 }
@@ -469,6 +494,14 @@ typedef struct pf_pcache {
     uint64_t iid;
 } pf_pcache;
 
+/* the argument name last seen at a position of the arguments */
+#define RECENT 16
+typedef struct pf_recent {
+    uint64_t iid;
+    size_t len;
+    uint32_t off;
+} pf_recent;
+
 typedef struct pf_seq {
     uint32_t id;
     pf_table in[IN_KINDS];
@@ -476,6 +509,7 @@ typedef struct pf_seq {
      * handle's name, a domain's): a look-up by pointer, checked against the
      * interned bytes, skips hashing them */
     pf_pcache cache[IN_KINDS][PCACHE];
+    pf_recent recent[RECENT];
 } pf_seq;
 
 static void seq_clear(pf_seq *q)
@@ -483,6 +517,7 @@ static void seq_clear(pf_seq *q)
     for (int k = 0; k < IN_KINDS; k++)
         table_clear(&q->in[k]);
     memset(q->cache, 0, sizeof q->cache);
+    memset(q->recent, 0, sizeof q->recent);
 }
 
 /* ---- tracks */
@@ -539,14 +574,17 @@ static void note_interned(pf_state *st, int kind, uint64_t iid, const char *s, s
     close_len(&st->interned, at);
 }
 
-/* The iid of s (n bytes) in q's index of kind, interned now if new; 0 when
- * out of memory (the caller then writes the string itself). */
-static uint64_t intern(pf_state *st, pf_seq *q, int kind, const char *s, size_t n)
+/* The iid of s (n bytes) in q's index of kind, interned now if new, and
+ * where its bytes are kept (*off, in the index's arena); 0 when out of
+ * memory (the caller then writes the string itself). */
+static uint64_t intern_at(pf_state *st, pf_seq *q, int kind, const char *s, size_t n, uint32_t *off)
 {
     pf_pcache *c = &q->cache[kind][((uintptr_t)s >> 3) & (PCACHE - 1)];
     pf_table *t = &q->in[kind];
-    if (c->p == s && c->len == n && c->iid && memcmp(t->keys.data + c->off, s, n) == 0)
+    if (c->p == s && c->len == n && c->iid && same_bytes(t->keys.data + c->off, s, n)) {
+        *off = c->off;
         return c->iid;
+    }
     uint64_t h = hash_bytes(s, n);
     pf_slot *slot = table_slot(t, s, n, h);
     if (!slot)
@@ -560,7 +598,14 @@ static uint64_t intern(pf_state *st, pf_seq *q, int kind, const char *s, size_t 
     c->len = n;
     c->off = slot->off;
     c->iid = slot->val;
+    *off = slot->off;
     return slot->val;
+}
+
+static uint64_t intern(pf_state *st, pf_seq *q, int kind, const char *s, size_t n)
+{
+    uint32_t off;
+    return intern_at(st, q, kind, s, n, &off);
 }
 
 /* Writes a name (TrackEvent.name_iid 10, or name 23 when it cannot be
@@ -577,12 +622,22 @@ static void put_event_name(pf_state *st, pf_seq *q, const char *s, size_t n)
     close_len(&st->ev, at);
 }
 
+/* The category: a domain's name, a string that lives as long as the run,
+ * found by its address before its length is counted. */
 static void put_category(pf_state *st, pf_seq *q, const char *domain)
 {
     if (!domain)
         return;
-    size_t n = strlen(domain);
-    uint64_t iid = intern(st, q, IN_CAT, domain, n);
+    pf_pcache *c = &q->cache[IN_CAT][((uintptr_t)domain >> 3) & (PCACHE - 1)];
+    uint64_t iid = 0;
+    size_t n = 0;
+    if (c->p == domain && c->iid && same_bytes(q->in[IN_CAT].keys.data + c->off, domain, c->len) &&
+        domain[c->len] == '\0') {
+        iid = c->iid;
+    } else {
+        n = strlen(domain);
+        iid = intern(st, q, IN_CAT, domain, n);
+    }
     if (iid) {
         put_varint_field(&st->ev, 3, iid);
         return;
@@ -596,114 +651,225 @@ static void put_category(pf_state *st, pf_seq *q, const char *domain)
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* A JSON number's value into the annotation: int_value when it is an
- * integer that int64 holds, uint_value when only uint64 does, else
- * double_value; what is not a number is kept as its text. */
-static void put_number(mlprof__sb *ev, const char *v, size_t n)
+/* One member of the arguments' JSON text, read in one pass. */
+enum { V_STRING, V_NESTED, V_WORD };
+typedef struct pf_member {
+    const char *key;   /* without its quotes, still escaped when key_esc */
+    size_t key_len;
+    const char *val;   /* a string: its body without the quotes; else the text */
+    size_t val_len;
+    int kind;          /* V_STRING, V_NESTED (object, array) or V_WORD (number, true, false, null) */
+    int key_esc, val_esc;
+} pf_member;
+
+/* The index of the quote that closes the JSON string whose body starts at
+ * s[i], or 0 if it does not close before n; *esc set when it holds an escape. */
+static size_t string_close(const char *s, size_t n, size_t i, int *esc)
 {
-    size_t i = v[0] == '-' ? 1 : 0;
-    int integer = i < n;
-    for (size_t j = i; j < n; j++) {
-        if (!is_digit(v[j])) {
-            integer = 0;
-            break;
+    for (; i < n; i++) {
+        if (s[i] == '"')
+            return i;
+        if (s[i] == '\\') {
+            *esc = 1;
+            i++;
         }
     }
-    if (integer && n - i <= 18) {
-        int64_t x = 0;
-        for (size_t j = i; j < n; j++)
-            x = x * 10 + (v[j] - '0');
-        put_varint_field(ev, 4, (uint64_t)(i ? -x : x));
-        return;
+    return 0;
+}
+
+/* The next member of args at *pos (the text mlprof__args_next walks, with
+ * the same rules): 1 and *pos moved past it, or 0 at the end. */
+static int scan_member(const char *s, size_t n, size_t *pos, pf_member *m)
+{
+    size_t i = *pos;
+    while (i < n && (s[i] == ',' || s[i] == ' ' || s[i] == '\n'))
+        i++;
+    if (i >= n || s[i] != '"')
+        return 0;
+    m->key_esc = m->val_esc = 0;
+    size_t q = string_close(s, n, i + 1, &m->key_esc);
+    if (!q || q + 2 >= n || s[q + 1] != ':')
+        return 0;
+    m->key = s + i + 1;
+    m->key_len = q - i - 1;
+    i = q + 2;
+    char c = s[i];
+    if (c == '"') {
+        q = string_close(s, n, i + 1, &m->val_esc);
+        if (!q)
+            return 0;
+        m->kind = V_STRING;
+        m->val = s + i + 1;
+        m->val_len = q - i - 1;
+        *pos = q + 1;
+        return 1;
     }
+    size_t j = i;
+    if (c == '{' || c == '[') {
+        int depth = 0, esc;
+        for (; j < n; j++) {
+            char d = s[j];
+            if (d == '"') {
+                j = string_close(s, n, j + 1, &esc);
+                if (!j)
+                    return 0;
+            } else if (d == '{' || d == '[') {
+                depth++;
+            } else if ((d == '}' || d == ']') && --depth == 0) {
+                break;
+            }
+        }
+        if (j >= n)
+            return 0;
+        m->kind = V_NESTED;
+        m->val = s + i;
+        m->val_len = j + 1 - i;
+        *pos = j + 1;
+        return 1;
+    }
+    while (j < n && s[j] != ',' && s[j] != '}' && s[j] != ']')
+        j++;
+    if (j == i)
+        return 0;
+    m->kind = V_WORD;
+    m->val = s + i;
+    m->val_len = j - i;
+    *pos = j;
+    return 1;
+}
+
+static char *put_len_bytes(char *p, unsigned field, const char *data, size_t n)
+{
+    p = put_tag(p, field, WT_LEN);
+    p = put_varint(p, n);
+    if (n)
+        memcpy(p, data, n);
+    return p + n;
+}
+
+/* A number, true, false or null as the annotation's value (at most 11
+ * bytes, or the text's length and 6): int_value when it is an integer that
+ * int64 holds, uint_value when only uint64 does, else double_value; what is
+ * not a number (null) is kept as JSON text. */
+static char *put_word(char *p, const char *v, size_t n)
+{
+    size_t i = v[0] == '-' ? 1 : 0, j = i;
+    uint64_t x = 0;
+    while (j < n && j - i < 18 && is_digit(v[j]))
+        x = x * 10 + (uint64_t)(v[j++] - '0');
+    if (j == n && j > i) {
+        p = put_tag(p, 4, WT_VARINT);
+        return put_varint(p, i ? (uint64_t)-(int64_t)x : x);
+    }
+    if (n == 4 && memcmp(v, "true", 4) == 0)
+        return put_varint(put_tag(p, 2, WT_VARINT), 1);
+    if (n == 5 && memcmp(v, "false", 5) == 0)
+        return put_varint(put_tag(p, 2, WT_VARINT), 0);
     char buf[64];
-    if (n >= sizeof buf) {
-        put_bytes_field(ev, 9, v, n);
-        return;
-    }
+    if (n >= sizeof buf || !(i < n && is_digit(v[i])))
+        return put_len_bytes(p, 9, v, n);
     memcpy(buf, v, n);
     buf[n] = '\0';
     char *end;
+    int integer = 1;
+    for (size_t k = i; k < n; k++)
+        integer &= is_digit(v[k]);
     errno = 0;
-    if (integer) {
-        if (i) {
-            long long x = strtoll(buf, &end, 10);
-            if (errno == 0 && *end == '\0') {
-                put_varint_field(ev, 4, (uint64_t)x);
-                return;
-            }
-        } else {
-            unsigned long long x = strtoull(buf, &end, 10);
-            if (errno == 0 && *end == '\0') {
-                put_varint_field(ev, x > INT64_MAX ? 3 : 4, x);
-                return;
-            }
-        }
-        errno = 0;
+    if (integer && i) {
+        long long y = strtoll(buf, &end, 10);
+        if (errno == 0 && *end == '\0')
+            return put_varint(put_tag(p, 4, WT_VARINT), (uint64_t)y);
+    } else if (integer) {
+        unsigned long long y = strtoull(buf, &end, 10);
+        if (errno == 0 && *end == '\0')
+            return put_varint(put_tag(p, y > INT64_MAX ? 3 : 4, WT_VARINT), y);
     }
     double d = strtod(buf, &end);
-    if (end == buf || *end != '\0' || !(is_digit(buf[i]))) {
-        put_bytes_field(ev, 9, v, n);
-        return;
-    }
+    if (*end != '\0')
+        return put_len_bytes(p, 9, v, n);
     uint64_t bits;
     memcpy(&bits, &d, sizeof bits);
-    if (!room(ev, 16))
-        return;
-    char *p = put_tag(end_of(ev), 5, WT_I64);
-    set_end(ev, put_fixed64(p, bits));
+    return put_fixed64(put_tag(p, 5, WT_I64), bits);
 }
 
-static void put_string_value(pf_state *st, const char *v, size_t n)
+/* The iid of an argument's name (JSON-escaped when esc). Arguments come in
+ * the same order event after event: the name last seen at this position is
+ * tried first, without hashing. 0 when it cannot be interned (*name, *n
+ * then say what to write in its place). */
+static uint64_t arg_name_iid(pf_state *st, pf_seq *q, unsigned index, const char **name, size_t *n, int esc)
 {
-    /* v is the JSON string with its quotes */
-    const char *body = v + 1;
-    size_t len = n >= 2 ? n - 2 : 0;
-    if (!memchr(body, '\\', len)) {
-        put_bytes_field(&st->ev, 6, body, len);
-        return;
+    if (esc) {
+        json_unescape(&st->name_tmp, *name, *n);
+        *name = st->name_tmp.data ? st->name_tmp.data : "";
+        *n = st->name_tmp.len;
     }
-    json_unescape(&st->tmp, body, len);
-    put_bytes_field(&st->ev, 6, st->tmp.data, st->tmp.len);
+    pf_recent *r = &q->recent[index & (RECENT - 1)];
+    const pf_table *t = &q->in[IN_ARG];
+    if (r->iid && r->len == *n && same_bytes(t->keys.data + r->off, *name, *n))
+        return r->iid;
+    uint32_t off;
+    uint64_t iid = intern_at(st, q, IN_ARG, *name, *n, &off);
+    if (iid) {
+        r->iid = iid;
+        r->len = *n;
+        r->off = off;
+    }
+    return iid;
+}
+
+/* Each member of args (JSON "key":value, comma-separated) as one
+ * TrackEvent.debug_annotations, written in one pass with room made once: a
+ * member of L bytes of text takes at most 37 + L bytes here, and one takes
+ * at least 4 bytes of text. */
+static void put_args(pf_state *st, pf_seq *q, const char *args, size_t len)
+{
+    mlprof__sb *ev = &st->ev;
+    if (!len || !room(ev, 32 + 16 * len))
+        return;
+    char *p = end_of(ev);
+    size_t pos = 0;
+    pf_member m;
+    for (unsigned index = 0; scan_member(args, len, &pos, &m); index++) {
+        char *at = p;
+        p += 2; /* the tag, and a byte for the length */
+        const char *key = m.key;
+        size_t key_len = m.key_len;
+        uint64_t iid = arg_name_iid(st, q, index, &key, &key_len, m.key_esc);
+        if (iid)
+            p = put_varint(put_tag(p, 1, WT_VARINT), iid);
+        else
+            p = put_len_bytes(p, 10, key, key_len);
+        if (m.kind == V_STRING && !m.val_esc) {
+            p = put_len_bytes(p, 6, m.val, m.val_len);
+        } else if (m.kind == V_STRING) {
+            json_unescape(&st->tmp, m.val, m.val_len);
+            p = put_len_bytes(p, 6, st->tmp.data, st->tmp.len);
+        } else if (m.kind == V_NESTED) {
+            p = put_len_bytes(p, 9, m.val, m.val_len);
+        } else {
+            p = put_word(p, m.val, m.val_len);
+        }
+        size_t n = (size_t)(p - at - 2);
+        at[0] = (char)TAG(4, WT_LEN);
+        if (n < 0x80) {
+            at[1] = (char)n;
+        } else {
+            size_t k = varint_size(n);
+            memmove(at + 1 + k, at + 2, n);
+            put_varint(at + 1, n);
+            p += k - 1;
+        }
+    }
+    set_end(ev, p);
 }
 
 static void put_annotation_name(pf_state *st, pf_seq *q, const char *key, size_t n)
 {
-    if (memchr(key, '\\', n)) {
-        json_unescape(&st->name_tmp, key, n);
-        key = st->name_tmp.data;
-        n = st->name_tmp.len;
-    }
     uint64_t iid = intern(st, q, IN_ARG, key, n);
     if (iid)
         put_varint_field(&st->ev, 1, iid);
     else
         put_bytes_field(&st->ev, 10, key, n);
-}
-
-/* Each member of args (JSON "key":value, comma-separated) as one
- * TrackEvent.debug_annotations. */
-static void put_args(pf_state *st, pf_seq *q, const char *args, size_t len)
-{
-    size_t pos = 0;
-    mlprof__arg_view a;
-    while (mlprof__args_next(args, len, &pos, &a)) {
-        size_t at = open_len(&st->ev, 4);
-        put_annotation_name(st, q, a.key, a.key_len);
-        const char *v = a.value;
-        size_t n = a.value_len;
-        if (v[0] == '"')
-            put_string_value(st, v, n);
-        else if (n == 4 && memcmp(v, "true", 4) == 0)
-            put_varint_field(&st->ev, 2, 1);
-        else if (n == 5 && memcmp(v, "false", 5) == 0)
-            put_varint_field(&st->ev, 2, 0);
-        else if (v[0] == '{' || v[0] == '[' || v[0] == 'n')
-            put_bytes_field(&st->ev, 9, v, n);
-        else
-            put_number(&st->ev, v, n);
-        close_len(&st->ev, at);
-    }
 }
 
 static void put_bool_annotation(pf_state *st, pf_seq *q, const char *name, int value)

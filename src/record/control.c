@@ -73,6 +73,7 @@ static const key_def g_keys[] = {
      "one of auto (by the filename: .pftrace and .perfetto-trace are perfetto, others json), json, perfetto"},
     {"compress", T_COMPRESS, F(compress), 0, 0, "one of auto (gzip when the filename ends in .gz), gzip, none"},
     {"sqlite_file", T_STR, F(sqlite_file), 0, 0, "a file path, \"auto\", or empty for none"},
+    {"sqlite_library", T_STR, F(sqlite_library), 0, 0, "a shared library name or path"},
     {"dump_at_exit", T_BOOL, F(dump_at_exit), 0, 0, "a boolean"},
     {"autostart", T_BOOL, F(autostart), 0, 0, "a boolean"},
     {"clock", T_CLOCK, F(clock), 0, 0, "one of auto, tsc, monotonic"},
@@ -127,6 +128,7 @@ static void config_defaults(mlprof__config *c)
     c->sampler_period = 0.01;
     strcpy(c->papi_library, "libpapi.so");
     strcpy(c->nvml_library, "libnvidia-ml.so.1");
+    strcpy(c->sqlite_library, "libsqlite3.so.0");
     strcpy(c->powercap_dir, "/sys/class/powercap");
     strcpy(c->hooks, "all");
     c->hooks_mask = MLPROF__HOOKS_ALL;

@@ -1,0 +1,146 @@
+/*
+ * fmt.h - the number and JSON string formatting of the trace writers, as
+ * functions that write at a pointer into room already reserved
+ * (mlprof__sb_reserve) and return the end: a writer reserves once per event
+ * and makes no call per field. sb.c's mlprof__sb_u64, _us, _json_str... are
+ * these with a reserve around them, so both give the same bytes.
+ */
+#ifndef MLPROF_FMT_H
+#define MLPROF_FMT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "common.h"
+
+/* The most bytes each writer writes. */
+#define MLPROF__FMT_U64_MAX 20
+#define MLPROF__FMT_I64_MAX 20
+#define MLPROF__FMT_US_MAX 21 /* 17 digits (2^64 ns / 1000), '.', 3 digits */
+/* a JSON string of n bytes: its quotes, and at most 6 bytes per byte ("\u001f", "\ufffd") */
+#define MLPROF__FMT_JSON_STR_MAX(n) (6 * (size_t)(n) + 2)
+
+extern const char mlprof__fmt_pairs[200];
+
+static inline unsigned mlprof__fmt_digits(uint64_t v)
+{
+    unsigned n = 1;
+    for (;;) {
+        if (v < 10)
+            return n;
+        if (v < 100)
+            return n + 1;
+        if (v < 1000)
+            return n + 2;
+        if (v < 10000)
+            return n + 3;
+        v /= 10000;
+        n += 4;
+    }
+}
+
+/* For each byte: 0 when it goes into a JSON string as it is (printable ASCII
+ * other than '"' and '\\'), else 1 (sb.c). */
+extern const unsigned char mlprof__fmt_json_special_table[256];
+static inline int mlprof__fmt_json_special(unsigned char c) { return mlprof__fmt_json_special_table[c]; }
+
+/* Writes the digits of v in decimal. */
+static inline char *mlprof__fmt_u64(char *p, uint64_t v)
+{
+    unsigned n = mlprof__fmt_digits(v);
+    char *end = p + n;
+    char *q = end;
+    while (v > UINT32_MAX) { /* two digits per step */
+        unsigned d = (unsigned)(v % 100) * 2;
+        v /= 100;
+        *--q = mlprof__fmt_pairs[d + 1];
+        *--q = mlprof__fmt_pairs[d];
+    }
+    uint32_t u = (uint32_t)v; /* the rest in 32 bits, whose divisions are cheaper */
+    while (u >= 100) {
+        unsigned d = u % 100 * 2;
+        u /= 100;
+        *--q = mlprof__fmt_pairs[d + 1];
+        *--q = mlprof__fmt_pairs[d];
+    }
+    if (u >= 10) {
+        unsigned d = u * 2;
+        *--q = mlprof__fmt_pairs[d + 1];
+        *--q = mlprof__fmt_pairs[d];
+    } else {
+        *--q = (char)('0' + u);
+    }
+    return end;
+}
+
+static inline char *mlprof__fmt_i64(char *p, int64_t v)
+{
+    if (v < 0) {
+        *p++ = '-';
+        return mlprof__fmt_u64(p, (uint64_t)0 - (uint64_t)v);
+    }
+    return mlprof__fmt_u64(p, (uint64_t)v);
+}
+
+/* Nanoseconds as microseconds with three decimals: "12.345". */
+static inline char *mlprof__fmt_us(char *p, uint64_t ns)
+{
+    unsigned frac = (unsigned)(ns % 1000);
+    p = mlprof__fmt_u64(p, ns / 1000);
+    p[0] = '.';
+    p[1] = (char)('0' + frac / 100);
+    p[2] = mlprof__fmt_pairs[frac % 100 * 2];
+    p[3] = mlprof__fmt_pairs[frac % 100 * 2 + 1];
+    return p + 4;
+}
+
+/* Copies a text known to need no escaping (n bytes). */
+static inline char *mlprof__fmt_raw(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* The slow part of a JSON string: from the first byte that is not plain
+ * ASCII on (sb.c). */
+char *mlprof__fmt_json_rest(char *p, const unsigned char *s, size_t n);
+
+/* Nonzero when one of the eight bytes in w needs more than a copy: a
+ * control (below 0x20), '"', '\\' or a byte of a multi-byte character. The
+ * tests for a zero byte and for a byte below n (n <= 128) from "Bit Twiddling
+ * Hacks", written out: (x - 0x01..) & ~x & 0x80.. is nonzero exactly when a
+ * byte of x is zero. */
+static inline uint64_t mlprof__fmt_word_special(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+    return (w | ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash)) & high;
+}
+
+/* s (n bytes) as a quoted JSON string, as mlprof__sb_json_str says; needs
+ * room for MLPROF__FMT_JSON_STR_MAX(n) bytes. */
+static inline char *mlprof__fmt_json_str(char *p, const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    *p++ = '"';
+    size_t i = 0;
+    /* eight bytes at a time while none needs escaping (the room reserved for
+     * the worst case takes a whole word) */
+    while (i + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (mlprof__fmt_word_special(w))
+            break;
+        memcpy(p, &w, 8);
+        p += 8;
+        i += 8;
+    }
+    while (i < n && !mlprof__fmt_json_special(s[i]))
+        *p++ = (char)s[i++];
+    if (MLPROF_UNLIKELY(i < n))
+        p = mlprof__fmt_json_rest(p, s + i, n - i);
+    *p++ = '"';
+    return p;
+}
+
+#endif /* MLPROF_FMT_H */
