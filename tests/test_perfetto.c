@@ -14,8 +14,10 @@
  * the stream written after a tail is byte for byte the stream written
  * without one.
  *
- * With --bench N it prints instead the bytes and nanoseconds per span of
- * this writer and of the Chrome JSON writer on the same N spans.
+ * With --bench N it prints instead the bytes and nanoseconds (CPU time) per
+ * span of this writer and of the Chrome JSON writer on the same N spans,
+ * with one and with three arguments; --bench N json (or perfetto) runs one
+ * writer alone, for perf stat.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -482,8 +484,18 @@ static void bench_one(int json, long n, int nargs, double *bytes, double *secs)
     ops->destroy(st);
 }
 
-static int bench(long n)
+/* which: 0 both, 1 JSON only, 2 protobuf only (to count instructions with perf stat) */
+static int bench(long n, int which)
 {
+    if (which) {
+        double b, t;
+        for (int nargs = 1; nargs <= 3; nargs += 2) {
+            bench_one(which == 1, n, nargs, &b, &t);
+            printf("%s, %d argument(s): %.1f bytes, %.1f ns per span\n", which == 1 ? "JSON" : "protobuf", nargs,
+                   b / (double)n, 1e9 * t / (double)n);
+        }
+        return 0;
+    }
     printf("%-34s %10s %10s\n", "spans", "bytes/span", "ns/span");
     for (int nargs = 1; nargs <= 3; nargs += 2) {
         double jb, js, pb, ps;
@@ -503,9 +515,9 @@ static int bench(long n)
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "--bench") == 0)
-        return bench(atol(argv[2]));
+        return bench(atol(argv[2]), argc > 3 ? (strcmp(argv[3], "json") == 0 ? 1 : 2) : 0);
     if (argc != 2) {
-        fprintf(stderr, "usage: test_perfetto OUT_DIR | --bench SPANS\n");
+        fprintf(stderr, "usage: test_perfetto OUT_DIR | --bench SPANS [json|perfetto]\n");
         return 2;
     }
     return scenario(argv[1]);

@@ -90,16 +90,17 @@ enum { SEQ_STREAM = 1, SEQ_TAIL = 2 };
 
 static inline size_t varint_size(uint64_t v)
 {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
+    /* 7 bits a byte: 1 + (bits - 1) / 7, without a loop */
+    unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
+    return (bits * 9 + 64) / 64;
 }
 
 static inline char *put_varint(char *p, uint64_t v)
 {
+    if (v < 0x80) {
+        *p = (char)v;
+        return p + 1;
+    }
     while (v >= 0x80) {
         *p++ = (char)(v | 0x80);
         v >>= 7;
@@ -652,14 +653,16 @@ static void put_category(pf_state *st, pf_seq *q, const char *domain)
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* One member of the arguments' JSON text, read in one pass. */
-enum { V_STRING, V_NESTED, V_WORD };
+enum { V_STRING, V_NESTED, V_INT, V_WORD };
 typedef struct pf_member {
     const char *key;   /* without its quotes, still escaped when key_esc */
     size_t key_len;
     const char *val;   /* a string: its body without the quotes; else the text */
     size_t val_len;
-    int kind;          /* V_STRING, V_NESTED (object, array) or V_WORD (number, true, false, null) */
+    int kind;          /* V_STRING, V_NESTED (object, array), V_INT (an integer of up to 18
+                        * digits: ival) or V_WORD (another number, true, false, null) */
     int key_esc, val_esc;
+    int64_t ival;
 } pf_member;
 
 /* The index of the quote that closes the JSON string whose body starts at
@@ -725,6 +728,19 @@ static int scan_member(const char *s, size_t n, size_t *pos, pf_member *m)
         m->val = s + i;
         m->val_len = j + 1 - i;
         *pos = j + 1;
+        return 1;
+    }
+    /* most values are integers: read while scanned */
+    size_t d = j + (c == '-');
+    uint64_t x = 0;
+    for (j = d; j < n && is_digit(s[j]); j++)
+        x = x * 10 + (uint64_t)(s[j] - '0');
+    if (j > d && j - d <= 18 && (j == n || s[j] == ',' || s[j] == '}' || s[j] == ']')) {
+        m->kind = V_INT;
+        m->ival = c == '-' ? -(int64_t)x : (int64_t)x;
+        m->val = s + i;
+        m->val_len = j - i;
+        *pos = j;
         return 1;
     }
     while (j < n && s[j] != ',' && s[j] != '}' && s[j] != ']')
@@ -846,6 +862,8 @@ static void put_args(pf_state *st, pf_seq *q, const char *args, size_t len)
             p = put_len_bytes(p, 6, st->tmp.data, st->tmp.len);
         } else if (m.kind == V_NESTED) {
             p = put_len_bytes(p, 9, m.val, m.val_len);
+        } else if (m.kind == V_INT) {
+            p = put_varint(put_tag(p, 4, WT_VARINT), (uint64_t)m.ival);
         } else {
             p = put_word(p, m.val, m.val_len);
         }
