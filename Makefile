@@ -30,7 +30,7 @@ check:
 BENCH_MB ?= 512
 bench: build
 	@$(BUILD)/bench_core
-	@$(BUILD)/bench_write
+	@$(BUILD)/bench_write && $(BUILD)/bench_write --args 0 --formats json
 	@python3 bench/bench_run.py $(BUILD)/mlprof
 	@/usr/bin/python3 bench/bench_torch.py
 	@python3 bench/bench_analyze.py $(BUILD)/mlprof --mb $(BENCH_MB)
