@@ -49,6 +49,13 @@ static void json_strings(mlprof__sb *sb)
         {S("cut\xe2\x82"), "\"cut\\ufffd\\ufffd\""},
         {S("nul\0in"), "\"nul\\u0000in\""},
         {S("12345678\"2345678\\"), "\"12345678\\\"2345678\\\\\""},
+        {S("ab\""), "\"ab\\\"\""},
+        {S("abc\n"), "\"abc\\n\""},
+        {S("\tabcd"), "\"\\tabcd\""},
+        {S("abcde\\f"), "\"abcde\\\\f\""},
+        {S("0123456789\x01"), "\"0123456789\\u0001\""},
+        {S("\x01" "123456789"), "\"\\u0001123456789\""},
+        {S("\xc3\xa9t\xc3\xa9"), "\"\xc3\xa9t\xc3\xa9\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char what[64];

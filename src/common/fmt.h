@@ -13,6 +13,14 @@
 
 #include "common.h"
 
+/* The writers are a few instructions each: inlined even where the compiler
+ * would rather call them (a call costs as much as the string it copies). */
+#if defined(__GNUC__)
+#define MLPROF_I_FMT static inline __attribute__((always_inline))
+#else
+#define MLPROF_I_FMT static inline
+#endif
+
 /* The most bytes each writer writes. */
 #define MLPROF__FMT_U64_MAX 20
 #define MLPROF__FMT_I64_MAX 20
@@ -22,7 +30,7 @@
 
 extern const char mlprof__fmt_pairs[200];
 
-static inline unsigned mlprof__fmt_digits(uint64_t v)
+MLPROF_I_FMT unsigned mlprof__fmt_digits(uint64_t v)
 {
     unsigned n = 1;
     for (;;) {
@@ -42,10 +50,10 @@ static inline unsigned mlprof__fmt_digits(uint64_t v)
 /* For each byte: 0 when it goes into a JSON string as it is (printable ASCII
  * other than '"' and '\\'), else 1 (sb.c). */
 extern const unsigned char mlprof__fmt_json_special_table[256];
-static inline int mlprof__fmt_json_special(unsigned char c) { return mlprof__fmt_json_special_table[c]; }
+MLPROF_I_FMT int mlprof__fmt_json_special(unsigned char c) { return mlprof__fmt_json_special_table[c]; }
 
 /* Writes the digits of v in decimal. */
-static inline char *mlprof__fmt_u64(char *p, uint64_t v)
+MLPROF_I_FMT char *mlprof__fmt_u64(char *p, uint64_t v)
 {
     unsigned n = mlprof__fmt_digits(v);
     char *end = p + n;
@@ -73,7 +81,7 @@ static inline char *mlprof__fmt_u64(char *p, uint64_t v)
     return end;
 }
 
-static inline char *mlprof__fmt_i64(char *p, int64_t v)
+MLPROF_I_FMT char *mlprof__fmt_i64(char *p, int64_t v)
 {
     if (v < 0) {
         *p++ = '-';
@@ -83,7 +91,7 @@ static inline char *mlprof__fmt_i64(char *p, int64_t v)
 }
 
 /* Nanoseconds as microseconds with three decimals: "12.345". */
-static inline char *mlprof__fmt_us(char *p, uint64_t ns)
+MLPROF_I_FMT char *mlprof__fmt_us(char *p, uint64_t ns)
 {
     unsigned frac = (unsigned)(ns % 1000);
     p = mlprof__fmt_u64(p, ns / 1000);
@@ -95,7 +103,7 @@ static inline char *mlprof__fmt_us(char *p, uint64_t ns)
 }
 
 /* Copies a text known to need no escaping (n bytes). */
-static inline char *mlprof__fmt_raw(char *p, const char *s, size_t n)
+MLPROF_I_FMT char *mlprof__fmt_raw(char *p, const char *s, size_t n)
 {
     memcpy(p, s, n);
     return p + n;
@@ -105,40 +113,70 @@ static inline char *mlprof__fmt_raw(char *p, const char *s, size_t n)
  * ASCII on (sb.c). */
 char *mlprof__fmt_json_rest(char *p, const unsigned char *s, size_t n);
 
-/* Nonzero when one of the eight bytes in w needs more than a copy: a
- * control (below 0x20), '"', '\\' or a byte of a multi-byte character. The
- * tests for a zero byte and for a byte below n (n <= 128) from "Bit Twiddling
+/* Nonzero when one of the bytes in w needs more than a copy: a control
+ * (below 0x20), '"', '\\' or a byte of a multi-byte character. The tests
+ * for a zero byte and for a byte below n (n <= 128) from "Bit Twiddling
  * Hacks", written out: (x - 0x01..) & ~x & 0x80.. is nonzero exactly when a
- * byte of x is zero. */
-static inline uint64_t mlprof__fmt_word_special(uint64_t w)
+ * byte of x is zero. ones is 0x01 in every byte of the word. */
+#define MLPROF_I_WORD_SPECIAL(w, ones)                                                                        \
+    (((w) | (((w) - (ones) * 0x20) & ~(w)) | ((((w) ^ ((ones) * '"')) - (ones)) & ~((w) ^ ((ones) * '"'))) |  \
+      ((((w) ^ ((ones) * '\\')) - (ones)) & ~((w) ^ ((ones) * '\\')))) &                                    \
+     ((ones) * 0x80))
+
+MLPROF_I_FMT uint64_t mlprof__fmt_word_special(uint64_t w)
 {
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
-    return (w | ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash)) & high;
+    return MLPROF_I_WORD_SPECIAL(w, (uint64_t)0x0101010101010101ull);
+}
+
+MLPROF_I_FMT uint32_t mlprof__fmt_word32_special(uint32_t w)
+{
+    return MLPROF_I_WORD_SPECIAL(w, (uint32_t)0x01010101u);
 }
 
 /* s (n bytes) as a quoted JSON string, as mlprof__sb_json_str says; needs
- * room for MLPROF__FMT_JSON_STR_MAX(n) bytes. */
-static inline char *mlprof__fmt_json_str(char *p, const char *str, size_t n)
+ * room for MLPROF__FMT_JSON_STR_MAX(n) bytes. Strings that need no escaping
+ * (nearly all: names, keys, categories) are copied a word at a time, the last
+ * word overlapping the one before it rather than byte by byte. */
+MLPROF_I_FMT char *mlprof__fmt_json_str(char *p, const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
-    *p++ = '"';
     size_t i = 0;
-    /* eight bytes at a time while none needs escaping (the room reserved for
-     * the worst case takes a whole word) */
-    while (i + 8 <= n) {
+    *p++ = '"';
+    if (n >= 8) {
         uint64_t w;
-        memcpy(&w, s + i, 8);
-        if (mlprof__fmt_word_special(w))
-            break;
-        memcpy(p, &w, 8);
-        p += 8;
-        i += 8;
+        for (; i + 8 <= n; i += 8, p += 8) {
+            memcpy(&w, s + i, 8);
+            if (mlprof__fmt_word_special(w))
+                goto slow;
+            memcpy(p, &w, 8);
+        }
+        if (i < n) { /* the last 8 bytes, some of them copied already */
+            memcpy(&w, s + n - 8, 8);
+            if (mlprof__fmt_word_special(w))
+                goto slow;
+            memcpy(p - (i - (n - 8)), &w, 8);
+            p += n - i;
+        }
+    } else if (n >= 4) { /* two words of 4, overlapping when n < 8 */
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        if (mlprof__fmt_word32_special(a) | mlprof__fmt_word32_special(b))
+            goto slow;
+        memcpy(p, &a, 4);
+        memcpy(p + n - 4, &b, 4);
+        p += n;
+    } else {
+        for (; i < n; i++) {
+            if (mlprof__fmt_json_special(s[i]))
+                goto slow;
+            *p++ = (char)s[i];
+        }
     }
-    while (i < n && !mlprof__fmt_json_special(s[i]))
-        *p++ = (char)s[i++];
-    if (MLPROF_UNLIKELY(i < n))
-        p = mlprof__fmt_json_rest(p, s + i, n - i);
+    *p++ = '"';
+    return p;
+slow:
+    p = mlprof__fmt_json_rest(p, s + i, n - i);
     *p++ = '"';
     return p;
 }
