@@ -12,7 +12,11 @@ packets that need the incremental state of a sequence that never cleared it
 are left out and counted. With a library that writes .pftrace itself, the
 same program recorded both ways gives the same analysis.
 
-usage: analyze_perfetto_check.py MLPROF CNN_INFER OUTDIR
+The library's own sink is checked too: test_perfetto feeds it events and
+writes the traces beside the events it fed; those events, written here as the
+JSON sink writes them, must read back as the same model.
+
+usage: analyze_perfetto_check.py MLPROF CNN_INFER OUTDIR [TEST_PERFETTO]
 """
 import collections
 import decimal
@@ -29,6 +33,7 @@ import perfetto_encode as pe  # noqa: E402
 from analyze_util import check, command, failures  # noqa: E402
 
 MLPROF, CNN, OUT = sys.argv[1:4]
+TEST_PERFETTO = sys.argv[4] if len(sys.argv) > 4 else None
 os.makedirs(OUT, exist_ok=True)
 
 mlprof = command(MLPROF)
@@ -373,6 +378,78 @@ def test_incremental_state():
           f"incremental state: the slices kept, nested in time order: {got}")
 
 
+def chrome_from_fed(path):
+    """The events test_perfetto fed the sink (JSON lines), as the Chrome JSON
+    sink writes them (src/export/chrome.c)."""
+    ev, other, frame = [], None, 0
+    us = lambda ns: decimal.Decimal(ns) / 1000
+    with open(path) as f:
+        lines = [json.loads(l, parse_float=decimal.Decimal) for l in f if l.strip()]
+    for e in lines:
+        kind = e["type"]
+        base = {"name": e.get("name"), "cat": e.get("cat"), "pid": e.get("pid"), "tid": e.get("tid", e.get("pid"))}
+        args = dict(e.get("args") or {})
+        if kind in ("span", "frame") and e.get("unfinished"):
+            args["unfinished"] = True
+        if kind == "span":
+            ev.append(dict(base, ph="X", ts=us(e["ts"]), dur=us(e["end"] - e["ts"]), args=args))
+        elif kind == "frame":
+            frame += 1
+            ev.append(dict(base, ph="b", id=str(frame), ts=us(e["ts"]), args=args))
+            ev.append(dict(base, ph="e", id=str(frame), ts=us(e["end"])))
+        elif kind == "instant":
+            ev.append(dict(base, ph="i", ts=us(e["ts"]), s="gpt"[e["scope"]], args=args))
+        elif kind == "counter":
+            ev.append(dict(base, ph="C", ts=us(e["ts"]), args={"value": e["value"]}))
+        elif kind in ("flow_start", "flow_end"):
+            ev.append(dict(base, ph="s" if kind == "flow_start" else "f", ts=us(e["ts"]), id=e["id"],
+                           **({"bp": "e"} if kind == "flow_end" else {})))
+        elif kind == "track":
+            meta = "process_name" if e["kind"] == 0 else "thread_name"
+            ev.append({"ph": "M", "name": meta, "pid": e["pid"], "tid": e["pid"] if e["kind"] == 0 else e["tid"],
+                       "args": {"name": e["name"]}})
+        elif kind == "other_data":
+            other = e["args"]
+        else:
+            check(False, f"{path}: an event of type {kind} this test does not know")
+    text = '{"traceEvents":[\n' + ",\n".join(pe.to_json(e) for e in ev) + "]"
+    if other is not None:
+        text += ',"otherData":' + pe.to_json(other)
+    return text + "}\n"
+
+
+def test_sink_traces():
+    """The perfetto sink's own output (test_perfetto: spans with every kind of
+    argument, frames, instants of each scope, counters, flows, a GPU stream
+    track, two dumps, a reset) reads as the JSON of the events it was fed."""
+    if not TEST_PERFETTO:
+        print("skip: no test_perfetto given: the sink's own traces are not read back")
+        return
+    d = os.path.join(OUT, "sink")
+    os.makedirs(d, exist_ok=True)
+    p = subprocess.run([TEST_PERFETTO, d], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"test_perfetto: {p.returncode} {p.stderr[-500:]}")
+    n = 0
+    while os.path.exists(os.path.join(d, f"dump{n + 1}.pftrace")):
+        n += 1
+        pf = os.path.join(d, f"dump{n}.pftrace")
+        js = write(f"sink_dump{n}.json", chrome_from_fed(os.path.join(d, f"dump{n}.expect.jsonl")))
+        what = f"the sink's dump{n}.pftrace"
+        for args in (("analyze", "--aggregate-by", "none", "-t", "0"), ("analyze", "--format", "json"),
+                     ("analyze", "--aggregate-by", "thread"), ("kernels", "--format", "json")):
+            same_output(what, js, pf, *args)
+        mj, mp = os.path.join(OUT, f"sink_mj{n}.json"), os.path.join(OUT, f"sink_mp{n}.json")
+        mlprof("merge", js, js, "--same-clock", "-o", mj)
+        mlprof("merge", pf, pf, "--same-clock", "-o", mp)
+        a, b = normalized_merge(mj), normalized_merge(mp)
+        check(a == b and a, f"{what}: {sum((a - b).values())} events differ from the JSON of the events fed, "
+              f"e.g. {list(a - b)[:2]} / {list(b - a)[:2]}")
+        oa, ob = (json.load(open(m))["otherData"]["merge"]["inputs"][0] for m in (mj, mp))
+        check({**oa, "path": 0, "label": 0} == {**ob, "path": 0, "label": 0},
+              f"{what}: otherData read as the JSON's: {oa} vs {ob}")
+    check(n >= 2, f"test_perfetto wrote {n} traces")
+
+
 def test_library_writes_pftrace():
     """The library itself writing .pftrace (the perfetto sink, chosen by the
     file name): the same program recorded as JSON gives the same analysis."""
@@ -409,6 +486,7 @@ test_gpu()
 test_truncated()
 test_garbage()
 test_incremental_state()
+test_sink_traces()
 test_library_writes_pftrace()
 if failures:
     print(f"{len(failures)} failed", file=sys.stderr)

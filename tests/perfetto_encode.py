@@ -148,7 +148,7 @@ class Sequence:
         return self.packet(f_bytes(P_TRACK_EVENT, body), ts, new)
 
 
-def descriptor(uuid, name=None, parent=None, process=None, thread=None, counter=False):
+def descriptor(uuid, name=None, parent=None, process=None, thread=None, counter=None):
     body = f_varint(1, uuid)
     if name is not None:
         body += f_bytes(2, name)
@@ -158,8 +158,8 @@ def descriptor(uuid, name=None, parent=None, process=None, thread=None, counter=
         body += f_bytes(3, f_varint(1, process[0]) + (f_bytes(6, process[1]) if process[1] else b""))
     if thread is not None:  # (pid, tid, name)
         body += f_bytes(4, f_varint(1, thread[0]) + f_varint(2, thread[1]) + (f_bytes(5, thread[2]) if thread[2] else b""))
-    if counter:
-        body += f_bytes(8, b"")
+    if counter is not None:  # the categories of its samples (CounterDescriptor.categories)
+        body += f_bytes(8, f_bytes(2, counter) if counter else b"")
     return f_bytes(P_TRACK_DESCRIPTOR, body)
 
 
@@ -172,6 +172,7 @@ class Encoder:
                 key = (e["pid"], None if e["name"] == "process_name" else e["tid"])
                 self.names[key] = e["args"]["name"]
         self.described = set()
+        self.counter_cats = {}
 
     def process_track(self, pid, seq, out):
         uuid = track_uuid("process", pid)
@@ -191,13 +192,13 @@ class Encoder:
                                   needs_state=False))
         return uuid
 
-    def child_track(self, kind, pid, tid, name, seq, out):
+    def child_track(self, kind, pid, tid, name, seq, out, cat=None):
         parent = self.thread_track(pid, tid, seq, out) if kind == "frame" else self.process_track(pid, seq, out)
         uuid = track_uuid(kind, pid, tid if kind == "frame" else None, name)
         if uuid not in self.described:
             self.described.add(uuid)
-            out.append(seq.packet(descriptor(uuid, name=name, parent=parent, counter=kind == "counter"),
-                                  needs_state=False))
+            counter = (cat or "") if kind == "counter" else None
+            out.append(seq.packet(descriptor(uuid, name=name, parent=parent, counter=counter), needs_state=False))
         return uuid
 
     def events(self, seq, time_order):
@@ -231,8 +232,10 @@ class Encoder:
                 timed.append((ts, 1, 0, len(timed), lambda s=seq, t=track, a=(ts, name, cat, args):
                               s.event(a[0], INSTANT, t, a[1], a[2], a[3])))
             elif ph == "C":
-                track = self.child_track("counter", pid, None, name, seq, out)
-                timed.append((ts, 1, 0, len(timed), lambda s=seq, t=track, a=(ts, cat, args["value"]):
+                # the category on the track, as the sink writes it; a sample of another names its own
+                track = self.child_track("counter", pid, None, name, seq, out, cat)
+                own = cat if cat != self.counter_cats.setdefault(track, cat) else None
+                timed.append((ts, 1, 0, len(timed), lambda s=seq, t=track, a=(ts, own, args["value"]):
                               s.event(a[0], COUNTER, t, None, a[1], counter=a[2])))
             elif ph in "sf":
                 track = self.thread_track(pid, tid, seq, out)

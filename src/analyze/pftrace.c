@@ -42,7 +42,7 @@ enum {
     I_CATEGORIES = 1, I_NAMES = 2, I_ANNOTATION_NAMES = 3, I_STRING_VALUES = 29,
     /* TrackDescriptor, ProcessDescriptor, ThreadDescriptor */
     T_UUID = 1, T_NAME = 2, T_PROCESS = 3, T_THREAD = 4, T_PARENT = 5, T_COUNTER = 8, T_STATIC_NAME = 10,
-    PD_PID = 1, PD_NAME = 6, TH_PID = 1, TH_TID = 2, TH_NAME = 5,
+    PD_PID = 1, PD_NAME = 6, TH_PID = 1, TH_TID = 2, TH_NAME = 5, CD_CATEGORIES = 2,
     /* ClockSnapshot */
     C_CLOCKS = 1, C_CLOCK_ID = 1, C_CLOCK_TS = 2
 };
@@ -256,6 +256,7 @@ typedef struct track {
     int has_parent, kind;
     int64_t pid, tid;
     const char *name;  /* interned, or NULL */
+    const char *cat;   /* a counter track's categories (CounterDescriptor), or NULL */
     int64_t named_tid; /* a track of its own (not a thread's): its tid, 0 until used */
     size_t *open;      /* slices begun, not yet ended: indices into t->ev */
     size_t nopen, capopen;
@@ -449,12 +450,34 @@ static int pid_tid_name(reader *r, const field *d, int thread, int64_t *pid, int
     return rc;
 }
 
+/* A CounterDescriptor's categories, joined by commas as the JSON's "cat":
+ * the category of the track's samples that name none. */
+static int counter_categories(reader *r, track *tr, const field *d)
+{
+    pb b = {d->data, d->data + d->len};
+    field f;
+    int rc, n = 0;
+    mlprof__sb_reset(&r->raw);
+    while ((rc = pb_next(&b, &f)) > 0) {
+        if (f.num != CD_CATEGORIES || !is_bytes(&f))
+            continue;
+        if (n++)
+            mlprof__sb_putc(&r->raw, ',');
+        mlprof__sb_put(&r->raw, (const char *)f.data, f.len);
+    }
+    if (rc < 0)
+        return -1;
+    if (n && !(tr->cat = an_intern(r->t, r->raw.data, r->raw.len)))
+        return oom(r);
+    return 0;
+}
+
 static int descriptor(reader *r, const uint8_t *p, size_t n)
 {
     pb b = {p, p + n};
-    field f, process = {0}, thread = {0};
+    field f, process = {0}, thread = {0}, counter = {0};
     uint64_t uuid = 0, parent = 0;
-    int has_parent = 0, counter = 0, rc;
+    int has_parent = 0, rc;
     const char *name = NULL;
     while ((rc = pb_next(&b, &f)) > 0) {
         if (f.num == T_UUID && !is_bytes(&f))
@@ -469,7 +492,7 @@ static int descriptor(reader *r, const uint8_t *p, size_t n)
         else if (f.num == T_THREAD && is_bytes(&f))
             thread = f;
         else if (f.num == T_COUNTER && is_bytes(&f))
-            counter = 1;
+            counter = f;
     }
     if (rc < 0)
         return -1;
@@ -500,8 +523,9 @@ static int descriptor(reader *r, const uint8_t *p, size_t n)
         tr->pid = tr->tid = pid;
         if (pname && an_trace_add_name(r->t, pid, AN_PROCESS_TID, pname) != 0)
             return oom(r);
-    } else if (counter) {
+    } else if (counter.data) {
         tr->kind = K_COUNTER;
+        return counter_categories(r, tr, &counter);
     }
     return 0;
 }
@@ -1006,6 +1030,8 @@ static int counter_event(reader *r, const te *e, track *tr, int64_t ts, uint64_t
         return -1;
     te named = *e;
     named.name = tr->name ? tr->name : "";
+    if (!named.cat[0] && tr->cat)
+        named.cat = tr->cat;
     an_event *ev = new_event(r, &named, &pl, ts, 'C');
     an_arg *a = ev ? new_arg(r->t) : NULL;
     if (!a)
