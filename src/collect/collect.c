@@ -2,11 +2,20 @@
  * collect.c - the collector. It drains every thread's chunks up to the
  * position that thread has published, decodes the records into spans (pairing
  * begins and ends on a per-thread stack, which also gives self time), instants
- * and counter samples, and feeds the sinks: Chrome trace JSON appended to a
- * spool file, and the statistics. A dump copies the spool into a temporary
- * file beside the output, adds the tail (metadata, spans still open, the
- * footer) and renames it over the output, so that a complete trace is on disk
- * at every moment while memory stays bounded by the chunk pool.
+ * and counter samples, takes the events modules produced with their own times
+ * (src/record/produce.h), and hands everything to the sinks (sinks.c): the
+ * trace sink of this trace (JSON, or another format) turns events into bytes,
+ * and the file sinks (statistics, memory outputs...) keep what they need.
+ *
+ * The trace's bytes are the collector's, whatever the format: they go to a
+ * spool file (compressed as they go when the trace is gzip), and a dump
+ * copies the spool into a temporary file beside the output, adds the tail
+ * (metadata, spans still open, the footer; a gzip member of its own) and
+ * renames it over the output, so that a complete trace is on disk at every
+ * moment while memory stays bounded by the chunk pool.
+ *
+ * Modules are reached only through the lifecycle table (produce.h): the
+ * collector names none of them.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -20,14 +29,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/gz.h"
 #include "../export/export.h"
-#include "../hw/hw.h"
-#include "../gpu/gpu.h"
-#include "../mem/mem.h"
+#include "../record/produce.h"
 #include "../record/record.h"
 #include "collect.h"
+#include "sinks.h"
 
 /* ------------------------------------------------------------ the state */
+
+#define ARG_SLOTS 32 /* span arguments summed per span (a module's arg_slot) */
 
 typedef struct open_span {
     const mlprof__handle *handle; /* NULL for a dynamic name */
@@ -36,7 +47,7 @@ typedef struct open_span {
     uint64_t begin_ns;
     uint64_t child_ns;
     mlprof__sb args;
-    int64_t hw[MLPROF__HW_KNOWN]; /* integer arguments named after counters */
+    int64_t hw[ARG_SLOTS]; /* integer arguments named after counters */
     unsigned hw_mask;
 } open_span;
 
@@ -70,13 +81,40 @@ typedef struct track {
     struct track *next;
 } track;
 
+/* A launch point a module asked about, with the module to answer. */
+typedef struct lpoint {
+    mlprof__launch_point p;
+    const mlprof__module *m;
+} lpoint;
+
+/* A sink of the current trace. */
+typedef struct sink {
+    const mlprof__sink_entry *e;
+    void *st;
+    int on; /* takes events and is dumped */
+} sink;
+
+#define SINKS_MAX 16
+
 static struct {
     track *tracks;
-    mlprof__stats *stats;
-    int spool_fd;        /* unlinked temporary file holding the events so far, or -1 */
+    /* the sinks: the trace sink of this trace (chosen at its first drain),
+     * and every file sink (made once) */
+    sink trace;
+    sink files[SINKS_MAX];
+    size_t nfiles;
+    int files_made;
+    char trace_error[600]; /* why the trace cannot be written (no such format, no zlib) */
+    /* the stream of this trace */
+    int spool_fd;        /* unlinked temporary file holding the bytes so far, or -1 */
     uint64_t spool_size; /* bytes */
-    int spool_first;     /* no event written yet */
-    mlprof__sb buf;      /* events waiting to be written to the spool */
+    mlprof__sb buf;      /* bytes of events waiting to be written to the spool (plain) */
+    uint64_t buf_events; /* events in buf */
+    int compress;        /* the trace is gzip: the spool holds the compressed stream */
+    mlprof__gz *gz;      /* its stream, or NULL when zlib could not be had */
+    mlprof__sb zbuf;     /* compressed bytes the spool has not taken yet */
+    uint64_t zbuf_events;
+    int gz_failed;       /* the stream broke (out of memory): the trace cannot be written */
     /* the spool could not be written (a full disk): buf keeps the events
      * for the next try, up to pending_max() bytes; past that they are lost */
     int spool_failing;
@@ -98,20 +136,150 @@ static struct {
     size_t npending;
     uint64_t reported_drops; /* of trace_dropped(), those said on stderr */
     uint64_t corrupt;
-    /* the GPU launches of this drain whose CPU spans are looked up, by (tid, ns) */
-    mlprof__launch_point *lp;
-    size_t nlp;
+    /* the launches of this drain whose CPU spans are looked up, by (tid, ns) */
+    lpoint *lp;
+    size_t nlp, lp_cap;
     uint64_t start_ns;
     /* a clear while running: records stamped before this raw time, published
      * after it by calls then in flight, are discarded; 0 when none */
     uint64_t cut_raw;
     /* continuous dump */
     pthread_t thread;
-    int thread_running; /* atomic: read by mlprof__collect_poke */
+    int thread_running; /* atomic: read by wake() */
     int thread_stop;
     int poked;          /* atomic: a wake-up is pending */
     pthread_cond_t wake;
-} C = {.spool_fd = -1, .spool_first = 1, .wake = PTHREAD_COND_INITIALIZER};
+} C = {.spool_fd = -1, .wake = PTHREAD_COND_INITIALIZER};
+
+static void drain_all(int discard, int all_memory);
+
+/* ------------------------------------------------------------ the sinks */
+
+static int ends_with(const char *s, size_t n, const char *suffix)
+{
+    size_t k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The trace sink for the configured format and filename; NULL with
+ * C.trace_error set when the format has no sink in this build. */
+static const mlprof__sink_entry *trace_entry(const char *path, int *gzip)
+{
+    const mlprof__config *c = &mlprof__g.cfg;
+    size_t n = strlen(path);
+    int gz_name = ends_with(path, n, ".gz");
+    *gzip = strcmp(c->compress, "gzip") == 0 || (strcmp(c->compress, "auto") == 0 && gz_name);
+    if (gz_name)
+        n -= 3;
+    const mlprof__sink_entry *fallback = NULL;
+    for (size_t i = 0; i < mlprof__nsinks; i++) {
+        const mlprof__sink_entry *e = &mlprof__sink_table[i];
+        if (!e->format)
+            continue;
+        if (!fallback)
+            fallback = e;
+        if (strcmp(c->format, e->format) == 0)
+            return e;
+        if (strcmp(c->format, "auto") == 0) {
+            char name[MLPROF__PATH_MAX];
+            snprintf(name, sizeof name, "%.*s", (int)n, path);
+            for (const char *const *s = e->suffixes; s && *s; s++)
+                if (ends_with(name, n, *s))
+                    return e;
+        }
+    }
+    if (strcmp(c->format, "auto") == 0)
+        return fallback;
+    snprintf(C.trace_error, sizeof C.trace_error, "format=%s: this build of mlprof has no writer for it", c->format);
+    return NULL;
+}
+
+/* The file sinks, made once (their state lasts across traces), and which of
+ * them are on for this drain. */
+static void files_prepare(void)
+{
+    if (!C.files_made) {
+        C.files_made = 1;
+        for (size_t i = 0; i < mlprof__nsinks && C.nfiles < SINKS_MAX; i++) {
+            const mlprof__sink_entry *e = &mlprof__sink_table[i];
+            if (e->format)
+                continue;
+            sink *s = &C.files[C.nfiles++];
+            s->e = e;
+            s->st = e->ops->create ? e->ops->create() : NULL;
+            if (e->ops->create && !s->st) {
+                mlprof__log(MLPROF_LOG_ERROR, "the %s output is off: out of memory", e->ops->name);
+                C.nfiles--;
+            }
+        }
+    }
+    for (size_t i = 0; i < C.nfiles; i++)
+        C.files[i].on = !C.files[i].e->on || C.files[i].e->on();
+}
+
+/* The trace sink of this trace, chosen at its first drain; its head opens
+ * the stream. */
+static void trace_prepare(void)
+{
+    if (C.trace.e)
+        return;
+    C.trace_error[0] = '\0'; /* a format without a writer: asked again, the key may have changed */
+    char path[4200];
+    mlprof__collect_trace_path(path, sizeof path);
+    const mlprof__sink_entry *e = trace_entry(path, &C.compress);
+    if (!e)
+        return;
+    void *st = e->ops->create ? e->ops->create() : NULL;
+    if (e->ops->create && !st) {
+        snprintf(C.trace_error, sizeof C.trace_error, "cannot start the %s trace: out of memory", e->ops->name);
+        return;
+    }
+    C.trace.e = e;
+    C.trace.st = st;
+    C.trace.on = 1;
+    if (C.compress && !(C.gz = mlprof__gz_open(-1)))
+        snprintf(C.trace_error, sizeof C.trace_error, "cannot write a gzip trace: %s", mlprof_last_error());
+    if (e->ops->head)
+        e->ops->head(st, &C.buf);
+}
+
+static void trace_drop(void)
+{
+    if (C.trace.e && C.trace.e->ops->destroy)
+        C.trace.e->ops->destroy(C.trace.st);
+    memset(&C.trace, 0, sizeof C.trace);
+    C.trace_error[0] = '\0';
+    mlprof__gz_free(C.gz);
+    C.gz = NULL;
+    C.compress = 0;
+    C.gz_failed = 0;
+    mlprof__sb_reset(&C.zbuf);
+    C.zbuf_events = 0;
+}
+
+static mlprof__stats *stats_of(void)
+{
+    for (size_t i = 0; i < C.nfiles; i++)
+        if (C.files[i].e->ops == &mlprof__stats_sink)
+            return C.files[i].st;
+    return NULL;
+}
+
+/* Each call hands one event to every sink on: the trace sink appends to sb
+ * (the stream's buffer, or a tail's), the file sinks get no buffer. */
+#define TO_SINKS(op, in_tail, to, ev)                                  \
+    do {                                                              \
+        mlprof__sink_out o_ = {(to), (in_tail)};                      \
+        if (C.trace.e && C.trace.e->ops->op) {                        \
+            C.trace.e->ops->op(C.trace.st, &o_, (ev));                \
+            if (!(in_tail))                                           \
+                C.buf_events++;                                       \
+        }                                                             \
+        o_.sb = NULL;                                                 \
+        for (size_t i_ = 0; i_ < C.nfiles; i_++)                      \
+            if (C.files[i_].on && C.files[i_].e->ops->op)             \
+                C.files[i_].e->ops->op(C.files[i_].st, &o_, (ev));    \
+    } while (0)
 
 /* -------------------------------------------------------- the spool */
 
@@ -182,14 +350,50 @@ static void bytes_text(uint64_t n, char *buf, size_t len)
     mlprof__sb_free(&sb);
 }
 
-/* Events in formatted trace JSON: each starts with '{' at the start or after
- * a line break (a string escapes its line breaks). */
-static uint64_t count_events(const char *p, size_t n)
+/* Appends n bytes to the spool; 0, or -1 with errno. */
+static int spool_append(const char *p, size_t n)
 {
-    uint64_t count = n && p[0] == '{';
-    for (const char *end = p + n; (p = memchr(p, '\n', (size_t)(end - p))) != NULL && p + 1 < end; p++)
-        count += p[1] == '{';
-    return count;
+    if (spool_open() != 0 || mlprof__pwrite_all(C.spool_fd, p, n, C.spool_size) != 0)
+        return -1;
+    C.spool_size += n;
+    return 0;
+}
+
+/* Compressed: the bytes the stream made and the spool has not taken go
+ * first, then buf is compressed and goes after them. buf is compressed only
+ * once what came before is in the spool, so that events lost to a full disk
+ * (buf's) are never part of the stream: it stays whole. 0, or -1 with errno
+ * (the spool cannot be written). */
+static int spool_write_compressed(void)
+{
+    for (;;) {
+        if (C.zbuf.len) {
+            if (spool_append(C.zbuf.data, C.zbuf.len) != 0)
+                return -1;
+            mlprof__sb_reset(&C.zbuf);
+            C.zbuf_events = 0;
+        }
+        if (!C.buf.len)
+            return 0;
+        if (C.gz_failed) { /* a broken stream takes nothing more */
+            C.unwritten += C.buf_events;
+            mlprof__sb_reset(&C.buf);
+            C.buf_events = 0;
+            return 0;
+        }
+        if (mlprof__gz_write(C.gz, C.buf.data, C.buf.len, &C.zbuf) != MLPROF_OK || C.zbuf.failed) {
+            /* the stream is broken: what it held is lost with it */
+            mlprof__log(MLPROF_LOG_ERROR, "the gzip trace cannot go on: %s", mlprof_last_error());
+            C.gz_failed = 1;
+            C.unwritten += C.buf_events;
+            mlprof__sb_reset(&C.buf);
+            C.buf_events = 0;
+            return 0;
+        }
+        C.zbuf_events = C.buf_events;
+        mlprof__sb_reset(&C.buf);
+        C.buf_events = 0;
+    }
 }
 
 /* Writes the events formatted so far to the spool. When it cannot (a full
@@ -197,14 +401,19 @@ static uint64_t count_events(const char *p, size_t n)
  * past pending_max() bytes they are lost: counted and said. */
 static void spool_flush(void)
 {
-    if (C.buf.len == 0)
+    if (C.buf.len == 0 && C.zbuf.len == 0)
         return;
-    if (spool_open() == 0 && mlprof__pwrite_all(C.spool_fd, C.buf.data, C.buf.len, C.spool_size) == 0) {
+    /* a gzip trace without zlib spools its plain bytes: kept, though no dump can write them */
+    int zipped = C.compress && C.gz;
+    int rc = zipped ? spool_write_compressed() : spool_append(C.buf.data, C.buf.len);
+    if (rc == 0) {
         if (C.spool_failing)
             mlprof__log(MLPROF_LOG_INFO, "the trace spool is written again: the events kept in memory are in it");
         C.spool_failing = 0;
-        C.spool_size += C.buf.len;
-        mlprof__sb_reset(&C.buf);
+        if (!zipped) {
+            mlprof__sb_reset(&C.buf);
+            C.buf_events = 0;
+        }
         return;
     }
     int err = errno;
@@ -217,7 +426,7 @@ static void spool_flush(void)
     C.spool_failing = 1;
     if (C.buf.len <= pending_max())
         return;
-    uint64_t n = count_events(C.buf.data, C.buf.len);
+    uint64_t n = C.buf_events;
     C.unwritten += n;
     C.lost_errno = err;
     mlprof__log(MLPROF_LOG_ERROR,
@@ -225,8 +434,14 @@ static void spool_flush(void)
                 "keeps %s of events at most",
                 (unsigned long long)n, (unsigned long long)C.unwritten, strerror(err), keep);
     mlprof__sb_reset(&C.buf);
-    if (C.spool_size == 0)
-        C.spool_first = 1; /* the next event opens the list: no comma before it */
+    C.buf_events = 0;
+    if (C.spool_size == 0 && C.zbuf.len == 0 && C.trace.e) {
+        /* the head was lost too: the stream starts again */
+        if (C.trace.e->ops->reset)
+            C.trace.e->ops->reset(C.trace.st);
+        if (C.trace.e->ops->head)
+            C.trace.e->ops->head(C.trace.st, &C.buf);
+    }
 }
 
 static void spool_reset(void)
@@ -235,8 +450,8 @@ static void spool_reset(void)
         close(C.spool_fd);
     C.spool_fd = -1;
     C.spool_size = 0;
-    C.spool_first = 1;
     mlprof__sb_reset(&C.buf);
+    C.buf_events = 0;
 }
 
 /* ------------------------------------------------------------ tracks */
@@ -317,8 +532,6 @@ static void read_thread_name(track *tr)
 
 /* --------------------------------------------------------- the decoder */
 
-static int recording_stats(void) { return mlprof__g.cfg.aggregate_stats && C.stats; }
-
 static const char *span_name(const open_span *o, size_t *len)
 {
     const char *name = o->handle ? o->handle->name : o->dyn_name ? o->dyn_name : "";
@@ -326,9 +539,10 @@ static const char *span_name(const open_span *o, size_t *len)
     return name;
 }
 
-/* Writes a finished span to the sinks. */
-static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns, int frame,
-                      int unfinished, mlprof__sb *out, int *first)
+/* Hands a finished span to the sinks (tail: a span still open, shown in a
+ * dump's tail, appended to sb). depth: spans open below it on its stack. */
+static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns, int frame, int unfinished,
+                      size_t depth, int tail, mlprof__sb *sb)
 {
     mlprof__span_out s;
     memset(&s, 0, sizeof s);
@@ -343,10 +557,12 @@ static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns
     s.args_len = o->args.len;
     s.frame_id = ++C.frame_ids;
     s.unfinished = unfinished;
-    mlprof__chrome_span(out, first, &s);
-    if (out == &C.buf && recording_stats())
-        mlprof__stats_duration(C.stats, o->handle, s.domain, s.name, s.name_len, frame,
-                               s.end_ns - s.begin_ns, self_ns, o->hw, o->hw_mask);
+    s.id = o->handle;
+    s.self_ns = self_ns;
+    s.depth = (uint32_t)depth;
+    s.hw = o->hw_mask ? o->hw : NULL;
+    s.hw_mask = o->hw_mask;
+    TO_SINKS(span, tail, sb, &s);
 }
 
 static void push_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_domain *d,
@@ -385,7 +601,7 @@ static void pop_span(track *tr, span_stack *s, uint64_t end_ns, int frame, int u
         s->items[s->depth - 1].child_ns += dur;
     if (unfinished)
         C.unfinished++;
-    emit_span(tr, o, end_ns, self, frame, unfinished, &C.buf, &C.spool_first);
+    emit_span(tr, o, end_ns, self, frame, unfinished, s->depth, 0, &C.buf);
     mlprof__free(o->dyn_name);
     o->dyn_name = NULL;
 }
@@ -421,12 +637,9 @@ static void flush_instant(track *tr)
     if (!tr->instant_pending)
         return;
     tr->instant_pending = 0;
-    mlprof__chrome_instant(&C.buf, &C.spool_first, tr->inst_name, tr->inst_name_len,
-                           tr->inst_domain->name, tr->inst_ns, tr->inst_scope, mlprof__g.pid,
-                           tr->tid, tr->inst_args.data, tr->inst_args.len);
-    if (recording_stats())
-        mlprof__stats_marker(C.stats, tr->inst_handle, tr->inst_domain->name, tr->inst_name,
-                             tr->inst_name_len);
+    mlprof__instant_out e = {tr->inst_name, tr->inst_name_len, tr->inst_domain->name, tr->inst_ns, tr->inst_scope,
+                             mlprof__g.pid, tr->tid, tr->inst_args.data, tr->inst_args.len, tr->inst_handle};
+    TO_SINKS(instant, 0, &C.buf, &e);
 }
 
 /* h: the marker's handle, or NULL for a run-time name (copied here). */
@@ -463,6 +676,18 @@ static mlprof__sb *arg_target(track *tr)
     return o ? &o->args : NULL;
 }
 
+/* The slot of an integer argument summed per span (a module's: the
+ * counters measured on spans), or -1. */
+static int arg_slot(const char *key, size_t len)
+{
+    MLPROF__FOR_MODULES(m) {
+        int slot = m->arg_slot ? m->arg_slot(key, len) : -1;
+        if (slot >= 0)
+            return slot < ARG_SLOTS ? slot : -1;
+    }
+    return -1;
+}
+
 static void add_arg(track *tr, unsigned kind, const mlprof__rec *r, const char *text)
 {
     mlprof__sb *args = arg_target(tr);
@@ -471,7 +696,7 @@ static void add_arg(track *tr, unsigned kind, const mlprof__rec *r, const char *
     size_t klen = MLPROF__REC_AUX(r->b);
     if (kind == MLPROF__REC_ARG_I && !tr->instant_pending) {
         /* counters measured on the span (perf.c) are summed in the statistics */
-        int hw = mlprof__hw_index(text, klen);
+        int hw = arg_slot(text, klen);
         open_span *o = hw >= 0 ? arg_span(tr) : NULL;
         if (o) { /* the first of a span's values starts its sum: stack slots are reused */
             o->hw[hw] = (o->hw_mask >> hw & 1 ? o->hw[hw] : 0) + (int64_t)r->a;
@@ -503,10 +728,8 @@ static void counter_sample(track *tr, const mlprof__rec *r, int is_int)
         v = (double)iv;
     else
         memcpy(&v, &r[1].a, sizeof v);
-    mlprof__chrome_counter(&C.buf, &C.spool_first, c->h.name, c->h.domain->name, ns, v, is_int, iv,
-                           mlprof__g.pid, tr->tid);
-    if (recording_stats())
-        mlprof__stats_counter(C.stats, c, c->h.domain->name, c->h.name, v, ns);
+    mlprof__counter_out o = {c->h.name, c->h.domain->name, ns, v, is_int, iv, mlprof__g.pid, tr->tid, c};
+    TO_SINKS(counter, 0, &C.buf, &o);
 }
 
 /* Slots taken by the record at r (1 + its inline text), or 0 when no record
@@ -569,9 +792,12 @@ static void mem_record(track *tr, const mlprof__rec *r, uint64_t ns)
     size_t op_len = 0;
     if (tr->tasks.depth)
         op = span_name(&tr->tasks.items[tr->tasks.depth - 1], &op_len);
-    mlprof__mem_push(ns, (int)MLPROF__REC_AUX(r[0].b), (unsigned)(r[1].b >> 56), r[1].a,
-                     r[1].b & MLPROF__MEM_BYTES_MAX, MLPROF__REC_PTR(r[0].b), (const char *)(r + 2),
-                     (size_t)((r[1].b >> 48) & 0xff), op, op_len, tr->tid);
+    MLPROF__FOR_MODULES(m) {
+        if (m->memory_op)
+            m->memory_op(ns, (int)MLPROF__REC_AUX(r[0].b), (unsigned)(r[1].b >> 56), r[1].a,
+                         r[1].b & MLPROF__MEM_BYTES_MAX, MLPROF__REC_PTR(r[0].b), (const char *)(r + 2),
+                         (size_t)((r[1].b >> 48) & 0xff), op, op_len, tr->tid);
+    }
 }
 
 static void decode_one(track *tr, const mlprof__rec *r)
@@ -647,7 +873,7 @@ static void decode_one(track *tr, const mlprof__rec *r)
 
 static int lp_cmp(const void *pa, const void *pb)
 {
-    const mlprof__launch_point *a = pa, *b = pb;
+    const mlprof__launch_point *a = &((const lpoint *)pa)->p, *b = &((const lpoint *)pb)->p;
     if (a->tid != b->tid)
         return a->tid < b->tid ? -1 : 1;
     return a->ns < b->ns ? -1 : a->ns > b->ns;
@@ -659,7 +885,7 @@ static size_t lp_first(pid_t tid)
     size_t lo = 0, hi = C.nlp;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (C.lp[mid].tid < tid)
+        if (C.lp[mid].p.tid < tid)
             lo = mid + 1;
         else
             hi = mid;
@@ -667,9 +893,9 @@ static size_t lp_first(pid_t tid)
     return lo;
 }
 
-/* Tells src/gpu the spans open on tr now (the hooks' own runtime calls left
- * out: the operator is what called them). */
-static void lp_answer(track *tr, const mlprof__launch_point *p)
+/* Tells the module that asked the spans open on tr now (the hooks' own
+ * runtime calls left out: the operator is what called them). */
+static void lp_answer(track *tr, const lpoint *p)
 {
     const char *names[64];
     size_t n = 0;
@@ -680,7 +906,8 @@ static void lp_answer(track *tr, const mlprof__launch_point *p)
         size_t len;
         names[n++] = span_name(o, &len);
     }
-    mlprof__gpu_launch_ops(p->index, names, n);
+    if (p->m->launch_ops)
+        p->m->launch_ops(p->p.index, names, n);
 }
 
 static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp);
@@ -695,11 +922,11 @@ static void drain_thread(mlprof__thread *t, int discard)
     size_t lp = tr && C.nlp ? lp_first(tr->tid) : C.nlp;
     /* a call from before the records already read: what was open then is
      * gone (its record came late); it gets no operator rather than a wrong one */
-    for (; lp < C.nlp && C.lp[lp].tid == tr->tid && C.lp[lp].ns < tr->last_ns; lp++) {
+    for (; lp < C.nlp && C.lp[lp].p.tid == tr->tid && C.lp[lp].p.ns < tr->last_ns; lp++) {
     }
     drain_records(t, tr, discard, &lp);
     /* launches after the last record: the spans open now were open then */
-    for (; lp < C.nlp && C.lp[lp].tid == tr->tid; lp++)
+    for (; lp < C.nlp && C.lp[lp].p.tid == tr->tid; lp++)
         lp_answer(tr, &C.lp[lp]);
 }
 
@@ -749,9 +976,9 @@ static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
                 C.corrupt++;
                 break;
             }
-            if (*lp < C.nlp && C.lp[*lp].tid == tr->tid && MLPROF__REC_KIND(r->b) <= MLPROF__REC_END_DYN) {
+            if (*lp < C.nlp && C.lp[*lp].p.tid == tr->tid && MLPROF__REC_KIND(r->b) <= MLPROF__REC_END_DYN) {
                 uint64_t ns = mlprof__clock_to_ns(r->a); /* a begin or an end: launches before it */
-                for (; *lp < C.nlp && C.lp[*lp].tid == tr->tid && C.lp[*lp].ns < ns; (*lp)++)
+                for (; *lp < C.nlp && C.lp[*lp].p.tid == tr->tid && C.lp[*lp].p.ns < ns; (*lp)++)
                     lp_answer(tr, &C.lp[*lp]);
             }
             if (!discard && !before_cut(r, &cutting))
@@ -779,143 +1006,52 @@ static void forget_thread(mlprof__thread *t)
         tr->thread = NULL;
 }
 
-/* Drains every thread. Memory operations are accounted up to the time read
- * before the first thread was drained (or all of them, when everything is
- * over): one recorded later on another thread waits for the next drain, so
- * that operations are accounted in time order. */
-/* ----------------------------------- events that come with their own times */
+/* --------------------------------- events that come with their own times */
 
-#define EXT_MAX 1048576     /* events queued between two drains, at most */
-#define EXT_TRACKS 256
-#define EXT_TID0 0x40000000 /* synthetic thread ids of their tracks */
-
-typedef struct ext_event {
-    char ph; /* 'X' a span; 's' and 'f' the two ends of a flow */
-    int tid;
-    uint64_t begin_ns, end_ns;
-    uint64_t id; /* a flow's */
-    char *domain, *name, *args;
-} ext_event;
-
-static struct {
-    pthread_mutex_t lock;
-    ext_event *q;
-    size_t n, cap;
-    uint64_t dropped;
-    int poked;
-    char *track[EXT_TRACKS]; /* names; track i has tid EXT_TID0 + i */
-    size_t ntracks;
-} X = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-int mlprof__ext_track(const char *name)
+/* Hands queued events to the sinks (or drops them). tail: into a dump's
+ * tail, appended to sb. */
+static void deliver(mlprof__produced *q, int discard, int tail, mlprof__sb *sb)
 {
-    pthread_mutex_lock(&X.lock);
-    size_t i;
-    for (i = 0; i < X.ntracks && strcmp(X.track[i], name) != 0; i++) {
-    }
-    int tid = -1;
-    if (i < X.ntracks)
-        tid = EXT_TID0 + (int)i;
-    else if (X.ntracks < EXT_TRACKS && (X.track[X.ntracks] = mlprof__strdup(name)) != NULL)
-        tid = EXT_TID0 + (int)X.ntracks++;
-    pthread_mutex_unlock(&X.lock);
-    return tid;
-}
-
-/* Queues n events (copied); all or none. X.lock held. */
-static int ext_push(const ext_event *ev, size_t n)
-{
-    while (X.n + n > X.cap && X.cap < EXT_MAX) {
-        ext_event *q = mlprof__grow(X.q, &X.cap, X.cap, sizeof *q, 256);
-        if (!q)
-            break;
-        X.q = q;
-    }
-    if (X.n + n > X.cap) {
-        X.dropped += n;
-        return MLPROF_ELIMIT;
-    }
-    size_t done;
-    for (done = 0; done < n; done++) {
-        ext_event *e = &X.q[X.n + done];
-        *e = ev[done];
-        int has_args = ev[done].args && *ev[done].args;
-        e->domain = mlprof__strdup(ev[done].domain);
-        e->name = mlprof__strdup(ev[done].name);
-        e->args = has_args ? mlprof__strdup(ev[done].args) : NULL;
-        if (!e->domain || !e->name || (has_args && !e->args)) {
-            mlprof__free(e->domain);
-            mlprof__free(e->name);
-            mlprof__free(e->args);
-            break;
+    for (size_t i = 0; i < q->n && !discard; i++) {
+        const mlprof__event *e = &q->q[i];
+        size_t args_len = e->args ? strlen(e->args) : 0;
+        if (e->type == MLPROF__EV_SPAN) {
+            mlprof__span_out so;
+            memset(&so, 0, sizeof so);
+            so.name = e->name;
+            so.name_len = strlen(e->name);
+            so.domain = e->domain;
+            so.kind = MLPROF__OUT_TASK;
+            so.begin_ns = e->begin_ns;
+            so.end_ns = e->end_ns;
+            so.pid = mlprof__g.pid;
+            so.tid = e->tid;
+            so.args = e->args;
+            so.args_len = args_len;
+            so.self_ns = e->end_ns - e->begin_ns;
+            TO_SINKS(span, tail, sb, &so);
+        } else if (e->type == MLPROF__EV_INSTANT) {
+            mlprof__instant_out io = {e->name, strlen(e->name), e->domain, e->begin_ns, e->scope, mlprof__g.pid,
+                                      e->tid, e->args, args_len, NULL};
+            TO_SINKS(instant, tail, sb, &io);
+        } else if (e->type == MLPROF__EV_COUNTER) {
+            mlprof__counter_out co = {e->name, e->domain, e->begin_ns, e->value, e->is_int, e->ivalue,
+                                      mlprof__g.pid, e->tid, NULL};
+            TO_SINKS(counter, tail, sb, &co);
+        } else {
+            mlprof__flow_out fo = {e->type, e->id, e->name, e->domain, e->begin_ns, mlprof__g.pid, e->tid};
+            TO_SINKS(flow, tail, sb, &fo);
         }
     }
-    if (done < n) {
-        for (size_t i = 0; i < done; i++) {
-            mlprof__free(X.q[X.n + i].domain);
-            mlprof__free(X.q[X.n + i].name);
-            mlprof__free(X.q[X.n + i].args);
-        }
-        X.dropped += n;
-        return MLPROF_ENOMEM;
-    }
-    X.n += n;
-    if (X.n > EXT_MAX / 2 && !X.poked) { /* a drain soon, before the queue is full */
-        X.poked = 1;
-        mlprof__collect_poke();
-    }
-    return MLPROF_OK;
+    mlprof__produced_free(q);
 }
 
-int mlprof__ext_span(int tid, const char *domain, const char *name, uint64_t begin_ns, uint64_t end_ns,
-                     const char *args)
+/* The shared queue's events, into the trace and the sinks. */
+static void drain_produced(int discard)
 {
-    ext_event e = {'X', tid, begin_ns, end_ns > begin_ns ? end_ns : begin_ns, 0, (char *)domain, (char *)name,
-                   (char *)args};
-    pthread_mutex_lock(&X.lock);
-    int rc = ext_push(&e, 1);
-    pthread_mutex_unlock(&X.lock);
-    return rc;
-}
-
-int mlprof__ext_flow(uint64_t id, int from_tid, uint64_t from_ns, int to_tid, uint64_t to_ns)
-{
-    ext_event e[2] = {{'s', from_tid, from_ns, from_ns, id, "gpu_launch", "launch", NULL},
-                      {'f', to_tid, to_ns, to_ns, id, "gpu_launch", "launch", NULL}};
-    pthread_mutex_lock(&X.lock);
-    int rc = ext_push(e, 2);
-    pthread_mutex_unlock(&X.lock);
-    return rc;
-}
-
-/* Writes the queued events into the trace and the statistics (or drops them). */
-static void drain_ext(int discard)
-{
-    pthread_mutex_lock(&X.lock);
-    ext_event *q = X.q;
-    size_t n = X.n;
-    X.q = NULL;
-    X.n = X.cap = 0;
-    X.poked = 0;
-    pthread_mutex_unlock(&X.lock);
-    for (size_t i = 0; i < n; i++) {
-        ext_event *e = &q[i];
-        if (!discard && e->ph != 'X') {
-            mlprof__chrome_flow(&C.buf, &C.spool_first, e->ph, e->id, e->name, e->domain, e->begin_ns, mlprof__g.pid,
-                                e->tid);
-        } else if (!discard) {
-            mlprof__span_out so = {e->name, strlen(e->name), e->domain, MLPROF__OUT_TASK, e->begin_ns, e->end_ns,
-                                   mlprof__g.pid, e->tid, e->args, e->args ? strlen(e->args) : 0, 0, 0};
-            mlprof__chrome_span(&C.buf, &C.spool_first, &so);
-            if (recording_stats())
-                mlprof__stats_duration(C.stats, NULL, e->domain, e->name, strlen(e->name), 0,
-                                       e->end_ns - e->begin_ns, e->end_ns - e->begin_ns, NULL, 0);
-        }
-        mlprof__free(e->domain);
-        mlprof__free(e->name);
-        mlprof__free(e->args);
-    }
-    mlprof__free(q);
+    mlprof__produced q;
+    mlprof__produce_take(&q);
+    deliver(&q, discard, 0, &C.buf);
 }
 
 /* Frame ends that came from another thread than their begin: each closes the
@@ -938,34 +1074,73 @@ static void match_pending_ends(void)
     C.npending = 0;
 }
 
+/* Before the threads: each module delivers what it buffered and says which
+ * launches it wants the CPU spans of. */
+static void collect_points(const mlprof__drain_info *d)
+{
+    C.nlp = 0;
+    MLPROF__FOR_MODULES(m) {
+        mlprof__launch_point *pts = NULL;
+        size_t n = m->flush ? m->flush(d, &pts) : 0;
+        for (size_t i = 0; i < n; i++) {
+            if (C.nlp == C.lp_cap) {
+                lpoint *lp = mlprof__grow(C.lp, &C.lp_cap, C.nlp, sizeof *lp, 256);
+                if (!lp)
+                    break; /* those left get no operator */
+                C.lp = lp;
+            }
+            C.lp[C.nlp].p = pts[i];
+            C.lp[C.nlp++].m = m;
+        }
+    }
+    mlprof__sort(C.lp, C.nlp, sizeof *C.lp, lp_cmp);
+}
+
+/* Drains every thread. Memory operations are accounted up to the time read
+ * before the first thread was drained (or all of them, when everything is
+ * over): one recorded later on another thread waits for the next drain, so
+ * that operations are accounted in time order. */
 static void drain_all(int discard, int all_memory)
 {
     if (!mlprof__pool_ready())
         return;
-    if (!C.stats && mlprof__g.cfg.aggregate_stats)
-        C.stats = mlprof__stats_new(); /* so that no drain skips the statistics */
+    files_prepare(); /* so that no drain skips the statistics */
+    trace_prepare();
     mlprof__clock_sync();
     uint64_t watermark = all_memory ? UINT64_MAX : mlprof__clock_to_ns(mlprof__clock_raw());
     if (C.start_ns == 0)
         C.start_ns = mlprof__clock_monotonic_ns();
-    /* GPU activity first: its launches are looked up while the threads are read */
-    C.nlp = mlprof__gpu_flush(discard, all_memory, &C.lp);
-    mlprof__sort(C.lp, C.nlp, sizeof *C.lp, lp_cmp);
+    mlprof__produced mine;
+    mlprof__produced_init(&mine);
+    mlprof__drain_info d = {discard, all_memory, watermark, &mine};
+    /* modules first: their launches are looked up while the threads are read */
+    collect_points(&d);
     for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
         drain_thread(t, discard);
     C.nlp = 0;
     match_pending_ends();
-    mlprof__gpu_emit(discard, all_memory);
-    drain_ext(discard);
+    MLPROF__FOR_MODULES(m) {
+        if (m->emit)
+            m->emit(&d);
+    }
+    drain_produced(discard);
     for (track *tr = C.tracks; tr; tr = tr->next)
         flush_instant(tr);
-    mlprof__mem_apply(watermark, discard ? NULL : &C.buf, &C.spool_first, mlprof__g.pid);
-    if (discard)
+    MLPROF__FOR_MODULES(m) {
+        if (m->account)
+            m->account(&d);
+    }
+    deliver(&mine, discard, 0, &C.buf);
+    if (discard) {
         mlprof__sb_reset(&C.buf);
-    else
+        C.buf_events = 0;
+    } else {
         spool_flush();
+    }
     mlprof__threads_reap(forget_thread);
 }
+
+static void drain_now(void) { drain_all(0, 0); }
 
 uint64_t mlprof__collect_dropped(void)
 {
@@ -982,109 +1157,26 @@ static uint64_t stats_dropped(void) { return mlprof__collect_dropped() - C.stats
 
 /* ----------------------------------------------------------- the dump */
 
-/* A configured path with "%p" replaced by the pid; in a forked child, which
- * must not overwrite its parent's files, ".PID" goes before the extension
- * unless fork_suffix is 0 (a name that holds the pid already). */
-static void expand_path_as(const char *name, int fork_suffix, char *buf, size_t len)
-{
-    mlprof__sb sb;
-    mlprof__sb_init(&sb);
-    int had_pid = 0;
-    for (const char *p = name; *p; p++) {
-        if (p[0] == '%' && p[1] == 'p') {
-            mlprof__sb_printf(&sb, "%d", (int)mlprof__g.pid);
-            had_pid = 1;
-            p++;
-        } else {
-            mlprof__sb_putc(&sb, *p);
-        }
-    }
-    if (fork_suffix && mlprof__g.forked_child && !had_pid && sb.data) {
-        /* a forked child must not overwrite its parent's trace: name.PID.ext */
-        const char *base = strrchr(sb.data, '/');
-        base = base ? base + 1 : sb.data;
-        const char *dot = strrchr(base, '.');
-        size_t stem = dot && dot != base ? (size_t)(dot - sb.data) : sb.len;
-        snprintf(buf, len, "%.*s.%d%s", (int)stem, sb.data, (int)mlprof__g.pid, sb.data + stem);
-    } else {
-        snprintf(buf, len, "%s", sb.data ? sb.data : name);
-    }
-    mlprof__sb_free(&sb);
-}
-
-static void expand_path(const char *name, char *buf, size_t len)
-{
-    expand_path_as(name, 1, buf, len);
-}
-
 void mlprof__collect_trace_path(char *buf, size_t len)
 {
-    expand_path(mlprof__g.cfg.filename, buf, len);
+    mlprof__expand_path(mlprof__g.cfg.filename, 1, buf, len);
 }
 
-/* A memory output: "" is none, "auto" the path of the trace (trace, or the
- * configured one when NULL) with its extension replaced by suffix (the CSV:
- * PREFIX-pid_PID.csv when MXNet's gpu_memory_profile_filename_prefix is set),
- * anything else a path of its own. */
-static void memory_output_path(const char *value, const char *suffix, const char *trace_path, char *buf,
-                               size_t len)
-{
-    const char *prefix = mlprof__g.cfg.gpu_memory_profile_filename_prefix;
-    if (!value[0]) {
-        buf[0] = '\0';
-    } else if (strcmp(value, "auto") != 0) {
-        expand_path(value, buf, len);
-    } else if (prefix[0] && strcmp(suffix, ".memory.csv") == 0) {
-        char pid[32];
-        snprintf(pid, sizeof pid, "-pid_%d.csv", (int)mlprof__g.pid);
-        expand_path_as(prefix, 0, buf, len); /* the name holds the pid: no fork suffix */
-        size_t n = strlen(buf);
-        snprintf(buf + n, len - n, "%s", pid);
-    } else {
-        char trace[4200];
-        if (trace_path)
-            snprintf(trace, sizeof trace, "%s", trace_path);
-        else
-            mlprof__collect_trace_path(trace, sizeof trace);
-        const char *base = strrchr(trace, '/');
-        base = base ? base + 1 : trace;
-        char *dot = strrchr(base, '.');
-        if (dot && dot != base)
-            *dot = '\0';
-        snprintf(buf, len, "%s%s", trace, suffix);
-    }
-}
-
-/* The memory outputs are written when memory is profiled, or was (since the
- * last clear): with memory profiling off they are off, whatever their keys say. */
-static int memory_outputs_on(void)
-{
-    const mlprof__config *c = &mlprof__g.cfg;
-    return c->profile_all || c->profile_memory || mlprof__mem_any();
-}
-
-/* The path of an output ("trace", "stats", "memory_csv", "memory_svg"), or -1.
- * trace: the trace being written, when not the configured one (the memory
- * outputs at "auto" go beside it). */
-static int output_path_for(const char *what, const char *trace, char *buf, size_t len)
+/* The path of an output ("trace", "stats", "memory_csv", "memory_svg"), or -1. */
+static int output_path(const char *what, char *buf, size_t len)
 {
     const mlprof__config *c = &mlprof__g.cfg;
     if (strcmp(what, "trace") == 0)
         mlprof__collect_trace_path(buf, len);
     else if (strcmp(what, "stats") == 0)
-        c->stats_file[0] ? expand_path(c->stats_file, buf, len) : (void)(buf[0] = '\0');
+        c->stats_file[0] ? mlprof__expand_path(c->stats_file, 1, buf, len) : (void)(buf[0] = '\0');
     else if (strcmp(what, "memory_csv") == 0)
-        memory_output_path(memory_outputs_on() ? c->memory_csv : "", ".memory.csv", trace, buf, len);
+        mlprof__memory_output_path(c->memory_csv, ".memory.csv", NULL, buf, len);
     else if (strcmp(what, "memory_svg") == 0)
-        memory_output_path(memory_outputs_on() ? c->memory_svg : "", ".memory_flow.svg", trace, buf, len);
+        mlprof__memory_output_path(c->memory_svg, ".memory_flow.svg", NULL, buf, len);
     else
         return -1;
     return 0;
-}
-
-static int output_path(const char *what, char *buf, size_t len)
-{
-    return output_path_for(what, NULL, buf, len);
 }
 
 static int copy_out(const char *fn, const char *path, char *buf, size_t len)
@@ -1124,25 +1216,71 @@ static void host_name(char *buf, size_t len)
     buf[len - 1] = '\0';
 }
 
-/* The program's name: argv[0] without its folder (comm is cut at 15 bytes). */
-static void default_process_name(char *buf, size_t len)
+/* What a trace says about itself now: meta (its strings in pname, host and
+ * other, which the caller frees). */
+static void make_meta(mlprof__trace_meta *m, char *pname, size_t pname_len, char *host, size_t host_len,
+                      mlprof__sb *other, int finished, uint64_t dropped, uint64_t now_ns)
 {
-    extern char *program_invocation_short_name; /* glibc */
-    if (program_invocation_short_name && program_invocation_short_name[0])
-        snprintf(buf, len, "%s", program_invocation_short_name);
-    else
-        snprintf(buf, len, "process %d", (int)mlprof__g.pid);
+    mlprof__process_name(pname, pname_len);
+    host_name(host, host_len);
+    mlprof__sb_puts(other, "\"mlprof_version\":\"" MLPROF_VERSION_STRING "\",\"host\":");
+    mlprof__sb_json_str(other, host, strlen(host));
+    mlprof__sb_printf(other, ",\"pid\":%d,\"process_name\":", (int)mlprof__g.pid);
+    mlprof__sb_json_str(other, pname, strlen(pname));
+    mlprof__sb_puts(other, ",\"clock\":");
+    mlprof__sb_json_str(other, mlprof__clock_name(), strlen(mlprof__clock_name()));
+    mlprof__sb_printf(other,
+                      ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"start_ns\":%llu,\"dump_ns\":%llu"
+                      ",\"dropped_events\":%llu,\"external_dropped\":%llu,\"unwritten_events\":%llu"
+                      ",\"unfinished_spans\":%llu,\"unmatched_ends\":%llu"
+                      ",\"corrupt_records\":%llu,\"buffer_size\":%llu,\"chunk_size\":%zu"
+                      ",\"finished\":%s",
+                      (unsigned long long)C.start_ns, (unsigned long long)now_ns,
+                      (unsigned long long)dropped, (unsigned long long)mlprof__produce_dropped(),
+                      (unsigned long long)C.unwritten, (unsigned long long)C.unfinished,
+                      (unsigned long long)C.unmatched_ends, (unsigned long long)C.corrupt,
+                      (unsigned long long)mlprof__g.cfg.buffer_size, mlprof__pool_chunk_size(),
+                      finished ? "true" : "false");
+    MLPROF__FOR_MODULES(mod) {
+        if (mod->other_data)
+            mod->other_data(other);
+    }
+    memset(m, 0, sizeof *m);
+    m->pid = mlprof__g.pid;
+    m->process_name = pname;
+    m->host = host;
+    m->clock = mlprof__clock_name();
+    m->start_ns = C.start_ns;
+    m->dump_ns = now_ns;
+    m->finished = finished;
+    m->other_data = other->data ? other->data : "";
+    m->other_data_len = other->len;
 }
 
-/* The part after the spooled events: metadata, open spans, the footer. */
-static void write_tail(mlprof__sb *out, int first, int finished, uint64_t dropped, uint64_t now_ns)
+typedef struct tail_ctx {
+    mlprof__sb *sb;
+} tail_ctx;
+
+static void ext_track_out(void *ctx, int tid, const char *name, uint32_t index)
 {
-    char pname[160];
-    if (mlprof__g.process_name[0])
-        snprintf(pname, sizeof pname, "%s", mlprof__g.process_name);
-    else
-        default_process_name(pname, sizeof pname);
-    mlprof__chrome_process_meta(out, &first, mlprof__g.pid, pname);
+    mlprof__sb *sb = ((tail_ctx *)ctx)->sb;
+    mlprof__track_out t = {MLPROF__TRACK_EXT, mlprof__g.pid, tid, name, 1000000 + index};
+    TO_SINKS(track, 1, sb, &t);
+}
+
+/* The part after the spooled events, for every sink: metadata, the spans
+ * still open (shown up to now), what modules show in a tail, the footer. */
+static void write_tail(mlprof__sb *sb, const mlprof__trace_meta *m)
+{
+    mlprof__sink_out out = {sb, 1};
+    mlprof__sink_out fout = {NULL, 1};
+    if (C.trace.e && C.trace.e->ops->tail_begin)
+        C.trace.e->ops->tail_begin(C.trace.st, &out);
+    for (size_t i = 0; i < C.nfiles; i++)
+        if (C.files[i].on && C.files[i].e->ops->tail_begin)
+            C.files[i].e->ops->tail_begin(C.files[i].st, &fout);
+    mlprof__track_out pt = {MLPROF__TRACK_PROCESS, m->pid, m->pid, m->process_name, 0};
+    TO_SINKS(track, 1, sb, &pt);
     for (track *tr = C.tracks; tr; tr = tr->next) {
         char tname[80];
         if (tr->name[0])
@@ -1151,46 +1289,31 @@ static void write_tail(mlprof__sb *out, int first, int finished, uint64_t droppe
             snprintf(tname, sizeof tname, "main");
         else
             snprintf(tname, sizeof tname, "thread %d", (int)tr->tid);
-        mlprof__chrome_thread_meta(out, &first, mlprof__g.pid, tr->tid, tname, tr->seq);
-        if (finished)
+        mlprof__track_out tt = {MLPROF__TRACK_THREAD, m->pid, tr->tid, tname, tr->seq};
+        TO_SINKS(track, 1, sb, &tt);
+        if (m->finished)
             continue;
         /* spans still open: shown up to now, written for real when they end */
         for (int f = 0; f < 2; f++) {
             span_stack *s = f ? &tr->frames : &tr->tasks;
             for (size_t i = 0; i < s->depth; i++)
-                emit_span(tr, &s->items[i], now_ns, 0, f, 1, out, &first);
+                emit_span(tr, &s->items[i], m->dump_ns, 0, f, 1, i, 1, sb);
         }
     }
-    pthread_mutex_lock(&X.lock);
-    for (size_t i = 0; i < X.ntracks; i++)
-        mlprof__chrome_thread_meta(out, &first, mlprof__g.pid, EXT_TID0 + (int)i, X.track[i], 1000000 + (uint32_t)i);
-    uint64_t ext_dropped = X.dropped;
-    pthread_mutex_unlock(&X.lock);
-    mlprof__mem_trace_tail(out, &first, mlprof__g.pid);
-    char host[256];
-    host_name(host, sizeof host);
-    mlprof__sb_puts(out, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"mlprof_version\":\"" MLPROF_VERSION_STRING "\",\"host\":");
-    mlprof__sb_json_str(out, host, strlen(host));
-    mlprof__sb_printf(out, ",\"pid\":%d,\"process_name\":", (int)mlprof__g.pid);
-    mlprof__sb_json_str(out, pname, strlen(pname));
-    mlprof__sb_puts(out, ",\"clock\":");
-    mlprof__sb_json_str(out, mlprof__clock_name(), strlen(mlprof__clock_name()));
-    mlprof__sb_printf(out,
-                      ",\"clock_domain\":\"CLOCK_MONOTONIC\",\"start_ns\":%llu,\"dump_ns\":%llu"
-                      ",\"dropped_events\":%llu,\"external_dropped\":%llu,\"unwritten_events\":%llu"
-                      ",\"unfinished_spans\":%llu,\"unmatched_ends\":%llu"
-                      ",\"corrupt_records\":%llu,\"buffer_size\":%llu,\"chunk_size\":%zu"
-                      ",\"finished\":%s",
-                      (unsigned long long)C.start_ns, (unsigned long long)now_ns,
-                      (unsigned long long)dropped, (unsigned long long)ext_dropped,
-                      (unsigned long long)C.unwritten, (unsigned long long)C.unfinished,
-                      (unsigned long long)C.unmatched_ends, (unsigned long long)C.corrupt,
-                      (unsigned long long)mlprof__g.cfg.buffer_size, mlprof__pool_chunk_size(),
-                      finished ? "true" : "false");
-    mlprof__mem_other_data(out);
-    mlprof__hw_other_data(out);
-    mlprof__gpu_other_data(out);
-    mlprof__sb_puts(out, "}\n}\n");
+    tail_ctx ctx = {sb};
+    mlprof__produce_tracks(ext_track_out, &ctx);
+    mlprof__produced q;
+    mlprof__produced_init(&q);
+    MLPROF__FOR_MODULES(mod) {
+        if (mod->tail)
+            mod->tail(&q);
+    }
+    deliver(&q, 0, 1, sb);
+    if (C.trace.e && C.trace.e->ops->tail_end)
+        C.trace.e->ops->tail_end(C.trace.st, &out, m);
+    for (size_t i = 0; i < C.nfiles; i++)
+        if (C.files[i].on && C.files[i].e->ops->tail_end)
+            C.files[i].e->ops->tail_end(C.files[i].st, &fout, m);
 }
 
 /* Copies the spool into fd. */
@@ -1231,64 +1354,6 @@ static void close_open_spans(void)
     spool_flush();
 }
 
-/* The statistics with the memory report, when memory was recorded. */
-static void format_stats(mlprof__sb *out, int json, int sort_by, int ascending, uint64_t dropped,
-                         const char *trace_path, int final)
-{
-    mlprof__sb mem;
-    mlprof__sb_init(&mem);
-    if (mlprof__mem_any()) {
-        if (json)
-            mlprof__sb_puts(&mem, "\"memory\":");
-        mlprof__mem_report(&mem, json, final);
-    }
-    mlprof__stats_info info = {dropped, C.unfinished, trace_path, mem.len ? mem.data : NULL};
-    mlprof__stats_format(C.stats, out, json, sort_by, ascending, &info);
-    if (mem.failed)
-        out->failed = 1;
-    mlprof__sb_free(&mem);
-}
-
-static int write_stats_file(uint64_t dropped, const char *trace_path, int final)
-{
-    char path[4200];
-    output_path("stats", path, sizeof path);
-    if (!path[0] || !C.stats)
-        return MLPROF_OK;
-    mlprof__sb sb;
-    mlprof__sb_init(&sb);
-    size_t n = strlen(path);
-    int json = n > 5 && strcmp(path + n - 5, ".json") == 0;
-    format_stats(&sb, json, MLPROF_SORT_TOTAL, 0, dropped, trace_path, final);
-    int rc = mlprof__write_file_atomic(path, sb.data ? sb.data : "", sb.len);
-    mlprof__sb_free(&sb);
-    return rc;
-}
-
-/* The per-block CSV and the memory flow picture, when memory is profiled;
- * at "auto", beside trace_path. */
-static int write_memory_files(const char *trace_path)
-{
-    if (!memory_outputs_on())
-        return MLPROF_OK;
-    int rc = MLPROF_OK;
-    char path[4200];
-    output_path_for("memory_csv", trace_path, path, sizeof path);
-    if (path[0] && mlprof__mem_write_csv(path) != MLPROF_OK)
-        rc = MLPROF_EIO;
-    output_path_for("memory_svg", trace_path, path, sizeof path);
-    if (path[0]) {
-        char title[200];
-        if (mlprof__g.process_name[0])
-            snprintf(title, sizeof title, "%s", mlprof__g.process_name);
-        else
-            default_process_name(title, sizeof title);
-        if (mlprof__mem_write_svg(path, title) != MLPROF_OK)
-            rc = MLPROF_EIO;
-    }
-    return rc;
-}
-
 static void reset_trace(void)
 {
     while (C.tracks) {
@@ -1299,6 +1364,10 @@ static void reset_trace(void)
         track_free(tr);
     }
     spool_reset();
+    trace_drop(); /* the next trace chooses its format again */
+    for (size_t i = 0; i < C.nfiles; i++)
+        if (C.files[i].e->ops->reset)
+            C.files[i].e->ops->reset(C.files[i].st);
     C.spool_failing = 0;
     C.unwritten = C.unwritten_said = 0;
     C.trace_drops_base = mlprof__collect_dropped();
@@ -1306,26 +1375,102 @@ static void reset_trace(void)
     C.unfinished = C.unmatched_ends = C.corrupt = 0;
     C.start_ns = 0;
     C.cut_raw = 0;
-    mlprof__gpu_reset();
+    MLPROF__FOR_MODULES(m) {
+        if (m->reset)
+            m->reset();
+    }
     mlprof__g.run_ns = mlprof__g.state == MLPROF_STATE_RUN ? mlprof_now_ns() : 0;
 }
 
-/* Writes the trace file: the head, the spool, the events the spool could
- * not take, the tail. */
-static int write_trace(const char *path, int finished, uint64_t dropped)
+/* The statistics start again (a clear, mlprof_dumps with reset, a fork). */
+static void clear_stats(void)
 {
+    MLPROF__FOR_MODULES(m) {
+        if (m->clear)
+            m->clear();
+    }
+    mlprof__stats *st = stats_of();
+    if (st)
+        mlprof__stats_reset(st);
+    C.stats_drops_base = mlprof__collect_dropped();
+}
+
+/* The trace's tail as the file ends with it: plain, or a gzip member of its
+ * own after the stream's end (concatenated members are one .gz). */
+static int tail_bytes(const mlprof__trace_meta *m, mlprof__sb *out)
+{
+    mlprof__sb tail;
+    mlprof__sb_init(&tail);
+    write_tail(&tail, m);
+    int rc = tail.failed ? MLPROF_ENOMEM : MLPROF_OK;
+    if (rc == MLPROF_OK && C.compress) {
+        rc = mlprof__gz_end_copy(C.gz, out);
+        if (rc == MLPROF_OK)
+            rc = mlprof__gz_member(tail.data ? tail.data : "", tail.len, out);
+    } else if (rc == MLPROF_OK) {
+        mlprof__sb_put(out, tail.data ? tail.data : "", tail.len);
+    }
+    mlprof__sb_free(&tail);
+    if (rc == MLPROF_OK && out->failed)
+        rc = MLPROF_ENOMEM;
+    return rc;
+}
+
+/* Why this trace cannot be written at all, or MLPROF_OK. */
+static int trace_writable(const char *what)
+{
+    if (C.trace_error[0])
+        return mlprof__fail(MLPROF_EUNSUPPORTED, "%s: %s; the events are kept", what, C.trace_error);
+    if (C.gz_failed)
+        return mlprof__fail(MLPROF_EIO, "%s: the gzip stream of the trace broke (out of memory)", what);
+    if (!C.trace.e)
+        return mlprof__fail(MLPROF_ESTATE, "%s: no trace has begun", what);
+    return MLPROF_OK;
+}
+
+/* Before the tail of a gzip trace: what waits in buf goes into the stream
+ * (its bytes into zbuf, which the spool takes later), so that the file is
+ * spool + zbuf + the stream's end + the tail. */
+static int compress_pending(void)
+{
+    if (!C.compress || !C.buf.len)
+        return MLPROF_OK;
+    size_t before = C.zbuf.len;
+    int rc = mlprof__gz_write(C.gz, C.buf.data, C.buf.len, &C.zbuf);
+    if (rc != MLPROF_OK || C.zbuf.failed) {
+        C.zbuf.len = before;
+        C.zbuf.failed = 0;
+        C.gz_failed = 1; /* a stream that failed is unusable */
+        return mlprof__fail(MLPROF_ENOMEM, "cannot compress the trace: %s", mlprof_last_error());
+    }
+    C.zbuf_events += C.buf_events;
+    mlprof__sb_reset(&C.buf);
+    C.buf_events = 0;
+    return MLPROF_OK;
+}
+
+/* Writes the trace file: the spool (the head at its start), the bytes the
+ * spool could not take, the tail. */
+static int write_trace(const char *path, const mlprof__trace_meta *m)
+{
+    int rc = trace_writable("cannot write the trace");
+    if (rc == MLPROF_OK)
+        rc = compress_pending();
+    if (rc != MLPROF_OK)
+        return rc;
     mlprof__out o;
-    int rc = mlprof__out_open(&o, path);
+    rc = mlprof__out_open(&o, path);
     if (rc != MLPROF_OK)
         return rc;
     mlprof__sb tail;
     mlprof__sb_init(&tail);
-    write_tail(&tail, C.spool_first, finished, dropped, mlprof__clock_monotonic_ns());
-    static const char head[] = "{\"traceEvents\":[\n";
-    if (tail.failed) {
-        rc = mlprof__fail(MLPROF_ENOMEM, "cannot write the trace %s: out of memory", o.path);
-    } else if (mlprof__write_all(o.fd, head, sizeof head - 1) != 0 || (C.spool_size && copy_spool(o.fd) != 0) ||
-               (C.buf.len && mlprof__write_all(o.fd, C.buf.data, C.buf.len) != 0) ||
+    rc = tail_bytes(m, &tail);
+    const mlprof__sb *pending = C.compress ? &C.zbuf : &C.buf;
+    if (rc != MLPROF_OK) {
+        rc = mlprof__fail(rc, "cannot write the trace %s: %s", o.path,
+                          rc == MLPROF_ENOMEM ? "out of memory" : mlprof_last_error());
+    } else if ((C.spool_size && copy_spool(o.fd) != 0) ||
+               (pending->len && mlprof__write_all(o.fd, pending->data, pending->len) != 0) ||
                mlprof__write_all(o.fd, tail.data, tail.len) != 0) {
         rc = mlprof__fail(MLPROF_EIO, "cannot write the trace %s: %s", o.path, strerror(errno));
     }
@@ -1347,6 +1492,28 @@ static int lost_events(int finished)
                         (unsigned long long)C.unwritten, strerror(C.lost_errno));
 }
 
+/* The file sinks' files; the first error. */
+static int dump_files(const char *path, int finished, const mlprof__trace_meta *m)
+{
+    int rc = MLPROF_OK;
+    mlprof__sink_dump d;
+    memset(&d, 0, sizeof d);
+    d.trace_path = path;
+    d.finished = finished;
+    d.meta = m;
+    d.stats_dropped = stats_dropped();
+    d.unfinished_spans = C.unfinished;
+    for (size_t i = 0; i < C.nfiles; i++) {
+        const mlprof__sink_ops *ops = C.files[i].e->ops;
+        if (!C.files[i].on || !ops->dump)
+            continue;
+        int src = ops->dump(C.files[i].st, &d);
+        if (rc == MLPROF_OK)
+            rc = src;
+    }
+    return rc;
+}
+
 /* The path a finished trace was last written to; "" after a clear. */
 static char last_finished[4200];
 
@@ -1354,7 +1521,7 @@ int mlprof__collect_dump(const char *to, int finished)
 {
     char path[4200];
     if (to)
-        expand_path(to, path, sizeof path);
+        mlprof__expand_path(to, 1, path, sizeof path);
     else
         mlprof__collect_trace_path(path, sizeof path);
     /* nothing recorded since a finished trace was written there (a second
@@ -1365,8 +1532,8 @@ int mlprof__collect_dump(const char *to, int finished)
         mlprof__log(MLPROF_LOG_INFO, "nothing recorded since the trace %s was written: it is kept as it is", path);
         return MLPROF_OK;
     }
-    if (!C.stats)
-        C.stats = mlprof__stats_new();
+    files_prepare();
+    trace_prepare();
     drain_all(0, finished);
     if (finished)
         close_open_spans();
@@ -1378,10 +1545,19 @@ int mlprof__collect_dump(const char *to, int finished)
                     (unsigned long long)dropped, (unsigned long long)mlprof__g.cfg.buffer_size);
         C.reported_drops = dropped;
     }
-    mlprof__gpu_report();
+    MLPROF__FOR_MODULES(m) {
+        if (m->report)
+            m->report();
+    }
+    char pname[160], host[256];
+    mlprof__sb other;
+    mlprof__sb_init(&other);
+    mlprof__trace_meta meta;
+    make_meta(&meta, pname, sizeof pname, host, sizeof host, &other, finished, dropped,
+              mlprof__clock_monotonic_ns());
     /* the first error is the one returned, with its message */
     char msg[1024] = "";
-    int rc = write_trace(path, finished, dropped);
+    int rc = write_trace(path, &meta);
     int written = rc == MLPROF_OK;
     if (!written)
         snprintf(msg, sizeof msg, "%s", mlprof_last_error());
@@ -1390,11 +1566,8 @@ int mlprof__collect_dump(const char *to, int finished)
         rc = lrc;
         snprintf(msg, sizeof msg, "%s", mlprof_last_error());
     }
-    int src = write_stats_file(stats_dropped(), path, finished);
-    int mrc = write_memory_files(path);
-    mlprof__mem_warn();
-    if (src == MLPROF_OK)
-        src = mrc;
+    int src = dump_files(path, finished, &meta);
+    mlprof__sb_free(&other);
     /* a finished trace starts anew once written; one that could not be is
      * kept whole for the next dump (a retry, or the one at exit) */
     if (finished && written) {
@@ -1430,19 +1603,46 @@ static int read_spool(mlprof__sb *out)
 
 int mlprof__collect_dump_string(char **out)
 {
-    if (!C.stats)
-        C.stats = mlprof__stats_new();
+    files_prepare();
+    trace_prepare();
     drain_all(0, 0);
+    int rc = trace_writable("mlprof_dump_string");
+    if (rc != MLPROF_OK)
+        return rc;
+    char pname[160], host[256];
+    mlprof__sb other;
+    mlprof__sb_init(&other);
+    mlprof__trace_meta meta;
+    make_meta(&meta, pname, sizeof pname, host, sizeof host, &other, 0, trace_dropped(),
+              mlprof__clock_monotonic_ns());
     mlprof__sb sb;
     mlprof__sb_init(&sb);
-    mlprof__sb_puts(&sb, "{\"traceEvents\":[\n");
     if (C.spool_size && read_spool(&sb) != 0) {
         int err = errno;
         mlprof__sb_free(&sb);
+        mlprof__sb_free(&other);
         return mlprof__fail(MLPROF_EIO, "mlprof_dump_string: cannot read the trace spool: %s", strerror(err));
     }
+    if (C.compress) {
+        /* the stream so far, ended here, as plain text; then what waits in
+         * buf and the tail, which are plain already */
+        mlprof__sb_put(&sb, C.zbuf.data ? C.zbuf.data : "", C.zbuf.len);
+        mlprof__sb plain;
+        mlprof__sb_init(&plain);
+        rc = mlprof__gz_end_copy(C.gz, &sb);
+        if (rc == MLPROF_OK)
+            rc = mlprof__gz_inflate(sb.data ? sb.data : "", sb.len, &plain);
+        mlprof__sb_free(&sb);
+        sb = plain;
+        if (rc != MLPROF_OK) {
+            mlprof__sb_free(&sb);
+            mlprof__sb_free(&other);
+            return mlprof__fail(rc, "mlprof_dump_string: cannot read the gzip trace back: %s", mlprof_last_error());
+        }
+    }
     mlprof__sb_put(&sb, C.buf.data ? C.buf.data : "", C.buf.len); /* what the spool could not take */
-    write_tail(&sb, C.spool_first, 0, trace_dropped(), mlprof__clock_monotonic_ns());
+    write_tail(&sb, &meta);
+    mlprof__sb_free(&other);
     if (sb.failed) {
         mlprof__sb_free(&sb);
         return mlprof__fail(MLPROF_ENOMEM, "mlprof_dump_string: out of memory");
@@ -1455,24 +1655,22 @@ int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, in
 {
     if (!mlprof__g.cfg.aggregate_stats)
         return mlprof__fail(MLPROF_ESTATE, "mlprof_dumps: aggregate_stats is off");
-    if (!C.stats)
-        C.stats = mlprof__stats_new();
-    if (!C.stats)
+    files_prepare();
+    mlprof__stats *st = stats_of();
+    if (!st)
         return mlprof__fail(MLPROF_ENOMEM, "mlprof_dumps: out of memory");
     drain_all(0, 0);
     mlprof__sb sb;
     mlprof__sb_init(&sb);
-    format_stats(&sb, format == MLPROF_FORMAT_JSON, sort_by, ascending, stats_dropped(), NULL, 0);
+    mlprof__stats_report(st, &sb, format == MLPROF_FORMAT_JSON, sort_by, ascending, stats_dropped(), C.unfinished,
+                         NULL, 0);
     if (sb.failed) {
         mlprof__sb_free(&sb);
         return mlprof__fail(MLPROF_ENOMEM, "mlprof_dumps: out of memory");
     }
     *out = mlprof__sb_take(&sb);
-    if (reset) {
-        mlprof__stats_reset(C.stats);
-        mlprof__mem_reset();
-        C.stats_drops_base = mlprof__collect_dropped();
-    }
+    if (reset)
+        clear_stats();
     return MLPROF_OK;
 }
 
@@ -1485,58 +1683,8 @@ void mlprof__collect_clear(void)
     drain_all(1, 0);
     reset_trace();
     C.cut_raw = cut;
-    mlprof__mem_reset();
-    if (C.stats)
-        mlprof__stats_reset(C.stats);
-    C.stats_drops_base = mlprof__collect_dropped();
+    clear_stats();
     __atomic_store_n(&mlprof__g.recorded, mlprof__g.state == MLPROF_STATE_RUN, __ATOMIC_RELEASE);
-}
-
-int mlprof_mem_info_get(int device, mlprof_mem_info *info, size_t size)
-{
-    mlprof__ensure_init();
-    mlprof__ctl_lock();
-    drain_all(0, 0);
-    int rc = mlprof__mem_info(device, info, size);
-    mlprof__ctl_unlock();
-    return rc;
-}
-
-int mlprof_mem_reset(void)
-{
-    mlprof__ensure_init();
-    mlprof__ctl_lock();
-    drain_all(0, 0); /* the memory in use now is what the peaks start from */
-    mlprof__mem_reset();
-    mlprof__ctl_unlock();
-    return MLPROF_OK;
-}
-
-int mlprof_mem_trace(int device, char **out)
-{
-    mlprof__ensure_init();
-    if (!out)
-        return mlprof__fail(MLPROF_EINVAL, "mlprof_mem_trace: out is NULL");
-    *out = NULL;
-    mlprof__sb sb;
-    mlprof__sb_init(&sb);
-    mlprof__ctl_lock();
-    drain_all(0, 0);
-    int rc = mlprof__mem_trace_text(device, &sb);
-    mlprof__ctl_unlock();
-    if (rc == MLPROF_OK && !(*out = mlprof__sb_take(&sb)))
-        rc = mlprof__fail(MLPROF_ENOMEM, "mlprof_mem_trace: out of memory");
-    mlprof__sb_free(&sb);
-    return rc;
-}
-
-int mlprof_mem_device_name(int device, const char *name)
-{
-    mlprof__ensure_init();
-    mlprof__ctl_lock();
-    int rc = mlprof__mem_set_device_name(device, name);
-    mlprof__ctl_unlock();
-    return rc;
 }
 
 void mlprof__collect_after_fork(void)
@@ -1544,13 +1692,8 @@ void mlprof__collect_after_fork(void)
     /* the parent's tracks, spool and statistics are the parent's to write;
      * its live blocks are the child's too, so the memory profiler keeps them */
     reset_trace();
-    mlprof__mem_reset();
-    if (C.stats)
-        mlprof__stats_reset(C.stats);
-    C.stats_drops_base = mlprof__collect_dropped();
-    pthread_mutex_init(&X.lock, NULL);
-    drain_ext(1);
-    X.dropped = 0;
+    clear_stats();
+    mlprof__produce_forget(1);
     C.reported_drops = 0;
     C.thread_running = 0;
     C.thread_stop = 0;
@@ -1560,11 +1703,19 @@ void mlprof__collect_after_fork(void)
 
 /* ------------------------------------------------- the continuous dump */
 
-void mlprof__collect_poke(void)
+/* The lower layers' wake-up (mlprof__wake): a thread that takes a chunk from
+ * a pool more than half used, a full CUPTI queue. Lock-free. */
+static void wake(void)
 {
     if (__atomic_load_n(&C.thread_running, __ATOMIC_RELAXED) &&
         !__atomic_exchange_n(&C.poked, 1, __ATOMIC_ACQ_REL))
         pthread_cond_signal(&C.wake);
+}
+
+void mlprof__collect_init(void)
+{
+    mlprof__set_waker(wake);
+    mlprof__set_drainer(drain_now);
 }
 
 static void deadline_in(struct timespec *ts, uint64_t ns)
@@ -1644,3 +1795,4 @@ void mlprof__collect_join_continuous(void)
     if (join)
         pthread_join(th, NULL);
 }
+

@@ -1,8 +1,9 @@
 /*
  * collect.h - the collector: drains the threads' records, decodes them into
- * spans, instants and counter samples, and drives the sinks (the Chrome trace
- * spool and the statistics). Every function here is called with ctl_lock held,
- * except mlprof__collect_join_continuous.
+ * spans, instants and counter samples, takes the modules' produced events,
+ * and drives the sinks (sinks.c), spooling the trace sink's bytes. Only
+ * control.c (the API) calls it. Every function here is called with ctl_lock
+ * held, except mlprof__collect_join_continuous and mlprof__collect_init.
  */
 #ifndef MLPROF_COLLECT_H
 #define MLPROF_COLLECT_H
@@ -28,24 +29,12 @@ int mlprof__collect_start_continuous(void);
 /* Asks the continuous-dump thread to stop; join it after releasing ctl_lock. */
 void mlprof__collect_stop_continuous(void);
 void mlprof__collect_join_continuous(void);
-/* Called by a thread that takes a chunk from a pool more than half used: wakes
- * the continuous-dump thread (once, until it has drained). Lock-free. */
-void mlprof__collect_poke(void);
+/* Registers the collector's wake-up and drain with the lower layer
+ * (mlprof__set_waker, mlprof__set_drainer); once, at the library's start. */
+void mlprof__collect_init(void);
 /* In a forked child: forget the parent's trace and statistics. */
 void mlprof__collect_after_fork(void);
 /* The path the trace is written to (with %p and the fork suffix applied). */
 void mlprof__collect_trace_path(char *buf, size_t len);
-
-/* Events that come with their own times, on tracks of their own (GPU
- * streams, CUDA-event regions): any thread, any time, never the hot path.
- * A track's synthetic thread id by its name (-1 when there are too many). */
-int mlprof__ext_track(const char *name);
-/* Queues a duration for the next drain (copied); MLPROF_ELIMIT when the queue
- * is full (counted as otherData.external_dropped). */
-int mlprof__ext_span(int tid, const char *domain, const char *name, uint64_t begin_ns, uint64_t end_ns,
-                     const char *args);
-/* Queues a flow from a slice on from_tid (at from_ns) to the slice that
- * encloses to_ns on to_tid (a launch to its kernel). */
-int mlprof__ext_flow(uint64_t id, int from_tid, uint64_t from_ns, int to_tid, uint64_t to_ns);
 
 #endif /* MLPROF_COLLECT_H */

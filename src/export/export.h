@@ -1,7 +1,9 @@
 /*
- * export.h - the sinks: Chrome trace event JSON for each decoded span, instant
- * and counter sample, and the aggregate statistics (table and JSON). They know
- * nothing of records or threads: the collector hands them finished events.
+ * export.h - the sinks' helpers: Chrome trace event JSON for each decoded
+ * span, instant and counter sample (chrome.c, used by json_sink.c), the
+ * aggregate statistics (stats.c, the stats sink), and the memory outputs'
+ * paths (memory_sink.c). They know nothing of records or threads: the
+ * collector hands the sinks finished events (sink.h).
  */
 #ifndef MLPROF_EXPORT_H
 #define MLPROF_EXPORT_H
@@ -65,5 +67,21 @@ typedef struct mlprof__stats_info {
  * sort_by (mlprof_sort), descending unless ascending. */
 void mlprof__stats_format(const mlprof__stats *st, mlprof__sb *out, int format, int sort_by,
                           int ascending, const mlprof__stats_info *info);
+/* The statistics as mlprof_dumps and stats_file give them: with the memory
+ * report when memory was recorded (final: the run has ended). */
+void mlprof__stats_report(const mlprof__stats *st, mlprof__sb *out, int json, int sort_by, int ascending,
+                          uint64_t dropped, uint64_t unfinished, const char *trace_path, int final);
+
+/* ---- the memory outputs (memory_sink.c) */
+
+/* Nonzero when the memory outputs are written: memory is profiled, or was
+ * since the last clear. */
+int mlprof__memory_outputs_on(void);
+/* The path of a memory output: value is the key's ("" none, "auto" the
+ * trace's path, trace_path or the configured one when NULL, with its
+ * extension replaced by suffix, ".memory.csv" or ".memory_flow.svg"), else a
+ * path of its own; "" when off. */
+void mlprof__memory_output_path(const char *value, const char *suffix, const char *trace_path, char *buf,
+                                size_t len);
 
 #endif /* MLPROF_EXPORT_H */

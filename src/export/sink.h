@@ -133,6 +133,9 @@ typedef struct mlprof__sink_dump {
     const char *trace_path;   /* where the trace goes (file sinks put theirs beside it at "auto") */
     int finished;
     const mlprof__trace_meta *meta;
+    /* for the statistics' report */
+    uint64_t stats_dropped;    /* events dropped since the statistics were last reset */
+    uint64_t unfinished_spans; /* spans of the trace closed by the profiler */
 } mlprof__sink_dump;
 
 typedef struct mlprof__sink_ops {

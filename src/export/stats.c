@@ -3,12 +3,17 @@
  * count, total, self (time not spent in nested spans), min, max and average;
  * for counters the samples, min, max, average and last value; for markers the
  * count. Printed as a table in the units a person reads, or as JSON in ns.
+ * The sink mlprof__stats_sink keeps them (its state is an mlprof__stats) and
+ * writes stats_file at each dump; mlprof_dumps reads them too.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../hw/hw.h"
+#include "../mem/mem.h"
+#include "../record/produce.h"
+#include "../record/record.h"
 #include "export.h"
 
 typedef struct row {
@@ -647,3 +652,81 @@ void mlprof__stats_format(const mlprof__stats *st, mlprof__sb *out, int format, 
         format_table(rows, st->nrows, out, sort_by, ascending, info);
     mlprof__free(rows);
 }
+
+/* ----------------------------------------------------------- the report */
+
+void mlprof__stats_report(const mlprof__stats *st, mlprof__sb *out, int json, int sort_by, int ascending,
+                          uint64_t dropped, uint64_t unfinished, const char *trace_path, int final)
+{
+    mlprof__sb mem;
+    mlprof__sb_init(&mem);
+    if (mlprof__mem_any()) {
+        if (json)
+            mlprof__sb_puts(&mem, "\"memory\":");
+        mlprof__mem_report(&mem, json, final);
+    }
+    mlprof__stats_info info = {dropped, unfinished, trace_path, mem.len ? mem.data : NULL};
+    mlprof__stats_format(st, out, json, sort_by, ascending, &info);
+    if (mem.failed)
+        out->failed = 1;
+    mlprof__sb_free(&mem);
+}
+
+/* --------------------------------------------------------- the sink */
+
+/* Rows are counted while aggregate_stats is on; spans still open, shown in a
+ * dump's tail, are not rows (they are counted when they end). */
+static int counting(const mlprof__sink_out *out) { return !out->tail && mlprof__g.cfg.aggregate_stats; }
+
+static void *stats_create(void) { return mlprof__stats_new(); }
+static void stats_destroy(void *st) { mlprof__stats_free(st); }
+
+static void stats_span(void *st, const mlprof__sink_out *out, const mlprof__span_out *s)
+{
+    if (counting(out))
+        mlprof__stats_duration(st, s->id, s->domain, s->name, s->name_len, s->kind == MLPROF__OUT_FRAME,
+                               s->end_ns - s->begin_ns, s->self_ns, s->hw_mask ? s->hw : NULL, s->hw_mask);
+}
+
+static void stats_instant(void *st, const mlprof__sink_out *out, const mlprof__instant_out *e)
+{
+    if (counting(out))
+        mlprof__stats_marker(st, e->id, e->domain, e->name, e->name_len);
+}
+
+/* The program's counters are rows; the series modules produce with their own
+ * times (memory in use, with no handle) are not. */
+static void stats_counter(void *st, const mlprof__sink_out *out, const mlprof__counter_out *c)
+{
+    if (counting(out) && c->id)
+        mlprof__stats_counter(st, c->id, c->domain, c->name, c->value, c->ts_ns);
+}
+
+/* stats_file: a table, or JSON when its name ends in .json. */
+static int stats_dump(void *st, const mlprof__sink_dump *d)
+{
+    const char *file = mlprof__g.cfg.stats_file;
+    if (!file[0])
+        return MLPROF_OK;
+    char path[4200];
+    mlprof__expand_path(file, 1, path, sizeof path);
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    size_t n = strlen(path);
+    int json = n > 5 && strcmp(path + n - 5, ".json") == 0;
+    mlprof__stats_report(st, &sb, json, MLPROF_SORT_TOTAL, 0, d->stats_dropped, d->unfinished_spans, d->trace_path,
+                         d->finished);
+    int rc = mlprof__write_file_atomic(path, sb.data ? sb.data : "", sb.len);
+    mlprof__sb_free(&sb);
+    return rc;
+}
+
+const mlprof__sink_ops mlprof__stats_sink = {
+    .name = "stats",
+    .create = stats_create,
+    .destroy = stats_destroy,
+    .span = stats_span,
+    .instant = stats_instant,
+    .counter = stats_counter,
+    .dump = stats_dump,
+};

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../collect/collect.h"
+#include "../record/produce.h"
 #include "../hw/hw.h"
 #include "../record/record.h"
 #include "gpu_internal.h"
@@ -156,7 +156,7 @@ static int track_of(uint32_t a, uint32_t b, const char *name)
     void *v = mlprof__map_get(&G.tracks, (const char *)key, sizeof key);
     if (v)
         return (int)((intptr_t)v - 1);
-    int tid = mlprof__ext_track(name);
+    int tid = mlprof__produce_track(name);
     mlprof__map_entry *e = tid >= 0 ? mlprof__map_slot(&G.tracks, (const char *)key, sizeof key) : NULL;
     if (e)
         e->value = (void *)(intptr_t)(tid + 1);
@@ -313,8 +313,8 @@ static void take_api(const cupti_api *r)
         int n = snprintf(args, sizeof args, "\"correlation\":%u", r->correlation_id);
         if (r->return_value)
             snprintf(args + n, sizeof args - (size_t)n, ",\"error\":%u", r->return_value);
-        mlprof__ext_span(tid, domain == CUPTI_DOMAIN_RUNTIME ? "cuda_runtime" : "cuda_driver", name, begin, end,
-                         args);
+        mlprof__produce_span(NULL, tid, domain == CUPTI_DOMAIN_RUNTIME ? "cuda_runtime" : "cuda_driver", name, begin,
+                             end, args);
     }
     launch *ls = mlprof__grow(G.L, &G.capl, G.nl, sizeof *G.L, 1024);
     if (ls)
@@ -621,9 +621,10 @@ static void write_act(const act *a, const launch *l)
     else
         tid = gpu_track(a->device, a->stream);
     if (tid >= 0) {
-        mlprof__ext_span(tid, domain, n, begin, end, args.data);
+        mlprof__produce_span(NULL, tid, domain, n, begin, end, args.data);
         if (l && a->type != A_SYNC)
-            mlprof__ext_flow(((uint64_t)(mlprof__g.pid & 0xfffff) << 32) | a->corr, l->tid, l->start_ns, tid, begin);
+            mlprof__produce_flow(NULL, ((uint64_t)(mlprof__g.pid & 0xfffff) << 32) | a->corr, l->tid, l->start_ns, tid,
+                                 begin);
     }
     mlprof__sb_free(&args);
 }
@@ -743,3 +744,32 @@ void mlprof__gpu_reset(void)
     G.reported_lost = G.reported_incomplete = 0;
     mlprof__gpu_counters_reset();
 }
+
+/* ------------------------------------------------- the lifecycle entry */
+
+static void after_fork(int running)
+{
+    (void)running; /* CUDA does not survive a fork: off in the child either way */
+    mlprof__gpu_after_fork();
+}
+
+static size_t flush(const mlprof__drain_info *d, mlprof__launch_point **points)
+{
+    return mlprof__gpu_flush(d->discard, d->final, points);
+}
+
+static void emit(const mlprof__drain_info *d) { mlprof__gpu_emit(d->discard, d->final); }
+
+const mlprof__module mlprof__gpu_module = {
+    .name = "gpu",
+    .resume = mlprof__gpu_start,
+    .pause = mlprof__gpu_stop,
+    .finish = mlprof__gpu_counters_stop,
+    .after_fork = after_fork,
+    .flush = flush,
+    .launch_ops = mlprof__gpu_launch_ops,
+    .emit = emit,
+    .other_data = mlprof__gpu_other_data,
+    .report = mlprof__gpu_report,
+    .reset = mlprof__gpu_reset,
+};

@@ -46,7 +46,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../collect/collect.h"
+#include "../record/produce.h"
 #include "../hw/hw.h"
 #include "../record/record.h"
 #include "cupti_prof_abi.h"
@@ -1119,7 +1119,7 @@ static void write_result(const result *r, const double *values, const uint16_t *
     uint64_t dur = !isnan(d.gpu_ns) && d.gpu_ns > 0 ? (uint64_t)d.gpu_ns : launch_ns;
     int tid = mlprof__gpu_counters_track(r->device);
     if (tid >= 0 && !args.failed)
-        mlprof__ext_span(tid, "cuda_profiler_range", name, r->l.enter_ns, r->l.enter_ns + dur, args.data);
+        mlprof__produce_span(NULL, tid, "cuda_profiler_range", name, r->l.enter_ns, r->l.enter_ns + dur, args.data);
     else
         R.lost++;
     mlprof__sb_free(&args);

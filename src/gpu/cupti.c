@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../collect/collect.h"
+#include "../record/produce.h"
 #include "../hw/hw.h"
 #include "../record/record.h"
 #include "gpu_internal.h"
@@ -208,7 +208,7 @@ static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size
     if (!q)
         mlprof__free(buffer);
     if (poke)
-        mlprof__collect_poke();
+        mlprof__wake();
     mlprof__busy--;
 }
 

@@ -31,6 +31,7 @@
 #include <sys/types.h>
 
 #include "../common/common.h"
+#include "../record/produce.h"
 
 /* Bits of the gpu key. */
 enum {
@@ -66,15 +67,12 @@ void mlprof__gpu_counters_stop(void);
 /* In a forked child: CUDA does not survive a fork; GPU activity is off. */
 void mlprof__gpu_after_fork(void);
 
-/* ------------------------------------------------------- the collector's */
+/* -------------------------------- the collector's, through mlprof__gpu_module */
 
-/* A runtime or driver call whose CPU operators the collector looks up: the
- * spans open on thread tid at time ns. */
-typedef struct mlprof__launch_point {
-    pid_t tid;
-    uint64_t ns;
-    uint32_t index; /* src/gpu's */
-} mlprof__launch_point;
+/* The lifecycle entry (src/record/modules.c lists it): start and stop as
+ * resume and pause, the range profiler's stop as finish, and the drain's
+ * flush, launch_ops, emit, other_data, report and reset below. */
+extern const mlprof__module mlprof__gpu_module;
 
 /* Before the threads are drained: delivers CUPTI's buffers (all of them,
  * finished or not, when final) and turns them into events. *points receives

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../collect/collect.h"
+#include "../record/produce.h"
 #include "gpu.h"
 #include "../record/record.h"
 
@@ -181,12 +181,12 @@ static void resolve(mlprof_gpu_region *r)
             mlprof__sb_puts(&args, ",\"args\":");
             mlprof__sb_json_str(&args, r->args, strlen(r->args));
         }
-        int tid = mlprof__ext_track("GPU regions");
+        int tid = mlprof__produce_track("GPU regions");
         if (args.failed)
             mlprof__log(MLPROF_LOG_ERROR, "GPU region \"%s\": out of memory; its span is lost", r->name);
         else if (tid >= 0)
-            mlprof__ext_span(tid, "gpu_region", r->name, r->begin_ns, r->begin_ns + (uint64_t)((double)ms * 1e6),
-                             args.data);
+            mlprof__produce_span(NULL, tid, "gpu_region", r->name, r->begin_ns,
+                                 r->begin_ns + (uint64_t)((double)ms * 1e6), args.data);
         mlprof__sb_free(&args);
     }
     A.destroy(r->start);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../record/produce.h"
 #include "hw_internal.h"
 
 /* ------------------------------------------------------------- parsing */
@@ -322,3 +323,16 @@ void mlprof__hw_other_data(mlprof__sb *out)
     pthread_mutex_unlock(&U.lock);
     mlprof__sb_putc(out, '}');
 }
+
+/* ------------------------------------------------- the lifecycle entry */
+
+const mlprof__module mlprof__hw_module = {
+    .name = "hw",
+    .start = mlprof__hw_start,
+    .stop = mlprof__hw_stop,
+    .join = mlprof__hw_join,
+    .quiesce = mlprof__hw_quiesce,
+    .after_fork = mlprof__hw_after_fork,
+    .arg_slot = mlprof__hw_index,
+    .other_data = mlprof__hw_other_data,
+};

@@ -3,8 +3,8 @@
  * collector in the order threads were drained; they wait in a queue until the
  * watermark passes them, then are applied sorted by time: allocations and
  * frees update the device's used and allocated bytes, their peaks, the
- * per-scope rows, the live-block table and the block history, and write
- * timeline samples into the trace.
+ * per-scope rows, the live-block table and the block history, and queue
+ * timeline samples (counter events) for the collector to hand to the sinks.
  *
  * The live-block table is keyed by (device, address). A freed block leaves a
  * tombstone with its address, so that a second free of it is told apart from
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../export/export.h"
+#include "../record/produce.h"
 #include "mem_internal.h"
 
 mem_state mlprof__mem;
@@ -495,13 +495,12 @@ static void apply_free(mem_device *d, const mem_op *o, uint64_t seq, uint64_t *b
     history_trim();
 }
 
-static void emit_sample(mem_device *d, mlprof__sb *out, int *first, pid_t pid)
+static void emit_sample(mem_device *d, mlprof__produced *out)
 {
-    mlprof__chrome_counter(out, first, d->series_used, "memory", d->last_ns, 0, 1,
-                           (int64_t)d->used, pid, d->last_tid);
+    mlprof__produce_counter(out, d->last_tid, "memory", d->series_used, d->last_ns, 1, (int64_t)d->used, 0);
     if (d->pooled)
-        mlprof__chrome_counter(out, first, d->series_alloc, "memory", d->last_ns, 0, 1,
-                               (int64_t)d->allocated, pid, d->last_tid);
+        mlprof__produce_counter(out, d->last_tid, "memory", d->series_alloc, d->last_ns, 1, (int64_t)d->allocated,
+                                0);
     d->sample_pending = 0;
 }
 
@@ -531,7 +530,7 @@ static mem_trace_op *trace_slot(mem_device *d)
     return oldest;
 }
 
-static void apply_one(const mem_op *o, mlprof__sb *out, int *first, pid_t pid)
+static void apply_one(const mem_op *o, mlprof__produced *out)
 {
     mem_state *M = &mlprof__mem;
     mem_device *d = mlprof__mem_device(o->device);
@@ -582,10 +581,10 @@ static void apply_one(const mem_op *o, mlprof__sb *out, int *first, pid_t pid)
     d->sample_pending = 1;
     int rate = mlprof__g.cfg.memory_sample_rate;
     if (rate > 0 && ++d->ops % (uint64_t)rate == 0 && out)
-        emit_sample(d, out, first, pid);
+        emit_sample(d, out);
 }
 
-void mlprof__mem_apply(uint64_t upto_ns, mlprof__sb *out, int *first, pid_t pid)
+void mlprof__mem_apply(uint64_t upto_ns, mlprof__produced *out)
 {
     if (!Q.n)
         return;
@@ -598,7 +597,7 @@ void mlprof__mem_apply(uint64_t upto_ns, mlprof__sb *out, int *first, pid_t pid)
     }
     size_t i = 0;
     while (i < Q.n && Q.ops[i].ns <= upto_ns)
-        apply_one(&Q.ops[i++], out, first, pid);
+        apply_one(&Q.ops[i++], out);
     memmove(Q.ops, Q.ops + i, (Q.n - i) * sizeof *Q.ops);
     Q.n -= i;
 }
@@ -621,12 +620,12 @@ int mlprof__mem_any(void)
 
 /* ------------------------------------------------------- trace outputs */
 
-void mlprof__mem_trace_tail(mlprof__sb *out, int *first, pid_t pid)
+void mlprof__mem_trace_tail(mlprof__produced *out)
 {
     mem_device *d;
     for (int i = -1; (d = mlprof__mem_next_used(&i)) != NULL;) {
         if (d->sample_pending && mlprof__g.cfg.memory_sample_rate > 0) {
-            emit_sample(d, out, first, pid);
+            emit_sample(d, out);
             d->sample_pending = 1; /* the tail is rewritten at every dump */
         }
         if (!d->peak_ns)
@@ -640,8 +639,9 @@ void mlprof__mem_trace_tail(mlprof__sb *out, int *first, pid_t pid)
                           (unsigned long long)d->peak_allocated);
         /* process-wide, but drawn on the track of the thread that made the
          * peak: that track is named; the process's own tid may have none */
-        mlprof__chrome_instant(out, first, name, (size_t)n, "memory", d->peak_ns, MLPROF_SCOPE_PROCESS,
-                               pid, d->peak_tid ? d->peak_tid : pid, args.data, args.len);
+        if (n > 0 && args.data && !args.failed)
+            mlprof__produce_instant(out, d->peak_tid ? d->peak_tid : mlprof__g.pid, MLPROF_SCOPE_PROCESS, "memory",
+                                    name, d->peak_ns, args.data);
         mlprof__sb_free(&args);
     }
 }
@@ -791,3 +791,75 @@ int mlprof__mem_info(int device, mlprof_mem_info *info, size_t size)
     memcpy(info, &v, size < sizeof v ? size : sizeof v);
     return MLPROF_OK;
 }
+
+/* ------------------------------------------------------------ the API */
+
+int mlprof_mem_info_get(int device, mlprof_mem_info *info, size_t size)
+{
+    mlprof__ensure_init();
+    mlprof__ctl_lock();
+    mlprof__drain_now();
+    int rc = mlprof__mem_info(device, info, size);
+    mlprof__ctl_unlock();
+    return rc;
+}
+
+int mlprof_mem_reset(void)
+{
+    mlprof__ensure_init();
+    mlprof__ctl_lock();
+    mlprof__drain_now(); /* the memory in use now is what the peaks start from */
+    mlprof__mem_reset();
+    mlprof__ctl_unlock();
+    return MLPROF_OK;
+}
+
+int mlprof_mem_trace(int device, char **out)
+{
+    mlprof__ensure_init();
+    if (!out)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_mem_trace: out is NULL");
+    *out = NULL;
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    mlprof__ctl_lock();
+    mlprof__drain_now();
+    int rc = mlprof__mem_trace_text(device, &sb);
+    mlprof__ctl_unlock();
+    if (rc == MLPROF_OK && !(*out = mlprof__sb_take(&sb)))
+        rc = mlprof__fail(MLPROF_ENOMEM, "mlprof_mem_trace: out of memory");
+    mlprof__sb_free(&sb);
+    return rc;
+}
+
+int mlprof_mem_device_name(int device, const char *name)
+{
+    mlprof__ensure_init();
+    mlprof__ctl_lock();
+    int rc = mlprof__mem_set_device_name(device, name);
+    mlprof__ctl_unlock();
+    return rc;
+}
+
+/* ------------------------------------------------- the lifecycle entry */
+
+static void memory_op(uint64_t ns, int device, unsigned op, uint64_t addr, uint64_t bytes, const void *scope,
+                      const char *tag, size_t tag_len, const char *op_name, size_t op_len, pid_t tid)
+{
+    mlprof__mem_push(ns, device, op, addr, bytes, scope, tag, tag_len, op_name, op_len, tid);
+}
+
+static void account(const mlprof__drain_info *d)
+{
+    mlprof__mem_apply(d->upto_ns, d->discard ? NULL : d->events);
+}
+
+const mlprof__module mlprof__mem_module = {
+    .name = "memory",
+    .memory_op = memory_op,
+    .account = account,
+    .tail = mlprof__mem_trace_tail,
+    .other_data = mlprof__mem_other_data,
+    .report = mlprof__mem_warn,
+    .clear = mlprof__mem_reset,
+};

@@ -1,12 +1,15 @@
 /*
- * mem.h - the memory profiler as the collector drives it. The collector hands
- * every decoded memory record to mlprof__mem_push; mlprof__mem_apply then
+ * mem.h - the memory profiler. The collector reaches it only through its
+ * lifecycle entry (mlprof__mem_module, see src/record/produce.h): it hands
+ * every decoded memory record to memory_op (mlprof__mem_push); account
+ * (mlprof__mem_apply) then
  * accounts them in time order over all threads (a block may be freed on
  * another thread than the one that allocated it), up to a watermark taken
  * before the threads were read, so that an event published late by a
- * preempted thread still finds its place. The outputs (counter samples in the
- * trace, the report in the statistics, the CSV and the memory flow picture)
- * read the accounting. Every function is called with ctl_lock held.
+ * preempted thread still finds its place. The outputs (counter samples and
+ * peak instants queued as typed events, the report in the statistics, the CSV
+ * and the memory flow picture of src/export/memory_sink.c) read the
+ * accounting. Every function is called with ctl_lock held.
  */
 #ifndef MLPROF_MEM_H
 #define MLPROF_MEM_H
@@ -17,6 +20,7 @@
 #include "../common/common.h"
 
 struct mlprof__scope_node;
+struct mlprof__produced;
 
 /* Queues one memory operation (op: MLPROF__MEM_*). tag and opname are copied
  * (interned); either may be NULL. */
@@ -24,13 +28,14 @@ void mlprof__mem_push(uint64_t ns, int device, unsigned op, uint64_t addr, uint6
                       const struct mlprof__scope_node *scope, const char *tag, size_t tag_len,
                       const char *opname, size_t opname_len, pid_t tid);
 /* Accounts the queued operations with a time <= upto_ns (UINT64_MAX: all), in
- * time order. Timeline samples go to out as Chrome counter events. */
-void mlprof__mem_apply(uint64_t upto_ns, mlprof__sb *out, int *first, pid_t pid);
+ * time order. Timeline samples are queued into out as counter events (none
+ * when out is NULL). */
+void mlprof__mem_apply(uint64_t upto_ns, struct mlprof__produced *out);
 /* Nonzero once any memory operation was accounted. */
 int mlprof__mem_any(void);
 /* For the end of the trace: the last sample of each device when the sample
  * rate skipped it, and an instant at each device's peak. */
-void mlprof__mem_trace_tail(mlprof__sb *out, int *first, pid_t pid);
+void mlprof__mem_trace_tail(struct mlprof__produced *out);
 /* Appends `,"memory":{...}` (counts of what went wrong) to the trace's otherData. */
 void mlprof__mem_other_data(mlprof__sb *out);
 /* The peak report: a table, or (json) a JSON object. final: the run has ended,

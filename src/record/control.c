@@ -19,6 +19,7 @@
 #include "../gpu/gpu.h"
 #include "../hw/hw.h"
 #include "../hook/hook.h"
+#include "produce.h"
 #include "record.h"
 
 mlprof__global mlprof__g = {
@@ -619,13 +620,52 @@ static int set_state_locked(int state);
 static void store_state(int state) { __atomic_store_n(&mlprof__g.state, state, __ATOMIC_RELEASE); }
 static void store_paused(int paused) { __atomic_store_n(&mlprof__g.paused, paused, __ATOMIC_RELEASE); }
 
+/* ------------------------------------------------------ the modules */
+
+/* Each calls one function of every module's lifecycle entry (produce.h), in
+ * the table's order. */
+static int modules_start(void)
+{
+    for (size_t i = 0; i < mlprof__nmodules; i++) {
+        const mlprof__module *m = mlprof__modules[i];
+        int rc = m->start ? m->start() : MLPROF_OK;
+        if (rc == MLPROF_OK)
+            continue;
+        while (i-- > 0) /* those started before it stop again */
+            if (mlprof__modules[i]->stop)
+                mlprof__modules[i]->stop();
+        return rc;
+    }
+    return MLPROF_OK;
+}
+
+/* args: the call's arguments, in parentheses */
+#define EACH_MODULE(fn, args)                            \
+    do {                                                 \
+        for (size_t i_ = 0; i_ < mlprof__nmodules; i_++) \
+            if (mlprof__modules[i_]->fn)                 \
+                mlprof__modules[i_]->fn args;            \
+    } while (0)
+
+static void modules_resume(void) { EACH_MODULE(resume, ()); }
+static void modules_pause(void) { EACH_MODULE(pause, ()); }
+static void modules_join(void) { EACH_MODULE(join, ()); }
+static void modules_quiesce(void) { EACH_MODULE(quiesce, ()); }
+
+/* A run stops: what the modules started stops, then they stop recording. */
+static void modules_stop(void)
+{
+    EACH_MODULE(stop, ());
+    EACH_MODULE(pause, ());
+}
+
 static void at_exit(void)
 {
-    mlprof__hw_quiesce(); /* its last samples are in the final dump */
+    modules_quiesce(); /* the sampler's last samples are in the final dump */
     mlprof__ctl_lock();
     int want = mlprof__g.cfg.dump_at_exit && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
     if (want) /* the kernels of the range profiler's last batches */
-        mlprof__gpu_counters_stop();
+        EACH_MODULE(finish, ());
     if (want && mlprof__collect_dump(NULL, 1) != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "dump at exit failed: %s", mlprof_last_error());
     mlprof__collect_stop_continuous();
@@ -656,8 +696,7 @@ static void fork_child(void)
     mlprof__thread_after_fork();
     mlprof__pool_reset_after_fork();
     mlprof__collect_after_fork();
-    mlprof__hw_after_fork(mlprof__g.state == MLPROF_STATE_RUN);
-    mlprof__gpu_after_fork();
+    EACH_MODULE(after_fork, (mlprof__g.state == MLPROF_STATE_RUN));
     if (mlprof__g.state == MLPROF_STATE_RUN)
         mlprof__collect_start_continuous();
 }
@@ -667,6 +706,7 @@ static void do_init(void)
     mlprof__ctl_lock();
     config_defaults(&mlprof__g.cfg);
     mlprof__g.pid = getpid();
+    mlprof__collect_init();
     read_environment();
     mlprof__clock_init(mlprof__g.cfg.clock);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -693,13 +733,13 @@ static int set_state_locked(int state)
         int rc = mlprof__pool_init(mlprof__g.cfg.buffer_size);
         if (rc != MLPROF_OK)
             return rc;
-        rc = mlprof__hw_start(); /* observers only while stopped: before the state changes */
+        rc = modules_start(); /* observers only while stopped: before the state changes */
         if (rc != MLPROF_OK)
             return rc;
         mlprof__recorder_fence_init();
         store_state(MLPROF_STATE_RUN);
         store_paused(0);
-        mlprof__gpu_start();
+        modules_resume();
         if (!mlprof__g.run_ns)
             mlprof__g.run_ns = mlprof_now_ns();
         __atomic_store_n(&mlprof__g.recorded, 1, __ATOMIC_RELEASE);
@@ -711,8 +751,7 @@ static int set_state_locked(int state)
     /* calls that saw the flag still set end before observers go and the
      * trace is read: none records after the stop returns */
     mlprof__recorder_quiesce();
-    mlprof__hw_stop();
-    mlprof__gpu_stop();
+    modules_stop();
     mlprof__collect_stop_continuous();
     return MLPROF_OK;
 }
@@ -723,7 +762,7 @@ int mlprof_set_state(int state)
     mlprof__ctl_lock();
     int rc = set_state_locked(state);
     mlprof__ctl_unlock();
-    mlprof__hw_join();
+    modules_join();
     mlprof__collect_join_continuous();
     return rc;
 }
@@ -742,9 +781,9 @@ static int set_paused(int paused)
     mlprof__update_flags();
     if (mlprof__g.state == MLPROF_STATE_RUN) {
         if (paused)
-            mlprof__gpu_stop();
+            modules_pause();
         else
-            mlprof__gpu_start();
+            modules_resume();
     }
     mlprof__ctl_unlock();
     return MLPROF_OK;
@@ -764,19 +803,18 @@ static int dump(const char *path, int finished)
 {
     mlprof__ensure_init();
     if (finished) /* the sampler's last samples and reports go into the trace */
-        mlprof__hw_quiesce();
+        modules_quiesce();
     mlprof__ctl_lock();
     if (finished) {
         store_state(MLPROF_STATE_STOP);
         mlprof__update_flags();
         mlprof__recorder_quiesce(); /* nothing in flight joins the next trace */
-        mlprof__hw_stop();
-        mlprof__gpu_stop();
+        modules_stop();
         mlprof__collect_stop_continuous();
     }
     int rc = mlprof__collect_dump(path, finished);
     mlprof__ctl_unlock();
-    mlprof__hw_join();
+    modules_join();
     mlprof__collect_join_continuous();
     return rc;
 }

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "../collect/collect.h"
+#include "produce.h"
 #include "record.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -238,7 +238,7 @@ static mlprof__chunk *take_whole(void)
         if (i == UINT32_MAX)
             return NULL;
         populate(i, i + 1);     /* one call, not a fault a page */
-        mlprof__collect_poke(); /* the collector, if it runs, warms the next ones */
+        mlprof__wake();     /* the collector, if it runs, warms the next ones */
     }
     __atomic_store_n(&g_refs[i], 1, __ATOMIC_RELAXED);
     return segment_at(chunk_base(i), i);
@@ -253,7 +253,7 @@ mlprof__chunk *mlprof__pool_get(size_t bytes)
     if (!c)
         c = take_whole();
     if (c && mlprof__pool_free_count() * 2 < g_chunk_count)
-        mlprof__collect_poke();
+        mlprof__wake();
     return c;
 }
 

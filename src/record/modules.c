@@ -1,0 +1,17 @@
+/*
+ * modules.c - the lifecycle table: one line per module (produce.h). Control
+ * and the collector call the entries in this order (otherData's members come
+ * in it too).
+ */
+#include "produce.h"
+
+extern const mlprof__module mlprof__mem_module; /* src/mem: the memory accounting */
+extern const mlprof__module mlprof__hw_module;  /* src/hw: counters per span, the sampler */
+extern const mlprof__module mlprof__gpu_module; /* src/gpu: CUPTI activity, regions, range profiler */
+
+const mlprof__module *const mlprof__modules[] = {
+    &mlprof__mem_module,
+    &mlprof__hw_module,
+    &mlprof__gpu_module,
+};
+const size_t mlprof__nmodules = sizeof mlprof__modules / sizeof mlprof__modules[0];
