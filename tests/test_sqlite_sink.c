@@ -16,7 +16,8 @@
  *    with the id it had in the tail, and its child under it.
  * 3. A dump that cannot publish (the target is a directory) fails, says why,
  *    and keeps the events: the next dump to a good path has them all. No
- *    temporary file is left after the final dump.
+ *    temporary file is left after the final dump. A final dump that fails
+ *    leaves the working database on disk when the trace is reset.
  * 4. With "nolib" as second argument: sqlite_library names a file that
  *    is not there; the dump fails with a message naming it and Debian's
  *    package, once on stderr, and nothing is written.
@@ -340,7 +341,7 @@ int main(int argc, char **argv)
     /* 2. a dump that is not the last: G open on thread 12, shown up to now */
     ops->tail_begin(st, &tail);
     mlprof__span_out g = {.name = "G", .name_len = 1, .domain = "d", .begin_ns = 6000, .end_ns = 7000, .pid = P,
-                          .tid = 12, .unfinished = 1, .self_ns = 1000, .depth = 0};
+                          .tid = 12, .unfinished = 1, .self_ns = 0, .depth = 0}; /* self: unknown yet */
     ops->span(st, &tail, &g);
     track(&tail, MLPROF__TRACK_THREAD, 12, "loader");
     ops->tail_end(st, &tail, NULL);
@@ -349,6 +350,7 @@ int main(int argc, char **argv)
     copy_file(db, first);
     CHECK_Q(first, 8, "SELECT count(*) FROM slices");
     CHECK_Q(first, 1000, "SELECT dur_ns FROM slices WHERE name = 'G'");
+    CHECK_Q(first, 1000, "SELECT self_ns FROM slices WHERE name = 'G'");
     CHECK_Q(first, 1, "SELECT count(*) FROM args a JOIN slices s ON s.id = a.event_id WHERE s.name = 'G'"
                       " AND a.key = 'unfinished' AND a.value = 'true'");
 
@@ -436,6 +438,25 @@ int main(int argc, char **argv)
     CHECK_Q(second, 1, "SELECT count(*) FROM slices");
     CHECK_Q(second, 1, "SELECT id FROM slices");
     free(second);
+
+    /* a final dump that fails: the collector resets the trace next, and the
+     * working database stays on disk (said on stderr) */
+    CHECK_OK(mlprof_set_config("sqlite_file", dir));
+    span(11, "Y", "d", 10, 20, 0, 10, NULL, 0);
+    CHECK(dump(tu_path("third.json"), 1) == MLPROF_EIO, "a final dump to a directory");
+    ops->reset(st);
+    CHECK(temporaries() == 1, "the working database of a failed final dump: %d files", temporaries());
+    DIR *dd = opendir(tu_dir);
+    for (struct dirent *e; dd && (e = readdir(dd));) {
+        if (!strstr(e->d_name, ".tmp-"))
+            continue;
+        char *kept = strdup(tu_path(e->d_name));
+        CHECK_Q(kept, 1, "SELECT count(*) FROM slices WHERE name = 'Y'");
+        unlink(kept);
+        free(kept);
+    }
+    if (dd)
+        closedir(dd);
     ops->destroy(st);
     CHECK(temporaries() == 0, "temporary files left after the second trace");
     free((void *)db);

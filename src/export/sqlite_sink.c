@@ -91,6 +91,7 @@ typedef struct sq_sink {
     int open;
     char *work_path;
     int open_failed;     /* until the next dump: do not try again at every event */
+    int keep;            /* the last dump was final and failed: the reset keeps the file */
     long long next_id, next_track;
     mlprof__map threads;   /* (pid, tid) -> thread_track */
     mlprof__map counters;  /* pid, name -> track id */
@@ -946,6 +947,35 @@ static void put_meta(mlprof__sqlite_db *db, const char *trace_path, const mlprof
     }
 }
 
+/* The self times of the tail's spans (still open: the collector knows
+ * their children only as they end), from their children's rows on the copy:
+ * their duration less their children's. */
+static int tail_self_times(sq_sink *st, mlprof__sqlite_db *c, char *why, size_t len)
+{
+    const mlprof__sqlite_api *S = st->api;
+    sqlite3_stmt *u = NULL;
+    if (S->prepare_v2(c->db,
+                      "UPDATE slices SET self_ns = max(0, dur_ns - coalesce((SELECT sum(k.dur_ns) FROM slices k"
+                      " WHERE k.parent_id = slices.id), 0)) WHERE id = ?",
+                      -1, &u, NULL) != MLPROF__SQLITE_OK) {
+        snprintf(why, len, "%s", S->errmsg(c->db));
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < st->ntail; i++) {
+        if (st->tail[i].which != MLPROF__SQ_SLICE)
+            continue;
+        S->bind_int64(u, 1, st->tail[i].v[0].i);
+        if (S->step(u) != MLPROF__SQLITE_DONE) {
+            snprintf(why, len, "%s", S->errmsg(c->db));
+            rc = -1;
+        }
+        S->reset(u);
+    }
+    S->finalize(u);
+    return rc;
+}
+
 /* The working database, committed, copied to a temporary file beside
  * target, completed there (the tail, the meta, the kernels) and renamed
  * over target. MLPROF_OK or an error (message set). */
@@ -983,6 +1013,8 @@ static int publish(sq_sink *st, const char *target, const mlprof__sink_dump *d)
                 failed = 1;
             }
         }
+        if (!failed)
+            failed = tail_self_times(st, &c, why, sizeof why) != 0;
         if (!failed) {
             put_meta(&c, d->trace_path, d->meta, &failed);
             if (failed)
@@ -1051,7 +1083,8 @@ static int sq_dump(void *p, const mlprof__sink_dump *d)
             rc = mlprof__fail(MLPROF_EIO, "sqlite_file %s: %s: %s", target, st->work_path, why);
     }
     if (rc != MLPROF_OK)
-        mlprof__log(MLPROF_LOG_ERROR, "%s (the events are kept for the next dump)", mlprof_last_error());
+        mlprof__log(MLPROF_LOG_ERROR, "%s (the events are kept%s)", mlprof_last_error(),
+                    d->finished ? "" : " for the next dump");
     free_tail(st);
     if (st->lost) {
         mlprof__log(MLPROF_LOG_ERROR, "sqlite_file %s: %llu rows could not be written: %s", target,
@@ -1067,6 +1100,9 @@ static int sq_dump(void *p, const mlprof__sink_dump *d)
         close_working(st, 1);
         forget_all(st);
     }
+    /* a finished trace is reset next, written or not: its working database
+     * is then left where it is, for the user to take */
+    st->keep = d->finished && rc != MLPROF_OK;
     return rc;
 }
 
@@ -1090,7 +1126,11 @@ static void *sq_create(void)
 static void sq_reset(void *p)
 {
     sq_sink *st = p;
-    close_working(st, 1);
+    if (st->keep && st->work_path && st->pid == getpid())
+        mlprof__log(MLPROF_LOG_ERROR, "sqlite_file: the events of the trace are kept in %s (an SQLite database)",
+                    st->work_path);
+    close_working(st, !st->keep);
+    st->keep = 0;
     forget_all(st);
     st->lost = 0;
     st->err[0] = '\0';
