@@ -103,6 +103,8 @@ static int pb_next(pb *b, field *f)
     b->p += k;
     f->num = (uint32_t)(tag >> 3);
     f->wt = (int)(tag & 7);
+    f->data = NULL;
+    f->len = 0;
     size_t left = (size_t)(b->end - b->p);
     switch (f->wt) {
     case WT_VARINT:
@@ -651,6 +653,8 @@ static int annot_read(reader *r, const sequence *s, const uint8_t *p, size_t n, 
                 return oom(r);
             break;
         case A_BOOL: case A_UINT: case A_INT: case A_DOUBLE: case A_POINTER:
+            if (is_bytes(&f))
+                break; /* not a value of its type: none */
             a->kind = (int)f.num;
             a->v = f.v;
             break;
@@ -663,6 +667,8 @@ static int annot_read(reader *r, const sequence *s, const uint8_t *p, size_t n, 
             break;
         }
         case A_STRING: case A_NESTED: case A_LEGACY_JSON:
+            if (!is_bytes(&f))
+                break;
             a->kind = (int)f.num;
             a->data = f.data;
             a->len = f.len;
