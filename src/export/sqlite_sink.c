@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "../common/sqlite_db.h"
+#include "../record/produce.h"
 #include "../record/record.h"
 #include "export.h"
 
@@ -109,35 +110,6 @@ typedef struct sq_sink {
 
 static int sink_on(void) { return mlprof__g.cfg.sqlite_file[0] != '\0'; }
 
-/* name with "%p" replaced by the pid; in a forked child that did not name
- * its pid, ".PID" before the extension (as the trace's own name). */
-static void expand(const char *name, char *buf, size_t len)
-{
-    mlprof__sb sb;
-    mlprof__sb_init(&sb);
-    int had_pid = 0;
-    for (const char *p = name; *p; p++) {
-        if (p[0] == '%' && p[1] == 'p') {
-            mlprof__sb_printf(&sb, "%d", (int)mlprof__g.pid);
-            had_pid = 1;
-            p++;
-        } else {
-            mlprof__sb_putc(&sb, *p);
-        }
-    }
-    const char *s = sb.data ? sb.data : "";
-    if (mlprof__g.forked_child && !had_pid) {
-        const char *base = strrchr(s, '/');
-        base = base ? base + 1 : s;
-        const char *dot = strrchr(base, '.');
-        size_t stem = dot && dot != base ? (size_t)(dot - s) : strlen(s);
-        snprintf(buf, len, "%.*s.%d%s", (int)stem, s, (int)mlprof__g.pid, s + stem);
-    } else {
-        snprintf(buf, len, "%s", s);
-    }
-    mlprof__sb_free(&sb);
-}
-
 /* Where the database goes: sqlite_file, or at "auto" the trace's path
  * (trace_path, or the configured one when NULL) with its extension (and a
  * ".gz" after it) replaced by ".db". */
@@ -145,14 +117,14 @@ static void target_path(const char *trace_path, char *buf, size_t len)
 {
     const char *value = mlprof__g.cfg.sqlite_file;
     if (strcmp(value, "auto") != 0) {
-        expand(value, buf, len);
+        mlprof__expand_path(value, 1, buf, len);
         return;
     }
     char trace[PATH_LEN];
     if (trace_path)
         snprintf(trace, sizeof trace, "%s", trace_path);
     else
-        expand(mlprof__g.cfg.filename, trace, sizeof trace);
+        mlprof__expand_path(mlprof__g.cfg.filename, 1, trace, sizeof trace);
     char *base = strrchr(trace, '/');
     base = base ? base + 1 : trace;
     size_t n = strlen(base);
