@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The same recorded run written as JSON, gzip and protobuf: identical events.
 
-usage: sink_formats_check.py TEST_PERFETTO_FORMATS OUT_DIR PROTO
+usage: sink_formats_check.py TEST_PERFETTO_FORMATS OUT_DIR PROTO [MLPROF]
 
 Runs test_perfetto_formats (a run whose times are set by hand, so that every
 run records the same events) three times, to run.json, run.json.gz and
@@ -12,7 +12,10 @@ interning and track descriptors, tests/perfetto_decode.py), and compares
 them event by event: names, categories, times, tracks (threads by name,
 their order), arguments with their types, counter values, and otherData.
 Process and thread ids differ from run to run: threads are compared by the
-names the run gives them.
+names the run gives them. The same holds for the dump each run takes in
+the middle (RUN.mid: a tail with a frame and two spans unfinished). Given
+the mlprof command, `mlprof analyze` must also print the same table for
+the three final files.
 
 Exits 77 (ctest's SKIP_RETURN_CODE) when protoc is not installed.
 """
@@ -45,7 +48,9 @@ def run(exe, out, name):
     sys.stderr.write(r.stderr)
     check(r.returncode == 0, f"{name}: test_perfetto_formats exited {r.returncode}")
     with open(path, "rb") as f:
-        return f.read()
+        final = f.read()
+    with open(path + ".mid", "rb") as f:
+        return final, f.read(), path
 
 
 def ns(us):
@@ -123,7 +128,15 @@ def from_protobuf(text):
 
 
 def canonical(events):
-    return sorted(events, key=lambda e: json.dumps(e, sort_keys=True))
+    """Sorted; a span still open ends at the dump, on the collector's real
+    clock: only checked to end after its start."""
+    out = []
+    for e in events:
+        if e.get("unfinished"):
+            check(e["end"] >= e["ts"], f"an unfinished span ends before it begins: {e}")
+            e = dict(e, end="at the dump")
+        out.append(e)
+    return sorted(out, key=lambda e: json.dumps(e, sort_keys=True))
 
 
 def same(a, b):
@@ -158,54 +171,78 @@ def compare_other(label, got, want):
         check(same(got[k], want[k]), f"{label}: otherData.{k} is {got[k]!r}, JSON has {want[k]!r}")
 
 
+def compare_formats(protoc, proto, label, plain, packed, proto_bytes):
+    doc = json.loads(plain)
+    events, tracks, process, other = from_json(doc)
+    check(len(events) >= 12, f"{label}: the run recorded only {len(events)} events")
+    kinds = {e["type"] for e in events}
+    check({"span", "frame", "instant", "counter"} <= kinds, f"{label}: the run lacks kinds of events: it has {kinds}")
+    check(any(e["cat"] == "memory" for e in events), f"{label}: the run has no memory events")
+    unfinished = sum(1 for e in events if e.get("unfinished"))
+    check(unfinished == (3 if "middle" in label else 0), f"{label}: {unfinished} unfinished spans")
+
+    # gzip: a gzip stream whose text is the same trace
+    if check(packed[:2] == b"\x1f\x8b", f"{label}: run.json.gz is not gzip"):
+        gz_doc = json.loads(gzip.decompress(packed))
+        g_events, g_tracks, g_process, g_other = from_json(gz_doc)
+        compare(f"{label}, gzip", g_events, events)
+        check(g_tracks == tracks and g_process == process, f"{label}, gzip: tracks {g_tracks} {g_process}, "
+              f"JSON has {tracks} {process}")
+        compare_other(f"{label}, gzip", g_other, other)
+
+    # protobuf: Perfetto's packets, decoded by protoc
+    if not check(proto_bytes[:1] == b"\x0a", f"{label}: run.pftrace does not start with a TracePacket"):
+        return
+    r = subprocess.run([protoc, "--decode=perfetto.protos.Trace", "-I", os.path.dirname(proto), proto],
+                       input=proto_bytes, capture_output=True)
+    if not check(r.returncode == 0, f"{label}: protoc cannot decode run.pftrace: "
+                 f"{r.stderr.decode(errors='replace')}"):
+        return
+    try:
+        p_events, p_tracks, p_process, p_other = from_protobuf(r.stdout.decode("utf-8"))
+    except AssertionError as e:
+        check(False, f"{label}, protobuf: {e}")
+        return
+    compare(f"{label}, protobuf", p_events, events)
+    for name, rank in tracks.items():
+        check(p_tracks.get(name) == rank, f"{label}, protobuf: thread {name!r} ranked {p_tracks.get(name)}, "
+              f"JSON has {rank}")
+    check(p_process == process, f"{label}, protobuf: process named {p_process!r}, JSON has {process!r}")
+    compare_other(f"{label}, protobuf", p_other, other)
+    print(f"sink_formats: {label}: {len(events)} events ({unfinished} unfinished): {len(plain)} bytes of JSON, "
+          f"{len(packed)} gzip, {len(proto_bytes)} protobuf")
+
+
+def analyze(mlprof, path):
+    """mlprof analyze's table for the trace at path, less its first line (the file's name)."""
+    r = subprocess.run([mlprof, "analyze", path], capture_output=True, text=True)
+    check(r.returncode == 0, f"mlprof analyze {path} exited {r.returncode}: {r.stderr}")
+    lines = r.stdout.splitlines()
+    check(lines and lines[0].startswith("trace: "), f"mlprof analyze {path}: {r.stdout[:200]}")
+    return "\n".join(lines[1:])
+
+
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         print(__doc__, file=sys.stderr)
         return 2
-    exe, out, proto = sys.argv[1:]
+    exe, out, proto = sys.argv[1:4]
+    mlprof = sys.argv[4] if len(sys.argv) == 5 else None
     protoc = shutil.which("protoc")
     if not protoc:
         print("sink_formats: skipped: protoc is not installed (scripts/install-deps.sh build installs it)")
         return 77
     os.makedirs(out, exist_ok=True)
 
-    plain = run(exe, out, "run.json")
-    packed = run(exe, out, "run.json.gz")
-    proto_bytes = run(exe, out, "run.pftrace")
-    doc = json.loads(plain)
-    events, tracks, process, other = from_json(doc)
-    check(len(events) >= 25, f"the run recorded only {len(events)} events")
-    kinds = {e["type"] for e in events}
-    check({"span", "frame", "instant", "counter"} <= kinds, f"the run lacks kinds of events: it has {kinds}")
-    check(any(e["cat"] == "memory" for e in events), "the run has no memory events")
-
-    # gzip: a gzip stream whose text is the same trace
-    if check(packed[:2] == b"\x1f\x8b", "run.json.gz is not gzip"):
-        gz_doc = json.loads(gzip.decompress(packed))
-        g_events, g_tracks, g_process, g_other = from_json(gz_doc)
-        compare("gzip", g_events, events)
-        check(g_tracks == tracks and g_process == process, f"gzip: tracks {g_tracks} {g_process}, "
-              f"JSON has {tracks} {process}")
-        compare_other("gzip", g_other, other)
-
-    # protobuf: Perfetto's packets, decoded by protoc
-    if check(proto_bytes[:1] == b"\x0a", "run.pftrace does not start with a TracePacket"):
-        r = subprocess.run([protoc, "--decode=perfetto.protos.Trace", "-I", os.path.dirname(proto), proto],
-                           input=proto_bytes, capture_output=True)
-        if check(r.returncode == 0, f"protoc cannot decode run.pftrace: {r.stderr.decode(errors='replace')}"):
-            try:
-                p_events, p_tracks, p_process, p_other = from_protobuf(r.stdout.decode("utf-8"))
-            except AssertionError as e:
-                check(False, f"protobuf: {e}")
-            else:
-                compare("protobuf", p_events, events)
-                for name, rank in tracks.items():
-                    check(p_tracks.get(name) == rank, f"protobuf: thread {name!r} ranked {p_tracks.get(name)}, "
-                          f"JSON has {rank}")
-                check(p_process == process, f"protobuf: process named {p_process!r}, JSON has {process!r}")
-                compare_other("protobuf", p_other, other)
-                print(f"sink_formats: {len(events)} events: {len(plain)} bytes of JSON, {len(packed)} gzip, "
-                      f"{len(proto_bytes)} protobuf")
+    runs = [run(exe, out, name) for name in ("run.json", "run.json.gz", "run.pftrace")]
+    for which, label in ((0, "final dump"), (1, "dump in the middle")):
+        compare_formats(protoc, proto, label, *(r[which] for r in runs))
+    if mlprof:
+        # the final dump only: the middle one's open spans end at the dump's
+        # real-clock time, which differs from run to run
+        tables = [analyze(mlprof, r[2]) for r in runs]
+        for name, table in zip(("gzip", "protobuf"), tables[1:]):
+            check(table == tables[0], f"mlprof analyze of the {name} trace:\n{table}\nof the JSON:\n{tables[0]}")
     if failures:
         print(f"sink_formats: {len(failures)} checks failed", file=sys.stderr)
         return 1

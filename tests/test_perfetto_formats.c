@@ -4,7 +4,9 @@
  * memory events on two devices, a second thread, all at times set by hand
  * (the test's clock). It writes the trace to OUT_PATH, whose name chooses
  * the format (.json, .json.gz, .pftrace); sink_formats_check.py runs it once
- * per format and compares the traces event by event.
+ * per format and compares the traces event by event. A dump that is not the
+ * last is taken in the middle, while a frame and two spans are open, and
+ * kept as OUT_PATH.mid: its tail shows them unfinished.
  *
  * usage: test_perfetto_formats OUT_PATH
  */
@@ -15,6 +17,22 @@
 static mlprof_domain *dom;
 
 static void at(uint64_t ns) { tu_set_now(ns); }
+
+/* Copies the file at from to to; 1 when done. */
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    int ok = in && out;
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        ok = fwrite(buf, 1, n, out) == n;
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0)
+        ok = 0;
+    return ok;
+}
 
 /* The second thread: named, with spans of its own and a marker. */
 static void *worker(void *arg)
@@ -74,6 +92,15 @@ int main(int argc, char **argv)
         at(t + 3000);
         CHECK_OK(mlprof_mem_alloc(MLPROF_DEVICE_CUDA(0), (const void *)(uintptr_t)(0x900000 + 0x100000 * i),
                                   1 << 20, "weights"));
+        if (i == 1) {
+            /* a dump that is not the last: the epoch, this step and its
+             * forward pass are open */
+            char mid[4096];
+            snprintf(mid, sizeof mid, "%s.mid", argv[1]);
+            at(t + 4000);
+            CHECK_OK(mlprof_dump(0));
+            CHECK(copy_file(argv[1], mid), "%s copied to %s", argv[1], mid);
+        }
         at(t + 5000);
         mlprof_end(fwd);
         CHECK_OK(mlprof_mem_free(MLPROF_DEVICE_CPU, (const void *)(uintptr_t)(0x10000 + 0x1000 * i)));
