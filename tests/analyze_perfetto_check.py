@@ -16,7 +16,11 @@ The library's own sink is checked too: test_perfetto feeds it events and
 writes the traces beside the events it fed; those events, written here as the
 JSON sink writes them, must read back as the same model.
 
-usage: analyze_perfetto_check.py MLPROF CNN_INFER OUTDIR [TEST_PERFETTO]
+test_perfetto_formats records one run at times set by hand through the
+library, once per format chosen by the file's name: its .pftrace (and the
+dump taken in the middle, with spans still open) must analyse as its .json.
+
+usage: analyze_perfetto_check.py MLPROF CNN_INFER OUTDIR [TEST_PERFETTO [TEST_PERFETTO_FORMATS]]
 """
 import collections
 import decimal
@@ -34,6 +38,7 @@ from analyze_util import check, command, failures  # noqa: E402
 
 MLPROF, CNN, OUT = sys.argv[1:4]
 TEST_PERFETTO = sys.argv[4] if len(sys.argv) > 4 else None
+TEST_FORMATS = sys.argv[5] if len(sys.argv) > 5 else None
 os.makedirs(OUT, exist_ok=True)
 
 mlprof = command(MLPROF)
@@ -47,11 +52,15 @@ def write(name, data):
     return path
 
 
-def same_output(what, json_path, pf_path, *args, expect=0):
-    """The command's output on both files, the file's name aside."""
+def same_output(what, json_path, pf_path, *args, expect=0, ids=None):
+    """The command's output on both files, the file's name aside (and, for
+    two runs of one program, their process and thread ids: ids maps the
+    protobuf run's to the JSON run's)."""
     a = mlprof(*args[:1], json_path, *args[1:], expect=expect)
     b = mlprof(*args[:1], pf_path, *args[1:], expect=expect)
     out_b = b.stdout.replace(pf_path, json_path).replace(os.path.basename(pf_path), os.path.basename(json_path))
+    if ids:
+        out_b = re.sub(r"\b(%s)\b" % "|".join(str(k) for k in ids), lambda m: str(ids[int(m.group(1))]), out_b)
     check(a.stdout == out_b and a.stdout, f"{what}: mlprof {' '.join(args)} differs on the protobuf trace:\n"
           + "\n".join(l for l in difflines(a.stdout, out_b))[:1500])
     return a, b
@@ -98,7 +107,23 @@ def record_cnn(path, extra_env=None):
     return p.returncode == 0 and os.path.exists(path)
 
 
-def normalized_merge(path):
+def run_ids(mj, mp):
+    """Two runs merged each with itself (JSON, protobuf): the protobuf run's
+    pid and tids -> the JSON run's, matched by thread name."""
+    def ids(path):
+        with open(path) as f:
+            t = json.load(f)
+        pid = int(next(iter(t["otherData"]["merge"]["inputs"][0]["pids"])))
+        names = {e["args"]["name"]: e["tid"] for e in t["traceEvents"]
+                 if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") == pid}
+        return pid, names
+    (pj, nj), (pp, np_) = ids(mj), ids(mp)
+    out = {pp: pj}
+    out.update({tid: nj[name] for name, tid in np_.items() if name in nj})
+    return out
+
+
+def normalized_merge(path, ids=None):
     """A merged trace's events with what differs by construction put aside: the
     ids of frames (the protobuf trace has no frame id: the reader numbers
     them), the threads of counter samples (on a process's counter track) and
@@ -108,6 +133,9 @@ def normalized_merge(path):
     evs = []
     for e in t["traceEvents"]:
         e = dict(e)
+        for k in ("pid", "tid"):
+            if ids and e.get(k) in ids:
+                e[k] = ids[e[k]]
         if e.get("ph") in ("b", "e"):
             e.pop("id", None)
         if e.get("ph") == "C" or (e.get("ph") == "i" and e.get("s") in ("p", "g")):
@@ -450,6 +478,44 @@ def test_sink_traces():
     check(n >= 2, f"test_perfetto wrote {n} traces")
 
 
+def test_same_run_both_formats():
+    """One run, the same to the nanosecond each time, written by the library
+    as .json and as .pftrace: every analysis the same."""
+    if not TEST_FORMATS:
+        print("skip: no test_perfetto_formats given")
+        return
+    paths = {}
+    for ext in ("json", "pftrace"):
+        path = os.path.join(OUT, f"formats.{ext}")
+        p = subprocess.run([TEST_FORMATS, path], capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0 and os.path.exists(path), f"test_perfetto_formats {path}: {p.stderr[-500:]}")
+        paths[ext] = path
+    with open(paths["pftrace"], "rb") as f:
+        if f.read(1) != b"\x0a":
+            print("skip: the library does not write Perfetto's protobuf trace for a .pftrace name")
+            return
+    for mid in ("", ".mid"):
+        js, pf = paths["json"] + mid, paths["pftrace"] + mid
+        if not os.path.exists(js):
+            continue
+        check(os.path.exists(pf), f"{pf}: not written beside {js}")
+        what = f"the library's {os.path.basename(pf)}"
+        mj, mp = os.path.join(OUT, f"formats_mj{mid}.json"), os.path.join(OUT, f"formats_mp{mid}.json")
+        mlprof("merge", js, js, "--same-clock", "-o", mj)
+        mlprof("merge", pf, pf, "--same-clock", "-o", mp)
+        ids = run_ids(mj, mp)  # two runs: two pids
+        a, b = normalized_merge(mj), normalized_merge(mp, ids)
+        check(a == b and a, f"{what}: {sum((a - b).values())} events differ from the JSON's, "
+              f"e.g. {list(a - b)[:2]} / {list(b - a)[:2]}")
+        for args in (("analyze", "--aggregate-by", "none", "-t", "0"), ("analyze", "--format", "json"),
+                     ("analyze", "--format", "csv"), ("analyze", "--aggregate-by", "thread"),
+                     ("kernels", "--format", "json"), ("sequences",)):
+            same_output(what, js, pf, *args, ids=ids)
+        d = json.loads(mlprof("diff", js, pf, "--format", "json").stdout or "{}")
+        check(d.get("rows") and all(r.get("delta_ns") == 0 and r.get("count_a") == r.get("count_b")
+                                    for r in d["rows"]), f"{what}: diff against the JSON: {d}"[:800])
+
+
 def test_library_writes_pftrace():
     """The library itself writing .pftrace (the perfetto sink, chosen by the
     file name): the same program recorded as JSON gives the same analysis."""
@@ -487,6 +553,7 @@ test_truncated()
 test_garbage()
 test_incremental_state()
 test_sink_traces()
+test_same_run_both_formats()
 test_library_writes_pftrace()
 if failures:
     print(f"{len(failures)} failed", file=sys.stderr)
