@@ -162,6 +162,43 @@ static void events(mlprof__sb *sb)
            "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":6,\"tid\":6,\"args\":{\"name\":\"train.py\"}}");
 }
 
+/* The members the collector writes a span's arguments with give the bytes
+ * of the calls they replace. */
+static void members(mlprof__sb *sb)
+{
+    static const char *const keys[] = {"batch", "k", "", "needs \"escaping\"\n", "a_key_longer_than_eight"};
+    static const double doubles[] = {0.5, -3.0, 1e300, 0.1, 123456.789};
+    mlprof__sb want;
+    mlprof__sb_init(&want);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        size_t klen = strlen(keys[k]);
+        for (int kind = 0; kind < 3; kind++) {
+            for (int i = 0; i < 5; i++) {
+                const char *str = keys[(k + (size_t)i) % 5];
+                int64_t iv = i == 0 ? INT64_MIN : i == 1 ? INT64_MAX : (int64_t)i * -77;
+                if (want.len)
+                    mlprof__sb_putc(&want, ',');
+                mlprof__sb_json_str(&want, keys[k], klen);
+                mlprof__sb_putc(&want, ':');
+                if (kind == 0) {
+                    mlprof__sb_i64(&want, iv);
+                    mlprof__sb_member_i64(sb, keys[k], klen, iv);
+                } else if (kind == 1) {
+                    mlprof__sb_json_str(&want, str, strlen(str));
+                    mlprof__sb_member_str(sb, keys[k], klen, str, strlen(str));
+                } else {
+                    mlprof__sb_double(&want, doubles[i]);
+                    mlprof__sb_member_double(sb, keys[k], klen, doubles[i]);
+                }
+            }
+        }
+    }
+    mlprof__sb_member_str(sb, "nothing", 7, NULL, 0); /* a NULL value of no bytes: "" */
+    mlprof__sb_puts(&want, ",\"nothing\":\"\"");
+    expect("members", sb, want.data);
+    mlprof__sb_free(&want);
+}
+
 /* A long name full of characters to escape: the room reserved for an event
  * is its worst case, and the buffer grows to it. */
 static void worst_case(mlprof__sb *sb)
@@ -185,6 +222,7 @@ int main(void)
     json_strings(&sb);
     numbers(&sb);
     events(&sb);
+    members(&sb);
     worst_case(&sb);
     mlprof__sb_free(&sb);
     if (g_failures) {

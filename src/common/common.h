@@ -122,6 +122,14 @@ void mlprof__sb_xml(mlprof__sb *sb, const char *s, size_t n);
  * a comma, a quote or a line break (RFC 4180); bytes that are not valid UTF-8
  * as U+FFFD. NULL is an empty field. */
 void mlprof__sb_csv(mlprof__sb *sb, const char *s);
+/* Append one JSON object member, "key":value (key_len bytes of key, escaped
+ * as mlprof__sb_json_str does), preceded by a comma unless sb is empty: a
+ * span's arguments as the collector gathers them, with one reserve for the
+ * member. The bytes are those of the calls they replace (putc, json_str,
+ * putc ':', then i64, json_str or double). */
+void mlprof__sb_member_i64(mlprof__sb *sb, const char *key, size_t key_len, int64_t v);
+void mlprof__sb_member_str(mlprof__sb *sb, const char *key, size_t key_len, const char *s, size_t n);
+void mlprof__sb_member_double(mlprof__sb *sb, const char *key, size_t key_len, double v);
 /* Appends a nanosecond count as microseconds with three decimals ("12.345"). */
 void mlprof__sb_us(mlprof__sb *sb, uint64_t ns);
 void mlprof__sb_i64(mlprof__sb *sb, int64_t v);

@@ -21,7 +21,9 @@
 
 typedef struct mlprof__gz mlprof__gz;
 
-/* A new stream compressing at level (-1 for zlib's default, 0 to 9). NULL
+/* A new stream compressing at level (-1 for zlib's default, 6; 0 to 9). A
+ * Chrome JSON trace on the 2-core VM of the README: level 1 at about 220 MB/s
+ * of CPU time, 8.6x smaller; 6 at about 100 MB/s, 12x smaller. NULL
  * with the calling thread's last error set when zlib cannot be loaded
  * (MLPROF_EUNSUPPORTED; the message names the library and why), when level
  * is out of range (MLPROF_EINVAL) or memory runs out (MLPROF_ENOMEM).

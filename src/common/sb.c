@@ -226,6 +226,54 @@ void mlprof__sb_us(mlprof__sb *sb, uint64_t ns)
     sb->data[sb->len] = '\0';
 }
 
+/* Room for a member's comma, key and colon and a value of at most value_max
+ * bytes; returns where the value goes, or NULL (the buffer failed). */
+static char *member_start(mlprof__sb *sb, const char *key, size_t key_len, size_t value_max)
+{
+    if (key_len > SIZE_MAX / 16 || value_max > SIZE_MAX / 4 ||
+        !mlprof__sb_reserve(sb, 2 + MLPROF__FMT_JSON_STR_MAX(key_len) + value_max)) {
+        sb->failed = 1;
+        return NULL;
+    }
+    char *p = sb->data + sb->len;
+    if (sb->len)
+        *p++ = ',';
+    p = mlprof__fmt_json_str(p, key, key_len);
+    *p++ = ':';
+    return p;
+}
+
+static void member_end(mlprof__sb *sb, char *p)
+{
+    sb->len = (size_t)(p - sb->data);
+    sb->data[sb->len] = '\0';
+}
+
+void mlprof__sb_member_i64(mlprof__sb *sb, const char *key, size_t key_len, int64_t v)
+{
+    char *p = member_start(sb, key, key_len, MLPROF__FMT_I64_MAX);
+    if (p)
+        member_end(sb, mlprof__fmt_i64(p, v));
+}
+
+void mlprof__sb_member_str(mlprof__sb *sb, const char *key, size_t key_len, const char *s, size_t n)
+{
+    char *p = n <= SIZE_MAX / 32 ? member_start(sb, key, key_len, MLPROF__FMT_JSON_STR_MAX(n)) : NULL;
+    if (p)
+        member_end(sb, mlprof__fmt_json_str(p, s, n));
+    else
+        sb->failed = 1;
+}
+
+void mlprof__sb_member_double(mlprof__sb *sb, const char *key, size_t key_len, double v)
+{
+    char *p = member_start(sb, key, key_len, 0);
+    if (!p)
+        return;
+    member_end(sb, p);
+    mlprof__sb_double(sb, v); /* the shortest form: snprintf's, rare in a trace */
+}
+
 void mlprof__sb_double(mlprof__sb *sb, double v)
 {
     if (!isfinite(v)) {
