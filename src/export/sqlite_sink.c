@@ -101,6 +101,7 @@ typedef struct sq_sink {
     int in_tail;
     tail_row *tail;
     size_t ntail, captail;
+    uint64_t kernels; /* rows in kernels: their launches are linked at each dump */
     uint64_t lost;   /* rows that could not be written since the last dump */
     char err[400];   /* the first reason */
     mlprof__sb key, val; /* scratch */
@@ -109,6 +110,10 @@ typedef struct sq_sink {
 /* ------------------------------------------------------------ the target */
 
 static int sink_on(void) { return mlprof__g.cfg.sqlite_file[0] != '\0'; }
+
+/* This process (a forked child must not touch its parent's database): the
+ * library's pid, set again in a child, without a system call per event. */
+static pid_t self_pid(void) { return mlprof__g.pid ? mlprof__g.pid : getpid(); }
 
 /* Where the database goes: sqlite_file, or at "auto" the trace's path
  * (trace_path, or the configured one when NULL) with its extension (and a
@@ -217,14 +222,14 @@ static void put_row(sq_sink *st, int now, int which, const mlprof__sqlite_val *v
 static void close_working(sq_sink *st, int remove_file)
 {
     if (st->open) {
-        if (st->pid == getpid())
+        if (st->pid == self_pid())
             mlprof__sqlite_db_close(&st->w);
         /* else: a forked child leaves its parent's connection untouched */
         memset(&st->w, 0, sizeof st->w);
         st->open = 0;
     }
     if (st->work_path) {
-        if (remove_file && st->pid == getpid())
+        if (remove_file && st->pid == self_pid())
             unlink(st->work_path);
         mlprof__free(st->work_path);
         st->work_path = NULL;
@@ -247,6 +252,7 @@ static void forget_all(sq_sink *st)
     mlprof__map_free(&st->counters);
     mlprof__map_free(&st->processes);
     free_tail(st);
+    st->kernels = 0;
     st->next_id = st->next_track = 1;
     st->in_tail = 0;
 }
@@ -255,10 +261,10 @@ static void forget_all(sq_sink *st)
  * tables, the indexes, a transaction. 0, or -1 (said at the next dump). */
 static int open_working(sq_sink *st)
 {
-    if (st->pid != getpid()) { /* a forked child: its own database, from nothing */
+    if (st->pid != self_pid()) { /* a forked child: its own database, from nothing */
         close_working(st, 0);
         forget_all(st);
-        st->pid = getpid();
+        st->pid = self_pid();
     }
     if (st->open)
         return 0;
@@ -280,7 +286,7 @@ static int open_working(sq_sink *st)
         snprintf(st->err, sizeof st->err, "out of memory");
         return -1;
     }
-    snprintf(st->work_path, n, "%s.tmp-%d-XXXXXX", target, (int)getpid());
+    snprintf(st->work_path, n, "%s.tmp-%d-XXXXXX", target, (int)self_pid());
     int fd = mkostemp(st->work_path, O_CLOEXEC);
     if (fd < 0) {
         snprintf(st->err, sizeof st->err, "cannot create %s: %s", st->work_path, strerror(errno));
@@ -785,6 +791,7 @@ static void sq_span(void *p, const mlprof__sink_out *out, const mlprof__span_out
         mlprof__sqlite_val k[] = {I(id), Z(kind), g.device >= 0 ? I(g.device) : N, I(g.stream),
                                   g.correlation >= 0 ? I(g.correlation) : N, N, N, N, N, N, N};
         put_row(st, 0, MLPROF__SQ_KERNEL, k, 11);
+        st->kernels++;
     }
     if (!out->tail)
         bind_waiting(st, tt, id, s->begin_ns, s->end_ns, s->depth);
@@ -992,7 +999,7 @@ static int publish(sq_sink *st, const char *target, const mlprof__sink_dump *d)
             if (failed)
                 snprintf(why, sizeof why, "meta: %s", S->errmsg(c.db));
         }
-        if (!failed)
+        if (!failed && st->kernels)
             failed = mlprof__sqlite_db_exec(&c, k_link_kernels, why, sizeof why) != 0;
         if (!failed)
             failed = mlprof__sqlite_db_exec(&c, "COMMIT", why, sizeof why) != 0;
@@ -1025,6 +1032,7 @@ static int sq_dump(void *p, const mlprof__sink_dump *d)
             if (!st->said_missing)
                 mlprof__log(MLPROF_LOG_ERROR, "sqlite_file: %s; no database written", st->why);
             st->said_missing = 1;
+            st->lost = 0; /* all of them: what the message says */
             return mlprof__fail(MLPROF_EUNSUPPORTED, "sqlite_file: %s", st->why);
         }
         mlprof__log(MLPROF_LOG_ERROR, "sqlite_file: %s; %llu events not written", st->err,
@@ -1085,7 +1093,7 @@ static void *sq_create(void)
     sq_sink *st = mlprof__calloc(1, sizeof *st);
     if (!st)
         return NULL;
-    st->pid = getpid();
+    st->pid = self_pid();
     st->next_id = st->next_track = 1;
     mlprof__map_init(&st->threads);
     mlprof__map_init(&st->counters);
@@ -1098,7 +1106,7 @@ static void *sq_create(void)
 static void sq_reset(void *p)
 {
     sq_sink *st = p;
-    if (st->keep && st->work_path && st->pid == getpid())
+    if (st->keep && st->work_path && st->pid == self_pid())
         mlprof__log(MLPROF_LOG_ERROR, "sqlite_file: the events of the trace are kept in %s (an SQLite database)",
                     st->work_path);
     close_working(st, !st->keep);
