@@ -1,7 +1,7 @@
 /*
  * bench_write.c - what writing a trace costs, per format: N spans with three
  * arguments (two integers and a string) recorded on one thread through the
- * public API, then one mlprof_dump_to timed, writing to a file in a temporary
+ * public API, then one mlprof_dump timed, writing to a file in a temporary
  * directory on this disk. For each format: nanoseconds and bytes per span,
  * the events dropped (must be 0: the buffer is sized for the run), and the
  * resident memory before the dump and at its peak during it (VmHWM, reset
@@ -168,6 +168,11 @@ static int run_round(format *f, long spans, const char *dir, int can_reset_peak,
         return -1;
     }
     uint64_t dropped0 = mlprof_dropped_events();
+    /* the trace's format is chosen from the file name when a run starts */
+    if (mlprof_set_config("filename", path) != MLPROF_OK) {
+        fprintf(stderr, "bench_write: filename %s: %s\n", path, mlprof_last_error());
+        return -1;
+    }
     if (mlprof_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
         fprintf(stderr, "bench_write: cannot start: %s\n", mlprof_last_error());
         return -1;
@@ -184,7 +189,7 @@ static int run_round(format *f, long spans, const char *dir, int can_reset_peak,
     if (can_reset_peak)
         reset_peak();
     double t2 = now_ns(), c2 = clock_ns(CLOCK_THREAD_CPUTIME_ID), s2 = thread_sys_ns();
-    int rc = mlprof_dump_to(path, 1); /* without continuous_dump it runs on this thread */
+    int rc = mlprof_dump(1); /* without continuous_dump it runs on this thread */
     double t3 = now_ns(), c3 = clock_ns(CLOCK_THREAD_CPUTIME_ID), s3 = thread_sys_ns();
     long peak = status_kib("VmHWM");
     uint64_t dropped = mlprof_dropped_events() - dropped0;
