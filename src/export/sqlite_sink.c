@@ -297,8 +297,10 @@ static int open_working(sq_sink *st)
     }
     close(fd);
     char why[512];
+    /* a cache of 16 MiB: what the collector holds stays bounded while the
+     * database grows on disk */
     if (mlprof__sqlite_db_open(&st->w, st->api, st->work_path, 1, 1, why, sizeof why) != 0 ||
-        mlprof__sqlite_db_exec(&st->w, "BEGIN", why, sizeof why) != 0) {
+        mlprof__sqlite_db_exec(&st->w, "PRAGMA cache_size=-16384; BEGIN", why, sizeof why) != 0) {
         mlprof__sqlite_db_close(&st->w);
         snprintf(st->err, sizeof st->err, "%.200s: %.190s", st->work_path, why);
         unlink(st->work_path);
@@ -984,6 +986,11 @@ static int publish(sq_sink *st, const char *target, const mlprof__sink_dump *d)
     mlprof__sqlite_db c;
     if (ok && mlprof__sqlite_db_open(&c, S, o.tmp, 0, 0, why, sizeof why) != 0)
         ok = 0;
+    /* the copy gets only the tail and the kernels' links: a small cache */
+    if (ok && mlprof__sqlite_db_exec(&c, "PRAGMA cache_size=-4096", why, sizeof why) != 0) {
+        mlprof__sqlite_db_close(&c);
+        ok = 0;
+    }
     if (ok) {
         int failed = mlprof__sqlite_db_exec(&c, "BEGIN", why, sizeof why) != 0;
         for (size_t i = 0; !failed && i < st->ntail; i++) {
