@@ -179,6 +179,11 @@ def test_real_run():
         check(dj.get("rows") and all(r.get("count_a") == r.get("count_b") and r.get("delta_ns", 0) == 0
                                      for r in dj["rows"]), f"{what}: diff against its JSON: {d.stdout[:600]}")
         check(dj.get("regressions") == 0, f"{what}: diff finds no regression: {dj.get('regressions')}")
+    # counters on per-thread tracks (children of the thread's): their samples keep their thread,
+    # so the steps (windows per thread) count every event as the JSON's do
+    pt = write("cnn.threads.pftrace", pe.encode(pe.load(src), counter_threads=True))
+    for args in (("analyze", "--per-step"), ("analyze", "--per-step", "--format", "json")):
+        same_output("cnn_infer, counters per thread", src, pt, *args)
     pf = os.path.join(OUT, "cnn.pftrace")
     # merge: two protobuf traces, as the same two JSON traces
     mj, mp = os.path.join(OUT, "merge_json.json"), os.path.join(OUT, "merge_pf.json")

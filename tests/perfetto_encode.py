@@ -164,8 +164,9 @@ def descriptor(uuid, name=None, parent=None, process=None, thread=None, counter=
 
 
 class Encoder:
-    def __init__(self, trace, ext_tids=(), intern=True):
+    def __init__(self, trace, ext_tids=(), intern=True, counter_threads=False):
         self.trace, self.ext, self.intern = trace, set(ext_tids), intern
+        self.counter_threads = counter_threads
         self.names = {}  # (pid, tid) -> thread name; (pid, None) -> process name
         for e in trace.get("traceEvents", []):
             if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
@@ -193,8 +194,11 @@ class Encoder:
         return uuid
 
     def child_track(self, kind, pid, tid, name, seq, out, cat=None):
-        parent = self.thread_track(pid, tid, seq, out) if kind == "frame" else self.process_track(pid, seq, out)
-        uuid = track_uuid(kind, pid, tid if kind == "frame" else None, name)
+        """A frame's track (child of its thread's), or a counter's: one per
+        process, or with counter_threads one per thread (child of its thread's)."""
+        below_thread = kind == "frame" or tid is not None
+        parent = self.thread_track(pid, tid, seq, out) if below_thread else self.process_track(pid, seq, out)
+        uuid = track_uuid(kind, pid, tid if below_thread else None, name)
         if uuid not in self.described:
             self.described.add(uuid)
             counter = (cat or "") if kind == "counter" else None
@@ -233,7 +237,8 @@ class Encoder:
                               s.event(a[0], INSTANT, t, a[1], a[2], a[3])))
             elif ph == "C":
                 # the category on the track, as the sink writes it; a sample of another names its own
-                track = self.child_track("counter", pid, None, name, seq, out, cat)
+                by_thread = self.counter_threads and tid != pid
+                track = self.child_track("counter", pid, tid if by_thread else None, name, seq, out, cat)
                 own = cat if cat != self.counter_cats.setdefault(track, cat) else None
                 timed.append((ts, 1, 0, len(timed), lambda s=seq, t=track, a=(ts, own, args["value"]):
                               s.event(a[0], COUNTER, t, None, a[1], counter=a[2])))
@@ -288,8 +293,11 @@ def load(path):
         return json.load(f, parse_float=decimal.Decimal)
 
 
-def encode(trace, ext_tids=(), time_order=False, intern=True):
-    return Encoder(trace, ext_tids, intern).encode(time_order)
+def encode(trace, ext_tids=(), time_order=False, intern=True, counter_threads=False):
+    """counter_threads: a counter sampled on a thread other than the main one
+    gets a track per thread, child of the thread's (the sink keeps one per
+    process, which loses the sample's thread)."""
+    return Encoder(trace, ext_tids, intern, counter_threads).encode(time_order)
 
 
 def packet_bounds(data):
