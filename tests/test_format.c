@@ -82,6 +82,16 @@ static void numbers(mlprof__sb *sb)
     mlprof__sb_putc(sb, ' ');
     mlprof__sb_u64(sb, UINT64_MAX);
     expect("u64", sb, "0 9 10 4294967295 4294967296 18446744073709551615");
+    /* each side of the eight-digit groups */
+    static const uint64_t edges[] = {99999999u,           100000000u,           1000000000000000ull,
+                                     9999999999999999ull, 10000000000000000ull, 429496729600000000ull,
+                                     9223372036854775808ull};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "%llu", (unsigned long long)edges[i]);
+        mlprof__sb_u64(sb, edges[i]);
+        expect("u64 edges", sb, want);
+    }
     mlprof__sb_i64(sb, INT64_MIN);
     mlprof__sb_putc(sb, ' ');
     mlprof__sb_i64(sb, -1);

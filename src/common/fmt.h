@@ -30,7 +30,7 @@
 
 extern const char mlprof__fmt_pairs[200];
 
-MLPROF_I_FMT unsigned mlprof__fmt_digits(uint64_t v)
+MLPROF_I_FMT unsigned mlprof__fmt_digits32(uint32_t v)
 {
     unsigned n = 1;
     for (;;) {
@@ -52,19 +52,11 @@ MLPROF_I_FMT unsigned mlprof__fmt_digits(uint64_t v)
 extern const unsigned char mlprof__fmt_json_special_table[256];
 MLPROF_I_FMT int mlprof__fmt_json_special(unsigned char c) { return mlprof__fmt_json_special_table[c]; }
 
-/* Writes the digits of v in decimal. */
-MLPROF_I_FMT char *mlprof__fmt_u64(char *p, uint64_t v)
+/* Writes the digits of v in decimal: two a step, in 32 bits. */
+MLPROF_I_FMT char *mlprof__fmt_u32(char *p, uint32_t u)
 {
-    unsigned n = mlprof__fmt_digits(v);
-    char *end = p + n;
+    char *end = p + mlprof__fmt_digits32(u);
     char *q = end;
-    while (v > UINT32_MAX) { /* two digits per step */
-        unsigned d = (unsigned)(v % 100) * 2;
-        v /= 100;
-        *--q = mlprof__fmt_pairs[d + 1];
-        *--q = mlprof__fmt_pairs[d];
-    }
-    uint32_t u = (uint32_t)v; /* the rest in 32 bits, whose divisions are cheaper */
     while (u >= 100) {
         unsigned d = u % 100 * 2;
         u /= 100;
@@ -72,13 +64,41 @@ MLPROF_I_FMT char *mlprof__fmt_u64(char *p, uint64_t v)
         *--q = mlprof__fmt_pairs[d];
     }
     if (u >= 10) {
-        unsigned d = u * 2;
-        *--q = mlprof__fmt_pairs[d + 1];
-        *--q = mlprof__fmt_pairs[d];
+        *--q = mlprof__fmt_pairs[u * 2 + 1];
+        *--q = mlprof__fmt_pairs[u * 2];
     } else {
         *--q = (char)('0' + u);
     }
     return end;
+}
+
+/* Writes v (below 10^8) as eight digits, zeros in front. */
+MLPROF_I_FMT char *mlprof__fmt_8digits(char *p, uint32_t v)
+{
+    uint32_t hi = v / 10000, lo = v % 10000;
+    memcpy(p, mlprof__fmt_pairs + hi / 100 * 2, 2);
+    memcpy(p + 2, mlprof__fmt_pairs + hi % 100 * 2, 2);
+    memcpy(p + 4, mlprof__fmt_pairs + lo / 100 * 2, 2);
+    memcpy(p + 6, mlprof__fmt_pairs + lo % 100 * 2, 2);
+    return p + 8;
+}
+
+/* Writes the digits of v in decimal. Above 32 bits (timestamps), its last
+ * eight digits, then the rest: one 64-bit division instead of one per two
+ * digits. */
+MLPROF_I_FMT char *mlprof__fmt_u64(char *p, uint64_t v)
+{
+    if (v <= UINT32_MAX)
+        return mlprof__fmt_u32(p, (uint32_t)v);
+    uint64_t high = v / 100000000;
+    uint32_t low = (uint32_t)(v % 100000000);
+    if (high <= UINT32_MAX) {
+        p = mlprof__fmt_u32(p, (uint32_t)high);
+    } else { /* 2^64 has 20 digits: at most 4 above these 16 */
+        p = mlprof__fmt_u32(p, (uint32_t)(high / 100000000));
+        p = mlprof__fmt_8digits(p, (uint32_t)(high % 100000000));
+    }
+    return mlprof__fmt_8digits(p, low);
 }
 
 MLPROF_I_FMT char *mlprof__fmt_i64(char *p, int64_t v)
