@@ -6,14 +6,18 @@ usage: formats_continuous_check.py TEST_FORMATS_CONTINUOUS OUT_DIR PROTO MLPROF
 Runs test_formats_continuous once to run.pftrace and once to run.json.gz
 (the collector rewrites the file every 20 ms while three threads record).
 While it runs, every new version of the file (its inode, size or mtime
-changed) is copied with one read and must decode completely: protoc and
+changed) is read and kept open until the next: that one must have replaced
+it by a rename (the old one unlinked, its bytes unchanged), and each must
+decode completely: protoc and
 tests/perfetto_decode.py for the protobuf, Python's gzip module and
 json.loads for the gzip. The spans it holds never decrease from one copy to
 the next (each copy holds every span of the one before). The program waits
 after each phase until a copy holds the spans recorded so far, so copies
 are taken however slow the machine is; no time is measured. The final file
 holds every span the program recorded, once, and otherData says
-dropped_events 0; no temporary file is left beside it.
+dropped_events 0; no temporary file is left beside it. The span open at
+every dump but the last is in each copy once, unfinished, and in the final
+file finished.
 
 Then the final protobuf file, cut at random packet boundaries, decodes up to
 the cut (the events whose packets are whole, as in the full file), and
@@ -55,13 +59,16 @@ def protoc_decode(protoc, proto, data):
 
 
 def spans_json(data):
-    """The finished "op" spans of a gzip JSON trace as {(thread, i)}, its otherData and all spans."""
+    """The finished "op" spans of a gzip JSON trace as [(thread, i)], whether each "whole run" span
+    is unfinished, and its otherData."""
     doc = json.loads(gzip.decompress(data))
-    ops, other = [], doc.get("otherData", {})
+    ops, whole, other = [], [], doc.get("otherData", {})
     for e in doc["traceEvents"]:
         if e.get("ph") == "X" and e.get("name") == "op" and not e.get("args", {}).get("unfinished"):
             ops.append((e["args"]["thread"], e["args"]["i"]))
-    return ops, other
+        elif e.get("ph") == "X" and e.get("name") == "whole run":
+            whole.append(bool(e.get("args", {}).get("unfinished")))
+    return ops, whole, other
 
 
 def spans_protobuf(protoc, proto, data):
@@ -69,13 +76,15 @@ def spans_protobuf(protoc, proto, data):
     if text is None:
         raise AssertionError(f"protoc cannot decode it: {err}")
     res = resolve(decode_text(text))
-    ops, other = [], None
+    ops, whole, other = [], [], None
     for e in res.events:
         if e["type"] == "span" and e["name"] == "op" and not e["unfinished"]:
             ops.append((e["args"]["thread"], e["args"]["i"]))
+        elif e["type"] == "span" and e["name"] == "whole run":
+            whole.append(e["unfinished"])
         elif e["type"] == "other_data":
             other = e["args"]
-    return ops, other or {}
+    return ops, whole, other or {}
 
 
 def file_id(path):
@@ -95,7 +104,7 @@ def run_continuous(exe, out, protoc, proto, name):
         (lambda data: spans_protobuf(protoc, proto, data))
     log = open(os.path.join(d, "program.log"), "w+")
     p = subprocess.Popen([exe, path], stdout=log, stderr=subprocess.STDOUT)
-    last_id, last_ops, copies, acked = None, set(), 0, -1
+    last_id, last_ops, copies, acked, held = None, set(), 0, -1, None
     deadline = time.monotonic() + WAIT_S
     while p.poll() is None:
         if time.monotonic() > deadline:
@@ -105,14 +114,22 @@ def run_continuous(exe, out, protoc, proto, name):
         fid = file_id(path)
         if fid is not None and fid != last_id:
             try:
-                with open(path, "rb") as f:
-                    data = f.read()
+                f = open(path, "rb")
             except FileNotFoundError:  # between a rename and our open
                 continue
+            data = f.read()
             last_id = fid
             copies += 1
+            if held:
+                # the version read before, still open: replaced by a rename, never written over
+                old_f, old_data = held
+                old_f.seek(0)
+                check(old_f.read() == old_data and os.fstat(old_f.fileno()).st_nlink == 0,
+                      f"{name}: the version read before copy {copies} was written over or is still linked")
+                old_f.close()
+            held = (f, data)
             try:
-                ops, _ = decode(data)
+                ops, whole, _ = decode(data)
             except (AssertionError, OSError, EOFError, ValueError) as e:
                 keep = os.path.join(d, f"copy{copies}.bad")
                 with open(keep, "wb") as f:
@@ -121,6 +138,8 @@ def run_continuous(exe, out, protoc, proto, name):
                 continue
             now = set(ops)
             check(len(now) == len(ops), f"{name}: copy {copies} holds a span twice")
+            check(whole == [True], f"{name}: copy {copies}: the open span \"whole run\" is {whole}, "
+                  "not once unfinished")
             if not check(last_ops <= now, f"{name}: copy {copies} holds {len(now)} spans and lacks "
                          f"{len(last_ops - now)} of the {len(last_ops)} of the copy before"):
                 p.kill()
@@ -139,6 +158,8 @@ def run_continuous(exe, out, protoc, proto, name):
                 f.write(f"copy {copies}: {len(last_ops)} spans\n")
             acked = phase
     p.wait()
+    if held:
+        held[0].close()
     log.seek(0)
     sys.stdout.write(log.read())
     log.close()
@@ -155,7 +176,7 @@ def run_continuous(exe, out, protoc, proto, name):
     with open(path, "rb") as f:
         data = f.read()
     try:
-        ops, other = decode(data)
+        ops, whole, other = decode(data)
     except (AssertionError, OSError, EOFError, ValueError) as e:
         check(False, f"{name}: the final file does not decode: {e}")
         return None
@@ -165,6 +186,7 @@ def run_continuous(exe, out, protoc, proto, name):
           f"{name}: the final file holds {len(ops)} spans ({len(set(ops))} distinct), {recorded} recorded; "
           f"missing {sorted(expected - set(ops))[:5]}")
     check(last_ops <= set(ops), f"{name}: the final file lacks spans a copy held")
+    check(whole == [False], f"{name}: the final file's \"whole run\" spans (unfinished or not): {whole}")
     check(other.get("dropped_events") == 0, f"{name}: otherData.dropped_events is {other.get('dropped_events')}")
     ours = {name, "program.log", name + ".ready", name + ".counts"} | {f"{name}.ack.{i}" for i in range(3)}
     left = sorted(set(os.listdir(d)) - ours)

@@ -11,7 +11,8 @@ crash.pftrace, crash.json.gz and crash.json, once dying of SIGSEGV and once
 of SIGABRT. The process must die of that signal, say that the trace up to it
 is written, and the trace must decode completely (protoc and
 tests/perfetto_decode.py, gzip and json) and hold the SPANS spans the
-program recorded before it died, each once, with otherData.
+program recorded before it died, each once, the span open when it died
+once, unfinished, and otherData.
 
 Exits 77 (ctest's SKIP_RETURN_CODE) when protoc is not installed.
 """
@@ -27,6 +28,7 @@ from perfetto_decode import decode_text, resolve
 
 failures = []
 SPANS = 2000
+OPEN = "open at the crash"
 
 
 def check(cond, msg):
@@ -37,7 +39,7 @@ def check(cond, msg):
 
 
 def ops_of(protoc, proto, path, data):
-    """The "op" spans' indexes and the otherData of a trace (AssertionError when it does not decode)."""
+    """The "op" spans' indexes, whether each span OPEN is unfinished, and the otherData of a trace (AssertionError when it does not decode)."""
     if path.endswith(".pftrace"):
         r = subprocess.run([protoc, "--decode=perfetto.protos.Trace", "-I", os.path.dirname(proto), proto],
                            input=data, capture_output=True)
@@ -45,12 +47,15 @@ def ops_of(protoc, proto, path, data):
             raise AssertionError(f"protoc cannot decode it: {r.stderr.decode(errors='replace')}")
         res = resolve(decode_text(r.stdout.decode("utf-8")))
         ops = [e["args"]["i"] for e in res.events if e["type"] == "span" and e["name"] == "op"]
+        opened = [e["unfinished"] for e in res.events if e["type"] == "span" and e["name"] == OPEN]
         other = [e["args"] for e in res.events if e["type"] == "other_data"]
-        return ops, other[0] if other else None
+        return ops, opened, other[0] if other else None
     text = gzip.decompress(data) if path.endswith(".gz") else data
     doc = json.loads(text)
-    ops = [e["args"]["i"] for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("name") == "op"]
-    return ops, doc.get("otherData")
+    spans = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    ops = [e["args"]["i"] for e in spans if e["name"] == "op"]
+    opened = [bool(e.get("args", {}).get("unfinished")) for e in spans if e["name"] == OPEN]
+    return ops, opened, doc.get("otherData")
 
 
 def crash(exe, preload, out, protoc, proto, name, how):
@@ -79,12 +84,13 @@ def crash(exe, preload, out, protoc, proto, name, how):
     with open(path, "rb") as f:
         data = f.read()
     try:
-        ops, other = ops_of(protoc, proto, path, data)
+        ops, opened, other = ops_of(protoc, proto, path, data)
     except (AssertionError, OSError, EOFError, ValueError) as e:
         check(False, f"{label}: the trace ({len(data)} bytes) does not decode: {e}")
         return
     check(sorted(ops) == list(range(SPANS)), f"{label}: {len(ops)} spans ({len(set(ops))} distinct), "
           f"{SPANS} recorded before the signal")
+    check(opened == [True], f"{label}: the span open at the crash: {opened}, not once unfinished")
     check(other is not None and other.get("dropped_events") == 0, f"{label}: otherData {other}")
     left = sorted(set(os.listdir(d)) - {name})
     check(not left, f"{label}: files left beside the trace: {left}")

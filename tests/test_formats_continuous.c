@@ -9,7 +9,8 @@
  * OUT_PATH.ack.PHASE, which the checker writes once a copy of the file that
  * it read holds at least those spans. The last phase ends with the final
  * dump; OUT_PATH.counts then says how many spans were recorded and how many
- * events were dropped.
+ * events were dropped. The main thread's span "whole run" is open at every
+ * dump but the last.
  *
  * usage: test_formats_continuous OUT_PATH
  */
@@ -99,7 +100,9 @@ int main(int argc, char **argv)
     CHECK_OK(mlprof_set_config("dump_period", "0.02"));
     mlprof_process_set_name("formats continuous");
     g_dom = mlprof_domain_create("cont");
+    mlprof_span *whole = mlprof_task_create(g_dom, "whole run");
     CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    mlprof_begin(whole); /* open at every dump but the last: unfinished in each tail */
     pthread_barrier_init(&g_start, NULL, THREADS + 1);
     pthread_barrier_init(&g_done, NULL, THREADS + 1);
     pthread_t th[THREADS];
@@ -123,6 +126,7 @@ int main(int argc, char **argv)
     pthread_barrier_wait(&g_start);
     for (int t = 0; t < THREADS; t++)
         pthread_join(th[t], NULL);
+    mlprof_end(whole);
     uint64_t dropped = mlprof_dropped_events();
     CHECK(dropped == 0, "dropped %llu events", (unsigned long long)dropped);
     CHECK_OK(mlprof_dump(1));

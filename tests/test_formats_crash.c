@@ -4,8 +4,9 @@
  * LD_PRELOAD, configured by MLPROF_* variables (MLPROF_FILENAME names the
  * trace, and so its format). It links nothing of mlprof: the API comes from
  * the preloaded library through dlsym. It records SPANS spans named "op"
- * (argument i = 0..SPANS-1), half on a second thread that has exited, then
- * prints "recorded SPANS" and dies: SIGNAL is segv (a write through a null
+ * (argument i = 0..SPANS-1), half on a second thread that has exited, inside
+ * a span "open at the crash" that never ends, then prints "recorded SPANS"
+ * and dies: SIGNAL is segv (a write through a null
  * pointer) or abort. The preload's handler must write the trace before the
  * signal kills the process; formats_crash_check.py reads it.
  *
@@ -75,6 +76,8 @@ int main(int argc, char **argv)
     *(void **)&g.thread_set_name = load("mlprof_thread_set_name");
     g.thread_set_name("main");
     g_dom = g.domain_create("crash");
+    void *open_span = g.task_create(g_dom, "open at the crash");
+    g.begin(open_span);
     record(0, g_spans / 2);
     pthread_t th;
     if (pthread_create(&th, NULL, second_half, NULL) != 0 || pthread_join(th, NULL) != 0) {
