@@ -38,8 +38,6 @@
 
 /* ------------------------------------------------------------ the state */
 
-#define ARG_SLOTS 32 /* span arguments summed per span (a module's arg_slot) */
-
 typedef struct open_span {
     const mlprof__handle *handle; /* NULL for a dynamic name */
     mlprof_domain *domain;
@@ -47,7 +45,7 @@ typedef struct open_span {
     uint64_t begin_ns;
     uint64_t child_ns;
     mlprof__sb args;
-    int64_t hw[ARG_SLOTS]; /* integer arguments named after counters */
+    int64_t hw[MLPROF__ARG_SLOTS]; /* integer arguments named after counters */
     unsigned hw_mask;
 } open_span;
 
@@ -238,7 +236,8 @@ static void trace_prepare(void)
     C.trace.st = st;
     C.trace.on = 1;
     if (C.compress && !(C.gz = mlprof__gz_open(-1)))
-        snprintf(C.trace_error, sizeof C.trace_error, "cannot write a gzip trace: %s", mlprof_last_error());
+        snprintf(C.trace_error, sizeof C.trace_error, "cannot compress the trace with zlib: %s",
+                 mlprof_last_error());
     if (e->ops->head)
         e->ops->head(st, &C.buf);
 }
@@ -683,7 +682,7 @@ static int arg_slot(const char *key, size_t len)
     MLPROF__FOR_MODULES(m) {
         int slot = m->arg_slot ? m->arg_slot(key, len) : -1;
         if (slot >= 0)
-            return slot < ARG_SLOTS ? slot : -1;
+            return slot < MLPROF__ARG_SLOTS ? slot : -1;
     }
     return -1;
 }

@@ -760,8 +760,17 @@ static size_t flush(const mlprof__drain_info *d, mlprof__launch_point **points)
 
 static void emit(const mlprof__drain_info *d) { mlprof__gpu_emit(d->discard, d->final); }
 
+static int parse_key(const char *key, const char *value, unsigned *mask, char *why, size_t len)
+{
+    if (strcmp(key, "gpu") != 0 && strcmp(key, "gpu_functions") != 0 && strcmp(key, "gpu_details") != 0 &&
+        strcmp(key, "gpu_metrics") != 0)
+        return 1;
+    return mlprof__gpu_parse(key, value, mask, why, len) == 0 ? 0 : -1;
+}
+
 const mlprof__module mlprof__gpu_module = {
     .name = "gpu",
+    .parse_key = parse_key,
     .resume = mlprof__gpu_start,
     .pause = mlprof__gpu_stop,
     .finish = mlprof__gpu_counters_stop,

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../record/produce.h"
 #include "hook.h"
 
 static const struct {
@@ -78,3 +79,21 @@ int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
     }
     return 0;
 }
+
+/* ------------------------------------------------- the lifecycle entry */
+
+static int parse_key(const char *key, const char *value, unsigned *mask, char *why, size_t len)
+{
+    if (strcmp(key, "hooks") == 0)
+        return mlprof__hooks_parse(value, mask, why, len) == 0 ? 0 : -1;
+    if (strcmp(key, "cuda_functions") == 0)
+        return mlprof__cuda_functions_parse(value, mask, why, len) == 0 ? 0 : -1;
+    return 1;
+}
+
+/* The interposers start with the process (libmlprof_preload.so); of the
+ * table they need only their keys checked. */
+const mlprof__module mlprof__hook_module = {
+    .name = "hooks",
+    .parse_key = parse_key,
+};

@@ -326,8 +326,21 @@ void mlprof__hw_other_data(mlprof__sb *out)
 
 /* ------------------------------------------------- the lifecycle entry */
 
+_Static_assert(MLPROF__HW_KNOWN <= MLPROF__ARG_SLOTS, "the collector sums every counter slot per span");
+
+static int parse_key(const char *key, const char *value, unsigned *mask, char *why, size_t len)
+{
+    *mask = 0;
+    if (strcmp(key, "counters") == 0)
+        return mlprof__hw_check(value, why, len) == 0 ? 0 : -1;
+    if (strcmp(key, "sampler") == 0)
+        return mlprof__hw_check_sampler(value, why, len) == 0 ? 0 : -1;
+    return 1;
+}
+
 const mlprof__module mlprof__hw_module = {
     .name = "hw",
+    .parse_key = parse_key,
     .start = mlprof__hw_start,
     .stop = mlprof__hw_stop,
     .join = mlprof__hw_join,

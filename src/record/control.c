@@ -16,9 +16,6 @@
 #include <unistd.h>
 
 #include "../collect/collect.h"
-#include "../gpu/gpu.h"
-#include "../hw/hw.h"
-#include "../hook/hook.h"
 #include "produce.h"
 #include "record.h"
 
@@ -36,7 +33,8 @@ const char *mlprof_version_string(void) { return MLPROF_VERSION_STRING; }
 /* ------------------------------------------------------ the configuration */
 
 typedef enum {
-    T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK, T_COUNTERS, T_SAMPLER, T_HOOKS, T_CUDA_FNS, T_GPU,
+    T_STR, T_BOOL, T_DOUBLE, T_INT, T_SIZE, T_CLOCK,
+    T_MODULE,  /* a module's: checked by its lifecycle entry's parse_key */
     T_PROCESS, /* MXNet's profile_process: worker or server */
     T_FORMAT,  /* the trace's format */
     T_COMPRESS
@@ -48,9 +46,13 @@ typedef struct key_def {
     size_t offset;
     double min, max;   /* for numbers */
     const char *help;  /* what a good value looks like */
+    size_t size;       /* T_MODULE: the field's size */
+    size_t mask;       /* T_MODULE: 1 + the offset of the mask it parses into, 0 for none */
 } key_def;
 
 #define F(field) offsetof(mlprof__config, field)
+#define SIZE(field) sizeof(((mlprof__config *)0)->field)
+#define MASK(field) (1 + offsetof(mlprof__config, field))
 static const key_def g_keys[] = {
     {"filename", T_STR, F(filename), 0, 0, "a file path"},
     {"profile_all", T_BOOL, F(profile_all), 0, 0, "a boolean"},
@@ -85,26 +87,33 @@ static const key_def g_keys[] = {
     {"memory_history", T_SIZE, F(memory_history), 1024, 1e9,
      "a number of blocks from 1K to 1000M, such as 65536, 512K or 4M"},
     {"memory_top", T_INT, F(memory_top), 0, 10000, "an integer from 0 to 10000"},
-    {"counters", T_COUNTERS, F(counters), 0, 0,
+    {"counters", T_MODULE, F(counters), 0, 0,
      "a comma list of counters, such as cycles,instructions,task-clock,page-faults,rss,papi:PAPI_TOT_INS, "
-     "or empty"},
-    {"sampler", T_SAMPLER, F(sampler), 0, 0,
-     "a comma list of sampler sources, such as cpu,rss,rapl,nvml,instructions, or empty"},
+     "or empty", SIZE(counters), 0},
+    {"sampler", T_MODULE, F(sampler), 0, 0,
+     "a comma list of sampler sources, such as cpu,rss,rapl,nvml,instructions, or empty", SIZE(sampler), 0},
     {"sampler_period", T_DOUBLE, F(sampler_period), 0.0001, 3600, "seconds, from 0.0001 to 3600"},
     {"papi_library", T_STR, F(papi_library), 0, 0, "a shared library name or path"},
     {"nvml_library", T_STR, F(nvml_library), 0, 0, "a shared library name or path"},
     {"powercap_dir", T_STR, F(powercap_dir), 0, 0, "a directory"},
-    {"hooks", T_HOOKS, F(hooks), 0, 0, "a comma list of interposers (malloc, blas, dnnl, cuda, cublas, cudnn, itt, nvtx), all or none"},
-    {"cuda_functions", T_CUDA_FNS, F(cuda_functions), 0, 0,
-     "all, or a comma list of CUDA runtime functions such as cudaMalloc,cudaLaunchKernel"},
-    {"gpu", T_GPU, F(gpu), 0, 0, "off, on, all, or a comma list of kernel, memcpy, memset, sync, runtime, driver"},
-    {"gpu_functions", T_GPU, F(gpu_functions), 0, 0,
-     "empty for all, or a comma list of CUDA runtime and driver functions such as cudaLaunchKernel,cuMemAlloc"},
-    {"gpu_details", T_GPU, F(gpu_details), 0, 0,
-     "empty, or a comma list of: occupancy, achieved_occupancy, branch_efficiency"},
-    {"gpu_metrics", T_GPU, F(gpu_metrics), 0, 0,
+    {"hooks", T_MODULE, F(hooks), 0, 0,
+     "a comma list of interposers (malloc, blas, dnnl, cuda, cublas, cudnn, itt, nvtx), all or none", SIZE(hooks),
+     MASK(hooks_mask)},
+    {"cuda_functions", T_MODULE, F(cuda_functions), 0, 0,
+     "all, or a comma list of CUDA runtime functions such as cudaMalloc,cudaLaunchKernel", SIZE(cuda_functions),
+     MASK(cuda_functions_mask)},
+    {"gpu", T_MODULE, F(gpu), 0, 0, "off, on, all, or a comma list of kernel, memcpy, memset, sync, runtime, driver",
+     SIZE(gpu), MASK(gpu_mask)},
+    {"gpu_functions", T_MODULE, F(gpu_functions), 0, 0,
+     "empty for all, or a comma list of CUDA runtime and driver functions such as cudaLaunchKernel,cuMemAlloc",
+     SIZE(gpu_functions), 0},
+    {"gpu_details", T_MODULE, F(gpu_details), 0, 0,
+     "empty, or a comma list of: occupancy, achieved_occupancy, branch_efficiency", SIZE(gpu_details),
+     MASK(gpu_details_mask)},
+    {"gpu_metrics", T_MODULE, F(gpu_metrics), 0, 0,
      "empty, or a comma list of CUPTI metrics (dram__bytes_read.sum, sm__warps_active.avg.pct_of_peak_sustained_active)"
-     " and flops, flops_sp, flops_dp, flops_hp, dram, tensor, duration, roofline"},
+     " and flops, flops_sp, flops_dp, flops_hp, dram, tensor, duration, roofline",
+     SIZE(gpu_metrics), 0},
     {"gpu_metrics_batch", T_INT, F(gpu_metrics_batch), 1, 100000, "an integer from 1 to 100000"},
     {"gpu_buffer_size", T_SIZE, F(gpu_buffer_size), 1048576, 68719476736.0,
      "a size in bytes from 1M to 64G, such as 64M or 1G"},
@@ -112,6 +121,8 @@ static const key_def g_keys[] = {
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
+
+static int config_apply(mlprof__config *cfg, const key_def *k, const char *value);
 
 static void config_defaults(mlprof__config *c)
 {
@@ -132,9 +143,7 @@ static void config_defaults(mlprof__config *c)
     strcpy(c->sqlite_library, "libsqlite3.so.0");
     strcpy(c->powercap_dir, "/sys/class/powercap");
     strcpy(c->hooks, "all");
-    c->hooks_mask = MLPROF__HOOKS_ALL;
     strcpy(c->cuda_functions, "all");
-    c->cuda_functions_mask = (1u << MLPROF__CUDA_RUNTIME) - 1;
     strcpy(c->gpu, "off");
     c->gpu_buffer_size = 64u << 20;
     c->gpu_metrics_batch = 512;
@@ -146,6 +155,14 @@ static void config_defaults(mlprof__config *c)
     strcpy(c->memory_svg, "auto");
     c->memory_history = 1u << 20;
     c->memory_top = 10;
+    /* the masks the modules parse from their keys' default values */
+    for (size_t i = 0; i < sizeof g_keys / sizeof g_keys[0]; i++) {
+        if (g_keys[i].type != T_MODULE || !g_keys[i].mask)
+            continue;
+        char value[MLPROF__GPU_KEY];
+        snprintf(value, sizeof value, "%s", (const char *)c + g_keys[i].offset);
+        config_apply(c, &g_keys[i], value);
+    }
 }
 
 static const key_def *find_key(const char *name)
@@ -224,44 +241,21 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
             break;
         strcpy(field, value);
         return MLPROF_OK;
-    case T_HOOKS:
-    case T_CUDA_FNS: {
-        char why[600];
-        unsigned mask;
-        if (strlen(value) >= (k->type == T_HOOKS ? sizeof cfg->hooks : sizeof cfg->cuda_functions))
-            break;
-        if ((k->type == T_HOOKS ? mlprof__hooks_parse : mlprof__cuda_functions_parse)(value, &mask, why,
-                                                                                      sizeof why) != 0)
-            return mlprof__fail(MLPROF_EVALUE, "bad value %s for configuration key \"%s\": %s",
-                                mlprof__quoted(value).s, k->name, why);
-        strcpy(field, value);
-        *(k->type == T_HOOKS ? &cfg->hooks_mask : &cfg->cuda_functions_mask) = mask;
-        return MLPROF_OK;
-    }
-    case T_GPU: {
-        char why[600];
+    case T_MODULE: {
+        char why[600] = "";
         unsigned mask = 0;
-        if (strlen(value) >= MLPROF__GPU_KEY)
+        if (strlen(value) >= k->size)
             break;
-        if (mlprof__gpu_parse(k->name, value, &mask, why, sizeof why) != 0)
+        int rc = 1;
+        for (size_t i = 0; i < mlprof__nmodules && rc == 1; i++)
+            if (mlprof__modules[i]->parse_key)
+                rc = mlprof__modules[i]->parse_key(k->name, value, &mask, why, sizeof why);
+        if (rc != 0)
             return mlprof__fail(MLPROF_EVALUE, "bad value %s for configuration key \"%s\": %s",
-                                mlprof__quoted(value).s, k->name, why);
+                                mlprof__quoted(value).s, k->name, rc < 0 ? why : "no module checks it");
         strcpy(field, value);
-        if (strcmp(k->name, "gpu") == 0)
-            cfg->gpu_mask = mask;
-        else if (strcmp(k->name, "gpu_details") == 0)
-            cfg->gpu_details_mask = mask;
-        return MLPROF_OK;
-    }
-    case T_COUNTERS:
-    case T_SAMPLER: {
-        char why[600];
-        if (strlen(value) >= sizeof cfg->counters)
-            break;
-        if ((k->type == T_COUNTERS ? mlprof__hw_check : mlprof__hw_check_sampler)(value, why, sizeof why) != 0)
-            return mlprof__fail(MLPROF_EVALUE, "bad value %s for configuration key \"%s\": %s",
-                                mlprof__quoted(value).s, k->name, why);
-        strcpy(field, value);
+        if (k->mask)
+            *(unsigned *)((char *)cfg + k->mask - 1) = mask;
         return MLPROF_OK;
     }
     case T_PROCESS:
@@ -403,11 +397,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     case T_CLOCK:
     case T_FORMAT:
     case T_COMPRESS:
-    case T_COUNTERS:
-    case T_SAMPLER:
-    case T_HOOKS:
-    case T_CUDA_FNS:
-    case T_GPU:
+    case T_MODULE:
     case T_PROCESS:
         snprintf(tmp, sizeof tmp, "%s", (const char *)field);
         break;

@@ -109,6 +109,9 @@ typedef struct mlprof__launch_point {
     uint32_t index; /* the module's */
 } mlprof__launch_point;
 
+/* Span arguments the collector sums per span, at most (arg_slot's range). */
+#define MLPROF__ARG_SLOTS 32
+
 /* What a drain tells the modules. */
 typedef struct mlprof__drain_info {
     int discard;              /* drop what was recorded */
@@ -121,6 +124,10 @@ typedef struct mlprof__drain_info {
  * unless said. */
 typedef struct mlprof__module {
     const char *name;
+    /* checks the value of a configuration key of the module's: 1 when key
+     * is not its own, 0 when value is good (*mask: what it parsed, for the
+     * keys that keep one), -1 with why naming the bad item; any time */
+    int (*parse_key)(const char *key, const char *value, unsigned *mask, char *why, size_t len);
     /* a run starts: before recording is on (observers register then) */
     int (*start)(void);
     /* recording is on: at a run's start and at resume */
@@ -153,7 +160,8 @@ typedef struct mlprof__module {
     /* last in a drain: accounts up to d->upto_ns; samples go to d->events
      * unless d->discard */
     void (*account)(const mlprof__drain_info *d);
-    /* the slot of a span argument named after a counter (summed per span), or -1 */
+    /* the slot of a span argument named after a counter (summed per span;
+     * below MLPROF__ARG_SLOTS), or -1 */
     int (*arg_slot)(const char *key, size_t len);
     /* events for a dump's tail only (rewritten at every dump) */
     void (*tail)(mlprof__produced *events);
