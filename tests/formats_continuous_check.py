@@ -16,8 +16,9 @@ after each phase until a copy holds the spans recorded so far, so copies
 are taken however slow the machine is; no time is measured. The final file
 holds every span the program recorded, once, and otherData says
 dropped_events 0; no temporary file is left beside it. The span open at
-every dump but the last is in each copy once, unfinished, and in the final
-file finished.
+every dump but the last is in each copy once, unfinished in every copy taken
+while the phases go on, finished in the final file, and never unfinished
+again once a copy showed it finished.
 
 Then the final protobuf file, cut at random packet boundaries, decodes up to
 the cut (the events whose packets are whole, as in the full file), and
@@ -105,6 +106,7 @@ def run_continuous(exe, out, protoc, proto, name):
     log = open(os.path.join(d, "program.log"), "w+")
     p = subprocess.Popen([exe, path], stdout=log, stderr=subprocess.STDOUT)
     last_id, last_ops, copies, acked, held = None, set(), 0, -1, None
+    whole_ended, open_copies = False, 0
     deadline = time.monotonic() + WAIT_S
     while p.poll() is None:
         if time.monotonic() > deadline:
@@ -138,8 +140,12 @@ def run_continuous(exe, out, protoc, proto, name):
                 continue
             now = set(ops)
             check(len(now) == len(ops), f"{name}: copy {copies} holds a span twice")
-            check(whole == [True], f"{name}: copy {copies}: the open span \"whole run\" is {whole}, "
-                  "not once unfinished")
+            # open until the phases are over, then ended once and for all
+            check(whole == [True] or whole == [False], f"{name}: copy {copies}: the span \"whole run\" is "
+                  f"{whole} (unfinished or not), not there once")
+            check(not (whole_ended and whole == [True]), f"{name}: copy {copies}: \"whole run\" unfinished again")
+            whole_ended = whole_ended or whole == [False]
+            open_copies += whole == [True] and not whole_ended
             if not check(last_ops <= now, f"{name}: copy {copies} holds {len(now)} spans and lacks "
                          f"{len(last_ops - now)} of the {len(last_ops)} of the copy before"):
                 p.kill()
@@ -166,6 +172,7 @@ def run_continuous(exe, out, protoc, proto, name):
     check(p.returncode == 0, f"{name}: test_formats_continuous exited {p.returncode}")
     check(acked == 2, f"{name}: {acked + 1} phases acknowledged, 3 expected")
     check(copies >= 3, f"{name}: only {copies} versions of the file were seen")
+    check(open_copies >= 3, f"{name}: only {open_copies} versions show \"whole run\" open, 3 acknowledged it")
     try:
         with open(path + ".counts") as f:
             recorded, dropped = map(int, f.read().split())
