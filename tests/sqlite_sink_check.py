@@ -6,6 +6,8 @@ events, read back with Python's sqlite3 module:
   as a Chrome JSON trace (direct.json); the sink's database and the export of
   that trace hold the same rows in every table (ids aside: rows are compared
   by what they say, parents, flows and kernels by the names they point to);
+- the continuous dump (test_sqlite_sink continuous): the database published
+  by the dump thread, copied while the run goes on, is whole and opens;
 - a recorded run (test_sqlite_sink record: nested spans with arguments,
   frames, markers and counters on several threads, sqlite_file=auto beside
   the JSON trace): row counts equal the JSON trace's events; self time per
@@ -160,6 +162,23 @@ if os.path.exists(run_db) and os.path.exists(mid_db):
     check(not [f for f in os.listdir(rec) if ".tmp-" in f], f"recorded run: temporary files left {os.listdir(rec)}")
 else:
     check(False, f"recorded run: no database: {os.listdir(rec)}\n{p.stdout}{p.stderr}")
+
+# the continuous dump: its database, copied while the run went on, opens whole
+cont = fresh("continuous")
+p = subprocess.run([TEST, cont, "continuous"], capture_output=True, text=True, timeout=300)
+check(p.returncode == 0 and "dump 1: MLPROF_OK" in p.stdout, f"continuous: exit {p.returncode}\n{p.stdout}{p.stderr}")
+live, final = os.path.join(cont, "live.db"), os.path.join(cont, "cont.db")
+if os.path.exists(live) and os.path.exists(final):
+    check(rows(live, "PRAGMA integrity_check") == [("ok",)], f"continuous: {live} is damaged")
+    n_live, n_final = count(live, "slices"), count(final, "slices")
+    check(0 < n_live <= n_final, f"continuous: {n_live} slices in the copy, {n_final} at the end")
+    dangling = rows(live, "SELECT count(*) FROM slices s WHERE s.parent_id IS NOT NULL AND NOT EXISTS "
+                          "(SELECT 1 FROM slices p WHERE p.id = s.parent_id)")[0][0]
+    check(dangling == 0, f"continuous: {dangling} slices of the copy name a parent it does not have")
+    names = dict(rows(live, "SELECT key, value FROM meta"))
+    check(names.get("trace", "").endswith("cont.json"), f"continuous: the copy's meta {names}")
+    rows_equal_events(final, os.path.join(cont, "cont.json"), "continuous, at the end")
+    same_tables(final, export(os.path.join(cont, "cont.json"), "cont_export.db"), "continuous, at the end")
 
 # SQLite missing: one message naming it, the dump fails, the JSON trace is written
 nolib = fresh("nolib")

@@ -23,7 +23,8 @@
  *    package, once on stderr, and nothing is written.
  *
  * 5. With "record" as second argument: a run recorded through the API on
- *    three threads, with sqlite_file=auto (see record()).
+ *    three threads, with sqlite_file=auto (see record()); with "continuous",
+ *    one under the continuous dump (see continuous()).
  *
  * It also writes the same events as a Chrome JSON trace (OUT/direct.json),
  * which tests/sqlite_sink_check.py exports with `mlprof export --sqlite` and
@@ -288,6 +289,36 @@ static int record(void)
     return tu_finish("test_sqlite_sink record");
 }
 
+/* The continuous dump ("continuous"): records until the dump thread has
+ * published OUT/cont.db, copies it (to live.db) while the run goes on, then
+ * the last dump. sqlite_sink_check.py opens the copy. */
+static int continuous(void)
+{
+    CHECK_OK(mlprof_set_config("filename", tu_path("cont.json")));
+    CHECK_OK(mlprof_set_config("sqlite_file", "auto"));
+    CHECK_OK(mlprof_set_config("continuous_dump", "1"));
+    CHECK_OK(mlprof_set_config("dump_period", "0.02"));
+    g_dom = mlprof_domain_create("work");
+    g_step = mlprof_task_create(g_dom, "step");
+    g_forward = mlprof_task_create(g_dom, "forward");
+    g_matmul = mlprof_task_create(g_dom, "matmul");
+    g_tick = mlprof_marker_create(g_dom, "tick");
+    g_queue = mlprof_counter_create(g_dom, "queue");
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    struct stat sb;
+    /* until the dump thread has written the database (60 s at most) */
+    for (int i = 0; i < 3000 && stat(tu_path("cont.db"), &sb) != 0; i++) {
+        run_threads(2, 5);
+        usleep(20000);
+    }
+    run_threads(2, 20);
+    CHECK(stat(tu_path("cont.db"), &sb) == 0, "the continuous dump wrote no %s", tu_path("cont.db"));
+    copy_file(tu_path("cont.db"), tu_path("live.db"));
+    int rc = mlprof_dump(1);
+    printf("dump 1: %s%s%s\n", mlprof_err_name(rc), rc ? ": " : "", rc ? mlprof_last_error() : "");
+    return tu_finish("test_sqlite_sink continuous");
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -297,6 +328,8 @@ int main(int argc, char **argv)
     }
     if (argc > 2 && strcmp(argv[2], "record") == 0)
         return record();
+    if (argc > 2 && strcmp(argv[2], "continuous") == 0)
+        return continuous();
     char why[600];
     S = mlprof__sqlite_load(NULL, why, sizeof why);
     if (!S) {
