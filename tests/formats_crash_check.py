@@ -12,7 +12,10 @@ of SIGABRT. The process must die of that signal, say that the trace up to it
 is written, and the trace must decode completely (protoc and
 tests/perfetto_decode.py, gzip and json) and hold the SPANS spans the
 program recorded before it died, each once, the span open when it died
-once, unfinished, and otherData.
+once, unfinished, and otherData. Then the same with the continuous dump
+writing every millisecond (.pftrace and .json.gz): if it held the collector
+when the signal came, the handler must say it did not write, and the last
+version on disk must still decode whole.
 
 Exits 77 (ctest's SKIP_RETURN_CODE) when protoc is not installed.
 """
@@ -58,13 +61,15 @@ def ops_of(protoc, proto, path, data):
     return ops, opened, doc.get("otherData")
 
 
-def crash(exe, preload, out, protoc, proto, name, how):
-    d = os.path.join(out, f"{how}_{name.replace('.', '_')}")
+def crash(exe, preload, out, protoc, proto, name, how, continuous=False):
+    d = os.path.join(out, f"{how}_{name.replace('.', '_')}{'_continuous' if continuous else ''}")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     path = os.path.join(d, name)
     env = dict(os.environ)
     env.update(LD_PRELOAD=preload, MLPROF_FILENAME=path, MLPROF_AUTOSTART="true", MLPROF_HOOKS="none")
+    if continuous:
+        env.update(MLPROF_CONTINUOUS_DUMP="true", MLPROF_DUMP_PERIOD="0.001")
     # under a sanitizer its runtime keeps the signals to itself unless told not to (the build's runtime
     # is linked into the program, so it comes first whatever LD_PRELOAD says)
     env["ASAN_OPTIONS"] = "handle_segv=0:handle_abort=0:detect_leaks=0:verify_asan_link_order=0"
@@ -74,11 +79,20 @@ def crash(exe, preload, out, protoc, proto, name, how):
     sys.stdout.write(r.stdout)
     sys.stderr.write(r.stderr)
     sig = signal.SIGSEGV if how == "segv" else signal.SIGABRT
-    label = f"{name}, {how}"
+    label = f"{name}, {how}{', continuous dump' if continuous else ''}"
     check(r.returncode == -sig, f"{label}: exit status {r.returncode}, killed by signal {int(sig)} expected")
     check(f"recorded {SPANS}" in r.stdout, f"{label}: the program did not record its spans")
-    check(f"killed by signal {int(sig)}" in r.stderr and "the trace up to it is written" in r.stderr,
-          f"{label}: the handler did not say the trace is written")
+    written = f"killed by signal {int(sig)}" in r.stderr and "the trace up to it is written" in r.stderr
+    if continuous and not written:
+        # the continuous dump held the collector when the signal came: the handler says it does not
+        # write, and the version the continuous dump wrote last is on disk, whole
+        check(f"killed by signal {int(sig)} inside mlprof: the trace is not written" in r.stderr,
+              f"{label}: the handler said neither that it wrote the trace nor why not")
+    else:
+        check(written, f"{label}: the handler did not say the trace is written")
+    if not written and not os.path.exists(path):
+        print(f"formats_crash: {label}: not written by the handler, and no version written before")
+        return
     if not check(os.path.exists(path), f"{label}: no trace at {path}"):
         return
     with open(path, "rb") as f:
@@ -88,11 +102,19 @@ def crash(exe, preload, out, protoc, proto, name, how):
     except (AssertionError, OSError, EOFError, ValueError) as e:
         check(False, f"{label}: the trace ({len(data)} bytes) does not decode: {e}")
         return
+    check(other is not None and other.get("dropped_events") == 0, f"{label}: otherData {other}")
+    check(opened == [True], f"{label}: the span open at the crash: {opened}, not once unfinished")
+    if not written:
+        check(len(set(ops)) == len(ops) and set(ops) <= set(range(SPANS)),
+              f"{label}: the last continuous version holds {len(ops)} spans, not distinct ones of those recorded")
+        print(f"formats_crash: {label}: not written by the handler (the continuous dump held the collector); "
+              f"the last version holds {len(ops)} spans in {len(data)} bytes")
+        return
     check(sorted(ops) == list(range(SPANS)), f"{label}: {len(ops)} spans ({len(set(ops))} distinct), "
           f"{SPANS} recorded before the signal")
-    check(opened == [True], f"{label}: the span open at the crash: {opened}, not once unfinished")
-    check(other is not None and other.get("dropped_events") == 0, f"{label}: otherData {other}")
-    left = sorted(set(os.listdir(d)) - {name})
+    # a version of the continuous dump being written when the signal came stays as a temporary
+    # file (the next run with this path removes it)
+    left = sorted(f for f in set(os.listdir(d)) - {name} if not (continuous and f.startswith(name + ".tmp-")))
     check(not left, f"{label}: files left beside the trace: {left}")
     print(f"formats_crash: {label}: {len(ops)} spans in {len(data)} bytes")
 
@@ -110,6 +132,9 @@ def main():
     for how in ("segv", "abort"):
         for name in ("crash.pftrace", "crash.json.gz", "crash.json"):
             crash(exe, preload, out, protoc, proto, name, how)
+    # with the continuous dump writing every millisecond
+    for name in ("crash.pftrace", "crash.json.gz"):
+        crash(exe, preload, out, protoc, proto, name, "segv", continuous=True)
     if failures:
         print(f"formats_crash: {len(failures)} checks failed", file=sys.stderr)
         return 1
