@@ -472,6 +472,12 @@ int main(int argc, char **argv)
     CHECK_Q(second, 1, "SELECT id FROM slices");
     free(second);
 
+    /* "auto": beside the trace, its extension (and .gz) replaced by .db */
+    CHECK_OK(mlprof_set_config("sqlite_file", "auto"));
+    span(11, "X", "d", 10, 20, 0, 10, NULL, 0);
+    CHECK_OK(dump(tu_path("beside.json.gz"), 1));
+    CHECK_Q(tu_path("beside.db"), 1, "SELECT count(*) FROM slices WHERE name = 'X'");
+
     /* a final dump that fails: the collector resets the trace next, and the
      * working database stays on disk (said on stderr) */
     CHECK_OK(mlprof_set_config("sqlite_file", dir));
