@@ -3,8 +3,9 @@
 
 usage: formats_continuous_check.py TEST_FORMATS_CONTINUOUS OUT_DIR PROTO MLPROF
 
-Runs test_formats_continuous once to run.pftrace and once to run.json.gz
-(the collector rewrites the file every 20 ms while three threads record).
+Runs test_formats_continuous to run.pftrace, to run.json.gz and to run.json
+with MLPROF_COMPRESS=gzip (the `compress` key: gzip under the name given);
+the collector rewrites the file every 20 ms while three threads record.
 While it runs, every new version of the file (its inode, size or mtime
 changed) is read and kept open until the next: that one must have replaced
 it by a rename (the old one unlinked, its bytes unchanged), and each must
@@ -96,15 +97,23 @@ def file_id(path):
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def run_continuous(exe, out, protoc, proto, name):
-    d = os.path.join(out, name.replace(".", "_"))
+def run_continuous(exe, out, protoc, proto, name, compress=None):
+    d = os.path.join(out, name.replace(".", "_") + (f"_compress_{compress}" if compress else ""))
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     path = os.path.join(d, name)
-    decode = (lambda data: spans_json(data)) if name.endswith(".gz") else \
-        (lambda data: spans_protobuf(protoc, proto, data))
+    gz = name.endswith(".gz") or compress == "gzip"
+
+    def decode(data):
+        if gz:
+            assert data[:2] == b"\x1f\x8b", f"not gzip: it starts with {data[:8]!r}"
+            return spans_json(data)
+        return spans_protobuf(protoc, proto, data)
     log = open(os.path.join(d, "program.log"), "w+")
-    p = subprocess.Popen([exe, path], stdout=log, stderr=subprocess.STDOUT)
+    env = dict(os.environ)
+    if compress:
+        env["MLPROF_COMPRESS"] = compress  # the key, read from the environment, the name left as it is
+    p = subprocess.Popen([exe, path], stdout=log, stderr=subprocess.STDOUT, env=env)
     last_id, last_ops, copies, acked, held = None, set(), 0, -1, None
     whole_ended, open_copies = False, 0
     deadline = time.monotonic() + WAIT_S
@@ -198,7 +207,7 @@ def run_continuous(exe, out, protoc, proto, name):
     ours = {name, "program.log", name + ".ready", name + ".counts"} | {f"{name}.ack.{i}" for i in range(3)}
     left = sorted(set(os.listdir(d)) - ours)
     check(not left, f"{name}: files left beside the trace: {left}")
-    print(f"formats_continuous: {name}: {copies} versions read while recording, final {len(data)} bytes with "
+    print(f"formats_continuous: {name}{' compress=' + compress if compress else ''}: {copies} versions read while recording, final {len(data)} bytes with "
           f"{len(ops)} spans")
     return path
 
@@ -288,6 +297,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     pf = run_continuous(exe, out, protoc, proto, "run.pftrace")
     run_continuous(exe, out, protoc, proto, "run.json.gz")
+    run_continuous(exe, out, protoc, proto, "run.json", compress="gzip")
     if pf:
         check_cuts(protoc, proto, mlprof, pf)
     if failures:
