@@ -16,7 +16,9 @@ the next (each copy holds every span of the one before). The program waits
 after each phase until a copy holds the spans recorded so far, so copies
 are taken however slow the machine is; no time is measured. The final file
 holds every span the program recorded, once, and otherData says
-dropped_events 0; no temporary file is left beside it. The span open at
+dropped_events 0; no temporary file is left beside it. The versions
+of the protobuf file read after each phase are read by `mlprof analyze`
+too, with as many spans. The span open at
 every dump but the last is in each copy once, unfinished in every copy taken
 while the phases go on, finished in the final file, and never unfinished
 again once a copy showed it finished.
@@ -97,7 +99,7 @@ def file_id(path):
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def run_continuous(exe, out, protoc, proto, name, compress=None):
+def run_continuous(exe, out, protoc, proto, mlprof, name, compress=None):
     d = os.path.join(out, name.replace(".", "_") + (f"_compress_{compress}" if compress else ""))
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -115,7 +117,7 @@ def run_continuous(exe, out, protoc, proto, name, compress=None):
         env["MLPROF_COMPRESS"] = compress  # the key, read from the environment, the name left as it is
     p = subprocess.Popen([exe, path], stdout=log, stderr=subprocess.STDOUT, env=env)
     last_id, last_ops, copies, acked, held = None, set(), 0, -1, None
-    whole_ended, open_copies = False, 0
+    whole_ended, open_copies, acked_copies = False, 0, []
     deadline = time.monotonic() + WAIT_S
     while p.poll() is None:
         if time.monotonic() > deadline:
@@ -169,6 +171,10 @@ def run_continuous(exe, out, protoc, proto, name, compress=None):
         except (FileNotFoundError, ValueError):
             continue
         if phase > acked and len(last_ops) >= want:
+            if not gz:  # for mlprof analyze, after the run
+                with open(os.path.join(out, f"phase{phase}.pftrace"), "wb") as f:
+                    f.write(held[1])
+                acked_copies.append((os.path.join(out, f"phase{phase}.pftrace"), len(last_ops)))
             with open(f"{path}.ack.{phase}", "w") as f:
                 f.write(f"copy {copies}: {len(last_ops)} spans\n")
             acked = phase
@@ -207,6 +213,11 @@ def run_continuous(exe, out, protoc, proto, name, compress=None):
     ours = {name, "program.log", name + ".ready", name + ".counts"} | {f"{name}.ack.{i}" for i in range(3)}
     left = sorted(set(os.listdir(d)) - ours)
     check(not left, f"{name}: files left beside the trace: {left}")
+    for copy, held_ops in acked_copies:
+        # a version of the continuous dump: the stream so far and a tail with "whole run" unfinished
+        rc, count, err = analyze_ops(mlprof, copy, copy)
+        check(rc == 0 and count == held_ops, f"{name}: mlprof analyze {copy} exited {rc} and counted {count} "
+              f"op, the version holds {held_ops}: {err}")
     print(f"formats_continuous: {name}{' compress=' + compress if compress else ''}: {copies} versions read while recording, final {len(data)} bytes with "
           f"{len(ops)} spans")
     return path
@@ -295,9 +306,9 @@ def main():
         print("formats_continuous: skipped: protoc is not installed (scripts/install-deps.sh build installs it)")
         return 77
     os.makedirs(out, exist_ok=True)
-    pf = run_continuous(exe, out, protoc, proto, "run.pftrace")
-    run_continuous(exe, out, protoc, proto, "run.json.gz")
-    run_continuous(exe, out, protoc, proto, "run.json", compress="gzip")
+    pf = run_continuous(exe, out, protoc, proto, mlprof, "run.pftrace")
+    run_continuous(exe, out, protoc, proto, mlprof, "run.json.gz")
+    run_continuous(exe, out, protoc, proto, mlprof, "run.json", compress="gzip")
     if pf:
         check_cuts(protoc, proto, mlprof, pf)
     if failures:
