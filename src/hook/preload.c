@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../record/produce.h"
 #include "hook.h"
 
 static const int k_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGINT, SIGQUIT};
@@ -20,7 +21,7 @@ static void on_signal(int sig)
     if (!__atomic_exchange_n(&dying, 1, __ATOMIC_ACQ_REL)) {
         alarm(10); /* a dump that hangs (a crash inside malloc) must not keep the process alive */
         mlprof__busy++;
-        mlprof__dump_on_signal(sig);
+        mlprof__crash_dump(sig);
     }
     signal(sig, SIG_DFL);
     raise(sig);

@@ -697,6 +697,7 @@ static void do_init(void)
     config_defaults(&mlprof__g.cfg);
     mlprof__g.pid = getpid();
     mlprof__collect_init();
+    mlprof__set_crash_dumper(mlprof__dump_on_signal);
     read_environment();
     mlprof__clock_init(mlprof__g.cfg.clock);
     pthread_atfork(fork_prepare, fork_parent, fork_child);

@@ -27,6 +27,7 @@ static struct {
 
 static void (*g_wake)(void);
 static void (*g_drain)(void);
+static int (*g_crash)(int sig);
 
 void mlprof__produced_init(mlprof__produced *p) { memset(p, 0, sizeof *p); }
 
@@ -211,6 +212,14 @@ void mlprof__drain_now(void)
     void (*drain)(void) = __atomic_load_n(&g_drain, __ATOMIC_ACQUIRE);
     if (drain)
         drain();
+}
+
+void mlprof__set_crash_dumper(int (*dump)(int sig)) { __atomic_store_n(&g_crash, dump, __ATOMIC_RELEASE); }
+
+int mlprof__crash_dump(int sig)
+{
+    int (*dump)(int) = __atomic_load_n(&g_crash, __ATOMIC_ACQUIRE);
+    return dump ? dump(sig) : MLPROF_ESTATE;
 }
 
 /* ------------------------------------------------------------ paths */

@@ -98,6 +98,10 @@ void mlprof__set_drainer(void (*drain)(void));
 void mlprof__wake(void);
 /* Drains every thread (ctl_lock held); nothing when no drainer is registered. */
 void mlprof__drain_now(void);
+/* Registered by control.c: writes the trace from a handler of a fatal
+ * signal. mlprof__crash_dump calls it (MLPROF_ESTATE when none is). */
+void mlprof__set_crash_dumper(int (*dump)(int sig));
+int mlprof__crash_dump(int sig);
 
 /* ------------------------------------------------------ the lifecycle */
 
