@@ -252,10 +252,17 @@ def check_cuts(protoc, proto, mlprof, path):
     text, err = protoc_decode(protoc, proto, data)
     if not check(text is not None, f"cuts: {path} does not decode: {err}"):
         return
-    full = resolve(decode_text(text)).events
+    packets = decode_text(text)
+    full = resolve(packets).events
     offsets = packet_offsets(data)
     rng = random.Random(1919)
-    picks = sorted(rng.sample(range(1, len(offsets)), min(8, len(offsets) - 1)))
+    picks = set(rng.sample(range(1, len(offsets)), min(8, len(offsets) - 1)))
+    # and in the tail (sequence 2): after its first packet, and all but the last packet (the footer's)
+    tail = [i for i, p in enumerate(packets) if p.get("trusted_packet_sequence_id") == [2]]
+    check(tail and tail[-1] == len(packets) - 1, "cuts: the file does not end with a tail (sequence 2)")
+    if tail:
+        picks |= {tail[0] + 1, len(offsets) - 1}
+    picks = sorted(picks)
     d = os.path.dirname(path)
     for k in picks:
         cut = data[:offsets[k - 1]]
@@ -279,7 +286,7 @@ def check_cuts(protoc, proto, mlprof, path):
         check(rc == 0 and count == (ops or None),
               f"{label}: mlprof analyze exited {rc} and counted {count} op, the cut holds {ops}")
     # a cut inside a packet: the whole packets before it are read, with a warning
-    k = picks[len(picks) // 2]
+    k = picks[len(picks) // 2 - 1]
     lo, hi = offsets[k - 1], offsets[k]
     cut = data[:rng.randrange(lo + 1, hi)]
     label = f"cut inside packet {k + 1} ({lo}..{hi}) at byte {len(cut)}"
@@ -293,7 +300,8 @@ def check_cuts(protoc, proto, mlprof, path):
           f"{label}: mlprof analyze exited {rc} (1 expected) and counted {count} op, the whole packets hold {ops}")
     check("warning" in err and "ends inside the packet" in err and "read up to the last whole packet" in err,
           f"{label}: mlprof analyze did not warn of the cut: {err!r}")
-    print(f"formats_continuous: {len(picks)} cuts at packet boundaries and one inside a packet checked")
+    print(f"formats_continuous: {len(picks)} cuts at packet boundaries ({len(picks) - 8} in the tail) and one "
+          f"inside a packet checked")
 
 
 def main():
