@@ -83,13 +83,8 @@ def crash(exe, preload, out, protoc, proto, name, how, continuous=False):
     check(r.returncode == -sig, f"{label}: exit status {r.returncode}, killed by signal {int(sig)} expected")
     check(f"recorded {SPANS}" in r.stdout, f"{label}: the program did not record its spans")
     written = f"killed by signal {int(sig)}" in r.stderr and "the trace up to it is written" in r.stderr
-    if continuous and not written:
-        # the continuous dump held the collector when the signal came: the handler says it does not
-        # write, and the version the continuous dump wrote last is on disk, whole
-        check(f"killed by signal {int(sig)} inside mlprof: the trace is not written" in r.stderr,
-              f"{label}: the handler said neither that it wrote the trace nor why not")
-    else:
-        check(written, f"{label}: the handler did not say the trace is written")
+    # the continuous dump may hold the collector when the signal comes: the handler waits for it
+    check(written, f"{label}: the handler did not say the trace is written")
     if not written and not os.path.exists(path):
         print(f"formats_crash: {label}: not written by the handler, and no version written before")
         return

@@ -50,10 +50,21 @@ static struct {
 } Z;
 static pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
 
+/* The library the first load opens: the zlib_library key's value, told by the
+ * collector before it opens a stream; MLPROF_ZLIB_LIBRARY or libz.so.1 when
+ * nobody told (the command's callers). */
+static char g_library[256];
+
+void mlprof__gz_library(const char *name)
+{
+    if (name && *name)
+        snprintf(g_library, sizeof g_library, "%s", name);
+}
+
 static void zlib_load_once(void)
 {
     const char *env = getenv("MLPROF_ZLIB_LIBRARY");
-    snprintf(Z.name, sizeof Z.name, "%s", env && *env ? env : "libz.so.1");
+    snprintf(Z.name, sizeof Z.name, "%s", g_library[0] ? g_library : env && *env ? env : "libz.so.1");
     void *lib = dlopen(Z.name, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();

@@ -30,6 +30,9 @@ typedef struct mlprof__gz mlprof__gz;
  * zlib is libz.so.1, or the file named by the environment variable
  * MLPROF_ZLIB_LIBRARY, looked up once per process. */
 mlprof__gz *mlprof__gz_open(int level);
+/* Which library the first load of zlib opens (the zlib_library key); no
+ * effect once it was loaded. */
+void mlprof__gz_library(const char *name);
 
 /* Compresses n bytes and flushes them (Z_SYNC_FLUSH): appends to out every
  * byte of the stream that can be written now, the gzip header included on

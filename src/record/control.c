@@ -77,6 +77,7 @@ static const key_def g_keys[] = {
     {"compress", T_COMPRESS, F(compress), 0, 0, "one of auto (gzip when the filename ends in .gz), gzip, none"},
     {"sqlite_file", T_STR, F(sqlite_file), 0, 0, "a file path, \"auto\", or empty for none"},
     {"sqlite_library", T_STR, F(sqlite_library), 0, 0, "a shared library name or path"},
+    {"zlib_library", T_STR, F(zlib_library), 0, 0, "a shared library name or path"},
     {"dump_at_exit", T_BOOL, F(dump_at_exit), 0, 0, "a boolean"},
     {"autostart", T_BOOL, F(autostart), 0, 0, "a boolean"},
     {"clock", T_CLOCK, F(clock), 0, 0, "one of auto, tsc, monotonic"},
@@ -141,6 +142,7 @@ static void config_defaults(mlprof__config *c)
     strcpy(c->papi_library, "libpapi.so");
     strcpy(c->nvml_library, "libnvidia-ml.so.1");
     strcpy(c->sqlite_library, "libsqlite3.so.0");
+    strcpy(c->zlib_library, "libz.so.1");
     strcpy(c->powercap_dir, "/sys/class/powercap");
     strcpy(c->hooks, "all");
     strcpy(c->cuda_functions, "all");
@@ -837,9 +839,14 @@ int mlprof_dump_string(char **out)
 
 int mlprof__dump_on_signal(int sig)
 {
-    /* not while another thread (or the crash itself) holds the lock */
-    if (pthread_mutex_trylock(&mlprof__g.ctl_lock) != 0) {
-        mlprof__log(MLPROF_LOG_ERROR, "killed by signal %d inside mlprof: the trace is not written", sig);
+    /* Another thread holding the lock for its own work (the continuous dump
+     * drains or writes every few milliseconds) lets it go soon: wait for it.
+     * The crash itself holding it never does: the wait is bounded. */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 5;
+    if (pthread_mutex_timedlock(&mlprof__g.ctl_lock, &deadline) != 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "killed by signal %d while mlprof's lock was held for 5 s: the trace is not written", sig);
         return MLPROF_ESTATE;
     }
     mlprof__busy++;

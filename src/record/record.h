@@ -192,6 +192,7 @@ typedef struct mlprof__config {
     char stats_file[MLPROF__PATH_MAX];
     char sqlite_file[MLPROF__PATH_MAX]; /* the SQLite sink's database: a path, "auto" or empty */
     char sqlite_library[MLPROF__PATH_MAX]; /* the libsqlite3 it loads with dlopen */
+    char zlib_library[MLPROF__PATH_MAX];   /* the zlib it loads with dlopen for compress */
     char format[16];                    /* auto, json, perfetto */
     char compress[8];                   /* auto, gzip, none */
     char memory_csv[MLPROF__PATH_MAX];
