@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../src/common/gz.h"
 #include "testutil.h"
@@ -198,6 +199,24 @@ static void no_zlib(void)
     free(text);
 }
 
+/* The memory outputs at "auto" take the trace's name less its extension, and
+ * less ".gz" before it: mem.json.gz gives mem.memory.csv, as mem.json does. */
+static void memory_beside_gz(void)
+{
+    CHECK_OK(mlprof_set_config("filename", tu_path("mem.json.gz")));
+    CHECK_OK(mlprof_set_config("format", "auto"));
+    CHECK_OK(mlprof_set_config("compress", "auto"));
+    CHECK_OK(mlprof_set_config("profile_memory", "1"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    static char block[64];
+    CHECK_OK(mlprof_mem_alloc(0, block, sizeof block, "block"));
+    CHECK_OK(mlprof_mem_free(0, block));
+    CHECK_OK(mlprof_dump(1));
+    CHECK(access(tu_path("mem.memory.csv"), F_OK) == 0, "mem.json.gz: the memory CSV is mem.memory.csv");
+    CHECK(access(tu_path("mem.memory_flow.svg"), F_OK) == 0, "mem.json.gz: the picture is mem.memory_flow.svg");
+    CHECK(access(tu_path("mem.json.memory.csv"), F_OK) != 0, "mem.json.gz: no mem.json.memory.csv");
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -214,5 +233,6 @@ int main(int argc, char **argv)
     }
     choice();
     continuous();
+    memory_beside_gz();
     return tu_finish("test_sinks");
 }

@@ -41,9 +41,16 @@ void mlprof__memory_output_path(const char *value, const char *suffix, const cha
             mlprof__expand_path(mlprof__g.cfg.filename, 1, trace, sizeof trace);
         const char *base = strrchr(trace, '/');
         base = base ? base + 1 : trace;
-        char *dot = strrchr(base, '.');
-        if (dot && dot != base)
+        /* run.json, run.pftrace and run.json.gz all give run.memory.csv */
+        for (int cut = 0; cut < 2; cut++) {
+            char *dot = strrchr(base, '.');
+            if (!dot || dot == base)
+                break;
+            int gz = strcmp(dot, ".gz") == 0;
             *dot = '\0';
+            if (!gz)
+                break;
+        }
         snprintf(buf, len, "%s%s", trace, suffix);
     }
 }
