@@ -40,7 +40,8 @@ static void usage(FILE *out)
             "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
             "\n"
             "Traces are Chrome trace event JSON files, plain or gzip: mlprof's own, and those\n"
-            "of PyTorch's profiler, MXNet, RAF, MegEngine and other tools.\n");
+            "of PyTorch's profiler, MXNet, RAF, MegEngine and other tools; and Perfetto's\n"
+            "protobuf traces as mlprof writes them (.pftrace), told apart by their content.\n");
 }
 
 static void analyze_usage(FILE *out)
