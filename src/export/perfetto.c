@@ -118,35 +118,12 @@ static inline char *put_fixed64(char *p, uint64_t v)
 
 static inline char *put_tag(char *p, unsigned field, unsigned wt) { return put_varint(p, TAG(field, wt)); }
 
-/* Grows sb for n more bytes (and the NUL that mlprof__sb keeps after
- * them): 1, or 0 with sb->failed set. */
-static int grow_for(mlprof__sb *sb, size_t n)
-{
-    if (sb->failed)
-        return 0;
-    if (n > SIZE_MAX / 4 - sb->len) {
-        sb->failed = 1;
-        return 0;
-    }
-    size_t cap = sb->cap ? sb->cap : 256;
-    while (cap < sb->len + n + 1)
-        cap *= 2;
-    char *p = mlprof__realloc(sb->data, cap);
-    if (!p) {
-        sb->failed = 1;
-        return 0;
-    }
-    sb->data = p;
-    sb->cap = cap;
-    return 1;
-}
-
 /* Room for n more bytes: 1, or 0 (out of memory, sb->failed set). */
 static inline int room(mlprof__sb *sb, size_t n)
 {
     if (MLPROF_LIKELY(!sb->failed && sb->cap > sb->len && n < sb->cap - sb->len))
         return 1;
-    return grow_for(sb, n);
+    return mlprof__sb_reserve(sb, n);
 }
 
 static inline char *end_of(mlprof__sb *sb) { return sb->data + sb->len; }
@@ -917,15 +894,16 @@ static void put_event_packet(pf_state *st, mlprof__sb *sb, const pf_seq *q, uint
     ev->failed = in->failed = 0;
 }
 
-static void write_event_packet(mlprof__sb *sb, const pf_seq *q, uint64_t ts, const mlprof__sb *in,
-                               const mlprof__sb *ev)
+/* Bytes of a packet's head after its tag and length: timestamp, sequence id
+ * and the flag saying it needs the sequence's interned state. */
+static size_t packet_head_size(const pf_seq *q, uint64_t ts)
 {
-    size_t body = 1 + varint_size(ts) + 1 + varint_size(q->id) + 1 + 1 + 1 + varint_size(ev->len) + ev->len;
-    if (in->len)
-        body += 1 + varint_size(in->len) + in->len;
-    if (!room(sb, 1 + 10 + body))
-        return;
-    char *p = end_of(sb);
+    return 1 + varint_size(ts) + 1 + varint_size(q->id) + 1 + 1;
+}
+
+/* Writes a packet's tag and length (body bytes), then the head above. */
+static char *put_packet_head(char *p, size_t body, const pf_seq *q, uint64_t ts)
+{
     p = put_tag(p, 1, WT_LEN);
     p = put_varint(p, body);
     p = put_tag(p, 8, WT_VARINT);
@@ -934,6 +912,18 @@ static void write_event_packet(mlprof__sb *sb, const pf_seq *q, uint64_t ts, con
     p = put_varint(p, q->id);
     p = put_tag(p, 13, WT_VARINT);
     *p++ = SEQ_NEEDS_INCREMENTAL_STATE;
+    return p;
+}
+
+static void write_event_packet(mlprof__sb *sb, const pf_seq *q, uint64_t ts, const mlprof__sb *in,
+                               const mlprof__sb *ev)
+{
+    size_t body = packet_head_size(q, ts) + 1 + varint_size(ev->len) + ev->len;
+    if (in->len)
+        body += 1 + varint_size(in->len) + in->len;
+    if (!room(sb, 1 + 10 + body))
+        return;
+    char *p = put_packet_head(end_of(sb), body, q, ts);
     if (in->len) {
         p = put_tag(p, 12, WT_LEN);
         p = put_varint(p, in->len);
@@ -951,18 +941,10 @@ static void write_event_packet(mlprof__sb *sb, const pf_seq *q, uint64_t ts, con
 static void put_bare_event(mlprof__sb *sb, const pf_seq *q, uint64_t ts, int type, uint64_t uuid)
 {
     size_t ev = 2 + 1 + varint_size(uuid);
-    size_t body = 1 + varint_size(ts) + 1 + varint_size(q->id) + 2 + 1 + varint_size(ev) + ev;
+    size_t body = packet_head_size(q, ts) + 1 + varint_size(ev) + ev;
     if (!room(sb, 1 + 10 + body))
         return;
-    char *p = end_of(sb);
-    p = put_tag(p, 1, WT_LEN);
-    p = put_varint(p, body);
-    p = put_tag(p, 8, WT_VARINT);
-    p = put_varint(p, ts);
-    p = put_tag(p, 10, WT_VARINT);
-    p = put_varint(p, q->id);
-    p = put_tag(p, 13, WT_VARINT);
-    *p++ = SEQ_NEEDS_INCREMENTAL_STATE;
+    char *p = put_packet_head(end_of(sb), body, q, ts);
     p = put_tag(p, 11, WT_LEN);
     p = put_varint(p, ev);
     p = put_tag(p, 9, WT_VARINT);
