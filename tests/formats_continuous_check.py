@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 
-from perfetto_decode import decode_text, resolve, packet_offsets
+from perfetto_decode import decode_text, resolve, packet_offsets, protoc_decode
 
 failures = []
 WAIT_S = 600  # for the whole run: generous, never a measure
@@ -52,14 +52,6 @@ def check(cond, msg):
         failures.append(msg)
         print("FAIL: " + msg, file=sys.stderr)
     return cond
-
-
-def protoc_decode(protoc, proto, data):
-    r = subprocess.run([protoc, "--decode=perfetto.protos.Trace", "-I", os.path.dirname(proto), proto],
-                       input=data, capture_output=True)
-    if r.returncode != 0:
-        return None, r.stderr.decode(errors="replace")
-    return r.stdout.decode("utf-8"), ""
 
 
 def spans_json(data):

@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 
-from perfetto_decode import decode_text, resolve
+from perfetto_decode import decode_text, protoc_decode, resolve
 
 failures = []
 SPANS = 2000
@@ -44,11 +44,10 @@ def check(cond, msg):
 def ops_of(protoc, proto, path, data):
     """The "op" spans' indexes, whether each span OPEN is unfinished, and the otherData of a trace (AssertionError when it does not decode)."""
     if path.endswith(".pftrace"):
-        r = subprocess.run([protoc, "--decode=perfetto.protos.Trace", "-I", os.path.dirname(proto), proto],
-                           input=data, capture_output=True)
-        if r.returncode != 0:
-            raise AssertionError(f"protoc cannot decode it: {r.stderr.decode(errors='replace')}")
-        res = resolve(decode_text(r.stdout.decode("utf-8")))
+        text, err = protoc_decode(protoc, proto, data)
+        if text is None:
+            raise AssertionError(f"protoc cannot decode it: {err}")
+        res = resolve(decode_text(text))
         ops = [e["args"]["i"] for e in res.events if e["type"] == "span" and e["name"] == "op"]
         opened = [e["unfinished"] for e in res.events if e["type"] == "span" and e["name"] == OPEN]
         other = [e["args"] for e in res.events if e["type"] == "other_data"]

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 
-from perfetto_decode import decode_text, resolve, packet_offsets
+from perfetto_decode import decode_text, resolve, packet_offsets, protoc_decode
 
 failures = []
 
@@ -31,15 +31,6 @@ def check(cond, msg):
         failures.append(msg)
         print("FAIL: " + msg, file=sys.stderr)
     return cond
-
-
-def protoc_decode(protoc, proto, data):
-    """protoc's text for data, or None (and its message) when it does not parse."""
-    r = subprocess.run([protoc, "--decode=perfetto.protos.Trace", "-I", os.path.dirname(proto), proto],
-                       input=data, capture_output=True)
-    if r.returncode != 0:
-        return None, r.stderr.decode(errors="replace")
-    return r.stdout.decode("utf-8"), ""
 
 
 def expected_events(path):

@@ -5,8 +5,19 @@ rules of the format on the way (tests/perfetto_check.py,
 tests/sink_formats_check.py).
 """
 import json
+import os
+import subprocess
 
 # ---- protoc's text format
+
+
+def protoc_decode(protoc, proto, data):
+    """protoc's text for data, or None (and its message) when it does not parse."""
+    r = subprocess.run([protoc, "--decode=perfetto.protos.Trace", "-I", os.path.dirname(proto), proto],
+                       input=data, capture_output=True)
+    if r.returncode != 0:
+        return None, r.stderr.decode(errors="replace")
+    return r.stdout.decode("utf-8"), ""
 
 
 def _unescape(s):
