@@ -47,6 +47,13 @@ static void close_sources(int after_fork)
     }
 }
 
+/* The samples go into the trace now: running, not paused. */
+static int recording(void)
+{
+    return __atomic_load_n(&mlprof__g.state, __ATOMIC_ACQUIRE) == MLPROF_STATE_RUN &&
+           !__atomic_load_n(&mlprof__g.paused, __ATOMIC_ACQUIRE);
+}
+
 static void *sampler_main(void *arg)
 {
     (void)arg;
@@ -65,13 +72,19 @@ static void *sampler_main(void *arg)
         if (pthread_cond_timedwait(&S.wake, &S.lock, &ts) == 0 || S.stop)
             continue; /* woken: asked to stop (or spuriously) */
         pthread_mutex_unlock(&S.lock);
+        /* The thread starts before the state says running, and a stop or
+         * a pause may come while it samples: a round that the trace may
+         * not hold (recording was off before or after it) is not counted,
+         * so that otherData's count is the trace's. */
+        int counted = recording();
         uint64_t now = mlprof__clock_monotonic_ns();
         for (size_t i = 0; i < S.n; i++) {
             if (S.s[i].state)
                 S.s[i].src->sample(S.s[i].state, now);
         }
+        counted &= recording();
         pthread_mutex_lock(&S.lock);
-        S.samples++;
+        S.samples += (uint64_t)counted;
         next += S.period_ns;
         if (now > next) { /* a period or more late: start again from now */
             S.skipped += (now - next) / S.period_ns + 1;
