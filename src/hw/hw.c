@@ -91,8 +91,51 @@ int mlprof__hw_check_sampler(const char *spec, char *err, size_t len)
 static char g_papi[MLPROF__HW_PAPI_MAX][MLPROF__PAPI_NAME];
 static size_t g_papi_n;
 
+/* A filter in front of the names: two bits of 256 for every name a counter
+ * can have, from its length and a few of its bytes (a Bloom filter). The
+ * collector asks for every integer argument of every span, and most
+ * arguments (batch, bytes...) are no counter: two bit tests answer for
+ * them (a name that is not a counter passes about once in a hundred). Bits
+ * are only added (PAPI names as a run starts), so a stale bit costs a
+ * search, never a wrong answer. */
+static uint64_t g_key_bits[4];
+static int g_key_bits_made;
+
+static void key_hashes(const char *key, size_t len, unsigned h[2])
+{
+    const unsigned char *k = (const unsigned char *)key;
+    h[0] = ((unsigned)len * 13u + k[0] * 31u + k[len - 1] * 7u) & 255u;
+    h[1] = ((unsigned)len * 5u + k[len / 2] * 17u + k[len > 1] * 3u) & 255u;
+}
+
+static void key_bits_add(const char *key)
+{
+    size_t len = strlen(key);
+    if (!len)
+        return;
+    unsigned h[2];
+    key_hashes(key, len, h);
+    for (int i = 0; i < 2; i++)
+        g_key_bits[h[i] >> 6] |= 1ull << (h[i] & 63u);
+}
+
+static int key_bits_maybe(const char *key, size_t len)
+{
+    if (!g_key_bits_made) {
+        for (int i = 0; i < MLPROF__HW_PERF; i++)
+            key_bits_add(mlprof__perf_name(i));
+        key_bits_add("rss");
+        g_key_bits_made = 1;
+    }
+    unsigned h[2];
+    key_hashes(key, len, h);
+    return (g_key_bits[h[0] >> 6] >> (h[0] & 63u) & 1u) && (g_key_bits[h[1] >> 6] >> (h[1] & 63u) & 1u);
+}
+
 int mlprof__hw_index(const char *key, size_t len)
 {
+    if (len == 0 || !key_bits_maybe(key, len))
+        return -1;
     int i = mlprof__perf_find(key, len);
     if (i >= 0)
         return i;
@@ -233,12 +276,14 @@ int mlprof__hw_start(void)
     size_t nperf = 0;
     int rss = 0;
     for (size_t i = 0; i < g_ncounters; i++) {
-        if (g_counters[i].kind == MLPROF__K_PERF)
+        if (g_counters[i].kind == MLPROF__K_PERF) {
             perf[nperf++] = g_counters[i].perf;
-        else if (g_counters[i].kind == MLPROF__K_RSS)
+        } else if (g_counters[i].kind == MLPROF__K_RSS) {
             rss = 1;
-        else
-            memcpy(g_papi[g_papi_n++], g_counters[i].papi, MLPROF__PAPI_NAME);
+        } else {
+            memcpy(g_papi[g_papi_n], g_counters[i].papi, MLPROF__PAPI_NAME);
+            key_bits_add(g_papi[g_papi_n++]);
+        }
     }
     int rc = nperf ? mlprof__perf_span_start(perf, nperf) : MLPROF_OK;
     if (rc == MLPROF_OK && rss)
