@@ -23,6 +23,9 @@ def check(cond, msg):
 def load(path):
     with open(path, "rb") as f:
         data = f.read()
+    if data[:2] == b"\x1f\x8b":
+        import gzip
+        data = gzip.decompress(data)
     trace = json.loads(data)
     check_format(trace, path)
     return trace
@@ -1103,6 +1106,17 @@ def area_writes(prog, out):
 
     # memory outputs while memory profiling is off
     run(prog, out, "memoff")
+
+    # a dump links its spool into place: what it published is never written again
+    run(prog, out, "linked")
+    for ext in (".json", ".json.gz"):
+        want = {"linked_first": [30000, 0, 0], "linked_second": [30000, 30000, 0], "linked": [30000, 30000, 10]}
+        for base, counts in want.items():
+            t = load(os.path.join(out, base + ext))
+            got = [named(t, n) for n in "abc"]
+            check(got == counts, f"{base}{ext}: {got}, not {counts}")
+    left = [n for n in os.listdir(out) if ".tmp-" in n]
+    check(not left, f"no temporary file left: {left}")
 
 
 def counters_unavailable(t, name, label):

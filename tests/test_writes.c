@@ -578,6 +578,54 @@ static void mode_memoff(void)
     CHECK(access(path, F_OK) == 0, "an empty memory picture is written: %s", path);
 }
 
+/* 1 when a descriptor of this process is the file at path (the same inode). */
+static int open_here(const char *path)
+{
+    struct stat want;
+    if (stat(path, &want) != 0)
+        return 0;
+    for (int fd = 0; fd < 1024; fd++) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino)
+            return 1;
+    }
+    return 0;
+}
+
+/* A dump writes its spool once: the spool file becomes the trace (linked
+ * into place, not copied). What a dump published stays as it was while the
+ * trace goes on (a link made to it keeps the first dump's events only), and
+ * the next dump has everything; plain and gzip. */
+static void mode_linked(void)
+{
+    static const char *const ext[] = {".json", ".json.gz"};
+    for (int z = 0; z < 2; z++) {
+        char name[64], first[4096], second[4096];
+        snprintf(name, sizeof name, "linked%s", ext[z]);
+        const char *path = tu_path(name);
+        snprintf(first, sizeof first, "%s", tu_path(z ? "linked_first.json.gz" : "linked_first.json"));
+        snprintf(second, sizeof second, "%s", tu_path(z ? "linked_second.json.gz" : "linked_second.json"));
+        unlink(path);
+        unlink(first);
+        unlink(second);
+        CHECK_OK(mlprof_set_config("filename", path));
+        CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+        record("a", 30000, 0); /* more than the 1 MiB the collector keeps before it spools */
+        CHECK_OK(mlprof_dump(0));
+        CHECK(open_here(path), "%s: the file a dump wrote is its spool, not a copy", name);
+        CHECK(link(path, first) == 0, "link %s: %s", first, strerror(errno));
+        struct stat st;
+        CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644, "%s: mode %o, as other outputs", name,
+              (unsigned)(st.st_mode & 0777));
+        record("b", 30000, 0);
+        CHECK_OK(mlprof_dump(0));
+        CHECK(link(path, second) == 0, "link %s: %s", second, strerror(errno));
+        record("c", 10, 0);
+        CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
+        CHECK_OK(mlprof_dump(1));
+    }
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -587,7 +635,7 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } modes[] = {{"full", mode_full},     {"final", mode_final},   {"special", mode_special},
                  {"toggle", mode_toggle}, {"drops", mode_drops},   {"killed", mode_killed},
-                 {"stale", mode_stale},   {"memoff", mode_memoff}};
+                 {"stale", mode_stale},   {"memoff", mode_memoff}, {"linked", mode_linked}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         if (strcmp(mode, modes[i].name) == 0) {
             modes[i].fn();
@@ -596,6 +644,6 @@ int main(int argc, char **argv)
             return tu_finish(label);
         }
     }
-    fprintf(stderr, "usage: test_writes OUTDIR full|final|special|toggle|drops|killed|stale|memoff\n");
+    fprintf(stderr, "usage: test_writes OUTDIR full|final|special|toggle|drops|killed|stale|memoff|linked\n");
     return 2;
 }

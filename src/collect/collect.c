@@ -106,6 +106,8 @@ static struct {
     /* the stream of this trace */
     int spool_fd;        /* unlinked temporary file holding the bytes so far, or -1 */
     uint64_t spool_size; /* bytes */
+    int spool_linkable;  /* made with O_TMPFILE: a dump may link it as the trace file */
+    int spool_published; /* it is the trace file a dump wrote: copied before it is written again */
     mlprof__sb buf;      /* bytes of events waiting to be written to the spool (plain) */
     uint64_t buf_events; /* events in buf */
     int compress;        /* the trace is gzip: the spool holds the compressed stream */
@@ -286,10 +288,11 @@ static mlprof__stats *stats_of(void)
 /* -------------------------------------------------------- the spool */
 
 /* An unlinked temporary file in dir (a name for it only where O_TMPFILE is
- * not supported), or -1. */
-static int spool_create(const char *dir)
+ * not supported: *linkable then 0), or -1. */
+static int spool_create(const char *dir, int *linkable)
 {
     int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    *linkable = fd >= 0;
     if (fd >= 0)
         return fd;
     char tmpl[4300];
@@ -298,6 +301,34 @@ static int spool_create(const char *dir)
     if (fd >= 0)
         unlink(tmpl);
     return fd;
+}
+
+/* Copies the first n bytes of the file from into to, at to's offset. */
+static int copy_file(int from, int to, uint64_t n)
+{
+    off_t in = 0, left = (off_t)n;
+    while (left > 0) {
+        ssize_t k = copy_file_range(from, &in, to, NULL, (size_t)left, 0);
+        if (k > 0) {
+            left -= k;
+            continue;
+        }
+        if (k < 0 && errno == EINTR)
+            continue;
+        break; /* not supported here: copy by hand */
+    }
+    char buf[1 << 16];
+    while (left > 0) {
+        /* no further than n: a spool a dump published holds that dump's tail after it */
+        ssize_t k = pread(from, buf, (size_t)left < sizeof buf ? (size_t)left : sizeof buf, in);
+        if (k == 0)
+            errno = EIO; /* the file is shorter than what was written to it */
+        if (k <= 0 || mlprof__write_all(to, buf, (size_t)k) != 0)
+            return -1;
+        in += k;
+        left -= k;
+    }
+    return 0;
 }
 
 static int spool_open(void)
@@ -322,7 +353,7 @@ static int spool_open(void)
     for (size_t i = 0; i < 3 && C.spool_fd < 0; i++) {
         if (!dirs[i] || !*dirs[i])
             continue;
-        C.spool_fd = spool_create(dirs[i]);
+        C.spool_fd = spool_create(dirs[i], &C.spool_linkable);
         if (C.spool_fd < 0 && !err)
             err = errno; /* the reason that matters: where it belongs */
     }
@@ -331,6 +362,31 @@ static int spool_open(void)
         return -1;
     }
     C.spool_size = 0;
+    C.spool_published = 0;
+    return 0;
+}
+
+/* The spool became the trace file of the last dump: its bytes so far go to
+ * a new spool, which takes the next ones (the file stays as written). Only a
+ * dump that is not the last pays this copy; the last one paid none. */
+static int spool_unpublish(void)
+{
+    int old = C.spool_fd, linkable = C.spool_linkable;
+    uint64_t size = C.spool_size;
+    C.spool_fd = -1;
+    if (spool_open() != 0 || copy_file(old, C.spool_fd, size) != 0) {
+        int err = errno;
+        if (C.spool_fd >= 0)
+            close(C.spool_fd);
+        C.spool_fd = old;
+        C.spool_size = size;
+        C.spool_linkable = linkable;
+        C.spool_published = 1;
+        errno = err;
+        return -1;
+    }
+    close(old);
+    C.spool_size = size;
     return 0;
 }
 
@@ -355,7 +411,8 @@ static void bytes_text(uint64_t n, char *buf, size_t len)
 /* Appends n bytes to the spool; 0, or -1 with errno. */
 static int spool_append(const char *p, size_t n)
 {
-    if (spool_open() != 0 || mlprof__pwrite_all(C.spool_fd, p, n, C.spool_size) != 0)
+    if (spool_open() != 0 || (C.spool_published && spool_unpublish() != 0) ||
+        mlprof__pwrite_all(C.spool_fd, p, n, C.spool_size) != 0)
         return -1;
     C.spool_size += n;
     return 0;
@@ -452,6 +509,7 @@ static void spool_reset(void)
         close(C.spool_fd);
     C.spool_fd = -1;
     C.spool_size = 0;
+    C.spool_published = 0;
     mlprof__sb_reset(&C.buf);
     C.buf_events = 0;
 }
@@ -1318,30 +1376,30 @@ static void write_tail(mlprof__sb *sb, const mlprof__trace_meta *m)
             C.files[i].e->ops->tail_end(C.files[i].st, &fout, m);
 }
 
-/* Copies the spool into fd. */
-static int copy_spool(int fd)
+/* Makes the spool itself the trace file, with the bytes it could not take
+ * and the tail written after its own (not counted in spool_size: the next
+ * events go where they begin, in a copy: spool_unpublish). Most traces are
+ * dumped once, at their end: they are written once, not spooled and copied.
+ * 0; or -1 when it cannot be linked there (the caller copies it). */
+static int publish_spool(mlprof__out *o, const mlprof__sb *pending, const mlprof__sb *tail)
 {
-    off_t in = 0, left = (off_t)C.spool_size;
-    while (left > 0) {
-        ssize_t n = copy_file_range(C.spool_fd, &in, fd, NULL, (size_t)left, 0);
-        if (n > 0) {
-            left -= n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        break; /* not supported here: copy by hand */
+    if (C.spool_fd < 0 || !C.spool_linkable || !o->tmp)
+        return -1;
+    /* the last dump's file, with nothing spooled since: it is never written again */
+    if (C.spool_published && spool_unpublish() != 0)
+        return -1;
+    uint64_t at = C.spool_size, end = at + pending->len + tail->len;
+    if ((pending->len && mlprof__pwrite_all(C.spool_fd, pending->data, pending->len, at) != 0) ||
+        mlprof__pwrite_all(C.spool_fd, tail->data, tail->len, at + pending->len) != 0 ||
+        ftruncate(C.spool_fd, (off_t)end) != 0)
+        return -1;
+    fchmod(C.spool_fd, 0644); /* a trace is shared like any output, as mlprof__out_open makes it */
+    if (mlprof__out_adopt(o, C.spool_fd) != 0) {
+        if (errno != ENOMEM)
+            C.spool_linkable = 0; /* another file system, no /proc: copied from now on */
+        return -1;
     }
-    char buf[1 << 16];
-    while (left > 0) {
-        ssize_t n = pread(C.spool_fd, buf, sizeof buf, in);
-        if (n == 0)
-            errno = EIO; /* the spool is shorter than what was written to it */
-        if (n <= 0 || mlprof__write_all(fd, buf, (size_t)n) != 0)
-            return -1;
-        in += n;
-        left -= n;
-    }
+    C.spool_published = 1;
     return 0;
 }
 
@@ -1471,7 +1529,9 @@ static int write_trace(const char *path, const mlprof__trace_meta *m)
     if (rc != MLPROF_OK) {
         rc = mlprof__fail(rc, "cannot write the trace %s: %s", o.path,
                           rc == MLPROF_ENOMEM ? "out of memory" : mlprof_last_error());
-    } else if ((C.spool_size && copy_spool(o.fd) != 0) ||
+    } else if (publish_spool(&o, pending, &tail) == 0) {
+        /* written */
+    } else if ((C.spool_size && copy_file(C.spool_fd, o.fd, C.spool_size) != 0) ||
                (pending->len && mlprof__write_all(o.fd, pending->data, pending->len) != 0) ||
                mlprof__write_all(o.fd, tail.data, tail.len) != 0) {
         rc = mlprof__fail(MLPROF_EIO, "cannot write the trace %s: %s", o.path, strerror(errno));

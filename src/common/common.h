@@ -191,6 +191,14 @@ int mlprof__out_open(mlprof__out *o, const char *path);
 /* Finishes a write: closes the file and renames the temporary file over the
  * path, or removes it when ok is 0. Returns MLPROF_OK or MLPROF_EIO. */
 int mlprof__out_commit(mlprof__out *o, int ok);
+/* Makes the file open as fd the one that mlprof__out_commit renames over the
+ * path, in place of o's temporary file (which o->fd still names, unlinked,
+ * until the commit closes it): a file made with O_TMPFILE in the path's
+ * directory, linked through /proc/self/fd. Saves copying a file that is
+ * already written. 0; or -1 with errno (o unchanged: written in place, another
+ * file system, no /proc, a file that was never O_TMPFILE), and the caller
+ * writes o->fd as usual. */
+int mlprof__out_adopt(mlprof__out *o, int fd);
 /* Writes all n bytes to fd (retrying short writes and EINTR); 0 or -1 with
  * errno saying why (a full disk: ENOSPC, never a short count). */
 int mlprof__write_all(int fd, const void *data, size_t n);

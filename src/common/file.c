@@ -303,6 +303,33 @@ int mlprof__out_commit(mlprof__out *o, int ok)
     return rc;
 }
 
+int mlprof__out_adopt(mlprof__out *o, int fd)
+{
+    if (!o->tmp) {
+        errno = EINVAL;
+        return -1;
+    }
+    /* linked under a name of its own first, so that o keeps its temporary
+     * file until fd's is in place: "<tmp>l" is still one of ours for
+     * remove_stale_temps */
+    char proc[64], *linked = mlprof__malloc(strlen(o->tmp) + 2);
+    if (!linked) {
+        errno = ENOMEM;
+        return -1;
+    }
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    sprintf(linked, "%sl", o->tmp);
+    int rc = linkat(AT_FDCWD, proc, AT_FDCWD, linked, AT_SYMLINK_FOLLOW);
+    if (rc == 0 && rename(linked, o->tmp) != 0) {
+        int err = errno;
+        unlink(linked);
+        errno = err;
+        rc = -1;
+    }
+    mlprof__free(linked);
+    return rc;
+}
+
 int mlprof__write_file_atomic(const char *path, const char *data, size_t len)
 {
     mlprof__out o;
