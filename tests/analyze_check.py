@@ -186,6 +186,14 @@ def test_gzip_and_string_tids():
     keys = sorted(x["key"] for x in r["rows"])
     check(keys == ["GPU 0:stream 7", "GPU 0:stream 8"], f"string tids named {keys}")
     check(sum(x["count"] for x in r["rows"]) == 3, "gzip read")
+    # standard input, a pipe: plain and gzip (the magic read from the pipe is given to zlib again)
+    for name in ("kernels.json.gz", "plain"):
+        with open(path, "rb") as f:
+            data = f.read() if name != "plain" else gzip.decompress(f.read())
+        p = subprocess.run([MLPROF, "analyze", "-", "--format", "json", "--aggregate-by", "thread"], input=data,
+                           capture_output=True, timeout=120)
+        rows = json.loads(p.stdout)["rows"] if p.returncode == 0 else []
+        check(sum(x["count"] for x in rows) == 3, f"{name} from a pipe: exit {p.returncode}, {rows} {p.stderr!r}")
 
 
 def test_damaged():

@@ -11,6 +11,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,6 +58,90 @@ static int zlib_load(void)
     return 0;
 }
 
+/* Standard input that is a pipe has no offset to read its first bytes at:
+ * they are read, and kept for whoever reads the data next. */
+typedef struct feeder {
+    int from, to;
+    unsigned char head[2];
+    size_t nhead;
+} feeder;
+
+/* zlib's reader must see the gzip magic read from a pipe: a thread of its
+ * own gives it a pipe that says those bytes again, then the rest of the
+ * input. It ends when the input does or when the reader closes its end
+ * (EPIPE: SIGPIPE is blocked here), and frees itself (detached: an input
+ * that never ends must not keep an_input_close waiting). */
+static void *feed(void *arg)
+{
+    feeder *f = arg;
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, NULL);
+    int ok = mlprof__write_all(f->to, f->head, f->nhead) == 0;
+    char buf[1 << 16];
+    while (ok) {
+        ssize_t n = read(f->from, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        ok = mlprof__write_all(f->to, buf, (size_t)n) == 0;
+    }
+    close(f->to);
+    close(f->from);
+    mlprof__free(f);
+    return NULL;
+}
+
+/* A descriptor that reads head, then the rest of fd (which it takes), or -1. */
+static int prefixed(int fd, const unsigned char *head, size_t nhead)
+{
+    int p[2];
+    feeder *f = mlprof__malloc(sizeof *f);
+    if (!f || pipe2(p, O_CLOEXEC) != 0) {
+        mlprof__free(f);
+        return -1;
+    }
+    f->from = fd;
+    f->to = p[1];
+    memcpy(f->head, head, nhead);
+    f->nhead = nhead;
+    pthread_t t;
+    if (pthread_create(&t, NULL, feed, f) != 0) {
+        close(p[0]);
+        close(p[1]);
+        mlprof__free(f);
+        return -1;
+    }
+    pthread_detach(t);
+    return p[0];
+}
+
+/* The first n bytes of in's file, at most: pread where it can, else read
+ * (a pipe), the bytes then kept in in->buf as the first ones of the data;
+ * *consumed says which. Returns the count, or -1 on a read error. */
+static ssize_t peek(an_input *in, unsigned char *out, size_t n, int *consumed)
+{
+    *consumed = 0;
+    ssize_t k = pread(in->fd, out, n, 0);
+    if (k >= 0 || errno != ESPIPE)
+        return k;
+    *consumed = 1;
+    size_t got = 0;
+    while (got < n) {
+        k = read(in->fd, out + got, n - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -1;
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    return (ssize_t)got;
+}
+
 int an_input_open(an_input *in, const char *path)
 {
     memset(in, 0, sizeof *in);
@@ -69,11 +155,26 @@ int an_input_open(an_input *in, const char *path)
     if (in->fd < 0)
         return an_input_fail(in, "cannot open: %s", strerror(errno));
     unsigned char magic[2];
-    ssize_t n = pread(in->fd, magic, 2, 0);
-    if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+    int consumed;
+    ssize_t n = peek(in, magic, 2, &consumed);
+    if (n < 0)
+        return an_input_fail(in, "read error: %s", strerror(errno));
+    int gzip = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    if (consumed && !gzip) { /* the plain data's first bytes */
+        memcpy(in->buf, magic, (size_t)n);
+        in->len = (size_t)n;
+        in->buf[in->len] = '\0';
+    }
+    if (gzip) {
         if (zlib_load() != 0)
             return an_input_fail(in, "the file is gzip-compressed, and zlib (libz.so.1) cannot be loaded: %s",
                                  Z.why);
+        if (consumed) {
+            int fd = prefixed(in->fd, magic, 2);
+            if (fd < 0)
+                return an_input_fail(in, "cannot read gzip from a pipe: %s", strerror(errno));
+            in->fd = fd;
+        }
         in->gz = Z.gzdopen(in->fd, "rb");
         if (!in->gz)
             return an_input_fail(in, "cannot read it as gzip");
