@@ -1119,6 +1119,68 @@ def area_writes(prog, out):
     check(not left, f"no temporary file left: {left}")
 
 
+def area_steps(prog, out):
+    """Steps and the schedule (test_steps.c): which steps each cycle's trace
+    holds, the callbacks, the state during each step."""
+    for name in os.listdir(out):
+        os.unlink(os.path.join(out, name))
+
+    def steps_of(t, name):
+        return sorted(e["args"]["step"] for e in events(t, "X", name))
+
+    def step_spans(t):
+        return sorted((e["args"]["step"], e["name"]) for e in events(t, "X") if e["name"].startswith("ProfilerStep"))
+
+    # 20 steps: skip_first 2, wait 1, warmup 1, active 2, repeat 3
+    p = run(prog, out, "schedule")
+    states = re.search(r"states=(\d+)", p.stdout).group(1)
+    check(states == "00011101110111000000", f"recording only from warmup to the last active step: {states}")
+    ready = re.findall(r"ready cycle=(\d+) path=(\S+) state=(\d)", p.stdout)
+    want = [(str(c), os.path.join(out, f"sched.cycle{c}.json"), "0") for c in range(3)]
+    check(ready == want, f"the callback once a cycle, after its files: {ready}")
+    files = sorted(n for n in os.listdir(out) if n.startswith("sched"))
+    check(files == ["sched.cycle0.json", "sched.cycle1.json", "sched.cycle2.json",
+                    "sched_stats.cycle0.txt", "sched_stats.cycle1.txt", "sched_stats.cycle2.txt"],
+          f"one trace and one statistics file a cycle, nothing else: {files}")
+    for c, active in enumerate(([4, 5], [8, 9], [12, 13])):
+        t = load(os.path.join(out, f"sched.cycle{c}.json"))
+        check(steps_of(t, "work") == active, f"cycle {c}: exactly its active steps: {steps_of(t, 'work')}")
+        check(step_spans(t) == [(k, f"ProfilerStep#{k}") for k in active], f"cycle {c}: {step_spans(t)}")
+        check(t["otherData"]["finished"] is True, f"cycle {c}: a finished trace")
+        with open(os.path.join(out, f"sched_stats.cycle{c}.txt")) as f:
+            stats = f.read()
+        m = re.search(r"^\s*work\s+(\d+)", stats, re.M)
+        check(m is not None and m.group(1) == "2", f"cycle {c}: the statistics count its two steps' spans:\n{stats}")
+
+    # no schedule: each step is a ProfilerStep#N span around its work
+    run(prog, out, "plain")
+    t = load(os.path.join(out, "plain.json"))
+    check(step_spans(t) == [(k, f"ProfilerStep#{k}") for k in range(5)], f"plain steps: {step_spans(t)}")
+    works = sorted(events(t, "X", "work"), key=lambda e: e["args"]["step"])
+    steps = sorted((e for e in events(t, "X") if e["name"].startswith("ProfilerStep")), key=lambda e: e["args"]["step"])
+    for w, st in zip(works, steps):
+        check(st["ts"] <= w["ts"] and w["ts"] + w["dur"] <= st["ts"] + st["dur"] and st["tid"] == w["tid"],
+              f"step {st['args']['step']} holds its work: {st} {w}")
+
+    # back to back cycles, %c in the name
+    p = run(prog, out, "back_to_back")
+    states = re.search(r"states=(\d+)", p.stdout).group(1)
+    check(states == "111100", f"back to back: {states}")
+    ready = re.findall(r"ready cycle=(\d+) path=(\S+) state=(\d)", p.stdout)
+    want = [("0", os.path.join(out, "b2b_0.json"), "1"), ("1", os.path.join(out, "b2b_1.json"), "0")]
+    check(ready == want, f"back to back: each callback names its own cycle's file: {ready}")
+    for c, active in enumerate(([0, 1], [2, 3])):
+        t = load(os.path.join(out, f"b2b_{c}.json"))
+        check(steps_of(t, "work") == active, f"b2b cycle {c}: {steps_of(t, 'work')}")
+
+    # the program's own stop ends the schedule; a start arms it again
+    run(prog, out, "stopped")
+    t = load(os.path.join(out, "stopped.cycle0.json"))
+    check(steps_of(t, "work") == [1], f"stopped: cycle 0 holds step 1: {steps_of(t, 'work')}")
+
+    run(prog, out, "bad")
+
+
 def counters_unavailable(t, name, label):
     why = t["otherData"].get("counters_unavailable", {}).get(name)
     if why:

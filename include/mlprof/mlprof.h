@@ -121,6 +121,9 @@ MLPROF_API const char *mlprof_last_error(void);
  *   level            record domains whose level is <= this (0..9)    1
  *   buffer_size      bytes of event buffers, e.g. 64M (64K..64G)     64M
  *   stats_file       also write the statistics table here at dump    "" (none)
+ *   schedule         steps recorded (mlprof_step):                   "" (none)
+ *                    skip_first:N,wait:N,warmup:N,active:N,repeat:N;
+ *                    "%c" in file names is the cycle's number
  *   dump_at_exit     dump at process exit if anything was recorded   true
  *   autostart        start recording at the first call (env/file)    false
  *   clock            "tsc", "monotonic" or "auto"                    auto
@@ -190,6 +193,35 @@ MLPROF_API int mlprof_get_state(void);
 MLPROF_API int mlprof_pause(void);
 MLPROF_API int mlprof_resume(void);
 MLPROF_API int mlprof_is_paused(void);
+
+/* ------------------------------------------------------------------- steps */
+
+/* Marks the boundary between two steps of the program's loop (call it at the
+ * end of each training step, as torch.profiler's step()): the step that ends
+ * becomes a span "ProfilerStep#N" on the calling thread, with an argument
+ * "step", when it was recorded. Steps are numbered from 0, counted from the
+ * start of the run (mlprof_set_state(MLPROF_STATE_RUN), autostart).
+ * With the schedule key ("skip_first:N,wait:N,warmup:N,active:N,repeat:N",
+ * torch.profiler.schedule's meaning; repeat 0: cycles until the end), the
+ * steps decide what is recorded: nothing during skipped and wait steps
+ * (mlprof is stopped there, and costs what disabled costs), warmup steps
+ * recorded and then thrown away, and at the end of each cycle's last
+ * active step a finished dump of that cycle's steps to the filename with
+ * "%c" replaced by the cycle's number (from 0; without "%c" in the name
+ * and with more than one cycle, ".cycleN" goes before the extension), the
+ * statistics file likewise. A stop or a finished dump asked by the program
+ * ends the schedule until the next start. Thread-safe; meant to be called
+ * from one thread. Errors: those of the dump or state change it made (the
+ * steps go on). */
+MLPROF_API int mlprof_step(void);
+/* The number of the step under way: the calls to mlprof_step since the run
+ * started (mlprof_set_state(MLPROF_STATE_RUN) by the program). */
+MLPROF_API uint64_t mlprof_step_number(void);
+/* Called after each cycle of the schedule is written: the trace's path and
+ * the cycle's number, on the thread that called mlprof_step (not called
+ * when the dump failed). fn NULL: none. */
+typedef void (*mlprof_trace_ready_fn)(const char *trace_path, int cycle, void *user);
+MLPROF_API void mlprof_on_trace_ready(mlprof_trace_ready_fn fn, void *user);
 
 /* Copies the path the trace is written to (filename with "%p" replaced by the
  * pid, and ".PID" added before the extension in a forked child) into buf.

@@ -26,6 +26,7 @@ import threading
 import types
 import warnings
 
+from . import _lib
 from ._lib import MemInfo, lib
 
 __all__ = [
@@ -34,7 +35,8 @@ __all__ = [
     "Frame", "Event", "Counter", "Marker", "scope", "add_args", "memory_alloc", "memory_free", "memory_reserve",
     "memory_release", "memory_info", "memory_reset", "memory_trace", "device_number", "thread_name",
     "process_name", "now_ns", "start", "stop", "get", "Profiler", "profile", "profiler_set_config",
-    "profiler_set_state", "dump_profile", "set_kvstore_handle",
+    "profiler_set_state", "dump_profile", "set_kvstore_handle", "schedule", "step", "step_number",
+    "on_trace_ready",
 ]
 
 _SORTS = {"total": 0, "avg": 1, "min": 2, "max": 3, "count": 4, "self": 5}
@@ -253,6 +255,57 @@ def clear():
 
 def dropped_events():
     return lib.mlprof_dropped_events()
+
+
+def schedule(*, wait, active, warmup=0, repeat=0, skip_first=0):
+    """torch.profiler.schedule's arguments, as the value of the schedule key:
+    set_config(schedule=mlprof.schedule(wait=1, warmup=1, active=3)). Steps
+    skip_first, then cycles of wait (stopped), warmup (recorded, thrown
+    away) and active steps (one finished trace a cycle), repeat times (0:
+    until the end)."""
+    values = {"skip_first": skip_first, "wait": wait, "warmup": warmup, "active": active, "repeat": repeat}
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"schedule: {name} must be a count (an int >= 0), not {value!r}")
+    if active < 1:
+        raise ValueError("schedule: active must be at least 1")
+    return ",".join(f"{name}:{value}" for name, value in values.items())
+
+
+def step():
+    """Marks the end of a training step (as torch.profiler's step()): the step
+    becomes a ProfilerStep#N span, and a schedule decides what is recorded."""
+    _check(lib.mlprof_step())
+
+
+def step_number():
+    """The number of the step under way."""
+    return lib.mlprof_step_number()
+
+
+_trace_ready = None  # the ctypes callback: kept alive while the library may call it
+
+
+def on_trace_ready(fn):
+    """Calls fn(trace_path, cycle) after each cycle of the schedule is written
+    (on the thread that called step()); None removes it. An exception in fn
+    is printed, not raised through the C library."""
+    global _trace_ready
+    if fn is None:
+        lib.mlprof_on_trace_ready(None, None)
+        _trace_ready = None
+        return
+
+    def call(path, cycle, user):
+        try:
+            fn(path.decode(errors="replace"), cycle)
+        except Exception:  # an exception cannot cross the C frames
+            import traceback
+            traceback.print_exc()
+
+    callback = _lib.TRACE_READY(call)
+    lib.mlprof_on_trace_ready(ctypes.cast(callback, ctypes.c_void_p), None)
+    _trace_ready = callback
 
 
 def now_ns():
@@ -658,6 +711,12 @@ class Profiler(_Decorates):
         return False
 
     start = __enter__
+
+    @staticmethod
+    def step():
+        """Marks the end of a training step (mlprof.step()): with the schedule
+        key among the keyword arguments, the schedule decides what is kept."""
+        step()
 
     def stop(self):
         self.__exit__(None, None, None)

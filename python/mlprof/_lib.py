@@ -84,7 +84,13 @@ PROTOTYPES = {
     "mlprof_thread_set_name": (None, [c_char_p]),
     "mlprof_process_set_name": (None, [c_char_p]),
     "mlprof_now_ns": (c_uint64, []),
+    "mlprof_step": (c_int, []),
+    "mlprof_step_number": (c_uint64, []),
+    "mlprof_on_trace_ready": (None, [c_void_p, c_void_p]),
 }
+
+# mlprof_trace_ready_fn: void (*)(const char *trace_path, int cycle, void *user)
+TRACE_READY = ctypes.CFUNCTYPE(None, c_char_p, c_int, c_void_p)
 
 
 def _candidates():

@@ -217,18 +217,53 @@ class _Modules:
         self.handles = []
 
 
+class _Steps:
+    """Each step() of the optimizers ends a training step (mlprof.step()):
+    through the optimizer's step hooks where torch has them (2.0 and later),
+    else by wrapping the instance's step method, put back by remove()."""
+
+    def __init__(self, optimizers):
+        from . import step
+        self.undo = []
+        for opt in optimizers:
+            if hasattr(opt, "register_step_post_hook"):
+                self.undo.append(opt.register_step_post_hook(lambda *_: step()).remove)
+                continue
+            original = opt.step
+
+            def wrapped(*args, __original=original, **kwargs):
+                result = __original(*args, **kwargs)
+                step()
+                return result
+
+            opt.step = wrapped
+            self.undo.append(lambda opt=opt: opt.__dict__.pop("step", None))
+
+    def remove(self):
+        for undo in self.undo:
+            undo()
+        self.undo = []
+
+
 @contextlib.contextmanager
-def trace(model=None, name="model", memory=None):
+def trace(model=None, name="model", memory=None, step_on=None):
     """Traces every aten operator run inside, and, when model is given, its
     modules' forward and backward passes (named name.path). memory: record
-    tensor storages (default: when profile_memory is on)."""
+    tensor storages (default: when profile_memory is on). step_on: an
+    optimizer (or a list of them) whose step() marks the end of each training
+    step, as mlprof.step() does (ProfilerStep#N spans; the schedule key)."""
     from . import get_config
     if memory is None:
         memory = get_config("profile_memory") == "true" or get_config("profile_all") == "true"
     modules = _Modules(model, name) if model is not None else None
+    if step_on is not None and not isinstance(step_on, (list, tuple)):
+        step_on = [step_on]
+    steps = _Steps(step_on) if step_on else None
     try:
         with _Ops(_Memory() if memory else None):
             yield
     finally:
         if modules:
             modules.remove()
+        if steps:
+            steps.remove()

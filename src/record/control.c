@@ -72,6 +72,9 @@ static const key_def g_keys[] = {
     {"buffer_size", T_SIZE, F(buffer_size), 65536, 68719476736.0,
      "a size in bytes from 64K to 64G, such as 1048576, 512K, 64M or 1G"},
     {"stats_file", T_STR, F(stats_file), 0, 0, "a file path, or empty for none"},
+    {"schedule", T_MODULE, F(schedule), 0, 0,
+     "empty, or skip_first:N,wait:N,warmup:N,active:N,repeat:N (active at least 1; others default to 0)",
+     SIZE(schedule), 0},
     {"format", T_FORMAT, F(format), 0, 0,
      "one of auto (by the filename: .pftrace and .perfetto-trace are perfetto, others json), json, perfetto"},
     {"compress", T_COMPRESS, F(compress), 0, 0, "one of auto (gzip when the filename ends in .gz), gzip, none"},
@@ -722,6 +725,10 @@ static int set_state_locked(int state)
         return mlprof__fail(MLPROF_EINVAL, "mlprof_set_state: bad state %d (0 = stop, 1 = run)", state);
     if (state == mlprof__g.state)
         return MLPROF_OK;
+    if (state == MLPROF_STATE_RUN && mlprof__steps_hold())
+        return MLPROF_OK; /* the schedule starts with steps it does not record */
+    if (state == MLPROF_STATE_STOP)
+        mlprof__steps_stopped();
     if (state == MLPROF_STATE_RUN) {
         int rc = mlprof__pool_init(mlprof__g.cfg.buffer_size);
         if (rc != MLPROF_OK)
@@ -799,6 +806,7 @@ static int dump(const char *path, int finished)
         modules_quiesce();
     mlprof__ctl_lock();
     if (finished) {
+        mlprof__steps_stopped();
         store_state(MLPROF_STATE_STOP);
         mlprof__update_flags();
         mlprof__recorder_quiesce(); /* nothing in flight joins the next trace */

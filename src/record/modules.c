@@ -9,11 +9,13 @@ extern const mlprof__module mlprof__mem_module; /* src/mem: the memory accountin
 extern const mlprof__module mlprof__hw_module;  /* src/hw: counters per span, the sampler */
 extern const mlprof__module mlprof__gpu_module; /* src/gpu: CUPTI activity, regions, range profiler */
 extern const mlprof__module mlprof__hook_module; /* src/hook: which interposers of mlprof run are on */
+extern const mlprof__module mlprof__steps_module; /* src/record/steps.c: steps and the schedule */
 
 const mlprof__module *const mlprof__modules[] = {
     &mlprof__mem_module,
     &mlprof__hw_module,
     &mlprof__gpu_module,
     &mlprof__hook_module,
+    &mlprof__steps_module,
 };
 const size_t mlprof__nmodules = sizeof mlprof__modules / sizeof mlprof__modules[0];

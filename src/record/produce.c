@@ -224,19 +224,61 @@ int mlprof__crash_dump(int sig)
 
 /* ------------------------------------------------------------ paths */
 
+/* Where the extension of a file name starts (".json.gz" whole), or n. */
+static size_t extension_at(const char *path, size_t n)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    static const char gz[] = ".json.gz";
+    size_t k = sizeof gz - 1;
+    if (n >= k && (size_t)(path + n - base) > k && strcmp(path + n - k, gz) == 0)
+        return n - k;
+    const char *dot = strrchr(base, '.');
+    return dot && dot != base ? (size_t)(dot - path) : n;
+}
+
+/* Puts text into sb at byte at. */
+static void sb_insert(mlprof__sb *sb, size_t at, const char *text)
+{
+    mlprof__sb out;
+    mlprof__sb_init(&out);
+    mlprof__sb_put(&out, sb->data, at);
+    mlprof__sb_puts(&out, text);
+    mlprof__sb_put(&out, sb->data + at, sb->len - at);
+    if (out.failed) {
+        sb->failed = 1;
+        mlprof__sb_free(&out);
+        return;
+    }
+    mlprof__sb_free(sb);
+    *sb = out;
+}
+
 void mlprof__expand_path(const char *name, int fork_suffix, char *buf, size_t len)
 {
     mlprof__sb sb;
     mlprof__sb_init(&sb);
-    int had_pid = 0;
+    int had_pid = 0, had_cycle = 0, many;
+    int cycle = mlprof__steps_cycle(&many);
     for (const char *p = name; *p; p++) {
         if (p[0] == '%' && p[1] == 'p') {
             mlprof__sb_printf(&sb, "%d", (int)mlprof__g.pid);
             had_pid = 1;
             p++;
+        } else if (p[0] == '%' && p[1] == 'c') { /* the schedule's cycle (steps.c) */
+            mlprof__sb_printf(&sb, "%d", cycle < 0 ? 0 : cycle);
+            had_cycle = 1;
+            p++;
         } else {
             mlprof__sb_putc(&sb, *p);
         }
+    }
+    if (cycle >= 0 && many && !had_cycle && sb.data) {
+        /* the cycles of a schedule must not overwrite each other: name.cycleN.ext */
+        size_t stem = extension_at(sb.data, sb.len);
+        char tail[64];
+        snprintf(tail, sizeof tail, ".cycle%d", cycle);
+        sb_insert(&sb, stem, tail);
     }
     if (fork_suffix && mlprof__g.forked_child && !had_pid && sb.data) {
         /* a forked child must not overwrite its parent's trace: name.PID.ext */

@@ -190,6 +190,7 @@ double mlprof__clock_rate_hz(void);
 typedef struct mlprof__config {
     char filename[MLPROF__PATH_MAX];
     char stats_file[MLPROF__PATH_MAX];
+    char schedule[128]; /* steps.c: "skip_first:N,wait:N,warmup:N,active:N,repeat:N" or "" */
     char sqlite_file[MLPROF__PATH_MAX]; /* the SQLite sink's database: a path, "auto" or empty */
     char sqlite_library[MLPROF__PATH_MAX]; /* the libsqlite3 it loads with dlopen */
     char zlib_library[MLPROF__PATH_MAX];   /* the zlib it loads with dlopen for compress */
@@ -278,6 +279,17 @@ static inline void mlprof__ctl_unlock(void)
 /* Nonzero while memory operations are recorded (running, not paused, and
  * profile_memory or profile_all on). Read on the hot path. */
 extern int mlprof__mem_on;
+
+/* steps.c, for control.c: a run starts (ctl_lock held): with a schedule, its
+ * steps are counted from 0, and 1 says that step 0 is not recorded (the
+ * state stays stopped); 0 for a start as usual. A stop or a finished dump
+ * that the program asked for ends the schedule. Neither acts on the changes
+ * the schedule makes itself. */
+int mlprof__steps_hold(void);
+void mlprof__steps_stopped(void);
+/* The cycle of the schedule whose files are written now, or -1; *has_many:
+ * the schedule has more than one cycle (its files need their number). */
+int mlprof__steps_cycle(int *has_many);
 
 /* Makes sure the library is initialized (environment, config file, fork and
  * exit handlers). Safe to call often: one load when done. */

@@ -310,3 +310,36 @@ def test_raf_devices_and_figures():
     assert info["max_used"].value == 0.5 and info["max_allocated"] == 3.0
     raf.memory_profiler.stop()
     assert mlprof.get_state() == "run"  # it was on before: left on
+
+
+def test_steps_and_schedule(tmp_path):
+    # torch.profiler.schedule's meaning: wait 1, warmup 1, active 2, repeat 2 over 10 steps
+    got = []
+    mlprof.set_config(filename=str(tmp_path / "sched_%c.json"),
+                      schedule=mlprof.schedule(wait=1, warmup=1, active=2, repeat=2))
+    mlprof.on_trace_ready(lambda path, cycle: got.append((path, cycle, mlprof.get_state())))
+    task = mlprof.Domain("py_steps").new_task("work")
+    try:
+        mlprof.set_state("run")
+        states = []
+        for i in range(10):
+            states.append(mlprof.get_state())
+            with task:
+                mlprof.add_args(step=i)
+            mlprof.Profiler.step()
+        assert mlprof.step_number() == 10
+    finally:
+        mlprof.on_trace_ready(None)
+        mlprof.set_config(schedule="")
+    assert states == ["stop", "run", "run", "run", "stop", "run", "run", "run", "stop", "stop"]
+    assert [(os.path.basename(p), c) for p, c, _ in got] == [("sched_0.json", 0), ("sched_1.json", 1)]
+    for path, cycle, _ in got:
+        with open(path) as f:
+            trace = json.load(f)
+        assert sorted(e["args"]["step"] for e in events(trace, "X", "work")) == [2 + 4 * cycle, 3 + 4 * cycle]
+        assert sorted(e["name"] for e in events(trace, "X") if e["name"].startswith("ProfilerStep")) == \
+            [f"ProfilerStep#{2 + 4 * cycle}", f"ProfilerStep#{3 + 4 * cycle}"]
+    with pytest.raises(ValueError):
+        mlprof.schedule(wait=1, active=0)
+    with pytest.raises(mlprof.MlprofError, match="unknown item"):
+        mlprof.set_config(schedule="active:1,nap:2")

@@ -155,3 +155,40 @@ def test_example_training_step():
     assert p.returncode == 0, p.stderr
     assert "Domain: aten" in p.stdout and "aten::convolution" in p.stdout and "Domain: module" in p.stdout
     assert "trace:" in p.stdout
+
+
+def test_optimizer_step_marks_steps(tmp_path):
+    # step_on: the optimizer's step() ends each training step; with a schedule
+    # (wait 1, active 2) only steps 1 and 2 are in the trace
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 3, 8, 8)
+    mlprof.set_state("stop")
+    mlprof.clear()
+    got = []
+    mlprof.set_config(filename=str(tmp_path / "steps.json"), memory_svg="", memory_csv="", profile_memory=False,
+                      schedule=mlprof.schedule(wait=1, active=2, repeat=1))
+    mlprof.on_trace_ready(lambda path, cycle: got.append(path))
+    try:
+        mlprof.set_state("run")
+        first = mlprof.step_number()
+        with mlprof.torch.trace(model, name="model", step_on=opt):
+            for _ in range(4):
+                opt.zero_grad()
+                run_model(model, x)
+                opt.step()
+        assert mlprof.step_number() == first + 4
+        opt.step()  # outside the block: no step marked
+        assert mlprof.step_number() == first + 4
+    finally:
+        mlprof.on_trace_ready(None)
+        mlprof.set_config(schedule="")
+    assert len(got) == 1, got
+    with open(got[0]) as f:
+        t = json.load(f)
+    names = sorted(e["name"] for e in t["traceEvents"] if e["ph"] == "X" and e["name"].startswith("ProfilerStep"))
+    assert names == [f"ProfilerStep#{first + 1}", f"ProfilerStep#{first + 2}"]
+    steps = [e for e in t["traceEvents"] if e["ph"] == "X" and e["name"].startswith("ProfilerStep")]
+    forwards = [e for e in spans(t, "module") if e["name"] == "model"]
+    assert len(forwards) == 2 and all(any(inside(f, s) for s in steps) for f in forwards)
