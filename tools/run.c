@@ -40,7 +40,7 @@ static void run_usage(FILE *out)
             "  -o, --output FILE      the merged trace (default mlprof_run.json); each\n"
             "                         process's own is kept in FILE.parts/\n"
             "  --hooks LIST           the interposers: malloc, blas, dnnl, cuda, cublas, cudnn,\n"
-            "                         itt, nvtx, all\n"
+            "                         itt, nvtx, mpi (MPI calls and messages), all\n"
             "                         (default), none; --cuda_functions LIST chooses among\n"
             "                         the CUDA runtime functions\n"
             "  --KEY VALUE            any configuration key of the library (--KEY=VALUE too),\n"

@@ -154,7 +154,14 @@ MLPROF_API const char *mlprof_last_error(void);
  *   powercap_dir     where RAPL's powercap zones are  /sys/class/powercap
  *   hooks            the interposers of `mlprof run` (libmlprof_preload):
  *                    malloc, blas, dnnl, cuda, cublas, cudnn, itt,
- *                    nvtx; "all" or "none"                           all
+ *                    nvtx, mpi; "all" or "none". mpi is in libmlprof
+ *                    too: a program linked with -lmlprof before its
+ *                    MPI library has its MPI calls recorded          all
+ *   clock_shift      TEST-ONLY: "OFFSET_NS[:DRIFT_PPB]" shifts every
+ *                    timestamp this process writes by OFFSET plus
+ *                    DRIFT * (t - start) / 1e9, to test the clock
+ *                    alignment of distributed runs; only while nothing
+ *                    is recorded                                     ""
  *   cuda_functions   the CUDA runtime functions the cuda hook records:
  *                    "all" or names such as cudaMalloc,cudaMemcpy    all
  *
@@ -596,6 +603,18 @@ MLPROF_API uint64_t mlprof_now_ns(void);
  * yet dumped: MLPROF_ESTATE while running, and after a run until mlprof_dump(1)
  * or mlprof_clear() (those records' timestamps are on the old clock). */
 MLPROF_API int mlprof_set_clock(uint64_t (*fn)(void *user), void *user);
+
+/* Distributed runs: measures again this rank's clock against rank 0's over
+ * MPI (ping-pong on a private duplicate of MPI_COMM_WORLD, the exchange with
+ * the smallest round trip kept) and adds the sample to the trace's
+ * otherData.clock_sync, which `mlprof merge` uses to put the ranks on one
+ * timeline. The samples taken after MPI_Init and before MPI_Finalize (by the
+ * mpi hook) need no call; take more in a long run whose clocks drift
+ * unevenly. Collective: every rank of MPI_COMM_WORLD must call it, from one
+ * thread each. MLPROF_OK; MLPROF_EUNSUPPORTED when no MPI library is loaded
+ * (or it is neither Open MPI nor an MPICH), MLPROF_ESTATE when MPI is not
+ * initialized or already finalized, MLPROF_EIO when a message failed. */
+MLPROF_API int mlprof_dist_sync(void);
 
 /* The allocator the library uses for its own memory (never on the hot path).
  * Call before any other function; all three must be given. */

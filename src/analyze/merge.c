@@ -219,11 +219,15 @@ static void put_args(mlprof__sb *out, const an_trace *t, const an_event *e, cons
     mlprof__sb_putc(out, '}');
 }
 
-/* A flow's or an async event's ids, kept apart per input as "INPUT:ID". */
+/* A flow's or an async event's ids, kept apart per input as "INPUT:ID";
+ * but an MPI message's flow (category "mpi") links two ranks' traces, so
+ * its id, the same in both, is kept as it is (src/hook/mpi.c). */
 static void put_ids(mlprof__sb *out, const an_event *e, size_t input)
 {
     unsigned long long id = (unsigned long long)e->id;
-    if (strchr("stfben", e->ph) && e->id_form & (AN_ID2_LOCAL | AN_ID2_GLOBAL))
+    if (strchr("stf", e->ph) && strcmp(e->cat, "mpi") == 0 && !(e->id_form & (AN_ID2_LOCAL | AN_ID2_GLOBAL)))
+        mlprof__sb_printf(out, ",\"id\":%llu", id);
+    else if (strchr("stfben", e->ph) && e->id_form & (AN_ID2_LOCAL | AN_ID2_GLOBAL))
         mlprof__sb_printf(out, ",\"id2\":{\"%s\":\"%zu:%llu\"}", e->id_form & AN_ID2_LOCAL ? "local" : "global",
                           input, id);
     else if (strchr("stfben", e->ph))

@@ -21,6 +21,7 @@ static const struct {
     {"cudnn", MLPROF__HOOK_CUDNN},
     {"itt", MLPROF__HOOK_ITT},
     {"nvtx", MLPROF__HOOK_NVTX},
+    {"mpi", MLPROF__HOOK_MPI},
 };
 
 const char *const mlprof__cuda_names[MLPROF__CUDA_NAMES] = {
@@ -71,7 +72,7 @@ int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
                     bit = k_hooks[i].bit;
             }
             if (!bit) {
-                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas, dnnl, cuda, cublas, cudnn, itt, nvtx; or all, none)", (int)k, p);
+                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas, dnnl, cuda, cublas, cudnn, itt, nvtx, mpi; or all, none)", (int)k, p);
                 return -1;
             }
         }

@@ -8,7 +8,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -28,6 +30,68 @@ typedef struct sync_point {
 static sync_point g_sync[MAX_SYNC];
 static int g_nsync;
 static double g_init_rate; /* ticks per ns from the start-up calibration */
+
+/* The test-only key clock_shift=OFFSET_NS[:DRIFT_PPB]: every timestamp this
+ * process writes (records as they are converted, mlprof_now_ns, so the
+ * producers and the clock alignment over MPI) becomes
+ * t + OFFSET + DRIFT * (t - start) / 1e9, start being when the key took
+ * effect. It stands for a rank whose clock is off, so that a test can check
+ * that the alignment finds the offset and drift it was given. The sampler's
+ * deadlines and CUPTI's timestamps stay on the real clock. Set while nothing is
+ * recorded (control.c refuses it otherwise); read lock-free. */
+static int64_t g_shift_off, g_shift_ppb;
+static uint64_t g_shift_start;
+
+int mlprof__clock_shift_parse(const char *spec, int64_t *offset_ns, int64_t *drift_ppb)
+{
+    char *end;
+    *offset_ns = *drift_ppb = 0;
+    if (!*spec)
+        return 0;
+    errno = 0;
+    long long off = strtoll(spec, &end, 10);
+    if (end == spec || errno || (*end && *end != ':'))
+        return -1;
+    long long ppb = 0;
+    if (*end == ':') {
+        const char *d = end + 1;
+        ppb = strtoll(d, &end, 10);
+        if (end == d || errno || *end || ppb <= -1000000000LL || ppb >= 1000000000LL)
+            return -1; /* a clock must still move forward */
+    }
+    *offset_ns = off;
+    *drift_ppb = ppb;
+    return 0;
+}
+
+void mlprof__clock_shift_set(const char *spec)
+{
+    int64_t off, ppb;
+    if (mlprof__clock_shift_parse(spec, &off, &ppb) != 0)
+        off = ppb = 0; /* the key's check refused it already */
+    __atomic_store_n(&g_shift_start, mlprof__clock_monotonic_ns(), __ATOMIC_RELAXED);
+    __atomic_store_n(&g_shift_ppb, ppb, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_shift_off, off, __ATOMIC_RELAXED);
+}
+
+int mlprof__clock_shift_get(int64_t *offset_ns, int64_t *drift_ppb, uint64_t *start_ns)
+{
+    *offset_ns = __atomic_load_n(&g_shift_off, __ATOMIC_RELAXED);
+    *drift_ppb = __atomic_load_n(&g_shift_ppb, __ATOMIC_RELAXED);
+    *start_ns = __atomic_load_n(&g_shift_start, __ATOMIC_RELAXED);
+    return *offset_ns != 0 || *drift_ppb != 0;
+}
+
+static uint64_t shifted(uint64_t t)
+{
+    int64_t off = __atomic_load_n(&g_shift_off, __ATOMIC_RELAXED);
+    int64_t ppb = __atomic_load_n(&g_shift_ppb, __ATOMIC_RELAXED);
+    if (MLPROF_LIKELY(off == 0 && ppb == 0))
+        return t;
+    uint64_t start = __atomic_load_n(&g_shift_start, __ATOMIC_RELAXED);
+    double v = (double)t + (double)off + (double)ppb * ((double)t - (double)start) / 1e9;
+    return v <= 0 ? 0 : (uint64_t)(v + 0.5);
+}
 
 uint64_t mlprof__clock_monotonic_ns(void)
 {
@@ -149,7 +213,11 @@ void mlprof__clock_sync(void)
         add_sync(read_pair());
 }
 
-uint64_t mlprof__clock_to_ns(uint64_t raw)
+static uint64_t to_ns(uint64_t raw);
+
+uint64_t mlprof__clock_to_ns(uint64_t raw) { return shifted(to_ns(raw)); }
+
+static uint64_t to_ns(uint64_t raw)
 {
     if (mlprof__clock_mode != MLPROF__CLOCK_TSC || g_nsync == 0)
         return raw;
@@ -190,8 +258,8 @@ uint64_t mlprof_now_ns(void)
     /* the converted tick clock is CLOCK_MONOTONIC, so read that directly: the
      * calibration points belong to the collector */
     if (mlprof__clock_mode == MLPROF__CLOCK_CUSTOM)
-        return g_custom_fn(g_custom_user);
-    return mlprof__clock_monotonic_ns();
+        return shifted(g_custom_fn(g_custom_user));
+    return shifted(mlprof__clock_monotonic_ns());
 }
 
 const char *mlprof__clock_name(void)

@@ -101,7 +101,7 @@ static const key_def g_keys[] = {
     {"nvml_library", T_STR, F(nvml_library), 0, 0, "a shared library name or path"},
     {"powercap_dir", T_STR, F(powercap_dir), 0, 0, "a directory"},
     {"hooks", T_MODULE, F(hooks), 0, 0,
-     "a comma list of interposers (malloc, blas, dnnl, cuda, cublas, cudnn, itt, nvtx), all or none", SIZE(hooks),
+     "a comma list of interposers (malloc, blas, dnnl, cuda, cublas, cudnn, itt, nvtx, mpi), all or none", SIZE(hooks),
      MASK(hooks_mask)},
     {"cuda_functions", T_MODULE, F(cuda_functions), 0, 0,
      "all, or a comma list of CUDA runtime functions such as cudaMalloc,cudaLaunchKernel", SIZE(cuda_functions),
@@ -122,6 +122,8 @@ static const key_def g_keys[] = {
     {"gpu_buffer_size", T_SIZE, F(gpu_buffer_size), 1048576, 68719476736.0,
      "a size in bytes from 1M to 64G, such as 64M or 1G"},
     {"cupti_library", T_STR, F(cupti_library), 0, 0, "a shared library name or path, or empty to search"},
+    {"clock_shift", T_MODULE, F(clock_shift), 0, 0,
+     "test-only: OFFSET_NS[:DRIFT_PPB], integers (drift above -1e9 and below 1e9), or empty", SIZE(clock_shift), 0},
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
@@ -315,14 +317,15 @@ static int config_check_state(const key_def *k, const mlprof__config *next)
                             "configuration key \"buffer_size\" cannot change after the first run "
                             "(the buffers are already allocated)");
     /* raw timestamps not yet converted would be read on the new clock */
-    if (strcmp(k->name, "clock") == 0 && strcmp(next->clock, cur->clock) != 0) {
+    if ((strcmp(k->name, "clock") == 0 && strcmp(next->clock, cur->clock) != 0) ||
+        (strcmp(k->name, "clock_shift") == 0 && strcmp(next->clock_shift, cur->clock_shift) != 0)) {
         if (mlprof__g.state == MLPROF_STATE_RUN)
             return mlprof__fail(MLPROF_ESTATE,
-                                "configuration key \"clock\" cannot change while running");
+                                "configuration key \"%s\" cannot change while running", k->name);
         if (__atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE))
             return mlprof__fail(MLPROF_ESTATE,
-                                "configuration key \"clock\" cannot change while events are recorded "
-                                "and not yet dumped (mlprof_dump(1) or mlprof_clear() first)");
+                                "configuration key \"%s\" cannot change while events are recorded "
+                                "and not yet dumped (mlprof_dump(1) or mlprof_clear() first)", k->name);
     }
     return MLPROF_OK;
 }
@@ -331,10 +334,13 @@ static int config_check_state(const key_def *k, const mlprof__config *next)
 static void config_commit(const mlprof__config *next)
 {
     int clock_changed = strcmp(next->clock, mlprof__g.cfg.clock) != 0;
+    int shift_changed = strcmp(next->clock_shift, mlprof__g.cfg.clock_shift) != 0;
     int continuous_was = mlprof__g.cfg.continuous_dump;
     mlprof__g.cfg = *next;
     if (clock_changed && mlprof__clock_mode != MLPROF__CLOCK_CUSTOM)
         mlprof__clock_init(next->clock);
+    if (shift_changed)
+        mlprof__clock_shift_set(next->clock_shift);
     mlprof__update_flags();
     if (!continuous_was && next->continuous_dump && mlprof__g.state == MLPROF_STATE_RUN)
         mlprof__collect_start_continuous();
@@ -705,6 +711,7 @@ static void do_init(void)
     mlprof__set_crash_dumper(mlprof__dump_on_signal);
     read_environment();
     mlprof__clock_init(mlprof__g.cfg.clock);
+    mlprof__clock_shift_set(mlprof__g.cfg.clock_shift);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
     if (mlprof__g.cfg.autostart && set_state_locked(MLPROF_STATE_RUN) != MLPROF_OK)

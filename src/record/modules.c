@@ -10,6 +10,7 @@ extern const mlprof__module mlprof__hw_module;  /* src/hw: counters per span, th
 extern const mlprof__module mlprof__gpu_module; /* src/gpu: CUPTI activity, regions, range profiler */
 extern const mlprof__module mlprof__hook_module; /* src/hook: which interposers of mlprof run are on */
 extern const mlprof__module mlprof__steps_module; /* src/record/steps.c: steps and the schedule */
+extern const mlprof__module mlprof__clock_sync_module; /* src/hook/mpi_sync.c: clock alignment over MPI */
 
 const mlprof__module *const mlprof__modules[] = {
     &mlprof__mem_module,
@@ -17,5 +18,6 @@ const mlprof__module *const mlprof__modules[] = {
     &mlprof__gpu_module,
     &mlprof__hook_module,
     &mlprof__steps_module,
+    &mlprof__clock_sync_module,
 };
 const size_t mlprof__nmodules = sizeof mlprof__modules / sizeof mlprof__modules[0];

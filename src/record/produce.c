@@ -144,6 +144,14 @@ int mlprof__produce_flow(mlprof__produced *p, uint64_t id, int from_tid, uint64_
     return produce(p, e, 2);
 }
 
+int mlprof__produce_flow_end(mlprof__produced *p, char ph, uint64_t id, int tid, uint64_t ns, const char *domain,
+                             const char *name)
+{
+    mlprof__event e = {.type = ph == 's' ? MLPROF__EV_FLOW_START : MLPROF__EV_FLOW_END, .tid = tid,
+                       .begin_ns = ns, .end_ns = ns, .id = id, .domain = (char *)domain, .name = (char *)name};
+    return produce(p, &e, 1);
+}
+
 int mlprof__produce_instant(mlprof__produced *p, int tid, int scope, const char *domain, const char *name,
                             uint64_t ts_ns, const char *args)
 {

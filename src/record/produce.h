@@ -74,6 +74,11 @@ int mlprof__produce_span(mlprof__produced *p, int tid, const char *domain, const
  * to_ns on to_tid (a launch to its kernel): both ends or none. */
 int mlprof__produce_flow(mlprof__produced *p, uint64_t id, int from_tid, uint64_t from_ns, int to_tid,
                          uint64_t to_ns);
+/* One end of a flow whose other end another process records (an MPI message:
+ * the sender's 's', the receiver's 'f'; src/hook/mpi.c): ph 's' or 'f', bound
+ * to the slice that encloses ns on tid, in category domain. */
+int mlprof__produce_flow_end(mlprof__produced *p, char ph, uint64_t id, int tid, uint64_t ns, const char *domain,
+                             const char *name);
 int mlprof__produce_instant(mlprof__produced *p, int tid, int scope, const char *domain, const char *name,
                             uint64_t ts_ns, const char *args);
 int mlprof__produce_counter(mlprof__produced *p, int tid, const char *domain, const char *name, uint64_t ts_ns,

@@ -178,6 +178,12 @@ void mlprof__clock_sync(void);
 /* Converts a raw timestamp to nanoseconds on CLOCK_MONOTONIC. */
 uint64_t mlprof__clock_to_ns(uint64_t raw);
 uint64_t mlprof__clock_monotonic_ns(void);
+/* The test-only clock_shift key (clock.c): parses "OFFSET_NS[:DRIFT_PPB]"
+ * (-1 when bad), applies it from now on, and reads it back (nonzero when a
+ * shift is on). */
+int mlprof__clock_shift_parse(const char *spec, int64_t *offset_ns, int64_t *drift_ppb);
+void mlprof__clock_shift_set(const char *spec);
+int mlprof__clock_shift_get(int64_t *offset_ns, int64_t *drift_ppb, uint64_t *start_ns);
 const char *mlprof__clock_name(void);
 /* Ticks per second of the raw clock (for the metadata). */
 double mlprof__clock_rate_hz(void);
@@ -236,6 +242,7 @@ typedef struct mlprof__config {
     int dump_at_exit;
     int autostart;
     char clock[16];
+    char clock_shift[64]; /* test-only: OFFSET_NS[:DRIFT_PPB] added to every timestamp */
 } mlprof__config;
 
 /* The shared state of the library. Fields marked (ctl) are guarded by ctl_lock. */
