@@ -36,6 +36,7 @@ bench: build
 	@python3 bench/bench_analyze.py $(BUILD)/mlprof --mb $(BENCH_MB)
 	@python3 bench/bench_ranks.py $(BUILD)/mlprof --mb $$(( $(BENCH_MB) * 2 ))
 	@python3 bench/bench_sqlite.py $(BUILD)/mlprof
+	@python3 bench/bench_mpi.py $(BUILD)/mlprof
 
 install: build
 	@cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))

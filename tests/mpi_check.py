@@ -14,7 +14,10 @@ file of its own; then the ranks' traces are read back:
     bound that the two samples' bounds give over the time between them.
 Skips (exit 0, saying why) without mpicc or mpirun.
 
-usage: mpi_check.py MLPROF OUTDIR [PYTHON]"""
+The C program is also linked with libmlprof (LIBDIR) and run without mlprof
+run: the same wrappers, from the library itself.
+
+usage: mpi_check.py MLPROF OUTDIR [PYTHON [LIBDIR]]"""
 import glob
 import json
 import os
@@ -24,6 +27,7 @@ import sys
 
 MLPROF, OUT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 PYTHON = sys.argv[3] if len(sys.argv) > 3 else "/usr/bin/python3"
+LIBDIR = os.path.abspath(sys.argv[4]) if len(sys.argv) > 4 else None
 HERE = os.path.dirname(os.path.abspath(__file__))
 N = 4
 SANITIZED = os.environ.get("RUN_CHECK_SANITIZED") == "1"
@@ -49,17 +53,24 @@ out=$1; shift
 if [ -n "$MPI_CHECK_SHIFTS" ]; then
   MLPROF_CLOCK_SHIFT=$(echo "$MPI_CHECK_SHIFTS" | cut -d' ' -f$((r + 1))); export MLPROF_CLOCK_SHIFT
 fi
+if [ -n "$MPI_CHECK_LINKED" ]; then  # linked with libmlprof: the library's own start
+  mkdir -p "$out.rank$r.json.parts"
+  MLPROF_FILENAME="$out.rank$r.json.parts/trace.json" MLPROF_AUTOSTART=1 exec "$@"
+fi
 exec "$MPI_CHECK_MLPROF" run -q --hooks mpi -o "$out.rank$r.json" -- "$@"
 """
 
 
-def mpirun(name, *cmd, shifts=None):
+def mpirun(name, *cmd, shifts=None, linked=False):
     """Runs cmd on N ranks; returns each rank's own trace (rank order)."""
     for old in glob.glob(os.path.join(OUT, name + ".rank*")):
         shutil.rmtree(old, ignore_errors=True) if os.path.isdir(old) else os.remove(old)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                MPI_CHECK_MLPROF=MLPROF, OMPI_MCA_rmaps_base_oversubscribe="1")
     env.pop("MPI_CHECK_SHIFTS", None)
+    env.pop("MPI_CHECK_LINKED", None)
+    if linked:
+        env["MPI_CHECK_LINKED"] = "1"
     if shifts:
         env["MPI_CHECK_SHIFTS"] = " ".join(shifts)
     p = subprocess.run([MPIRUN, "--oversubscribe", "-n", str(N), "sh", os.path.join(OUT, "rank.sh"),
@@ -208,54 +219,69 @@ with open(os.path.join(OUT, "rank.sh"), "w") as f:
 app = os.path.join(OUT, "mpi_app")
 subprocess.run([MPICC, "-O1", "-o", app, os.path.join(HERE, "mpi_app.c")], check=True)
 
-# --- the C program
-traces = mpirun("c", app)
+def check_c(name, traces):
+    """mpi_app.c's messages and collectives, exactly."""
+    for r, t in enumerate(traces):
+        check_c_rank(name, r, t)
+    check_flows(name, traces, ("MPI_Send", "MPI_Isend", "MPI_Sendrecv"),
+                ("MPI_Recv", "MPI_Waitall", "MPI_Wait", "MPI_Sendrecv"), 5)
+    seqs = check_collectives(name, traces, ["MPI_Barrier", "MPI_Barrier", "MPI_Bcast", "MPI_Allreduce",
+                                            "MPI_Reduce", "MPI_Allgather", "MPI_Alltoall", "MPI_Gather",
+                                            "MPI_Scatter", "MPI_Scan"])
+    halves = [[x for x in s if x[1] != 1] for s in seqs]
+    check(all(len(h) == 1 and h[0][0] == "MPI_Allreduce" and h[0][2] == 0 for h in halves),
+          "%s: one split allreduce each" % name)
+    if all(len(h) == 1 for h in halves):
+        check(halves[0][0][1] == halves[2][0][1] and halves[1][0][1] == halves[3][0][1] and
+              halves[0][0][1] != halves[1][0][1], "%s: the halves' communicator ids (even ranks, odd ranks)" % name)
+    check_clock(name, traces)
+    check_merge(name)
+
+
 want = {"MPI_Send": 2, "MPI_Recv": 2, "MPI_Isend": 2, "MPI_Irecv": 2, "MPI_Waitall": 1, "MPI_Wait": 2,
         "MPI_Sendrecv": 1, "MPI_Barrier": 2, "MPI_Bcast": 1, "MPI_Allreduce": 2, "MPI_Reduce": 1,
         "MPI_Allgather": 1, "MPI_Alltoall": 1, "MPI_Gather": 1, "MPI_Scatter": 1, "MPI_Scan": 1,
         "MPI_Win_fence": 2, "MPI_Put": 1}
-for r, t in enumerate(traces):
+def check_c_rank(name, r, t):
     nxt, prv = (r + 1) % N, (r - 1) % N
-    check(counts(t) == want, "c rank %d: counts %s" % (r, counts(t)))
+    check(counts(t) == want, name + " rank %d: counts %s" % (r, counts(t)))
     sends = by_name(t, "MPI_Send")
     check([(e["args"]["bytes"], e["args"]["peer"], e["args"]["tag"], e["args"]["seq"]) for e in sends] ==
-          [(100 * (r + 1), nxt, 7, 0), (100 * (r + 1), nxt, 7, 1)], "c rank %d: MPI_Send %s" % (r, sends))
+          [(100 * (r + 1), nxt, 7, 0), (100 * (r + 1), nxt, 7, 1)], name + " rank %d: MPI_Send %s" % (r, sends))
     recvs = by_name(t, "MPI_Recv")
     check([(e["args"]["bytes"], e["args"]["peer"], e["args"]["tag"], e["args"]["seq"]) for e in recvs] ==
-          [(100 * (prv + 1), prv, 7, 0), (100 * (prv + 1), prv, 7, 1)], "c rank %d: MPI_Recv %s" % (r, recvs))
+          [(100 * (prv + 1), prv, 7, 0), (100 * (prv + 1), prv, 7, 1)], name + " rank %d: MPI_Recv %s" % (r, recvs))
     isends = by_name(t, "MPI_Isend")
     check([(e["args"]["bytes"], e["args"]["peer"], e["args"]["tag"]) for e in isends] == [(256, prv, 9), (8, prv, 11)],
-          "c rank %d: MPI_Isend %s" % (r, isends))
+          name + " rank %d: MPI_Isend %s" % (r, isends))
     irecvs = by_name(t, "MPI_Irecv")
     check([(e["args"]["peer"], e["args"]["tag"]) for e in irecvs] == [(nxt, 9), (nxt, 11)],
-          "c rank %d: MPI_Irecv %s" % (r, irecvs))
+          name + " rank %d: MPI_Irecv %s" % (r, irecvs))
     wall = by_name(t, "MPI_Waitall")[0]["args"]
-    check(wall == {"completed": 2, "bytes": 512}, "c rank %d: MPI_Waitall %s" % (r, wall))
+    check(wall == {"completed": 2, "bytes": 512}, name + " rank %d: MPI_Waitall %s" % (r, wall))
     waits = [e["args"] for e in by_name(t, "MPI_Wait")]
     check([(w["request"], w["bytes"], w["peer"], w["tag"], w["seq"]) for w in waits] ==
           [(irecvs[1]["args"]["request"], 8, nxt, 11, 0), (isends[1]["args"]["request"], 8, prv, 11, 0)],
-          "c rank %d: MPI_Wait %s" % (r, waits))
+          name + " rank %d: MPI_Wait %s" % (r, waits))
     sr = by_name(t, "MPI_Sendrecv")[0]["args"]
     check((sr["bytes"], sr["peer"], sr["recv_bytes"], sr["recv_peer"], sr["seq"], sr["recv_seq"]) ==
-          (16, (r + 2) % N, 16, (r + 2) % N, 0, 0), "c rank %d: MPI_Sendrecv %s" % (r, sr))
+          (16, (r + 2) % N, 16, (r + 2) % N, 0, 0), name + " rank %d: MPI_Sendrecv %s" % (r, sr))
     coll = {e["name"]: e["args"] for e in mpi_spans(t) if e.get("args", {}).get("comm") == 1 and "peer" not in e["args"]}
-    check(coll["MPI_Bcast"]["bytes"] == 1000 and coll["MPI_Bcast"]["root"] == 0, "c rank %d: MPI_Bcast" % r)
-    check(coll["MPI_Reduce"]["bytes"] == 16 and coll["MPI_Reduce"]["root"] == 2, "c rank %d: MPI_Reduce" % r)
-    check(coll["MPI_Scatter"]["bytes"] == (48 if r == 1 else 12), "c rank %d: MPI_Scatter bytes" % r)
-    check(coll["MPI_Alltoall"]["bytes"] == 16 and coll["MPI_Allgather"]["bytes"] == 8, "c rank %d: all-to-all" % r)
+    check(coll["MPI_Bcast"]["bytes"] == 1000 and coll["MPI_Bcast"]["root"] == 0, name + " rank %d: MPI_Bcast" % r)
+    check(coll["MPI_Reduce"]["bytes"] == 16 and coll["MPI_Reduce"]["root"] == 2, name + " rank %d: MPI_Reduce" % r)
+    check(coll["MPI_Scatter"]["bytes"] == (48 if r == 1 else 12), name + " rank %d: MPI_Scatter bytes" % r)
+    check(coll["MPI_Alltoall"]["bytes"] == 16 and coll["MPI_Allgather"]["bytes"] == 8, name + " rank %d: all-to-all" % r)
     put = by_name(t, "MPI_Put")[0]["args"]
-    check(put == {"bytes": 4, "peer": nxt}, "c rank %d: MPI_Put %s" % (r, put))
-check_flows("c", traces, ("MPI_Send", "MPI_Isend", "MPI_Sendrecv"), ("MPI_Recv", "MPI_Waitall", "MPI_Wait",
-                                                                     "MPI_Sendrecv"), 5)
-seqs = check_collectives("c", traces, ["MPI_Barrier", "MPI_Barrier", "MPI_Bcast", "MPI_Allreduce", "MPI_Reduce",
-                                       "MPI_Allgather", "MPI_Alltoall", "MPI_Gather", "MPI_Scatter", "MPI_Scan"])
-halves = [[x for x in s if x[1] != 1] for s in seqs]
-check(all(len(h) == 1 and h[0][0] == "MPI_Allreduce" and h[0][2] == 0 for h in halves), "c: one split allreduce each")
-if all(len(h) == 1 for h in halves):
-    check(halves[0][0][1] == halves[2][0][1] and halves[1][0][1] == halves[3][0][1] and
-          halves[0][0][1] != halves[1][0][1], "c: the halves' communicator ids (even ranks, odd ranks)")
-check_clock("c", traces)
-check_merge("c")
+    check(put == {"bytes": 4, "peer": nxt}, name + " rank %d: MPI_Put %s" % (r, put))
+
+
+# --- the C program, under mlprof run and linked with libmlprof
+check_c("c", mpirun("c", app))
+if LIBDIR and not SANITIZED:
+    linked = os.path.join(OUT, "mpi_app_linked")
+    subprocess.run([MPICC, "-O1", "-o", linked, os.path.join(HERE, "mpi_app.c"), "-L" + LIBDIR, "-lmlprof",
+                    "-Wl,-rpath," + LIBDIR], check=True)
+    check_c("linked", mpirun("linked", linked, linked=True))
 
 # --- mpi4py
 if SANITIZED:
