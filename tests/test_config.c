@@ -1,5 +1,6 @@
 /* test_config.c - every configuration key through the API, the environment
  * and a config file; every kind of error names its key, value, file or line. */
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -191,6 +192,39 @@ static void test_gating(void)
     CHECK_OK(mlprof_dump(1));
 }
 
+/* The test-only clock_shift key: checked like any key, refused while
+ * running, and the shift is in mlprof_now_ns (the records' timestamps are
+ * checked end to end by mpi_check.py). */
+static void test_clock_shift(void)
+{
+    CHECK(mlprof_set_config("clock_shift", "12x") == MLPROF_EVALUE, "clock_shift 12x");
+    CHECK(mlprof_set_config("clock_shift", "5:1000000000") == MLPROF_EVALUE, "a drift that stops the clock");
+    CHECK(mlprof_set_config("clock_shift", "5:") == MLPROF_EVALUE, "clock_shift 5:");
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t before = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    CHECK_OK(mlprof_set_config("clock_shift", "3600000000000:-5000"));
+    uint64_t shifted = mlprof_now_ns();
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t after = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    /* an hour ahead; the drift adds at most 5 us per second since the key was set */
+    CHECK(shifted >= before + 3600000000000u - 1000000 && shifted <= after + 3600000000000u,
+          "now %llu, monotonic %llu..%llu", (unsigned long long)shifted, (unsigned long long)before,
+          (unsigned long long)after);
+    char v[64];
+    CHECK_OK(mlprof_get_config("clock_shift", v, sizeof v));
+    CHECK(strcmp(v, "3600000000000:-5000") == 0, "read back: %s", v);
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    CHECK(mlprof_set_config("clock_shift", "0") == MLPROF_ESTATE, "clock_shift is fixed while running");
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
+    CHECK(mlprof_set_config("clock_shift", "") == MLPROF_ESTATE, "not with a run's records undumped");
+    CHECK_OK(mlprof_clear());
+    CHECK_OK(mlprof_set_config("clock_shift", ""));
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    before = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    CHECK(mlprof_now_ns() >= before && mlprof_now_ns() < before + 3600000000000u, "no shift once empty");
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -200,5 +234,6 @@ int main(int argc, char **argv)
     test_file();
     test_environment(argv[0]);
     test_gating();
+    test_clock_shift();
     return tu_finish("test_config");
 }

@@ -27,6 +27,12 @@
  * (which tells apart the communicators one split makes); one met without its
  * making (MPI_COMM_SELF, a cartesian one) mixes its size and members.
  *
+ * Messages and collectives are numbered whenever the hook is on, recording or
+ * not (a rank paused, or one that starts later, numbers them as its peers do);
+ * spans and flows are made only while recording. Per call: two clock reads,
+ * a few table look-ups without locks, and for each message end a flow queued
+ * through the producers' shared queue (one mutex; bench/bench_mpi.py).
+ *
  * Not covered: persistent requests (MPI_Send_init, MPI_Start), matched probes
  * (MPI_Mprobe, MPI_Mrecv), nonblocking collectives, and peers across an
  * intercommunicator (given as their rank in the remote group). A wildcard
@@ -366,9 +372,14 @@ static uint64_t stream_next(uint64_t key)
 
 static uint64_t flow_id(uint64_t key, uint64_t seq) { return mix(key, seq) & ((1ull << 52) - 1); }
 
-/* One end of a message's flow, bound to the span around ns. */
+/* One end of a message's flow, bound to the span around ns; only while the
+ * spans are recorded (the numbering above goes on while they are not, so that
+ * a rank paused or started later still numbers its messages as its peers do). */
 static void flow(char ph, uint64_t id, uint64_t ns)
 {
+    if (!__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED) ||
+        !__atomic_load_n((const unsigned char *)(const void *)task(F_Send), __ATOMIC_RELAXED))
+        return;
     mlprof__busy++;
     if (mlprof__produce_flow_end(NULL, ph, id, tid(), ns, "mpi", "MPI message") != MLPROF_OK)
         __atomic_add_fetch(&g_flows_lost, 1, __ATOMIC_RELAXED);
