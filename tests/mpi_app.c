@@ -16,7 +16,8 @@
  *   - MPI_Barrier, MPI_Bcast (1000 bytes, root 0), MPI_Allreduce (8
  *     doubles), MPI_Reduce (4 ints, root 2), MPI_Allgather (2 ints),
  *     MPI_Alltoall (1 int each), MPI_Gather and MPI_Scatter (root 1, 3 ints),
- *     MPI_Scan (1 long);
+ *     MPI_Scan (1 long); MPI_Iallreduce (8 doubles) and MPI_Ibarrier, each
+ *     completed by MPI_Wait;
  *   - MPI_Comm_split by r%2 and one MPI_Allreduce (1 int) on the half;
  *   - MPI_Put of 1 int to (r+1)%n between two MPI_Win_fence.
  * With an argument SECONDS it sleeps that long before MPI_Finalize (the
@@ -87,6 +88,11 @@ int main(int argc, char **argv)
     CHECK(MPI_Scatter(all, 3, MPI_INT, three, 3, MPI_INT, 1, MPI_COMM_WORLD));
     long lv = r, lsum;
     CHECK(MPI_Scan(&lv, &lsum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    MPI_Request ra, rb;
+    CHECK(MPI_Iallreduce(d, dsum, 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &ra));
+    CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &rb));
+    CHECK(MPI_Wait(&ra, MPI_STATUS_IGNORE));
+    CHECK(MPI_Wait(&rb, MPI_STATUS_IGNORE));
 
     MPI_Comm half;
     CHECK(MPI_Comm_split(MPI_COMM_WORLD, r % 2, r, &half));

@@ -227,7 +227,7 @@ def check_c(name, traces):
                 ("MPI_Recv", "MPI_Waitall", "MPI_Wait", "MPI_Sendrecv"), 5)
     seqs = check_collectives(name, traces, ["MPI_Barrier", "MPI_Barrier", "MPI_Bcast", "MPI_Allreduce",
                                             "MPI_Reduce", "MPI_Allgather", "MPI_Alltoall", "MPI_Gather",
-                                            "MPI_Scatter", "MPI_Scan"])
+                                            "MPI_Scatter", "MPI_Scan", "MPI_Iallreduce", "MPI_Ibarrier"])
     halves = [[x for x in s if x[1] != 1] for s in seqs]
     check(all(len(h) == 1 and h[0][0] == "MPI_Allreduce" and h[0][2] == 0 for h in halves),
           "%s: one split allreduce each" % name)
@@ -238,10 +238,10 @@ def check_c(name, traces):
     check_merge(name)
 
 
-want = {"MPI_Send": 2, "MPI_Recv": 2, "MPI_Isend": 2, "MPI_Irecv": 2, "MPI_Waitall": 1, "MPI_Wait": 2,
+want = {"MPI_Send": 2, "MPI_Recv": 2, "MPI_Isend": 2, "MPI_Irecv": 2, "MPI_Waitall": 1, "MPI_Wait": 4,
         "MPI_Sendrecv": 1, "MPI_Barrier": 2, "MPI_Bcast": 1, "MPI_Allreduce": 2, "MPI_Reduce": 1,
         "MPI_Allgather": 1, "MPI_Alltoall": 1, "MPI_Gather": 1, "MPI_Scatter": 1, "MPI_Scan": 1,
-        "MPI_Win_fence": 2, "MPI_Put": 1}
+        "MPI_Win_fence": 2, "MPI_Put": 1, "MPI_Iallreduce": 1, "MPI_Ibarrier": 1}
 def check_c_rank(name, r, t):
     nxt, prv = (r + 1) % N, (r - 1) % N
     check(counts(t) == want, name + " rank %d: counts %s" % (r, counts(t)))
@@ -260,9 +260,13 @@ def check_c_rank(name, r, t):
     wall = by_name(t, "MPI_Waitall")[0]["args"]
     check(wall == {"completed": 2, "bytes": 512}, name + " rank %d: MPI_Waitall %s" % (r, wall))
     waits = [e["args"] for e in by_name(t, "MPI_Wait")]
-    check([(w["request"], w["bytes"], w["peer"], w["tag"], w["seq"]) for w in waits] ==
+    check([(w["request"], w["bytes"], w["peer"], w["tag"], w["seq"]) for w in waits[:2]] ==
           [(irecvs[1]["args"]["request"], 8, nxt, 11, 0), (isends[1]["args"]["request"], 8, prv, 11, 0)],
           name + " rank %d: MPI_Wait %s" % (r, waits))
+    icoll = [by_name(t, "MPI_Iallreduce")[0]["args"], by_name(t, "MPI_Ibarrier")[0]["args"]]
+    check([(w["request"], w["bytes"], w["comm"], w["seq"]) for w in waits[2:]] ==
+          [(icoll[0]["request"], 64, 1, 10), (icoll[1]["request"], 0, 1, 11)],
+          name + " rank %d: MPI_Wait of the nonblocking collectives %s" % (r, waits[2:]))
     sr = by_name(t, "MPI_Sendrecv")[0]["args"]
     check((sr["bytes"], sr["peer"], sr["recv_bytes"], sr["recv_peer"], sr["seq"], sr["recv_seq"]) ==
           (16, (r + 2) % N, 16, (r + 2) % N, 0, 0), name + " rank %d: MPI_Sendrecv %s" % (r, sr))

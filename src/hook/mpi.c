@@ -33,8 +33,10 @@
  * a few table look-ups without locks, and for each message end a flow queued
  * through the producers' shared queue (one mutex; bench/bench_mpi.py).
  *
- * Not covered: persistent requests (MPI_Send_init, MPI_Start), matched probes
- * (MPI_Mprobe, MPI_Mrecv), nonblocking collectives, and peers across an
+ * Nonblocking collectives: MPI_Ibarrier, _Ibcast, _Ireduce, _Iallreduce,
+ * _Iallgather and _Ialltoall. Not covered: the other nonblocking collectives,
+ * persistent requests (MPI_Send_init, MPI_Start), matched probes (MPI_Mprobe,
+ * MPI_Mrecv), and peers across an
  * intercommunicator (given as their rank in the remote group). A wildcard
  * receive takes its message's seq when it completes: while it is pending, a
  * receive posted later on the same stream numbers its messages one too early.
@@ -59,7 +61,8 @@ typedef mlprof__mpi_h H;
     X(Irecv) X(Sendrecv) X(Wait) X(Waitall) X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany)           \
     X(Testsome) X(Request_free) X(Barrier) X(Bcast) X(Reduce) X(Allreduce) X(Allgather) X(Allgatherv)      \
     X(Gather) X(Gatherv) X(Scatter) X(Scatterv) X(Alltoall) X(Alltoallv) X(Reduce_scatter)                 \
-    X(Reduce_scatter_block) X(Scan) X(Exscan) X(Put) X(Get) X(Accumulate) X(Win_fence) X(Comm_dup)         \
+    X(Reduce_scatter_block) X(Scan) X(Exscan) X(Ibarrier) X(Ibcast) X(Ireduce) X(Iallreduce) X(Iallgather)  \
+    X(Ialltoall) X(Put) X(Get) X(Accumulate) X(Win_fence) X(Comm_dup)         \
     X(Comm_split) X(Comm_split_type) X(Comm_create) X(Comm_free)
 #define HELPERS(X)                                                                                        \
     X(Type_size) X(Comm_size) X(Comm_rank) X(Comm_group) X(Group_translate_ranks) X(Group_free)            \
@@ -393,6 +396,7 @@ static void flow(char ph, uint64_t id, uint64_t ns)
 typedef struct req_info {
     H handle; /* atomic: the key (0 empty, TOMB done) */
     int recv;
+    int coll;         /* a nonblocking collective's: its seq is the collective's */
     int peer, tag;    /* world rank and tag; a receive's may be wildcards */
     int comm_peer;    /* the peer's rank in comm */
     comm_info *ci;
@@ -688,6 +692,14 @@ static void completed(const req_info *info, const void *status, uint64_t ns, int
 {
     if (one)
         mlprof_arg_int("request", (int64_t)info->number);
+    if (info->coll) {
+        if (one) {
+            mlprof_arg_int("bytes", info->bytes);
+            comm_args(info->ci);
+            mlprof_arg_int("seq", (int64_t)info->seq);
+        }
+        return;
+    }
     if (info->recv) {
         if (status)
             recv_done(info->ci, status, info->seq, ns, one);
@@ -965,17 +977,20 @@ EXPORT int MPI_Request_free(void *req)
 /* ---------------------------------------------------------- collectives */
 
 /* A collective's span: its communicator, number, bytes and root. */
-static void coll_begin(int f, H comm, int64_t bytes, int root)
+static uint64_t coll_begin_ci(int f, comm_info *ci, int64_t bytes, int root)
 {
-    comm_info *ci = comm_get(comm);
+    uint64_t seq = ci ? __atomic_fetch_add(&ci->coll, 1, __ATOMIC_RELAXED) : 0;
     mlprof_begin(task(f));
     mlprof_arg_int("bytes", bytes);
     comm_args(ci);
     if (ci)
-        mlprof_arg_int("seq", (int64_t)__atomic_fetch_add(&ci->coll, 1, __ATOMIC_RELAXED));
+        mlprof_arg_int("seq", (int64_t)seq);
     if (root >= 0)
         mlprof_arg_int("root", world_of(ci, root));
+    return seq;
 }
+
+static void coll_begin(int f, H comm, int64_t bytes, int root) { coll_begin_ci(f, comm_get(comm), bytes, root); }
 
 static int in_place(const void *buf) { return (intptr_t)buf == abi()->in_place; }
 static int comm_size(H comm)
@@ -1106,6 +1121,73 @@ EXPORT int MPI_Alltoallv(const void *s, const int *scs, const int *sd, H sdt, vo
     COLL(F_Alltoallv,
          in_place(s) ? sum(rcs, comm_size(comm)) * type_size(rdt) : sum(scs, comm_size(comm)) * type_size(sdt), -1,
          REAL(fn_alltoallv, F_Alltoallv)(s, scs, sd, sdt, r, rcs, rd, rdt, comm));
+}
+
+/* Nonblocking collectives: numbered with the blocking ones (MPI orders both
+ * alike on every member); their completion in MPI_Wait or MPI_Test gets the
+ * collective's comm, seq and bytes. */
+#define ICOLL(f, nbytes, rootr, call)                                                                       \
+    do {                                                                                                  \
+        int on_ = enter();                                                                                \
+        comm_info *ci_ = NULL;                                                                            \
+        uint64_t seq_ = 0;                                                                                \
+        int64_t b_ = 0;                                                                                   \
+        if (on_) {                                                                                        \
+            b_ = (nbytes);                                                                                 \
+            ci_ = comm_get(comm);                                                                         \
+            seq_ = coll_begin_ci(f, ci_, b_, (rootr));                                                     \
+        }                                                                                                 \
+        int rc_ = (call);                                                                                 \
+        if (on_) {                                                                                        \
+            req_info info_ = {.coll = 1, .ci = ci_, .bytes = b_, .seq = seq_,                             \
+                              .number = __atomic_add_fetch(&g_req_number, 1, __ATOMIC_RELAXED)};          \
+            mlprof_arg_int("request", (int64_t)info_.number);                                             \
+            if (rc_ == 0 && ci_)                                                                          \
+                req_add(mlprof__mpi_handle_at(abi(), req, 0), &info_);                                    \
+        }                                                                                                 \
+        leave(on_, f);                                                                                    \
+        return rc_;                                                                                       \
+    } while (0)
+
+typedef int fn_ibarrier(H, void *);
+typedef int fn_ibcast(void *, int, H, int, H, void *);
+typedef int fn_ireduce(const void *, void *, int, H, H, int, H, void *);
+typedef int fn_iallreduce(const void *, void *, int, H, H, H, void *);
+typedef int fn_iallgather(const void *, int, H, void *, int, H, H, void *);
+
+EXPORT fn_ibarrier MPI_Ibarrier;
+EXPORT int MPI_Ibarrier(H comm, void *req) { ICOLL(F_Ibarrier, 0, -1, REAL(fn_ibarrier, F_Ibarrier)(comm, req)); }
+
+EXPORT fn_ibcast MPI_Ibcast;
+EXPORT int MPI_Ibcast(void *buf, int count, H dt, int root, H comm, void *req)
+{
+    ICOLL(F_Ibcast, count * type_size(dt), root, REAL(fn_ibcast, F_Ibcast)(buf, count, dt, root, comm, req));
+}
+
+EXPORT fn_ireduce MPI_Ireduce;
+EXPORT int MPI_Ireduce(const void *s, void *r, int count, H dt, H op, int root, H comm, void *req)
+{
+    ICOLL(F_Ireduce, count * type_size(dt), root,
+          REAL(fn_ireduce, F_Ireduce)(s, r, count, dt, op, root, comm, req));
+}
+
+EXPORT fn_iallreduce MPI_Iallreduce;
+EXPORT int MPI_Iallreduce(const void *s, void *r, int count, H dt, H op, H comm, void *req)
+{
+    ICOLL(F_Iallreduce, count * type_size(dt), -1,
+          REAL(fn_iallreduce, F_Iallreduce)(s, r, count, dt, op, comm, req));
+}
+
+EXPORT fn_iallgather MPI_Iallgather, MPI_Ialltoall;
+EXPORT int MPI_Iallgather(const void *s, int sc, H sdt, void *r, int rc, H rdt, H comm, void *req)
+{
+    ICOLL(F_Iallgather, in_place(s) ? rc * type_size(rdt) : sc * type_size(sdt), -1,
+          REAL(fn_iallgather, F_Iallgather)(s, sc, sdt, r, rc, rdt, comm, req));
+}
+EXPORT int MPI_Ialltoall(const void *s, int sc, H sdt, void *r, int rc, H rdt, H comm, void *req)
+{
+    ICOLL(F_Ialltoall, (in_place(s) ? rc * type_size(rdt) : sc * type_size(sdt)) * comm_size(comm), -1,
+          REAL(fn_iallgather, F_Ialltoall)(s, sc, sdt, r, rc, rdt, comm, req));
 }
 
 /* ----------------------------------------------------------- one-sided */
