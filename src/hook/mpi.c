@@ -394,7 +394,6 @@ static void flow(char ph, uint64_t id, uint64_t ns)
 #define REQUESTS 8192
 
 typedef struct req_info {
-    H handle; /* atomic: the key (0 empty, TOMB done) */
     int recv;
     int coll;         /* a nonblocking collective's: its seq is the collective's */
     int peer, tag;    /* world rank and tag; a receive's may be wildcards */
@@ -405,10 +404,17 @@ typedef struct req_info {
     uint64_t number;  /* the request argument */
 } req_info;
 
-static req_info g_reqs[REQUESTS];
+/* A slot of the table: the key apart, so that filling in the rest never
+ * touches it. */
+typedef struct req_slot {
+    H handle; /* atomic: the key (0 empty, TOMB done) */
+    req_info info;
+} req_slot;
+
+static req_slot g_reqs[REQUESTS];
 static uint64_t g_req_number; /* atomic */
 
-static req_info *req_find(H r)
+static req_slot *req_find(H r)
 {
     for (size_t i = slot_of(r, REQUESTS), k = 0; k < REQUESTS; k++, i = (i + 1) % REQUESTS) {
         H h = __atomic_load_n(&g_reqs[i].handle, __ATOMIC_ACQUIRE);
@@ -430,9 +436,7 @@ static void req_add(H r, const req_info *info)
         H h = __atomic_load_n(&g_reqs[i].handle, __ATOMIC_ACQUIRE);
         if ((h == 0 || h == TOMB) &&
             __atomic_compare_exchange_n(&g_reqs[i].handle, &h, r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            H keep = g_reqs[i].handle;
-            g_reqs[i] = *info;
-            g_reqs[i].handle = keep;
+            g_reqs[i].info = *info;
             return;
         }
     }
@@ -442,11 +446,11 @@ static void req_add(H r, const req_info *info)
 /* Takes a completed request's entry out (copied to *out); 0 when not ours. */
 static int req_take(H r, req_info *out)
 {
-    req_info *ri = req_find(mlprof__mpi_norm(abi(), r));
-    if (!ri)
+    req_slot *slot = req_find(mlprof__mpi_norm(abi(), r));
+    if (!slot)
         return 0;
-    *out = *ri;
-    __atomic_store_n(&ri->handle, TOMB, __ATOMIC_RELEASE);
+    *out = slot->info;
+    __atomic_store_n(&slot->handle, TOMB, __ATOMIC_RELEASE);
     return 1;
 }
 

@@ -28,7 +28,7 @@ typedef struct mlprof__mpi_abi {
     intptr_t status_ignore; /* MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE */
     int any_source, any_tag, proc_null, root;
     intptr_t in_place;
-    mlprof__mpi_h comm_world, comm_null, request_null, byte, int64; /* MPI_INT64_T */
+    mlprof__mpi_h comm_world, comm_null, request_null, byte;
 } mlprof__mpi_abi;
 
 /* The running MPI library's table, found from MPI_Get_library_version (which
