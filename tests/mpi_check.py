@@ -217,7 +217,9 @@ os.makedirs(OUT, exist_ok=True)
 with open(os.path.join(OUT, "rank.sh"), "w") as f:
     f.write(WRAPPER)
 app = os.path.join(OUT, "mpi_app")
-subprocess.run([MPICC, "-O1", "-o", app, os.path.join(HERE, "mpi_app.c")], check=True)
+# a sanitizer build's preload library needs its runtime in the program (OMPI_CC names the compiler)
+CFLAGS = os.environ.get("MPI_CHECK_CFLAGS", "").split()
+subprocess.run([MPICC, "-O1"] + CFLAGS + ["-o", app, os.path.join(HERE, "mpi_app.c")], check=True)
 
 def check_c(name, traces):
     """mpi_app.c's messages and collectives, exactly."""
