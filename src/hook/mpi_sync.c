@@ -49,7 +49,8 @@
  *   MPI_BYTE            &ompi_mpi_byte               0x4c00010d
  *
  * Open MPI is tested (Debian's 4.1); MPICH's column is from its mpi.h and
- * untested here. */
+ * untested here. The MPI 5 standard ABI (MPICH's libmpi_abi.so: pointer
+ * handles, a 32-byte status) is not in the table yet. */
 static mlprof__mpi_abi g_abi;
 static int g_abi_state; /* 0 not looked at, 1 known, -1 unknown library */
 static pthread_mutex_t g_abi_lock = PTHREAD_MUTEX_INITIALIZER;
