@@ -1355,5 +1355,14 @@ EXPORT int MPI_Finalize(void)
     return REAL(fn_void, F_Finalize)();
 }
 
+/* In a forked child (not a rank: MPI is not to be used there), from the
+ * clock_sync module: nothing more is recorded, and the forking thread's
+ * cached tid was its parent's. */
+void mlprof__mpi_after_fork(void)
+{
+    __atomic_store_n(&g_ready, 0, __ATOMIC_RELEASE);
+    t_tid = 0;
+}
+
 /* Flow ends lost (the shared queue full, or a table full): said in otherData. */
 uint64_t mlprof__mpi_lost(void) { return __atomic_load_n(&g_flows_lost, __ATOMIC_RELAXED); }

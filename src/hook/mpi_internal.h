@@ -51,6 +51,8 @@ void *mlprof__mpi_fn(void **slot, const char *name);
 
 /* Flow ends and requests lost since the start (a full queue or table). */
 uint64_t mlprof__mpi_lost(void);
+/* In a forked child: the hook records nothing more (mpi.c). */
+void mlprof__mpi_after_fork(void);
 
 /* Clock alignment (mpi_sync.c). After MPI_Init: makes the private
  * communicator and takes the first sample; before MPI_Finalize: the last

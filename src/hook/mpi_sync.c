@@ -364,6 +364,7 @@ static void after_fork(int running)
     pthread_mutex_init(&S.lock, NULL);
     S.n = 0;
     S.comm = 0;
+    mlprof__mpi_after_fork();
 }
 
 const mlprof__module mlprof__clock_sync_module = {
