@@ -29,9 +29,9 @@
  *
  * Messages and collectives are numbered whenever the hook is on, recording or
  * not (a rank paused, or one that starts later, numbers them as its peers do);
- * spans and flows are made only while recording. Per call: two clock reads,
- * a few table look-ups without locks, and for each message end a flow queued
- * through the producers' shared queue (one mutex; bench/bench_mpi.py).
+ * spans and flows are made only while recording. Per call: two clock reads
+ * and a few table look-ups and ring writes, without locks or allocation
+ * (bench/bench_mpi.py).
  *
  * Nonblocking collectives: MPI_Ibarrier, _Ibcast, _Ireduce, _Iallreduce,
  * _Iallgather and _Ialltoall. Not covered: the other nonblocking collectives,
@@ -375,6 +375,53 @@ static uint64_t stream_next(uint64_t key)
 
 static uint64_t flow_id(uint64_t key, uint64_t seq) { return mix(key, seq) & ((1ull << 52) - 1); }
 
+/* Flow ends wait in a ring per thread (one producer, the thread; one
+ * consumer, the drain, under the control lock), so that a message costs its
+ * thread no lock and no allocation; the clock_sync module's flush hands them
+ * to the producers' queue at each drain. A full ring (many messages between
+ * two drains) sends the end straight to that queue. */
+#define RING 8192
+
+typedef struct flow_end {
+    uint64_t id, ns;
+    char ph;
+} flow_end;
+
+typedef struct flow_ring {
+    struct flow_ring *next; /* the list of every thread's ring, never shortened */
+    uint32_t head;          /* atomic: written by the thread */
+    uint32_t tail;          /* atomic: written by the drain */
+    int tid;
+    flow_end e[RING];
+} flow_ring;
+
+static flow_ring *g_rings; /* atomic list head */
+static __thread flow_ring *t_ring;
+
+static void flow_now(const flow_end *f, int thread)
+{
+    mlprof__busy++;
+    if (mlprof__produce_flow_end(NULL, f->ph, f->id, thread, f->ns, "mpi", "MPI message") != MLPROF_OK)
+        __atomic_add_fetch(&g_flows_lost, 1, __ATOMIC_RELAXED);
+    mlprof__busy--;
+}
+
+static flow_ring *ring(void)
+{
+    if (t_ring)
+        return t_ring;
+    mlprof__busy++;
+    flow_ring *r = mlprof__calloc(1, sizeof *r);
+    mlprof__busy--;
+    if (!r)
+        return NULL;
+    r->tid = tid();
+    r->next = __atomic_load_n(&g_rings, __ATOMIC_ACQUIRE);
+    while (!__atomic_compare_exchange_n(&g_rings, &r->next, r, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+    return t_ring = r;
+}
+
 /* One end of a message's flow, bound to the span around ns; only while the
  * spans are recorded (the numbering above goes on while they are not, so that
  * a rank paused or started later still numbers its messages as its peers do). */
@@ -383,10 +430,27 @@ static void flow(char ph, uint64_t id, uint64_t ns)
     if (!__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED) ||
         !__atomic_load_n((const unsigned char *)(const void *)task(F_Send), __ATOMIC_RELAXED))
         return;
-    mlprof__busy++;
-    if (mlprof__produce_flow_end(NULL, ph, id, tid(), ns, "mpi", "MPI message") != MLPROF_OK)
-        __atomic_add_fetch(&g_flows_lost, 1, __ATOMIC_RELAXED);
-    mlprof__busy--;
+    flow_end f = {id, ns, ph};
+    flow_ring *r = ring();
+    uint32_t h = r ? r->head : 0;
+    if (!r || h - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) >= RING) {
+        flow_now(&f, tid());
+        return;
+    }
+    r->e[h % RING] = f;
+    __atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
+}
+
+/* The drain's side (ctl_lock held): every ring emptied into the queue, or
+ * dropped when the drain discards. */
+void mlprof__mpi_flush(int discard)
+{
+    for (flow_ring *r = __atomic_load_n(&g_rings, __ATOMIC_ACQUIRE); r; r = r->next) {
+        uint32_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), t = r->tail;
+        for (; !discard && t != h; t++)
+            flow_now(&r->e[t % RING], r->tid);
+        __atomic_store_n(&r->tail, h, __ATOMIC_RELEASE);
+    }
 }
 
 /* ------------------------------------------------------------ requests */
@@ -1362,6 +1426,7 @@ void mlprof__mpi_after_fork(void)
 {
     __atomic_store_n(&g_ready, 0, __ATOMIC_RELEASE);
     t_tid = 0;
+    mlprof__mpi_flush(1); /* the parent's messages are in the parent's trace */
 }
 
 /* Flow ends lost (the shared queue full, or a table full): said in otherData. */

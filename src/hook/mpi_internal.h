@@ -51,6 +51,9 @@ void *mlprof__mpi_fn(void **slot, const char *name);
 
 /* Flow ends and requests lost since the start (a full queue or table). */
 uint64_t mlprof__mpi_lost(void);
+/* At each drain (ctl_lock held): the flow ends the threads buffered go to
+ * the producers' queue, or are dropped when the drain discards (mpi.c). */
+void mlprof__mpi_flush(int discard);
 /* In a forked child: the hook records nothing more (mpi.c). */
 void mlprof__mpi_after_fork(void);
 
