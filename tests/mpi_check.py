@@ -246,6 +246,7 @@ want = {"MPI_Send": 2, "MPI_Recv": 2, "MPI_Isend": 2, "MPI_Irecv": 2, "MPI_Waita
         "MPI_Win_fence": 2, "MPI_Put": 1, "MPI_Iallreduce": 1, "MPI_Ibarrier": 1}
 def check_c_rank(name, r, t):
     nxt, prv = (r + 1) % N, (r - 1) % N
+    check("mpi_flows_lost" not in t.get("otherData", {}), name + " rank %d: flows lost" % r)
     check(counts(t) == want, name + " rank %d: counts %s" % (r, counts(t)))
     sends = by_name(t, "MPI_Send")
     check([(e["args"]["bytes"], e["args"]["peer"], e["args"]["tag"], e["args"]["seq"]) for e in sends] ==
