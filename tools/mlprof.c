@@ -517,6 +517,9 @@ static void merge_usage(FILE *out)
             "Puts several traces (processes, ranks, hosts) on one timeline, each on\n"
             "process tracks of its own, and writes a Chrome trace (standard output\n"
             "without -o). Times are aligned by the offsets or the sync marker given;\n"
+            "else by the clock sync the ranks measured when every trace has one\n"
+            "(otherData.clock_sync: offset and drift to the reference rank; the method\n"
+            "and the worst error bound go into otherData.merge.clock_sync);\n"
             "else on the clock the traces share when they say they come from one host\n"
             "(mlprof's do); else on the real-time clock when every trace says it is on\n"
             "it (PyTorch's profiler's are: each one's baseTimeNanoseconds is added);\n"
@@ -526,6 +529,8 @@ static void merge_usage(FILE *out)
             "method, the offsets, the id offsets and each trace's rank, distributedInfo\n"
             "and deviceProperties are written into the output's otherData.merge (the\n"
             "first ones also at the top level, where PyTorch's tools look for them).\n"
+            "Ranks are labelled and ordered by their rank; ranks below the world size\n"
+            "that no trace is are listed in otherData.merge.missing_ranks, and said.\n"
             "\n"
             "  --names L1,L2,...      a label per trace (\"rank 0,rank 1\"); default: the paths\n"
             "  --offsets T1,T2,...    time added to each trace (seconds, or with ns/us/ms/s)\n"
@@ -545,6 +550,26 @@ static size_t split_list(char *list, char **parts, size_t max)
             *p++ = '\0';
     }
     return n;
+}
+
+/* What the merge could not do as asked: a clock sync in some traces only,
+ * ranks of the job that no trace is. */
+static void merge_warnings(an_trace *const *tp, size_t n, int method)
+{
+    size_t synced = 0;
+    an_clock_sync cs;
+    for (size_t i = 0; i < n; i++)
+        synced += (size_t)an_clock_sync_read(tp[i], &cs);
+    if (synced && method != AN_ALIGN_CLOCK_SYNC && method != AN_ALIGN_GIVEN && method != AN_ALIGN_MARKER)
+        fprintf(stderr, PROG " merge: warning: only %zu of %zu traces have a clock_sync: it is not applied\n",
+                synced, n);
+    mlprof__sb missing;
+    mlprof__sb_init(&missing);
+    long long world = an_merge_missing_ranks(tp, n, &missing);
+    if (world > 0 && missing.len)
+        fprintf(stderr, PROG " merge: warning: rank%s %s of %lld missing (no trace says it is that rank)\n",
+                strchr(missing.data, ',') ? "s" : "", missing.data, world);
+    mlprof__sb_free(&missing);
 }
 
 static int cmd_merge(int argc, char **argv)
@@ -625,6 +650,7 @@ static int cmd_merge(int argc, char **argv)
             if (method == AN_ALIGN_STARTS)
                 fprintf(stderr, PROG " merge: warning: the traces do not say they share a clock; their starts "
                                 "are lined up (give --offsets or --sync-marker to align them)\n");
+            merge_warnings(tp, npaths, method);
             rc = write_output(output, &out);
         }
         mlprof__sb_free(&out);

@@ -21,7 +21,7 @@
 #include "merge.h"
 
 static const char *const k_methods[] = {"shared clock", "given offsets", "sync marker", "trace starts",
-                                        "system clock"};
+                                        "system clock", "clock sync"};
 
 /* Argument keys whose values link events to each other: PyTorch's (Kineto's)
  * and mlprof's. */
@@ -69,6 +69,54 @@ static int on_system_clock(const an_trace *t)
     return t->system_clock;
 }
 
+/* ------------------------------------------------- measured clock sync */
+
+/* A number member of a compact JSON object, or def. */
+static double num_member(const char *obj, const char *key, double def)
+{
+    size_t len;
+    const char *v = an_json_member(obj, key, &len);
+    if (!v)
+        return def;
+    char *end;
+    double d = strtod(v, &end);
+    return end == v ? def : d;
+}
+
+int an_clock_sync_read(const an_trace *t, an_clock_sync *cs)
+{
+    memset(cs, 0, sizeof *cs);
+    size_t len;
+    const char *o = an_json_member(t->other_data, "clock_sync", &len);
+    if (!o || *o != '{')
+        return 0;
+    const char *m = an_json_member(o, "method", &len);
+    if (m && *m == '"' && len >= 2)
+        snprintf(cs->method, sizeof cs->method, "%.*s", (int)(len - 2), m + 1);
+    const char *samples = an_json_member(o, "samples", &len);
+    if (samples && samples[0] == '[' && samples[1] == '{')
+        cs->at_ns = (int64_t)num_member(samples + 1, "at_ns", 0);
+    /* offsets and bounds are whole nanoseconds: read exactly, not through a double */
+    const char *v = an_json_member(o, "offset_ns", &len);
+    if (!v)
+        return 0;
+    cs->offset_ns = strtoll(v, NULL, 10);
+    cs->drift_ppb = num_member(o, "drift_ppb", 0);
+    v = an_json_member(o, "bound_ns", &len);
+    cs->bound_ns = v ? strtoll(v, NULL, 10) : -1;
+    cs->reference_rank = (long long)num_member(o, "reference_rank", -1);
+    cs->has = 1;
+    return 1;
+}
+
+int64_t an_clock_sync_shift(const an_clock_sync *cs, int64_t t)
+{
+    if (!cs->has)
+        return 0;
+    /* reference(t) = t + offset + drift_ppb * (t - at) / 1e9, to the nearest ns */
+    return cs->offset_ns + (int64_t)llround(cs->drift_ppb * (double)(t - cs->at_ns) / 1e9);
+}
+
 int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, int64_t *offset, int *method,
                      char *err, size_t errlen)
 {
@@ -92,6 +140,20 @@ int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, i
             if (i == 0)
                 ref = ts;
             offset[i] = ref - ts;
+        }
+        return 0;
+    }
+    /* measured by the ranks themselves (mlprof's MPI clock sync): before
+     * anything assumed, since a clock said to be shared was checked there */
+    size_t synced = 0;
+    an_clock_sync cs;
+    for (size_t i = 0; i < n; i++)
+        synced += (size_t)an_clock_sync_read(in[i], &cs);
+    if (n && synced == n && !o->same_clock) {
+        *method = AN_ALIGN_CLOCK_SYNC;
+        for (size_t i = 0; i < n; i++) {
+            an_clock_sync_read(in[i], &cs);
+            offset[i] = cs.offset_ns;
         }
         return 0;
     }
@@ -275,6 +337,53 @@ static int64_t map_pid(pid_map *maps, size_t n, size_t input, int64_t pid)
     return pid;
 }
 
+/* order[i]: input i's place when the inputs with a rank come first, by rank,
+ * then the others as given. */
+static void rank_order(an_trace *const *in, size_t n, size_t *order)
+{
+    for (size_t i = 0; i < n; i++) {
+        long long ri = an_trace_rank(in[i]);
+        size_t before = 0;
+        for (size_t j = 0; j < n; j++) {
+            long long rj = an_trace_rank(in[j]);
+            if (j == i)
+                continue;
+            if (ri >= 0 ? rj >= 0 && (rj < ri || (rj == ri && j < i)) : rj >= 0 || j < i)
+                before++;
+        }
+        order[i] = before;
+    }
+}
+
+/* distributedInfo.world_size of a trace, or -1. */
+static long long world_size(const an_trace *t)
+{
+    size_t len;
+    const char *v = an_json_member(t->distributed_info, "world_size", &len);
+    return v ? strtoll(v, NULL, 10) : -1;
+}
+
+long long an_merge_missing_ranks(an_trace *const *in, size_t n, mlprof__sb *list)
+{
+    long long world = -1;
+    for (size_t i = 0; i < n; i++) {
+        long long w = world_size(in[i]);
+        if (w > world)
+            world = w;
+    }
+    if (world <= 0 || world > 1000000)
+        return -1;
+    size_t missing = 0;
+    for (long long r = 0; r < world; r++) {
+        int found = 0;
+        for (size_t i = 0; i < n && !found; i++)
+            found = an_trace_rank(in[i]) == r;
+        if (!found)
+            mlprof__sb_printf(list, "%s%lld", missing++ ? "," : "", r);
+    }
+    return world;
+}
+
 /* The label of input i: the one given, else its rank, else its path. */
 static const char *input_label(const an_trace *t, const an_merge_options *o, size_t i, char *buf, size_t len)
 {
@@ -299,9 +408,36 @@ static void put_raw(mlprof__sb *out, const char *sep, const char *key, const cha
 /* otherData.merge: the method, the id step and each input's offset, pids,
  * rank and metadata. */
 static void put_merge_data(mlprof__sb *out, an_trace *const *in, size_t n, const an_merge_options *o,
-                           const int64_t *offset, int method, int64_t step, const pid_map *maps, size_t nmap)
+                           const int64_t *offset, const an_clock_sync *cs, int method, int64_t step,
+                           const pid_map *maps, size_t nmap)
 {
     mlprof__sb_printf(out, "\"merge\":{\"method\":\"%s\"", k_methods[method]);
+    if (method == AN_ALIGN_CLOCK_SYNC) { /* how well the ranks' clocks were aligned: the worst bound */
+        int64_t worst = 0;
+        int known = 1;
+        for (size_t i = 0; i < n; i++) {
+            known &= cs[i].bound_ns >= 0;
+            if (cs[i].bound_ns > worst)
+                worst = cs[i].bound_ns;
+        }
+        mlprof__sb_puts(out, ",\"clock_sync\":{\"method\":");
+        mlprof__sb_json_str(out, cs[0].method, strlen(cs[0].method));
+        if (cs[0].reference_rank >= 0)
+            mlprof__sb_printf(out, ",\"reference_rank\":%lld", cs[0].reference_rank);
+        if (known)
+            mlprof__sb_printf(out, ",\"worst_bound_ns\":%lld", (long long)worst);
+        mlprof__sb_putc(out, '}');
+    }
+    mlprof__sb missing;
+    mlprof__sb_init(&missing);
+    long long world = an_merge_missing_ranks(in, n, &missing);
+    if (world > 0) {
+        mlprof__sb_printf(out, ",\"world_size\":%lld,\"missing_ranks\":[", world);
+        mlprof__sb_put(out, missing.data ? missing.data : "", missing.len);
+        mlprof__sb_putc(out, ']');
+        out->failed |= missing.failed;
+    }
+    mlprof__sb_free(&missing);
     if (method == AN_ALIGN_MARKER) {
         mlprof__sb_puts(out, ",\"sync_marker\":");
         mlprof__sb_json_str(out, o->sync_marker, strlen(o->sync_marker));
@@ -322,6 +458,13 @@ static void put_merge_data(mlprof__sb *out, an_trace *const *in, size_t n, const
             mlprof__sb_printf(out, ",\"rank\":%lld", an_trace_rank(in[i]));
         mlprof__sb_printf(out, ",\"offset_ns\":%lld,\"id_offset\":%lld,\"events\":%zu", (long long)offset[i],
                           (long long)i * (long long)step, in[i]->nev);
+        if (cs[i].has) {
+            mlprof__sb_puts(out, ",\"drift_ppb\":");
+            mlprof__sb_double(out, cs[i].drift_ppb);
+            mlprof__sb_printf(out, ",\"clock_sync_at_ns\":%lld", (long long)cs[i].at_ns);
+            if (cs[i].bound_ns >= 0)
+                mlprof__sb_printf(out, ",\"bound_ns\":%lld", (long long)cs[i].bound_ns);
+        }
         if (in[i]->base_time_ns)
             mlprof__sb_printf(out, ",\"baseTimeNanoseconds\":%lld", (long long)in[i]->base_time_ns);
         put_raw(out, ",", "distributedInfo", in[i]->distributed_info);
@@ -350,11 +493,24 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
         mlprof__free(offset);
         return -1;
     }
+    an_clock_sync *cs = mlprof__calloc(n, sizeof *cs);
+    size_t *order = mlprof__calloc(n, sizeof *order);
+    if (!cs || !order) {
+        mlprof__free(cs);
+        mlprof__free(order);
+        mlprof__free(offset);
+        return -1;
+    }
+    for (size_t i = 0; i < n && method == AN_ALIGN_CLOCK_SYNC; i++)
+        an_clock_sync_read(in[i], &cs[i]);
+    rank_order(in, n, order);
     const char *big_key = "";
     int64_t step = id_step(in, n, &big_key);
     if (!step) {
         snprintf(err, errlen, "the ids under \"%s\" are too large to keep %zu inputs' apart in 64 bits", big_key,
                  n);
+        mlprof__free(cs);
+        mlprof__free(order);
         mlprof__free(offset);
         return -1;
     }
@@ -383,6 +539,8 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
         }
     }
     if (!maps) {
+        mlprof__free(cs);
+        mlprof__free(order);
         mlprof__free(offset);
         return -1;
     }
@@ -405,9 +563,16 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
             }
             mlprof__sb_printf(out, ",\"ph\":\"%c\",\"pid\":%lld,\"tid\":%lld", e->ph,
                               (long long)map_pid(maps, nmap, i, e->pid), (long long)e->tid);
-            put_ts(out, ",\"ts\":", e->ts + offset[i]);
-            if (e->ph == 'X')
-                put_ts(out, ",\"dur\":", e->dur);
+            if (cs[i].has) { /* the drift too: each end moves by the shift at its own time */
+                int64_t b = e->ts + an_clock_sync_shift(&cs[i], e->ts);
+                put_ts(out, ",\"ts\":", b);
+                if (e->ph == 'X')
+                    put_ts(out, ",\"dur\":", e->ts + e->dur + an_clock_sync_shift(&cs[i], e->ts + e->dur) - b);
+            } else {
+                put_ts(out, ",\"ts\":", e->ts + offset[i]);
+                if (e->ph == 'X')
+                    put_ts(out, ",\"dur\":", e->dur);
+            }
             put_ids(out, e, i);
             if (e->ph == 'f' && e->flow_enclosing)
                 mlprof__sb_puts(out, ",\"bp\":\"e\"");
@@ -431,7 +596,9 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
             else
                 mlprof__sb_printf(&label, ": pid %lld", (long long)maps[m].from);
             put_meta(out, &first, "process_name", maps[m].to, 0, "name", label.data, 0);
-            put_meta(out, &first, "process_sort_index", maps[m].to, 0, "sort_index", NULL, (int64_t)(i * 1000 + m));
+            /* the ranks in rank order, whatever the order of the inputs */
+            put_meta(out, &first, "process_sort_index", maps[m].to, 0, "sort_index", NULL,
+                     (int64_t)order[i] * 1000000 + (int64_t)m);
             mlprof__sb_free(&label);
         }
         for (size_t k = 0; k < t->nnames; k++) {
@@ -460,9 +627,11 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
         }
     }
     mlprof__sb_printf(out, "\"otherData\":{\"mlprof_version\":\"%s\",", MLPROF_VERSION_STRING);
-    put_merge_data(out, in, n, o, offset, method, step, maps, nmap);
+    put_merge_data(out, in, n, o, offset, cs, method, step, maps, nmap);
     mlprof__sb_puts(out, "}\n}\n");
     *method_out = method;
+    mlprof__free(cs);
+    mlprof__free(order);
     mlprof__free(maps);
     mlprof__free(offset);
     return out->failed ? -1 : 0;

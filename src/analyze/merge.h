@@ -6,7 +6,26 @@
 
 #include "trace.h"
 
-enum { AN_ALIGN_SHARED = 0, AN_ALIGN_GIVEN = 1, AN_ALIGN_MARKER = 2, AN_ALIGN_STARTS = 3, AN_ALIGN_SYSTEM = 4 };
+enum { AN_ALIGN_SHARED = 0, AN_ALIGN_GIVEN = 1, AN_ALIGN_MARKER = 2, AN_ALIGN_STARTS = 3, AN_ALIGN_SYSTEM = 4,
+       AN_ALIGN_CLOCK_SYNC = 5 };
+
+/* A trace's otherData.clock_sync: its clock against the reference rank's,
+ * as the ranks measured it (mlprof's MPI ping-pong):
+ * reference(t) = t + offset_ns + drift_ppb * (t - at_ns) / 1e9. */
+typedef struct an_clock_sync {
+    int has;
+    char method[32];       /* "mpi_pingpong" */
+    int64_t offset_ns;     /* at at_ns */
+    double drift_ppb;
+    int64_t at_ns;         /* the first sample's time, on this trace's clock */
+    int64_t bound_ns;      /* the worst error bound, or -1 */
+    long long reference_rank;
+} an_clock_sync;
+
+/* Reads t's clock_sync into cs; 1 when it has one. */
+int an_clock_sync_read(const an_trace *t, an_clock_sync *cs);
+/* What is added to time t of that trace to put it on the reference clock. */
+int64_t an_clock_sync_shift(const an_clock_sync *cs, int64_t t);
 
 typedef struct an_merge_options {
     const char *const *labels;  /* one per input ("rank 0", a host), or NULL: the paths */
@@ -16,7 +35,9 @@ typedef struct an_merge_options {
 } an_merge_options;
 
 /* The shift of each input's times and how it was chosen (AN_ALIGN_*): given
- * offsets, then a sync marker, then a clock the inputs say they share (same
+ * offsets, then a sync marker, then the clock sync every input measured
+ * (offset[i]: its offset at its first sample; an_merge adds the drift per
+ * event), then a clock the inputs say they share (same
  * host, CLOCK_MONOTONIC), then the real-time clock when every input says it is
  * on it (PyTorch's profiler traces; each one's baseTimeNanoseconds is added,
  * so that the times are those of the first input's base), else the starts
@@ -37,5 +58,9 @@ int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, i
  * memory). */
 int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__sb *out, int *method, char *err,
              size_t errlen);
+
+/* The world size the inputs' distributedInfo gives (the largest), or -1;
+ * the ranks below it that no input is, comma-separated, into list. */
+long long an_merge_missing_ranks(an_trace *const *in, size_t n, mlprof__sb *list);
 
 #endif /* MLPROF_ANALYZE_MERGE_H */

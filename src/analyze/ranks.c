@@ -286,8 +286,9 @@ static int number_ranks(ranks *rs, mlprof__sb *notes, char *err, size_t errlen)
             rs->r[i].rank = next++;
     }
     if (given < rs->n)
-        mlprof__sb_printf(notes, "%s: %zu of %zu traces say no rank (distributedInfo.rank; mlprof's own traces "
-                                 "carry none): they are numbered from %lld in file-name order\n",
+        mlprof__sb_printf(notes, "%s: %zu of %zu traces say no rank (distributedInfo.rank; mlprof writes it when "
+                                 "the launcher or the rank key gives one): they are numbered from %lld in "
+                                 "file-name order\n",
                           rs->dir, rs->n - given, rs->n, next - (long long)(rs->n - given));
     mlprof__sort(rs->r, rs->n, sizeof *rs->r, by_rank);
     for (size_t i = 1; i < rs->n; i++) {

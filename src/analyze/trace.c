@@ -557,6 +557,81 @@ static int read_object(reader *r)
 
 static int read_trace(an_trace *t, const char *path, const void *data, size_t n);
 
+const char *an_json_member(const char *obj, const char *key, size_t *len)
+{
+    if (!obj || *obj != '{')
+        return NULL;
+    size_t klen = strlen(key);
+    const char *p = obj + 1;
+    while (*p && *p != '}') {
+        if (*p == ',')
+            p++;
+        if (*p != '"')
+            return NULL;
+        const char *k = ++p; /* the key, escapes skipped over */
+        while (*p && *p != '"')
+            p += p[0] == '\\' && p[1] ? 2 : 1;
+        int match = (size_t)(p - k) == klen && memcmp(k, key, klen) == 0;
+        if (*p++ != '"' || *p++ != ':')
+            return NULL;
+        const char *v = p;
+        int depth = 0;
+        for (; *p; p++) { /* to the end of the value: a ',' or '}' at its own depth */
+            if (*p == '"') {
+                for (p++; *p && *p != '"'; p++)
+                    p += p[0] == '\\' && p[1];
+                if (!*p)
+                    return NULL;
+            } else if (*p == '{' || *p == '[') {
+                depth++;
+            } else if (*p == '}' || *p == ']') {
+                if (depth-- == 0)
+                    break;
+            } else if (*p == ',' && depth == 0) {
+                break;
+            }
+        }
+        if (match) {
+            *len = (size_t)(p - v);
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* mlprof's traces say who wrote them and on which clock in otherData,
+ * whichever of otherData and distributedInfo (Kineto's, which mlprof writes
+ * too) came first; a Perfetto trace of mlprof has its rank only there, as
+ * distributed_* members, from which distributedInfo is made. */
+static void mlprof_identity(an_trace *t)
+{
+    const char *o = t->other_data;
+    if (!o || !strstr(o, "\"mlprof_version\""))
+        return;
+    t->writer = "mlprof";
+    if (strstr(o, "\"clock_domain\":\"CLOCK_MONOTONIC\""))
+        t->system_clock = 0;
+    if (t->distributed_info || !strstr(o, "\"distributed_rank\":"))
+        return;
+    static const char *const keys[] = {"rank", "world_size", "local_rank", "local_world_size", "host", "job_id",
+                                       "source"};
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char key[40];
+        size_t len;
+        snprintf(key, sizeof key, "distributed_%s", keys[i]);
+        const char *v = an_json_member(o, key, &len);
+        if (!v)
+            continue;
+        mlprof__sb_printf(&sb, "%s\"%s\":%.*s", sb.len ? "," : "{", keys[i], (int)len, v);
+    }
+    mlprof__sb_putc(&sb, '}');
+    if (!sb.failed && sb.data[0] == '{')
+        t->distributed_info = an_intern(t, sb.data, sb.len);
+    mlprof__sb_free(&sb);
+}
+
 int an_trace_read(an_trace *t, const char *path)
 {
     return read_trace(t, path, NULL, 0);
@@ -648,6 +723,7 @@ static int read_trace(an_trace *t, const char *path, const void *data, size_t n)
     an_input_close(&r.in);
     if (t->t_min == INT64_MAX)
         t->t_min = t->t_max = 0;
+    mlprof_identity(t);
     if (!t->writer[0]) {
         for (size_t i = 0; i < t->nev && i < 1000; i++) {
             const char *c = t->ev[i].cat;

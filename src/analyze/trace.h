@@ -99,6 +99,9 @@ int an_trace_read(an_trace *t, const char *path);
 /* The same from memory (n bytes, copied; not gzip), named name in errors. */
 int an_trace_read_mem(an_trace *t, const char *name, const void *data, size_t n);
 void an_trace_free(an_trace *t);
+/* The value of member key in the compact JSON object obj (as otherData is
+ * kept): a pointer to its text and its length in *len, or NULL. */
+const char *an_json_member(const char *obj, const char *key, size_t *len);
 /* The rank of a distributed job's trace (distributedInfo.rank), or -1 when it has none. */
 long long an_trace_rank(const an_trace *t);
 /* Interns s (n bytes); NULL when out of memory. */

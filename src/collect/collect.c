@@ -31,6 +31,7 @@
 
 #include "../common/gz.h"
 #include "../export/export.h"
+#include "../record/dist.h"
 #include "../record/produce.h"
 #include "../record/record.h"
 #include "collect.h"
@@ -1305,7 +1306,14 @@ static void make_meta(mlprof__trace_meta *m, char *pname, size_t pname_len, char
         if (mod->other_data)
             mod->other_data(other);
     }
+    /* distributedInfo after otherData's members, in the same buffer */
+    size_t members = other->len;
+    mlprof__dist_json(mlprof__dist_get(), other);
     memset(m, 0, sizeof *m);
+    if (other->len > members) {
+        m->distributed_info = other->data + members;
+        m->distributed_info_len = other->len - members;
+    }
     m->pid = mlprof__g.pid;
     m->process_name = pname;
     m->host = host;
@@ -1314,7 +1322,7 @@ static void make_meta(mlprof__trace_meta *m, char *pname, size_t pname_len, char
     m->dump_ns = now_ns;
     m->finished = finished;
     m->other_data = other->data ? other->data : "";
-    m->other_data_len = other->len;
+    m->other_data_len = members;
 }
 
 typedef struct tail_ctx {

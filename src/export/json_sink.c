@@ -82,7 +82,13 @@ static void json_tail_begin(void *p, const mlprof__sink_out *out)
 static void json_tail_end(void *p, const mlprof__sink_out *out, const mlprof__trace_meta *m)
 {
     (void)p;
-    mlprof__sb_puts(out->sb, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{");
+    mlprof__sb_puts(out->sb, "\n],\n\"displayTimeUnit\":\"ms\",\n");
+    if (m->distributed_info) { /* Kineto's member: HTA and Perfetto read the rank there */
+        mlprof__sb_puts(out->sb, "\"distributedInfo\":");
+        mlprof__sb_put(out->sb, m->distributed_info, m->distributed_info_len);
+        mlprof__sb_puts(out->sb, ",\n");
+    }
+    mlprof__sb_puts(out->sb, "\"otherData\":{");
     mlprof__sb_put(out->sb, m->other_data ? m->other_data : "", m->other_data_len);
     mlprof__sb_puts(out->sb, "}\n}\n");
 }

@@ -121,6 +121,10 @@ typedef struct mlprof__trace_meta {
     int finished;
     const char *other_data;
     size_t other_data_len;
+    /* the rank's distributedInfo as a JSON object ({"rank":R,...}, Kineto's
+     * member), or NULL when no rank is known (src/record/dist.h) */
+    const char *distributed_info;
+    size_t distributed_info_len;
 } mlprof__trace_meta;
 
 typedef struct mlprof__sink_out {

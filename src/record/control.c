@@ -37,7 +37,8 @@ typedef enum {
     T_MODULE,  /* a module's: checked by its lifecycle entry's parse_key */
     T_PROCESS, /* MXNet's profile_process: worker or server */
     T_FORMAT,  /* the trace's format */
-    T_COMPRESS
+    T_COMPRESS,
+    T_RANK     /* an integer from 0, or empty */
 } key_type;
 
 typedef struct key_def {
@@ -124,6 +125,8 @@ static const key_def g_keys[] = {
     {"cupti_library", T_STR, F(cupti_library), 0, 0, "a shared library name or path, or empty to search"},
     {"clock_shift", T_MODULE, F(clock_shift), 0, 0,
      "test-only: OFFSET_NS[:DRIFT_PPB], integers (drift above -1e9 and below 1e9), or empty", SIZE(clock_shift), 0},
+    {"rank", T_RANK, F(rank), 0, 0,
+     "this process's rank in its job, an integer from 0, or empty to read it from the launcher's environment"},
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
@@ -263,6 +266,18 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
         strcpy(field, value);
         if (k->mask)
             *(unsigned *)((char *)cfg + k->mask - 1) = mask;
+        return MLPROF_OK;
+    }
+    case T_RANK: {
+        /* over the launcher's rank (src/record/dist.c) */
+        errno = 0;
+        long n = value[0] ? strtol(value, &end, 10) : 0;
+        if (value[0] && (end == value || *end || errno || n < 0 || n > 99999999))
+            break;
+        if (value[0])
+            snprintf(field, sizeof cfg->rank, "%ld", n);
+        else
+            *(char *)field = '\0';
         return MLPROF_OK;
     }
     case T_PROCESS:
@@ -410,6 +425,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     case T_COMPRESS:
     case T_MODULE:
     case T_PROCESS:
+    case T_RANK:
         snprintf(tmp, sizeof tmp, "%s", (const char *)field);
         break;
     case T_BOOL:

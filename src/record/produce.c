@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "produce.h"
 #include "record.h"
 
@@ -264,9 +265,10 @@ static void sb_insert(mlprof__sb *sb, size_t at, const char *text)
 
 void mlprof__expand_path(const char *name, int fork_suffix, char *buf, size_t len)
 {
+    const mlprof__dist *d = mlprof__dist_get();
     mlprof__sb sb;
     mlprof__sb_init(&sb);
-    int had_pid = 0, had_cycle = 0, many;
+    int had_pid = 0, had_cycle = 0, had_rank = 0, many;
     int cycle = mlprof__steps_cycle(&many);
     for (const char *p = name; *p; p++) {
         if (p[0] == '%' && p[1] == 'p') {
@@ -277,9 +279,28 @@ void mlprof__expand_path(const char *name, int fork_suffix, char *buf, size_t le
             mlprof__sb_printf(&sb, "%d", cycle < 0 ? 0 : cycle);
             had_cycle = 1;
             p++;
+        } else if (p[0] == '%' && p[1] == 'r') {
+            char rank[16];
+            mlprof__dist_rank_str(d, rank, sizeof rank);
+            mlprof__sb_puts(&sb, rank);
+            had_rank = 1;
+            p++;
+        } else if (p[0] == '%' && p[1] == 'h') {
+            for (const char *h = d->host; *h; h++) /* a host name never makes a folder */
+                mlprof__sb_putc(&sb, *h == '/' ? '_' : *h);
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            mlprof__sb_putc(&sb, '%');
+            p++;
         } else {
             mlprof__sb_putc(&sb, *p);
         }
+    }
+    if (fork_suffix && !had_rank && mlprof__dist_name_ranks(d) && sb.data) {
+        /* the ranks of a job never overwrite each other's files: name.rankR.ext */
+        char tail[32];
+        snprintf(tail, sizeof tail, ".rank%d", d->rank);
+        sb_insert(&sb, extension_at(sb.data, sb.len), tail);
     }
     if (cycle >= 0 && many && !had_cycle && sb.data) {
         /* the cycles of a schedule must not overwrite each other: name.cycleN.ext */

@@ -193,9 +193,16 @@ extern const size_t mlprof__nmodules;
 
 /* ---------------------------------------------------------- the paths */
 
-/* A configured path with "%p" replaced by the pid; in a forked child, which
- * must not overwrite its parent's files, ".PID" goes before the extension
- * unless fork_suffix is 0 (a name that holds the pid already). */
+/* A configured path with "%p" replaced by the pid, "%r" by the rank ("norank"
+ * when none is known), "%h" by the host name, "%c" by the schedule's cycle
+ * (steps.c: ".cycleN" goes before the extension when a schedule has several
+ * and the name has no "%c") and "%%" by "%". Unless
+ * fork_suffix is 0 (a prefix that gets the pid after it): when a rank is
+ * known and the world is not one process, a name without "%r" gets ".rankR"
+ * before its extension (name.rank3.json, name.rank3.json.gz), so the ranks of
+ * a job never overwrite each other's files; in a forked child, which must
+ * not overwrite its parent's files, ".PID" goes before the extension unless
+ * the name holds "%p". */
 void mlprof__expand_path(const char *name, int fork_suffix, char *buf, size_t len);
 /* The program's name for the trace: mlprof_process_set_name's, else argv[0]
  * without its folder. */

@@ -243,6 +243,7 @@ typedef struct mlprof__config {
     int autostart;
     char clock[16];
     char clock_shift[64]; /* test-only: OFFSET_NS[:DRIFT_PPB] added to every timestamp */
+    char rank[16]; /* this process's rank (src/record/dist.c); "" for the launcher's */
 } mlprof__config;
 
 /* The shared state of the library. Fields marked (ctl) are guarded by ctl_lock. */
