@@ -6,6 +6,20 @@
  * OUTPUT.parts/; at the end they are merged into OUTPUT (one process track
  * each) and a summary is printed. CMD's exit status is passed on (128 + the
  * signal when it was killed); its trace is written even then.
+ *
+ * Under a launcher (mpirun -n 4 mlprof run -o job.json -- ./app), every rank
+ * runs its own mlprof run with the same OUTPUT: the ranks' processes write
+ * trace.rankR.PID.json into the one OUTPUT.parts/, and the last rank to
+ * finish merges them all, ordered and labelled by rank. Each rank, once its
+ * command has ended, writes done.rankR (the job id in it) under a lock on
+ * OUTPUT.parts/.lock and counts the done files of its job: the one that
+ * counts them all merges at once, with nothing to wait for. The others wait
+ * (up to --merge-timeout) until every rank is done; when one never is (its
+ * mlprof run was killed), the first whose wait ends merges what is there,
+ * saying which ranks are missing, and a rank that still ends later merges
+ * again, whole. The last rank rather than rank 0: rank 0 waiting would hold
+ * the merge back by the timeout whenever rank 0 itself died, and the last
+ * one merges without waiting at all.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,6 +37,7 @@
 
 #include "../src/analyze/analyze.h"
 #include "../src/analyze/merge.h"
+#include "../src/record/dist.h"
 #include "run.h"
 
 #define PROG "mlprof run"
@@ -49,6 +65,9 @@ static void run_usage(FILE *out)
             "                         --gpu_metrics roofline (per-kernel FLOPs and DRAM bytes);\n"
             "                         set for every process of the run\n"
             "  --config FILE          a configuration file, as MLPROF_CONFIG\n"
+            "  --merge-timeout S      under a launcher: how long a rank that ended waits\n"
+            "                         for the others before it merges without them\n"
+            "                         (default 120; the last rank to end merges at once)\n"
             "  -t, --top N            rows of the summary's table (default 10; 0: none)\n"
             "  -q, --quiet            no summary\n"
             "  --preload FILE         the preload library (default: found beside mlprof)\n"
@@ -56,7 +75,12 @@ static void run_usage(FILE *out)
             "Defaults that differ from the library's, for whole programs: profile_memory on,\n"
             "memory_sample_rate 1000, memory_csv and memory_svg off, continuous_dump on\n"
             "with dump_period 30 (the buffers are drained as they fill); with --gpu recording\n"
-            "runtime calls, the cuda interposer keeps to cudaMalloc/Free (CUPTI has the rest).\n");
+            "runtime calls, the cuda interposer keeps to cudaMalloc/Free (CUPTI has the rest).\n"
+            "\n"
+            "Under a launcher (mpirun, srun, torchrun: the rank is read from its environment,\n"
+            "or from --rank), give every rank the same -o: each rank's processes write\n"
+            "FILE.parts/trace.rankR.PID.json and the last rank to end merges them into FILE,\n"
+            "one process track per rank and process, in rank order.\n");
 }
 
 static void run_bad_usage(const char *fmt, const char *arg)
@@ -195,6 +219,7 @@ typedef struct run_options {
     const char *output;
     const char *preload;
     int top, quiet;
+    double merge_timeout;
     char **cmd;
 } run_options;
 
@@ -245,6 +270,7 @@ static void parse_options(int argc, char **argv, run_options *o)
     memset(o, 0, sizeof *o);
     o->output = "mlprof_run.json";
     o->top = 10;
+    o->merge_timeout = 120;
     int i = 1;
     for (; i < argc; i++) {
         const char *arg = argv[i];
@@ -284,6 +310,12 @@ static void parse_options(int argc, char **argv, run_options *o)
             if (mlprof_load_config(value) != MLPROF_OK)
                 run_bad_usage("%s", mlprof_last_error());
             setenv("MLPROF_CONFIG", value, 1);
+        } else if (strcmp(key, "merge-timeout") == 0 || strcmp(key, "merge_timeout") == 0) {
+            char *end;
+            double t = strtod(value, &end);
+            if (end == value || *end || !(t >= 0) || t > 86400)
+                run_bad_usage("--merge-timeout: expected seconds from 0 to 86400, got \"%s\"", value);
+            o->merge_timeout = t;
         } else if (strcmp(key, "t") == 0 || strcmp(key, "top") == 0) {
             char *end;
             long n = strtol(value, &end, 10);
@@ -303,15 +335,42 @@ static void parse_options(int argc, char **argv, run_options *o)
 
 /* -------------------------------------------------------------- parts */
 
-static int is_part(const char *name)
+/* This run's place in a job: a rank known from the launcher (or --rank). */
+typedef struct job {
+    int ranked;    /* a rank is known and the world is not one process */
+    int rank;      /* this rank */
+    int world;     /* the number of ranks, or -1 when not known */
+    char id[128];  /* the launcher's job id, or "" */
+} job;
+
+/* The rank R of a part named trace.rankR.*.json, or -1 (an unranked part:
+ * trace.PID.json). */
+static long part_rank(const char *name)
+{
+    if (strncmp(name, "trace.rank", 10) != 0)
+        return -1;
+    char *end;
+    long r = strtol(name + 10, &end, 10);
+    return end != name + 10 && *end == '.' ? r : -1;
+}
+
+/* Whether name is a part of this run: of this job's ranks when ranked
+ * (all of them, or this rank's only when the world is not known). */
+static int is_part(const char *name, const job *j)
 {
     size_t n = strlen(name);
-    return strncmp(name, "trace.", 6) == 0 && n > 11 && strcmp(name + n - 5, ".json") == 0;
+    if (!(strncmp(name, "trace.", 6) == 0 && n > 11 && strcmp(name + n - 5, ".json") == 0))
+        return 0;
+    if (!j->ranked)
+        return 1;
+    long r = part_rank(name);
+    return j->world > 0 ? r >= 0 && r < j->world : r == j->rank;
 }
 
 /* Makes dir, or empties it of an earlier run's parts (traces, and the CSV
- * files and pictures beside them). */
-static int prepare_parts(const char *dir)
+ * files and pictures beside them). A rank of a job removes its own rank's
+ * only: the other ranks are writing theirs. */
+static int prepare_parts(const char *dir, const job *j)
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, PROG ": cannot make %s: %s\n", dir, strerror(errno));
@@ -323,9 +382,12 @@ static int prepare_parts(const char *dir)
         return -1;
     }
     struct dirent *e;
-    char path[PATH_MAX];
+    char path[PATH_MAX], done[32];
+    snprintf(done, sizeof done, "done.rank%d", j->rank);
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "trace.", 6) != 0)
+        if (strncmp(e->d_name, "trace.", 6) != 0 && !(j->ranked && strcmp(e->d_name, done) == 0))
+            continue;
+        if (j->ranked && strncmp(e->d_name, "trace.", 6) == 0 && part_rank(e->d_name) != j->rank)
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         unlink(path);
@@ -334,10 +396,19 @@ static int prepare_parts(const char *dir)
     return 0;
 }
 
-static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+/* Parts in rank order, then by name (rank 10 after rank 9). */
+static int by_name(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    const char *bx = strrchr(x, '/'), *by = strrchr(y, '/');
+    long rx = part_rank(bx ? bx + 1 : x), ry = part_rank(by ? by + 1 : y);
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
+    return strcmp(x, y);
+}
 
 /* The parts' paths, sorted; their number. */
-static size_t list_parts(const char *dir, char **paths)
+static size_t list_parts(const char *dir, const job *j, char **paths)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -345,7 +416,7 @@ static size_t list_parts(const char *dir, char **paths)
     size_t n = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL && n < MAX_PARTS) {
-        if (!is_part(e->d_name))
+        if (!is_part(e->d_name, j))
             continue;
         size_t len = strlen(dir) + strlen(e->d_name) + 2;
         paths[n] = malloc(len);
@@ -356,6 +427,103 @@ static size_t list_parts(const char *dir, char **paths)
     closedir(d);
     qsort(paths, n, sizeof paths[0], by_name);
     return n;
+}
+
+/* ------------------------------------------------------- ranks of a job */
+
+/* Holds an exclusive lock on DIR/.lock (a file every rank of the job opens,
+ * on whichever host, when DIR is shared); -1 when it cannot be had, and the
+ * count goes on without it. */
+static int lock_parts(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return -1;
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+static void unlock_parts(int fd)
+{
+    if (fd >= 0)
+        close(fd); /* the lock goes with it */
+}
+
+/* Says this rank is done: DIR/done.rankR holds the job id and the status. */
+static void mark_done(const char *dir, const job *j, int status)
+{
+    char path[PATH_MAX], text[200];
+    snprintf(path, sizeof path, "%s/done.rank%d", dir, j->rank);
+    int n = snprintf(text, sizeof text, "%s\n%d\n", j->id, status);
+    if (mlprof__write_file_atomic(path, text, (size_t)n) != MLPROF_OK)
+        fprintf(stderr, PROG ": rank %d: %s\n", j->rank, mlprof_last_error());
+}
+
+/* How many ranks of this job are done (their done file holds this job's
+ * id); the ranks not done, comma-separated, into missing; the lowest done
+ * rank into *lowest. */
+static int count_done(const char *dir, const job *j, mlprof__sb *missing, int *lowest)
+{
+    int done = 0;
+    *lowest = -1;
+    mlprof__sb_reset(missing);
+    for (int r = 0; r < j->world; r++) {
+        char path[PATH_MAX], text[200] = "";
+        snprintf(path, sizeof path, "%s/done.rank%d", dir, r);
+        FILE *f = fopen(path, "r");
+        int ok = 0;
+        if (f) {
+            if (fgets(text, sizeof text, f)) {
+                text[strcspn(text, "\n")] = '\0';
+                ok = strcmp(text, j->id) == 0;
+            }
+            fclose(f);
+        }
+        if (ok) {
+            done++;
+            if (*lowest < 0)
+                *lowest = r;
+        } else {
+            mlprof__sb_printf(missing, "%s%d", missing->len ? "," : "", r);
+        }
+    }
+    return done;
+}
+
+/* After this rank's command ended: whether this rank merges. The last rank
+ * to be done does, at once; the others wait for it up to the timeout, and
+ * when some rank is still not done then, the lowest done rank merges what
+ * there is (a rank ending later still merges again, whole). *not_done: the
+ * ranks not done when the merge starts. */
+static int rank_merges(const char *dir, const job *j, double timeout, int status, mlprof__sb *not_done)
+{
+    int lowest, fd = lock_parts(dir);
+    mark_done(dir, j, status);
+    int done = count_done(dir, j, not_done, &lowest);
+    unlock_parts(fd);
+    if (done == j->world)
+        return 1;
+    struct timespec nap = {0, 100 * 1000 * 1000}, t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 >= timeout)
+            break;
+        nanosleep(&nap, NULL);
+        fd = lock_parts(dir);
+        done = count_done(dir, j, not_done, &lowest);
+        unlock_parts(fd);
+        if (done == j->world)
+            return 0; /* the last one merges */
+    }
+    return lowest == j->rank;
 }
 
 /* --------------------------------------------------------------- summary */
@@ -379,7 +547,7 @@ static void print_bytes(unsigned long long b)
 }
 
 static void summary(const run_options *o, const char *status, double wall, an_trace *const *parts, size_t n,
-                    an_trace *merged, int written, const char *parts_dir)
+                    an_trace *merged, const char *written, const char *parts_dir)
 {
     printf("\nmlprof run: %s %s after %.3f s; %zu process%s profiled\n", o->cmd[0], status, wall, n,
            n == 1 ? "" : "es");
@@ -417,9 +585,26 @@ static void summary(const run_options *o, const char *status, double wall, an_tr
     }
     printf("dropped events: %llu%s\n", dropped, dropped ? " (raise --buffer_size)" : "");
     if (written) /* never a path that was not written */
-        printf("trace: %s\n", o->output);
+        printf("trace: %s\n", written);
     if (n)
         printf("each process's trace: %s/\n", parts_dir);
+}
+
+/* What the merge of a job's ranks says: the ranks no trace is, and the
+ * clocks when the ranks' were not measured against each other. */
+static void rank_warnings(an_trace *const *tp, size_t n, int method)
+{
+    mlprof__sb missing;
+    mlprof__sb_init(&missing);
+    long long world = an_merge_missing_ranks(tp, n, &missing);
+    if (world > 0 && missing.len)
+        fprintf(stderr, PROG ": warning: no trace of rank%s %s (of %lld): the merged trace is without %s\n",
+                strchr(missing.data, ',') ? "s" : "", missing.data, world,
+                strchr(missing.data, ',') ? "them" : "it");
+    mlprof__sb_free(&missing);
+    if (method == AN_ALIGN_STARTS)
+        fprintf(stderr, PROG ": warning: the ranks' traces come from several hosts and carry no clock sync: "
+                        "their starts are lined up\n");
 }
 
 /* -------------------------------------------------------------- the run */
@@ -450,15 +635,31 @@ int mlprof_cmd_run(int argc, char **argv)
     }
     char *abs_preload = realpath(preload, NULL);
 
-    char parts_dir[PATH_MAX], filename[PATH_MAX + 32];
-    snprintf(parts_dir, sizeof parts_dir, "%s.parts", o.output);
-    if (prepare_parts(parts_dir) != 0)
-        return 1;
-    char *abs_parts = realpath(parts_dir, NULL);
-    snprintf(filename, sizeof filename, "%s/trace.%%p.json", abs_parts ? abs_parts : parts_dir);
-
     /* read before MLPROF_AUTOSTART is set: this process must not record */
     int gpu_runtime = gpu_records_runtime();
+    job j;
+    memset(&j, 0, sizeof j);
+    const mlprof__dist *d = mlprof__dist_get(); /* the library has read MLPROF_RANK by now */
+    j.ranked = mlprof__dist_name_ranks(d);
+    j.rank = d->rank;
+    j.world = d->world_size;
+    snprintf(j.id, sizeof j.id, "%s", d->job);
+
+    char parts_dir[PATH_MAX], filename[PATH_MAX + 32], output[PATH_MAX + 32];
+    snprintf(parts_dir, sizeof parts_dir, "%s.parts", o.output);
+    snprintf(output, sizeof output, "%s", o.output);
+    if (j.ranked && j.world < 0) {
+        /* ranks that cannot be counted each merge their own: OUTPUT.rankR.json */
+        const char *base = strrchr(o.output, '/'), *dot = strrchr(base ? base + 1 : o.output, '.');
+        size_t stem = dot && dot != (base ? base + 1 : o.output) ? (size_t)(dot - o.output) : strlen(o.output);
+        snprintf(output, sizeof output, "%.*s.rank%d%s", (int)stem, o.output, j.rank, o.output + stem);
+    }
+    if (prepare_parts(parts_dir, &j) != 0)
+        return 1;
+    char *abs_parts = realpath(parts_dir, NULL);
+    snprintf(filename, sizeof filename, j.ranked ? "%s/trace.rank%%r.%%p.json" : "%s/trace.%%p.json",
+             abs_parts ? abs_parts : parts_dir);
+
     /* the environment every process of the run inherits */
     const char *old = getenv("LD_PRELOAD");
     size_t len = strlen(abs_preload) + (old ? strlen(old) : 0) + 2;
@@ -489,16 +690,23 @@ int mlprof_cmd_run(int argc, char **argv)
     fflush(stderr);
     int exec_errno;
     pid_t pid = start_command(o.cmd, &exec_errno);
-    if (pid < 0 && !exec_errno) {
-        fprintf(stderr, PROG ": cannot start %s: %s\n", o.cmd[0], strerror(errno));
-        rmdir(parts_dir); /* made for this run, and empty */
-        return 1;
-    }
     if (pid < 0) {
-        fprintf(stderr, PROG ": %s: %s\n", o.cmd[0],
-                exec_errno == ENOENT && !strchr(o.cmd[0], '/') ? "command not found" : strerror(exec_errno));
-        rmdir(parts_dir);
-        return exec_errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN;
+        int start_rc = 1;
+        if (!exec_errno) {
+            fprintf(stderr, PROG ": cannot start %s: %s\n", o.cmd[0], strerror(errno));
+        } else {
+            fprintf(stderr, PROG ": %s: %s\n", o.cmd[0],
+                    exec_errno == ENOENT && !strchr(o.cmd[0], '/') ? "command not found" : strerror(exec_errno));
+            start_rc = exec_errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN;
+        }
+        if (j.ranked && j.world > 0) { /* the others need not wait for this rank */
+            int fd = lock_parts(parts_dir);
+            mark_done(parts_dir, &j, start_rc);
+            unlock_parts(fd);
+        } else {
+            rmdir(parts_dir); /* made for this run, and empty */
+        }
+        return start_rc;
     }
     /* a ^C reaches the program, which writes its trace; we wait for it */
     signal(SIGINT, SIG_IGN);
@@ -517,12 +725,28 @@ int mlprof_cmd_run(int argc, char **argv)
         snprintf(status, sizeof status, "exited with status %d", rc);
     }
 
+    /* a rank of a job: the last to end merges every rank's parts */
+    mlprof__sb not_done;
+    mlprof__sb_init(&not_done);
+    if (j.ranked && j.world > 0 && !rank_merges(parts_dir, &j, o.merge_timeout, rc, &not_done)) {
+        if (!o.quiet)
+            printf("\nmlprof run: rank %d: %s %s after %.3f s; its trace is in %s/ (the last rank to end "
+                   "merges into %s)\n", j.rank, o.cmd[0], status, wall, parts_dir, o.output);
+        mlprof__sb_free(&not_done);
+        return rc;
+    }
+    if (not_done.len)
+        fprintf(stderr, PROG ": rank %d: warning: rank%s %s of %d did not end within %g s: merging without "
+                        "%s\n", j.rank, strchr(not_done.data, ',') ? "s" : "", not_done.data, j.world,
+                o.merge_timeout, strchr(not_done.data, ',') ? "them" : "it");
+    mlprof__sb_free(&not_done);
+
     char **paths = calloc(MAX_PARTS, sizeof *paths);
     an_trace *traces = calloc(MAX_PARTS, sizeof *traces);
     an_trace **tp = calloc(MAX_PARTS, sizeof *tp);
     if (!paths || !traces || !tp)
         return rc ? rc : 1;
-    size_t n = list_parts(parts_dir, paths), used = 0;
+    size_t n = list_parts(parts_dir, &j, paths), used = 0;
     for (size_t i = 0; i < n; i++) {
         if (an_trace_read(&traces[used], paths[i]) != 0) {
             if (!traces[used].partial) {
@@ -546,7 +770,9 @@ int mlprof_cmd_run(int argc, char **argv)
     } else {
         an_merge_options mo;
         memset(&mo, 0, sizeof mo);
-        mo.same_clock = 1;
+        /* one host's processes share its clock; ranks may be on several
+         * hosts, and have their clock sync measured: the merge chooses */
+        mo.same_clock = !j.ranked;
         mlprof__sb out;
         mlprof__sb_init(&out);
         char err[600] = "";
@@ -554,12 +780,14 @@ int mlprof_cmd_run(int argc, char **argv)
         if (an_merge(tp, used, &mo, &out, &method, err, sizeof err) != 0) {
             fprintf(stderr, PROG ": merging the processes' traces: %s\n", err[0] ? err : "out of memory");
             failed = 1;
-        } else if (mlprof__write_file_atomic(o.output, out.data, out.len) != MLPROF_OK) {
+        } else if (mlprof__write_file_atomic(output, out.data, out.len) != MLPROF_OK) {
             fprintf(stderr, PROG ": %s\n", mlprof_last_error());
             failed = 1;
         } else {
+            if (j.ranked)
+                rank_warnings(tp, used, method);
             written = 1;
-            if (!o.quiet && an_trace_read_mem(&merged, o.output, out.data, out.len) == 0)
+            if (!o.quiet && an_trace_read_mem(&merged, output, out.data, out.len) == 0)
                 have_merged = 1;
             else if (!o.quiet)
                 an_trace_free(&merged);
@@ -567,7 +795,7 @@ int mlprof_cmd_run(int argc, char **argv)
         mlprof__sb_free(&out);
     }
     if (!o.quiet)
-        summary(&o, status, wall, tp, used, have_merged ? &merged : NULL, written, parts_dir);
+        summary(&o, status, wall, tp, used, have_merged ? &merged : NULL, written ? output : NULL, parts_dir);
     if (have_merged)
         an_trace_free(&merged);
     for (size_t i = 0; i < used; i++)
