@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""`mlprof run` under a launcher: 4 ranks started here with OpenMPI's variables
+(as mpirun sets them, without MPI) give one trace per rank in OUTPUT.parts/
+and one merged timeline, labelled and ordered by rank; a second, smaller job
+in the same place leaves the first one's ranks out; a rank whose program is
+killed and a rank that never ends are said, and the merge goes on without
+them. Where OpenMPI's mpirun is installed, the same with a real mpirun -n 4.
+
+usage: dist_run_check.py MLPROF RUN_ALLOC OUTDIR
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from analyze_util import check, failures
+
+MLPROF, APP, OUT = sys.argv[1:4]
+APP = os.path.abspath(APP) if os.sep in APP else APP
+os.makedirs(OUT, exist_ok=True)
+SANITIZED = os.environ.get("RUN_CHECK_SANITIZED") == "1"
+# under ASan its own malloc comes before any preloaded one
+HOOKS = ["--hooks", "blas"] if SANITIZED else []
+LAUNCHER_VARS = re.compile(r"^(OMPI_|PMIX_|PMI_|MPI_LOCAL|SLURM_|RANK$|WORLD_SIZE$|LOCAL_RANK$|"
+                           r"LOCAL_WORLD_SIZE$|TORCHELASTIC_|MLPROF_)")
+
+
+def rank_env(rank, world, job):
+    env = {k: v for k, v in os.environ.items() if not LAUNCHER_VARS.match(k)}
+    env.update(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE=str(world),
+               OMPI_COMM_WORLD_LOCAL_RANK=str(rank), OMPI_COMM_WORLD_LOCAL_SIZE=str(world),
+               OMPI_MCA_ess_base_jobid=job)
+    return env
+
+
+def start_ranks(output, world, job, ranks=None, cmds=None, options=()):
+    """The ranks' mlprof run, all at once, as a launcher starts them."""
+    procs = {}
+    for r in ranks if ranks is not None else range(world):
+        cmd = (cmds or {}).get(r, [APP])
+        procs[r] = subprocess.Popen([MLPROF, "run", "-o", output, *HOOKS, *options, "--", *cmd],
+                                    env=rank_env(r, world, job), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+    out = {}
+    for r, p in procs.items():
+        so, se = p.communicate(timeout=240)
+        out[r] = (p.returncode, so, se)
+    return out
+
+
+def merged_inputs(path):
+    if not os.path.exists(path):
+        check(False, f"{path} was not written")
+        return None
+    with open(path) as f:
+        t = json.load(f)
+    return t
+
+
+def parts(output):
+    d = output + ".parts"
+    return sorted(f for f in os.listdir(d) if f.startswith("trace.")) if os.path.isdir(d) else []
+
+
+def check_job(t, ranks, why, missing=()):
+    if t is None:
+        return
+    mg = t["otherData"]["merge"]
+    labels = sorted({i["label"] for i in mg["inputs"]})
+    check(labels == [f"rank {r}" for r in ranks], f"{why}: merged ranks {labels}, wanted {list(ranks)}")
+    check(mg.get("missing_ranks") == list(missing), f"{why}: missing_ranks {mg.get('missing_ranks')}")
+    # one process track per rank, in rank order
+    order = {e["pid"]: e["args"]["sort_index"] for e in t["traceEvents"] if e.get("name") == "process_sort_index"}
+    names = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e.get("name") == "process_name"}
+    by_order = [names[p].split(":")[0] for p in sorted(order, key=order.get)]
+    check(by_order == [f"rank {r}" for r in ranks], f"{why}: tracks in the order {by_order}")
+    if not SANITIZED:  # the malloc hook saw run_alloc's seven blocks in every rank
+        for r in ranks:
+            pids = [p for p, n in names.items() if n.startswith(f"rank {r}:")]
+            peaks = [e for e in t["traceEvents"] if e.get("pid") in pids and e.get("ph") == "i"
+                     and e.get("name", "").startswith("memory peak")]
+            check(peaks, f"{why}: rank {r} has no memory peak in the merged trace")
+
+
+def test_simulated():
+    out = os.path.join(OUT, "job.json")
+    res = start_ranks(out, 4, "101")
+    for r, (rc, so, se) in res.items():
+        check(rc == 0, f"rank {r}: exit {rc}\n{se}")
+    got = parts(out)
+    check(len(got) == 4 and [f.split(".")[1] for f in got] == [f"rank{r}" for r in range(4)],
+          f"one trace per rank: {got}")
+    mergers = [r for r, (_, so, _) in res.items() if f"trace: {out}" in so]
+    others = [r for r, (_, so, _) in res.items() if "the last rank to end merges" in so]
+    check(len(mergers) == 1 and len(others) == 3, f"one rank merges, the others say so: {mergers}, {others}")
+    t = merged_inputs(out)
+    check_job(t, range(4), "4 ranks")
+    if t:
+        di = [i["distributedInfo"] for i in t["otherData"]["merge"]["inputs"]]
+        check(all(d["world_size"] == 4 and d["job_id"] == "101" and d["source"] == "ompi" for d in di),
+              f"each rank's distributedInfo: {di}")
+    # a smaller job in the same place: the first job's ranks 2 and 3 are not its own
+    res = start_ranks(out, 2, "102")
+    check(all(rc == 0 for rc, _, _ in res.values()), f"2 ranks: {res}")
+    check_job(merged_inputs(out), range(2), "2 ranks after 4")
+
+
+def test_lost_ranks():
+    out = os.path.join(OUT, "lost.json")
+    # rank 2's program is killed: its mlprof run ends (and says so), its trace is lost
+    res = start_ranks(out, 4, "201", cmds={2: ["sh", "-c", "kill -KILL $$"]})
+    check(res[2][0] == 137, f"rank 2's status is its program's: {res[2][0]}")
+    err = "".join(se for _, _, se in res.values())
+    check("no trace of rank 2 (of 4)" in err, f"the missing rank is said: {err!r}")
+    check_job(merged_inputs(out), [0, 1, 3], "rank 2 killed", missing=[2])
+    # rank 1 never starts (its launcher lost it): the others wait, then merge without it
+    out = os.path.join(OUT, "never.json")
+    res = start_ranks(out, 4, "202", ranks=[0, 2, 3], options=["--merge-timeout", "1"])
+    check(all(rc == 0 for rc, _, _ in res.values()), f"ranks without rank 1: {res}")
+    err = "".join(se for _, _, se in res.values())
+    check("rank 1 of 4 did not end within 1 s" in err and "no trace of rank 1 (of 4)" in err,
+          f"the rank that never ended is said: {err!r}")
+    check_job(merged_inputs(out), [0, 2, 3], "rank 1 never ran", missing=[1])
+
+
+def test_mpirun():
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        print("dist_run: skipping the real mpirun: OpenMPI's mpirun is not installed "
+              "(apt-get install openmpi-bin)")
+        return
+    out = os.path.join(OUT, "mpi.json")
+    env = {k: v for k, v in os.environ.items() if not LAUNCHER_VARS.match(k)}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    p = subprocess.run([mpirun, "--oversubscribe", "-n", "4", MLPROF, "run", "-o", out, *HOOKS, "--", APP],
+                       env=env, capture_output=True, text=True, timeout=240)
+    if p.returncode != 0 and ("not enough slots" in p.stderr or "ORTE" in p.stderr and not parts(out)):
+        print(f"dist_run: skipping the real mpirun: it could not start 4 processes here:\n{p.stderr}")
+        return
+    check(p.returncode == 0, f"mpirun -n 4 mlprof run: exit {p.returncode}\n{p.stderr}")
+    got = parts(out)
+    check(len(got) == 4, f"mpirun: one trace per rank: {got}")
+    t = merged_inputs(out)
+    check_job(t, range(4), "mpirun -n 4")
+    if t:
+        jobs = {i["distributedInfo"]["job_id"] for i in t["otherData"]["merge"]["inputs"]}
+        check(len(jobs) == 1 and "" not in jobs, f"mpirun: one job id for every rank: {jobs}")
+
+
+test_simulated()
+test_lost_ranks()
+test_mpirun()
+if failures:
+    print(f"{len(failures)} failures", file=sys.stderr)
+    sys.exit(1)
+print("dist_run: all checks passed")
