@@ -44,10 +44,12 @@ typedef struct an_merge_options {
  * lined up. -1 with err set when an input lacks the marker. */
 int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, int64_t *offset, int *method,
                      char *err, size_t errlen);
-/* The merged trace as Chrome trace JSON: every input's events shifted, pids
- * that collide renumbered, process tracks named "LABEL: name" (LABEL: the
- * one given, else "rank N" from distributedInfo, else the path), and the
- * method (also in *method) and offsets in otherData.merge. The ids that link
+/* The merged trace as Chrome trace JSON: every input's events shifted (with
+ * a clock sync, each end by the shift at its own time), pids that collide
+ * renumbered, process tracks named "LABEL: name" (LABEL: the one given, else
+ * "rank N" from distributedInfo, else the path) and sorted by rank, and the
+ * method (also in *method), offsets, the clock sync's method and worst bound
+ * and the missing ranks in otherData.merge. The ids that link
  * events stay apart per input: flow and async ids (id, id2, bind_id) become
  * "INPUT:ID" strings, and the numeric link arguments (correlation, External
  * id, Ev Idx, Python id...) of input i are moved by i times a power of ten
