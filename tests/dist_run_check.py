@@ -107,6 +107,26 @@ def test_simulated():
     check_job(merged_inputs(out), range(2), "2 ranks after 4")
 
 
+def test_own_outputs():
+    """An output that names its rank (%r, or rankR as a launcher script writes it) is that rank's alone:
+    merged by it, with no waiting for the others."""
+    for pattern in ("own.rank{r}.json", "pct.%r.json"):
+        outs = {r: os.path.join(OUT, pattern.format(r=r)) for r in range(4)}
+        procs = {r: subprocess.Popen([MLPROF, "run", "-o", outs[r], "--merge-timeout", "5", *HOOKS, "--", APP],
+                                     env=rank_env(r, 4, "301"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True) for r in range(4)}
+        for r, p in procs.items():
+            so, se = p.communicate(timeout=240)
+            own = outs[r].replace("%r", str(r))
+            check(p.returncode == 0 and f"trace: {own}" in so, f"{pattern} rank {r}: {p.returncode}\n{so}\n{se}")
+            check("warning" not in se, f"{pattern} rank {r} warned: {se!r}")
+            d = own + ".parts"
+            listing = sorted(os.listdir(d)) if os.path.isdir(d) else []
+            check(len([f for f in listing if f.startswith(f"trace.rank{r}.")]) == 1
+                  and not any(f.startswith("done.") for f in listing), f"{pattern} rank {r}'s parts: {listing}")
+            check_job(merged_inputs(own), [r], f"{pattern} rank {r}", missing=[x for x in range(4) if x != r])
+
+
 def test_lost_ranks():
     out = os.path.join(OUT, "lost.json")
     if SANITIZED:
@@ -155,6 +175,7 @@ def test_mpirun():
 
 
 test_simulated()
+test_own_outputs()
 test_lost_ranks()
 test_mpirun()
 if failures:

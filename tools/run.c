@@ -80,7 +80,8 @@ static void run_usage(FILE *out)
             "Under a launcher (mpirun, srun, torchrun: the rank is read from its environment,\n"
             "or from --rank), give every rank the same -o: each rank's processes write\n"
             "FILE.parts/trace.rankR.PID.json and the last rank to end merges them into FILE,\n"
-            "one process track per rank and process, in rank order.\n");
+            "one process track per rank and process, in rank order. An -o that names the\n"
+            "rank (%%r, or rankR as in job.rank$RANK.json) is that rank's alone.\n");
 }
 
 static void run_bad_usage(const char *fmt, const char *arg)
@@ -431,6 +432,24 @@ static size_t list_parts(const char *dir, const job *j, char **paths)
 
 /* ------------------------------------------------------- ranks of a job */
 
+/* Whether an output name is one rank's own: it holds %r, or "rankR" (this
+ * rank) not inside a longer word or number, as a launcher script writes
+ * job.rank$RANK.json. */
+static int output_names_rank(const char *name, int rank)
+{
+    if (strstr(name, "%r"))
+        return 1;
+    char word[24];
+    int n = snprintf(word, sizeof word, "rank%d", rank);
+    for (const char *p = strstr(name, word); p; p = strstr(p + 1, word)) {
+        int before = p == name || !((p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= 'A' && p[-1] <= 'Z'));
+        int after = p[n] < '0' || p[n] > '9';
+        if (before && after)
+            return 1;
+    }
+    return 0;
+}
+
 /* Holds an exclusive lock on DIR/.lock (a file every rank of the job opens,
  * on whichever host, when DIR is shared); -1 when it cannot be had, and the
  * count goes on without it. */
@@ -645,15 +664,27 @@ int mlprof_cmd_run(int argc, char **argv)
     j.world = d->world_size;
     snprintf(j.id, sizeof j.id, "%s", d->job);
 
-    char parts_dir[PATH_MAX], filename[PATH_MAX + 32], output[PATH_MAX + 32];
-    snprintf(parts_dir, sizeof parts_dir, "%s.parts", o.output);
+    char parts_dir[PATH_MAX + 64], filename[PATH_MAX + 96], output[PATH_MAX + 32];
     snprintf(output, sizeof output, "%s", o.output);
-    if (j.ranked && j.world < 0) {
+    if (j.ranked && output_names_rank(o.output, j.rank)) {
+        /* this rank's own output (job.%r.json, or job.rank3.json from a
+         * launcher's script): no other rank shares it, none is waited for */
+        j.world = -1;
+        size_t k = 0;
+        for (const char *p = o.output; *p && k + 12 < sizeof output; p++) {
+            if (p[0] == '%' && p[1] == 'r')
+                k += (size_t)snprintf(output + k, sizeof output - k, "%d", j.rank), p++;
+            else
+                output[k++] = *p;
+        }
+        output[k] = '\0';
+    } else if (j.ranked && j.world < 0) {
         /* ranks that cannot be counted each merge their own: OUTPUT.rankR.json */
         const char *base = strrchr(o.output, '/'), *dot = strrchr(base ? base + 1 : o.output, '.');
         size_t stem = dot && dot != (base ? base + 1 : o.output) ? (size_t)(dot - o.output) : strlen(o.output);
         snprintf(output, sizeof output, "%.*s.rank%d%s", (int)stem, o.output, j.rank, o.output + stem);
     }
+    snprintf(parts_dir, sizeof parts_dir, "%s.parts", j.ranked && j.world < 0 ? output : o.output);
     if (prepare_parts(parts_dir, &j) != 0)
         return 1;
     char *abs_parts = realpath(parts_dir, NULL);
@@ -784,7 +815,7 @@ int mlprof_cmd_run(int argc, char **argv)
             fprintf(stderr, PROG ": %s\n", mlprof_last_error());
             failed = 1;
         } else {
-            if (j.ranked)
+            if (j.ranked && j.world > 0) /* a rank's own output has the others' elsewhere */
                 rank_warnings(tp, used, method);
             written = 1;
             if (!o.quiet && an_trace_read_mem(&merged, output, out.data, out.len) == 0)
