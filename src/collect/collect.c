@@ -39,15 +39,34 @@
 
 /* ------------------------------------------------------------ the state */
 
+/* A typed argument of an open span: its key and string in the span's
+ * ttext (offsets: the buffer moves as it grows). */
+typedef struct open_arg {
+    uint32_t key_off, key_len;
+    int type; /* MLPROF__ARG_* */
+    uint32_t s_off, s_len;
+    int64_t i;
+    double d;
+} open_arg;
+
 typedef struct open_span {
     const mlprof__handle *handle; /* NULL for a dynamic name */
     mlprof_domain *domain;
     char *dyn_name;
     uint64_t begin_ns;
     uint64_t child_ns;
+    /* its arguments, in the forms the sinks on asked for when it began
+     * (C.want_text, C.want_typed): JSON text, typed, or both */
+    int text, typed;
     mlprof__sb args;
+    open_arg *targs;
+    size_t ntargs, targs_cap;
+    mlprof__sb ttext;
     int64_t hw[MLPROF__ARG_SLOTS]; /* integer arguments named after counters */
     unsigned hw_mask;
+    /* a slice sink's (MLPROF__SINK_SLICES) view of a task */
+    int begun;           /* its begin is in the stream */
+    size_t targs_begun;  /* typed arguments that went with the begin */
 } open_span;
 
 typedef struct span_stack {
@@ -125,6 +144,12 @@ static struct {
     uint64_t trace_drops_base;  /* mlprof__collect_dropped() when this trace began */
     uint64_t stats_drops_base;  /* ... and when the statistics were last reset */
     uint64_t frame_ids;
+    /* what the sinks on want (set at each drain): the spans' arguments as
+     * JSON text and/or typed; task spans as begins and ends (the trace sink) */
+    int want_text, want_typed, slices;
+    mlprof__arg_out *targ_out; /* a span's typed arguments as handed over */
+    size_t targ_out_cap;
+    mlprof__sb text_tmp;       /* a span's arguments as text, made from the typed ones */
     uint64_t unfinished;
     uint64_t unmatched_ends;
     /* frame ends that found no frame open on their thread: a frame may end on
@@ -260,6 +285,26 @@ static void trace_drop(void)
     C.gz_failed = 0;
     mlprof__sb_reset(&C.zbuf);
     C.zbuf_events = 0;
+}
+
+/* What the sinks on ask of the decoder: set at each drain, read when a span
+ * begins (the forms of its arguments kept) and when one is handed over. */
+static void sinks_wants(void)
+{
+    unsigned any = 0, all = MLPROF__SINK_NO_TEXT;
+    if (C.trace.e && C.trace.on) {
+        any |= C.trace.e->ops->flags;
+        all &= C.trace.e->ops->flags;
+    }
+    for (size_t i = 0; i < C.nfiles; i++)
+        if (C.files[i].on) {
+            any |= C.files[i].e->ops->flags;
+            all &= C.files[i].e->ops->flags;
+        }
+    C.want_typed = (any & MLPROF__SINK_TYPED) != 0;
+    C.want_text = !(all & MLPROF__SINK_NO_TEXT) || !C.want_typed; /* one form at least */
+    C.slices = C.trace.e && C.trace.on && (C.trace.e->ops->flags & MLPROF__SINK_SLICES) &&
+               C.trace.e->ops->slice_begin && C.trace.e->ops->slice_end;
 }
 
 static mlprof__stats *stats_of(void)
@@ -524,8 +569,13 @@ static void stack_clear(span_stack *s)
         s->items[i].dyn_name = NULL;
     }
     /* popped entries keep their argument buffers for reuse: free them all */
-    for (size_t i = 0; i < s->cap; i++)
+    for (size_t i = 0; i < s->cap; i++) {
         mlprof__sb_free(&s->items[i].args);
+        mlprof__sb_free(&s->items[i].ttext);
+        mlprof__free(s->items[i].targs);
+        s->items[i].targs = NULL;
+        s->items[i].ntargs = s->items[i].targs_cap = 0;
+    }
     s->depth = 0;
 }
 
@@ -600,30 +650,188 @@ static const char *span_name(const open_span *o, size_t *len)
     return name;
 }
 
+/* The span's typed arguments from index `from`, as the sinks get them (in
+ * C.targ_out, valid until the next call); NULL when it has none kept. */
+static const mlprof__arg_out *typed_args(const open_span *o, size_t from, size_t *n)
+{
+    *n = 0;
+    if (!o->typed || from >= o->ntargs)
+        return NULL;
+    size_t k = o->ntargs - from;
+    if (k > C.targ_out_cap) {
+        mlprof__arg_out *a = mlprof__realloc(C.targ_out, k * sizeof *a);
+        if (!a)
+            return NULL; /* out of memory: the sink goes without them */
+        C.targ_out = a;
+        C.targ_out_cap = k;
+    }
+    for (size_t i = 0; i < k; i++) {
+        const open_arg *t = &o->targs[from + i];
+        mlprof__arg_out *a = &C.targ_out[i];
+        a->key = o->ttext.data + t->key_off;
+        a->key_len = t->key_len;
+        a->type = t->type;
+        a->i = t->i;
+        a->d = t->d;
+        a->s = o->ttext.data + t->s_off;
+        a->s_len = t->s_len;
+    }
+    *n = k;
+    return C.targ_out;
+}
+
+/* The JSON text of a typed argument (as add_arg writes it), after a comma
+ * unless sb is empty. */
+static void arg_text(mlprof__sb *sb, const char *key, size_t key_len, int type, int64_t i, double d,
+                     const char *str, size_t str_len)
+{
+    if (sb->len)
+        mlprof__sb_putc(sb, ',');
+    mlprof__sb_json_str(sb, key, key_len);
+    mlprof__sb_putc(sb, ':');
+    if (type == MLPROF__ARG_INT)
+        mlprof__sb_i64(sb, i);
+    else if (type == MLPROF__ARG_DOUBLE)
+        mlprof__sb_double(sb, d);
+    else
+        mlprof__sb_json_str(sb, str, str_len);
+}
+
+/* Fills what every sink gets of span o: its arguments in the forms asked
+ * for (the text made from the typed ones, once, when it was not kept). */
+static void span_fill(mlprof__span_out *s, track *tr, const open_span *o, int frame)
+{
+    /* every field set, without a memset: this runs once or twice a span */
+    s->name = span_name(o, &s->name_len);
+    s->domain = o->domain->name;
+    s->kind = frame ? MLPROF__OUT_FRAME : MLPROF__OUT_TASK;
+    s->begin_ns = o->begin_ns;
+    s->end_ns = 0;
+    s->pid = mlprof__g.pid;
+    s->tid = tr->tid;
+    s->id = o->handle;
+    s->frame_id = 0;
+    s->unfinished = 0;
+    s->self_ns = 0;
+    s->depth = 0;
+    s->hw = NULL;
+    s->hw_mask = 0;
+    s->args = NULL;
+    s->args_len = 0;
+    if (o->text) {
+        s->args = o->args.data;
+        s->args_len = o->args.len;
+    } else if (C.want_text) {
+        mlprof__sb_reset(&C.text_tmp);
+        for (size_t i = 0; i < o->ntargs; i++) {
+            const open_arg *t = &o->targs[i];
+            arg_text(&C.text_tmp, o->ttext.data + t->key_off, t->key_len, t->type, t->i, t->d,
+                     o->ttext.data + t->s_off, t->s_len);
+        }
+        s->args = C.text_tmp.data;
+        s->args_len = C.text_tmp.len;
+    }
+    s->targs = o->typed ? typed_args(o, 0, &s->ntargs) : NULL;
+    if (!s->targs)
+        s->ntargs = 0;
+}
+
+/* Hands task o's begin to the slice sink (into the stream, or a tail). */
+static void hand_begin(track *tr, open_span *o, size_t depth, int tail, mlprof__sb *sb)
+{
+    mlprof__span_out s;
+    span_fill(&s, tr, o, 0);
+    s.depth = (uint32_t)depth;
+    mlprof__sink_out out = {sb, tail};
+    C.trace.e->ops->slice_begin(C.trace.st, &out, &s);
+    if (!tail) {
+        o->begun = 1;
+        o->targs_begun = o->ntargs;
+    }
+}
+
+/* Hands task o's end to the slice sink, with the arguments recorded after
+ * its begin (s: the span as span_fill made it). */
+static void hand_end(open_span *o, const mlprof__span_out *s, int tail, mlprof__sb *sb)
+{
+    mlprof__span_out e = *s; /* s->targs: all of them (span_fill) */
+    size_t from = tail && !o->begun ? o->ntargs : o->targs_begun;
+    e.targs = s->targs && s->ntargs > from ? s->targs + from : NULL;
+    e.ntargs = e.targs ? s->ntargs - from : 0;
+    mlprof__sink_out out = {sb, tail};
+    C.trace.e->ops->slice_end(C.trace.st, &out, &e);
+}
+
+/* A slice sink gets the begin of the innermost task of tr once its
+ * arguments are complete: at the thread's next record that is not an
+ * argument, or before anything else is said of the span. */
+static void flush_begin(track *tr)
+{
+    span_stack *s = &tr->tasks;
+    if (C.slices && s->depth && !s->items[s->depth - 1].begun)
+        hand_begin(tr, &s->items[s->depth - 1], s->depth - 1, 0, &C.buf);
+}
+
 /* Hands a finished span to the sinks (tail: a span still open, shown in a
- * dump's tail, appended to sb). depth: spans open below it on its stack. */
+ * dump's tail, appended to sb; a slice sink gets those from write_tail).
+ * depth: spans open below it on its stack. */
 static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns, int frame, int unfinished,
                       size_t depth, int tail, mlprof__sb *sb)
 {
     mlprof__span_out s;
-    memset(&s, 0, sizeof s);
-    s.name = span_name(o, &s.name_len);
-    s.domain = o->domain->name;
-    s.kind = frame ? MLPROF__OUT_FRAME : MLPROF__OUT_TASK;
-    s.begin_ns = o->begin_ns;
+    if (C.slices && !frame && !tail && !o->begun)
+        hand_begin(tr, o, depth, 0, sb); /* closed by the profiler before its thread's next record */
+    span_fill(&s, tr, o, frame);
     s.end_ns = end_ns < o->begin_ns ? o->begin_ns : end_ns;
-    s.pid = mlprof__g.pid;
-    s.tid = tr->tid;
-    s.args = o->args.data;
-    s.args_len = o->args.len;
     s.frame_id = ++C.frame_ids;
     s.unfinished = unfinished;
-    s.id = o->handle;
     s.self_ns = self_ns;
     s.depth = (uint32_t)depth;
     s.hw = o->hw_mask ? o->hw : NULL;
     s.hw_mask = o->hw_mask;
-    TO_SINKS(span, tail, sb, &s);
+    mlprof__sink_out out = {sb, tail};
+    if (C.slices && !frame) {
+        if (!tail) {
+            hand_end(o, &s, 0, sb);
+            C.buf_events++;
+        }
+    } else if (C.trace.e && C.trace.e->ops->span) {
+        C.trace.e->ops->span(C.trace.st, &out, &s);
+        if (!tail)
+            C.buf_events++;
+    }
+    out.sb = NULL;
+    for (size_t i = 0; i < C.nfiles; i++)
+        if (C.files[i].on && C.files[i].e->ops->span)
+            C.files[i].e->ops->span(C.files[i].st, &out, &s);
+}
+
+/* Adds an argument to open span o, in the forms it keeps. */
+static void span_arg(open_span *o, const char *key, size_t key_len, int type, int64_t i, double d,
+                     const char *str, size_t str_len)
+{
+    if (o->text)
+        arg_text(&o->args, key, key_len, type, i, d, str, str_len);
+    if (!o->typed)
+        return;
+    open_arg *a = mlprof__grow(o->targs, &o->targs_cap, o->ntargs, sizeof *a, 8);
+    size_t off = o->ttext.len;
+    if (!a || off + key_len + str_len > UINT32_MAX)
+        return; /* out of memory: the argument is left out of the typed form */
+    o->targs = a;
+    mlprof__sb_put(&o->ttext, key, key_len);
+    if (type == MLPROF__ARG_STRING)
+        mlprof__sb_put(&o->ttext, str, str_len);
+    if (o->ttext.failed)
+        return;
+    a = &o->targs[o->ntargs++];
+    a->key_off = (uint32_t)off;
+    a->key_len = (uint32_t)key_len;
+    a->type = type;
+    a->i = i;
+    a->d = d;
+    a->s_off = (uint32_t)(off + key_len);
+    a->s_len = type == MLPROF__ARG_STRING ? (uint32_t)str_len : 0;
 }
 
 static void push_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_domain *d,
@@ -645,11 +853,15 @@ static void push_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_
     o->begin_ns = ns;
     o->child_ns = 0;
     o->hw_mask = 0;
+    o->begun = 0;
+    o->targs_begun = 0;
+    o->text = C.want_text;
+    o->typed = C.want_typed;
     mlprof__sb_reset(&o->args);
-    if (tr->scope && tr->scope->full_len) {
-        mlprof__sb_puts(&o->args, "\"scope\":");
-        mlprof__sb_json_str(&o->args, tr->scope->full, tr->scope->full_len);
-    }
+    mlprof__sb_reset(&o->ttext);
+    o->ntargs = 0;
+    if (tr->scope && tr->scope->full_len)
+        span_arg(o, "scope", 5, MLPROF__ARG_STRING, 0, 0, tr->scope->full, tr->scope->full_len);
 }
 
 /* Closes the top of the stack at end_ns. */
@@ -729,14 +941,6 @@ static open_span *arg_span(track *tr)
     return s->depth ? &s->items[s->depth - 1] : NULL;
 }
 
-static mlprof__sb *arg_target(track *tr)
-{
-    if (tr->instant_pending)
-        return &tr->inst_args;
-    open_span *o = arg_span(tr);
-    return o ? &o->args : NULL;
-}
-
 /* The slot of an integer argument summed per span (a module's: the
  * counters measured on spans), or -1. */
 static int arg_slot(const char *key, size_t len)
@@ -751,32 +955,29 @@ static int arg_slot(const char *key, size_t len)
 
 static void add_arg(track *tr, unsigned kind, const mlprof__rec *r, const char *text)
 {
-    mlprof__sb *args = arg_target(tr);
-    if (!args)
+    open_span *o = tr->instant_pending ? NULL : arg_span(tr);
+    if (!o && !tr->instant_pending)
         return;
     size_t klen = MLPROF__REC_AUX(r->b);
-    if (kind == MLPROF__REC_ARG_I && !tr->instant_pending) {
+    int64_t i = (int64_t)r->a;
+    double d = 0;
+    if (kind == MLPROF__REC_ARG_F)
+        memcpy(&d, &r->a, sizeof d);
+    int type = kind == MLPROF__REC_ARG_I ? MLPROF__ARG_INT : kind == MLPROF__REC_ARG_F ? MLPROF__ARG_DOUBLE
+                                                                                     : MLPROF__ARG_STRING;
+    if (!o) { /* an instant's: text only */
+        arg_text(&tr->inst_args, text, klen, type, i, d, text + klen, (size_t)r->a);
+        return;
+    }
+    if (kind == MLPROF__REC_ARG_I) {
         /* counters measured on the span (perf.c) are summed in the statistics */
         int hw = arg_slot(text, klen);
-        open_span *o = hw >= 0 ? arg_span(tr) : NULL;
-        if (o) { /* the first of a span's values starts its sum: stack slots are reused */
-            o->hw[hw] = (o->hw_mask >> hw & 1 ? o->hw[hw] : 0) + (int64_t)r->a;
+        if (hw >= 0) { /* the first of a span's values starts its sum: stack slots are reused */
+            o->hw[hw] = (o->hw_mask >> hw & 1 ? o->hw[hw] : 0) + i;
             o->hw_mask |= 1u << hw;
         }
     }
-    if (args->len)
-        mlprof__sb_putc(args, ',');
-    mlprof__sb_json_str(args, text, klen);
-    mlprof__sb_putc(args, ':');
-    if (kind == MLPROF__REC_ARG_I) {
-        mlprof__sb_i64(args, (int64_t)r->a);
-    } else if (kind == MLPROF__REC_ARG_F) {
-        double v;
-        memcpy(&v, &r->a, sizeof v);
-        mlprof__sb_double(args, v);
-    } else {
-        mlprof__sb_json_str(args, text + klen, (size_t)r->a);
-    }
+    span_arg(o, text, klen, type, i, d, text + klen, kind == MLPROF__REC_ARG_S ? (size_t)r->a : 0);
 }
 
 static void counter_sample(track *tr, const mlprof__rec *r, int is_int)
@@ -866,8 +1067,10 @@ static void decode_one(track *tr, const mlprof__rec *r)
     unsigned kind = MLPROF__REC_KIND(r->b);
     const char *text = (const char *)(r + 1);
     void *ptr = MLPROF__REC_PTR(r->b);
-    if (kind != MLPROF__REC_ARG_I && kind != MLPROF__REC_ARG_F && kind != MLPROF__REC_ARG_S)
+    if (kind != MLPROF__REC_ARG_I && kind != MLPROF__REC_ARG_F && kind != MLPROF__REC_ARG_S) {
         flush_instant(tr);
+        flush_begin(tr);
+    }
     uint64_t ns = 0;
     if (kind <= MLPROF__REC_MARK_DYN || kind == MLPROF__REC_SCOPE_PUSH ||
         kind == MLPROF__REC_SCOPE_POP || kind == MLPROF__REC_MEM) {
@@ -1167,6 +1370,7 @@ static void drain_all(int discard, int all_memory)
         return;
     files_prepare(); /* so that no drain skips the statistics */
     trace_prepare();
+    sinks_wants();
     mlprof__clock_sync();
     uint64_t watermark = all_memory ? UINT64_MAX : mlprof__clock_to_ns(mlprof__clock_raw());
     if (C.start_ns == 0)
@@ -1336,6 +1540,27 @@ static void ext_track_out(void *ctx, int tid, const char *name, uint32_t index)
     TO_SINKS(track, 1, sb, &t);
 }
 
+/* The tasks still open on tr, for a slice sink's tail: a begin for each
+ * the stream has not had yet (only the innermost can be one), then an end
+ * at now for each, innermost first. The stream's record of them is left as
+ * it was. */
+static void tail_slices(track *tr, uint64_t now_ns, mlprof__sb *sb)
+{
+    span_stack *s = &tr->tasks;
+    for (size_t i = 0; i < s->depth; i++)
+        if (!s->items[i].begun)
+            hand_begin(tr, &s->items[i], i, 1, sb);
+    for (size_t i = s->depth; i-- > 0;) {
+        open_span *o = &s->items[i];
+        mlprof__span_out so;
+        span_fill(&so, tr, o, 0);
+        so.end_ns = now_ns < o->begin_ns ? o->begin_ns : now_ns;
+        so.unfinished = 1;
+        so.depth = (uint32_t)i;
+        hand_end(o, &so, 1, sb);
+    }
+}
+
 /* The part after the spooled events, for every sink: metadata, the spans
  * still open (shown up to now), what modules show in a tail, the footer. */
 static void write_tail(mlprof__sb *sb, const mlprof__trace_meta *m)
@@ -1367,6 +1592,8 @@ static void write_tail(mlprof__sb *sb, const mlprof__trace_meta *m)
             for (size_t i = 0; i < s->depth; i++)
                 emit_span(tr, &s->items[i], m->dump_ns, 0, f, 1, i, 1, sb);
         }
+        if (C.slices) /* a slice sink: the begins the stream has not, then every end, innermost first */
+            tail_slices(tr, m->dump_ns, sb);
     }
     tail_ctx ctx = {sb};
     mlprof__produce_tracks(ext_track_out, &ctx);

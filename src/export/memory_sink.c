@@ -77,5 +77,6 @@ static int memory_dump(void *st, const mlprof__sink_dump *d)
 
 const mlprof__sink_ops mlprof__memory_sink = {
     .name = "memory",
+    .flags = MLPROF__SINK_NO_TEXT, /* takes no spans */
     .dump = memory_dump,
 };

@@ -86,7 +86,9 @@ enum {
 
 enum { SEQ_INCREMENTAL_STATE_CLEARED = 1, SEQ_NEEDS_INCREMENTAL_STATE = 2 };
 enum { CLOCK_ID_REALTIME = 1, CLOCK_ID_MONOTONIC = 3, CLOCK_ID_BOOTTIME = 6 };
-enum { SEQ_STREAM = 1, SEQ_TAIL = 2 };
+enum { SEQ_STREAM = 1, SEQ_TAIL = 2, SEQ_THREADS = 3 };
+/* the incremental clock of a thread's sequence (sequence-scoped ids: 64..127) */
+enum { CLOCK_ID_THREAD = 64 };
 
 static inline size_t varint_size(uint64_t v)
 {
@@ -460,9 +462,13 @@ static void table_free(pf_table *t)
 
 /* ---- a sequence's interning */
 
-enum { IN_NAME = 0, IN_CAT = 1, IN_ARG = 2, IN_KINDS = 3 };
+enum { IN_NAME = 0, IN_CAT = 1, IN_ARG = 2, IN_STR = 3, IN_KINDS = 4 };
 /* the InternedData field of each kind */
-static const unsigned interned_field[IN_KINDS] = {2, 1, 3};
+static const unsigned interned_field[IN_KINDS] = {2, 1, 3, 29};
+/* string values interned per sequence at most: past it (values that are
+ * rarely the same, ids, paths) they are written whole, and the table stays
+ * bounded whatever the run */
+#define STR_VALUES_MAX 4096
 
 #define PCACHE 64
 typedef struct pf_pcache {
@@ -482,6 +488,11 @@ typedef struct pf_recent {
 
 typedef struct pf_seq {
     uint32_t id;
+    /* a thread's sequence: started (its first packets written), its
+     * timestamps deltas on the incremental clock from last_ts */
+    int thread, started;
+    uint64_t last_ts;
+    uint64_t uuid;        /* the thread's track: the sequence's default */
     pf_table in[IN_KINDS];
     /* names and categories come again and again from the same pointers (a
      * handle's name, a domain's): a look-up by pointer, checked against the
@@ -514,10 +525,13 @@ typedef struct pf_track {
     uint32_t sort_index;
     int described;        /* in sequence 1 */
     unsigned tail_gen;    /* the tail it was described in */
+    uint32_t tseq;        /* thread tracks: index + 1 of its sequence in tseqs, or 0 */
 } pf_track;
 
 typedef struct pf_state {
     pf_seq seq[2];        /* the stream, the tail */
+    pf_seq **tseqs;       /* the threads' task slices, sequences SEQ_THREADS + index */
+    size_t ntseqs, tseqs_cap;
     pf_table track_keys;  /* (kind, pid, tid[, name]) -> index + 1 */
     pf_table uuids;       /* uuids taken -> index + 1 */
     pf_track *tracks;
@@ -568,6 +582,8 @@ static uint64_t intern_at(pf_state *st, pf_seq *q, int kind, const char *s, size
     if (!slot)
         return 0;
     if (!slot->val) {
+        if (kind == IN_STR && t->count >= STR_VALUES_MAX)
+            return 0;
         if (!table_add(t, slot, s, n, h, t->count + 1))
             return 0;
         note_interned(st, kind, slot->val, s, n);
@@ -858,6 +874,83 @@ static void put_args(pf_state *st, pf_seq *q, const char *args, size_t len)
     set_end(ev, p);
 }
 
+/* s (*n bytes) as valid UTF-8, as the JSON writer has it: s itself when it
+ * is ASCII, else a copy in tmp with each invalid byte as U+FFFD. */
+static const char *clean_text(mlprof__sb *tmp, const char *s, size_t *n)
+{
+    if (is_ascii_clean(s, *n))
+        return s;
+    tmp->len = 0;
+    tmp->failed = 0;
+    put_utf8(tmp, s, *n);
+    if (tmp->failed || !tmp->data) {
+        *n = 0;
+        return "";
+    }
+    *n = tmp->len;
+    return tmp->data;
+}
+
+/* The collector's typed arguments as TrackEvent.debug_annotations, without
+ * parsing: integers as int_value, doubles as double_value, strings interned
+ * in q (string_value_iid, up to STR_VALUES_MAX of them) or whole. */
+static void put_targs(pf_state *st, pf_seq *q, const mlprof__arg_out *a, size_t n)
+{
+    mlprof__sb *ev = &st->ev;
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++)
+        need += 40 + 3 * a[i].key_len + (a[i].type == MLPROF__ARG_STRING ? 3 * a[i].s_len : 0);
+    if (!n || !room(ev, need))
+        return;
+    char *p = end_of(ev);
+    for (size_t i = 0; i < n; i++) {
+        char *at = p;
+        p += 2; /* the tag, and a byte for the length */
+        size_t klen = a[i].key_len;
+        const char *key = clean_text(&st->name_tmp, a[i].key, &klen);
+        uint64_t iid = arg_name_iid(st, q, (unsigned)i, &key, &klen, 0);
+        if (iid)
+            p = put_varint(put_tag(p, 1, WT_VARINT), iid);
+        else
+            p = put_len_bytes(p, 10, key, klen);
+        if (a[i].type == MLPROF__ARG_INT) {
+            p = put_varint(put_tag(p, 4, WT_VARINT), (uint64_t)a[i].i);
+        } else if (a[i].type == MLPROF__ARG_DOUBLE) {
+            uint64_t bits;
+            memcpy(&bits, &a[i].d, sizeof bits);
+            p = put_fixed64(put_tag(p, 5, WT_I64), bits);
+        } else {
+            size_t vlen = a[i].s_len;
+            const char *v = clean_text(&st->tmp, a[i].s, &vlen);
+            uint64_t siid = intern(st, q, IN_STR, v, vlen);
+            if (siid)
+                p = put_varint(put_tag(p, 17, WT_VARINT), siid);
+            else
+                p = put_len_bytes(p, 6, v, vlen);
+        }
+        size_t len = (size_t)(p - at - 2);
+        at[0] = (char)TAG(4, WT_LEN);
+        if (len < 0x80) {
+            at[1] = (char)len;
+        } else {
+            size_t k = varint_size(len);
+            memmove(at + 1 + k, at + 2, len);
+            put_varint(at + 1, len);
+            p += k - 1;
+        }
+    }
+    set_end(ev, p);
+}
+
+/* A span's arguments: typed when the collector gave them so, else its text. */
+static void put_span_args(pf_state *st, pf_seq *q, const mlprof__span_out *s)
+{
+    if (s->targs)
+        put_targs(st, q, s->targs, s->ntargs);
+    else
+        put_args(st, q, s->args, s->args_len);
+}
+
 static void put_annotation_name(pf_state *st, pf_seq *q, const char *key, size_t n)
 {
     uint64_t iid = intern(st, q, IN_ARG, key, n);
@@ -954,6 +1047,92 @@ static void put_bare_event(mlprof__sb *sb, const pf_seq *q, uint64_t ts, int typ
     set_end(sb, p);
 }
 
+/* A packet of a thread's sequence at ts: the timestamp a delta on its
+ * incremental clock from the sequence's last, or, for a time before that
+ * (a clock that stepped back), absolute on CLOCK_MONOTONIC (which leaves
+ * the incremental clock where it was); then the sequence, the flag saying
+ * it needs the sequence's state, the InternedData in `in` and the
+ * TrackEvent in ev (no track: the sequence's default). */
+static void write_thread_packet(mlprof__sb *sb, pf_seq *q, uint64_t ts, const mlprof__sb *in,
+                                const mlprof__sb *ev)
+{
+    int absolute = ts < q->last_ts;
+    uint64_t v = absolute ? ts : ts - q->last_ts;
+    size_t body = 1 + varint_size(v) + (absolute ? 3 : 0) + 1 + varint_size(q->id) + 2 + 1 + varint_size(ev->len) +
+                  ev->len;
+    if (in->len)
+        body += 1 + varint_size(in->len) + in->len;
+    if (!room(sb, 1 + 10 + body))
+        return;
+    char *p = put_tag(end_of(sb), 1, WT_LEN);
+    p = put_varint(p, body);
+    p = put_tag(p, 8, WT_VARINT);
+    p = put_varint(p, v);
+    if (absolute) {
+        p = put_tag(p, 58, WT_VARINT); /* timestamp_clock_id: this packet's own */
+        *p++ = CLOCK_ID_MONOTONIC;
+    } else {
+        q->last_ts = ts;
+    }
+    p = put_tag(p, 10, WT_VARINT);
+    p = put_varint(p, q->id);
+    p = put_tag(p, 13, WT_VARINT);
+    *p++ = SEQ_NEEDS_INCREMENTAL_STATE;
+    if (in->len) {
+        p = put_tag(p, 12, WT_LEN);
+        p = put_varint(p, in->len);
+        memcpy(p, in->data, in->len);
+        p += in->len;
+    }
+    p = put_tag(p, 11, WT_LEN);
+    p = put_varint(p, ev->len);
+    memcpy(p, ev->data, ev->len);
+    p += ev->len;
+    set_end(sb, p);
+}
+
+/* The TrackEvent in st->ev as a packet of thread sequence q (both buffers
+ * then emptied). */
+static void put_thread_event(pf_state *st, mlprof__sb *sb, pf_seq *q, uint64_t ts)
+{
+    mlprof__sb *in = &st->interned, *ev = &st->ev;
+    if (ev->failed || in->failed)
+        sb->failed = 1;
+    else
+        write_thread_packet(sb, q, ts, in, ev);
+    ev->len = in->len = 0;
+    ev->failed = in->failed = 0;
+}
+
+/* A slice's end on a thread's sequence, without arguments: the commonest
+ * packet, written at once (10 bytes when the delta takes 2). */
+static void put_thread_end(mlprof__sb *sb, pf_seq *q, uint64_t ts)
+{
+    static const mlprof__sb none;
+    if (ts < q->last_ts || !room(sb, 32)) {
+        char end[2] = {(char)TAG(9, WT_VARINT), TYPE_SLICE_END};
+        mlprof__sb ev = {.data = end, .len = 2, .cap = 2};
+        write_thread_packet(sb, q, ts, &none, &ev);
+        return;
+    }
+    uint64_t v = ts - q->last_ts;
+    q->last_ts = ts;
+    size_t body = 1 + varint_size(v) + 1 + varint_size(q->id) + 2 + 2 + 2;
+    char *p = put_tag(end_of(sb), 1, WT_LEN);
+    p = put_varint(p, body);
+    p = put_tag(p, 8, WT_VARINT);
+    p = put_varint(p, v);
+    p = put_tag(p, 10, WT_VARINT);
+    p = put_varint(p, q->id);
+    p = put_tag(p, 13, WT_VARINT);
+    *p++ = SEQ_NEEDS_INCREMENTAL_STATE;
+    p = put_tag(p, 11, WT_LEN);
+    *p++ = 2;
+    p = put_tag(p, 9, WT_VARINT);
+    *p++ = TYPE_SLICE_END;
+    set_end(sb, p);
+}
+
 /* The first packet of a sequence: its incremental state cleared, and the
  * defaults (timestamps on CLOCK_MONOTONIC). */
 static void put_sequence_start(mlprof__sb *sb, uint32_t id)
@@ -1003,6 +1182,37 @@ static void put_clock_snapshot(mlprof__sb *sb, uint32_t seq)
     put_varint_field(sb, 2, CLOCK_ID_MONOTONIC); /* primary_trace_clock */
     close_len(sb, cs);
     close_len(sb, at);
+}
+
+/* The first packets of a thread's sequence, before its first event at ts:
+ * its state cleared with the defaults (timestamps on its incremental clock,
+ * track events on the thread's track), then a clock snapshot that sets the
+ * incremental clock to ts, when CLOCK_MONOTONIC reads ts. */
+static void put_thread_sequence_start(mlprof__sb *sb, pf_seq *q, uint64_t ts)
+{
+    size_t at = open_len(sb, 1);
+    put_varint_field(sb, 10, q->id);
+    put_varint_field(sb, 13, SEQ_INCREMENTAL_STATE_CLEARED);
+    put_varint_field(sb, 87, 1); /* first_packet_on_sequence */
+    size_t d = open_len(sb, 59);
+    put_varint_field(sb, 58, CLOCK_ID_THREAD);
+    size_t e = open_len(sb, 11); /* track_event_defaults */
+    put_varint_field(sb, 11, q->uuid);
+    close_len(sb, e);
+    close_len(sb, d);
+    close_len(sb, at);
+    at = open_len(sb, 1);
+    put_varint_field(sb, 10, q->id);
+    size_t cs = open_len(sb, 6);
+    put_clock(sb, CLOCK_ID_MONOTONIC, ts);
+    size_t c = open_len(sb, 1);
+    put_varint_field(sb, 1, CLOCK_ID_THREAD);
+    put_varint_field(sb, 2, ts);
+    put_varint_field(sb, 3, 1); /* is_incremental */
+    close_len(sb, c);
+    close_len(sb, cs);
+    close_len(sb, at);
+    q->last_ts = ts;
 }
 
 /* ---- tracks */
@@ -1163,6 +1373,35 @@ static uint32_t thread_track(pf_state *st, mlprof__sb *sb, pid_t pid, pid_t tid)
     return t;
 }
 
+/* The sequence of thread track t (index + 1), made if new and started in
+ * sb before its first event, at ts; NULL when out of memory. */
+static pf_seq *thread_seq(pf_state *st, mlprof__sb *sb, uint32_t t, uint64_t ts)
+{
+    pf_seq *q;
+    uint32_t i = st->tracks[t - 1].tseq;
+    if (i) {
+        q = st->tseqs[i - 1];
+    } else {
+        pf_seq **seqs = mlprof__grow(st->tseqs, &st->tseqs_cap, st->ntseqs, sizeof *seqs, 16);
+        q = seqs && st->ntseqs < UINT32_MAX - SEQ_THREADS ? mlprof__calloc(1, sizeof *q) : NULL;
+        if (!q) {
+            sb->failed = 1;
+            return NULL;
+        }
+        st->tseqs = seqs;
+        q->id = (uint32_t)(SEQ_THREADS + st->ntseqs);
+        q->thread = 1;
+        q->uuid = st->tracks[t - 1].uuid;
+        st->tseqs[st->ntseqs++] = q;
+        st->tracks[t - 1].tseq = (uint32_t)st->ntseqs;
+    }
+    if (!q->started) {
+        put_thread_sequence_start(sb, q, ts);
+        q->started = 1;
+    }
+    return q;
+}
+
 /* The track an event goes on, described in its sequence: index + 1, or 0. */
 static uint32_t use_track(pf_state *st, const mlprof__sink_out *out, uint32_t t)
 {
@@ -1185,6 +1424,12 @@ static void *pf_create(void)
 
 static void forget_tracks(pf_state *st)
 {
+    for (size_t i = 0; i < st->ntseqs; i++) {
+        for (int k = 0; k < IN_KINDS; k++)
+            table_free(&st->tseqs[i]->in[k]);
+        mlprof__free(st->tseqs[i]);
+    }
+    st->ntseqs = 0;
     for (size_t i = 0; i < st->ntracks; i++) {
         mlprof__free(st->tracks[i].name);
         mlprof__free(st->tracks[i].domain);
@@ -1201,6 +1446,7 @@ static void pf_destroy(void *vst)
     if (!st)
         return;
     forget_tracks(st);
+    mlprof__free(st->tseqs);
     mlprof__free(st->tracks);
     table_free(&st->track_keys);
     table_free(&st->uuids);
@@ -1233,6 +1479,30 @@ static void pf_head(void *vst, mlprof__sb *sb)
     put_clock_snapshot(sb, SEQ_STREAM);
 }
 
+/* A SLICE_BEGIN of span s on track uuid, with its name, category and
+ * arguments, in q's sequence (the stream's or a tail's: timestamps
+ * absolute, the track said). */
+static void put_span_begin(pf_state *st, mlprof__sb *sb, pf_seq *q, uint64_t uuid, const mlprof__span_out *s,
+                           int unfinished)
+{
+    mlprof__sb *ev = &st->ev;
+    if (room(ev, 32)) {
+        char *p = put_tag(end_of(ev), 9, WT_VARINT);
+        *p++ = TYPE_SLICE_BEGIN;
+        p = put_tag(p, 11, WT_VARINT);
+        set_end(ev, put_varint(p, uuid));
+    }
+    put_event_name(st, q, s->name, s->name_len);
+    put_category(st, q, s->domain);
+    put_span_args(st, q, s);
+    if (unfinished)
+        put_bool_annotation(st, q, "unfinished", 1);
+    put_event_packet(st, sb, q, s->begin_ns, ev);
+}
+
+/* A span whole (a frame, a span a module produced, or any span of a sink
+ * driven without slices): its begin and its end one after the other, on
+ * sequence 1 (or the tail's), the end's track said. */
 static void pf_span(void *vst, const mlprof__sink_out *out, const mlprof__span_out *s)
 {
     pf_state *st = vst;
@@ -1243,20 +1513,72 @@ static void pf_span(void *vst, const mlprof__sink_out *out, const mlprof__span_o
     if (!use_track(st, out, t))
         return;
     uint64_t uuid = st->tracks[t - 1].uuid;
+    put_span_begin(st, out->sb, q, uuid, s, s->unfinished);
+    put_bare_event(out->sb, q, s->end_ns, TYPE_SLICE_END, uuid);
+}
+
+/* A task's begin. In the stream: on its thread's sequence, the track and
+ * the timestamp's base left to the sequence. In a tail: on the tail's
+ * sequence, as pf_span writes it. */
+static void pf_slice_begin(void *vst, const mlprof__sink_out *out, const mlprof__span_out *s)
+{
+    pf_state *st = vst;
+    uint32_t t = use_track(st, out, thread_track(st, out->sb, s->pid, s->tid));
+    if (!t)
+        return;
+    if (out->tail) {
+        put_span_begin(st, out->sb, seq_of(st, out), st->tracks[t - 1].uuid, s, 0);
+        return;
+    }
+    pf_seq *q = thread_seq(st, out->sb, t, s->begin_ns);
+    if (!q)
+        return;
     mlprof__sb *ev = &st->ev;
-    if (room(ev, 32)) {
+    if (room(ev, 8)) {
         char *p = put_tag(end_of(ev), 9, WT_VARINT);
         *p++ = TYPE_SLICE_BEGIN;
-        p = put_tag(p, 11, WT_VARINT);
-        set_end(ev, put_varint(p, uuid));
+        set_end(ev, p);
     }
     put_event_name(st, q, s->name, s->name_len);
     put_category(st, q, s->domain);
-    put_args(st, q, s->args, s->args_len);
+    put_span_args(st, q, s);
+    put_thread_event(st, out->sb, q, s->begin_ns);
+}
+
+/* A task's end: with the arguments recorded after its begin and, when the
+ * profiler closed it, "unfinished" (readers join an end's annotations to
+ * its slice's). */
+static void pf_slice_end(void *vst, const mlprof__sink_out *out, const mlprof__span_out *s)
+{
+    pf_state *st = vst;
+    uint32_t t = use_track(st, out, thread_track(st, out->sb, s->pid, s->tid));
+    if (!t)
+        return;
+    pf_seq *q = out->tail ? seq_of(st, out) : thread_seq(st, out->sb, t, s->end_ns);
+    if (!q)
+        return;
+    if (!out->tail && !s->ntargs && !s->unfinished) {
+        put_thread_end(out->sb, q, s->end_ns);
+        return;
+    }
+    mlprof__sb *ev = &st->ev;
+    if (room(ev, 16)) {
+        char *p = put_tag(end_of(ev), 9, WT_VARINT);
+        *p++ = TYPE_SLICE_END;
+        if (out->tail) {
+            p = put_tag(p, 11, WT_VARINT);
+            p = put_varint(p, st->tracks[t - 1].uuid);
+        }
+        set_end(ev, p);
+    }
+    if (s->targs)
+        put_targs(st, q, s->targs, s->ntargs);
     if (s->unfinished)
         put_bool_annotation(st, q, "unfinished", 1);
-    put_event_packet(st, out->sb, q, s->begin_ns, ev);
-    put_bare_event(out->sb, q, s->end_ns, TYPE_SLICE_END, uuid);
+    if (out->tail)
+        put_event_packet(st, out->sb, q, s->end_ns, ev);
+    else
+        put_thread_event(st, out->sb, q, s->end_ns);
 }
 
 /* An INSTANT named name on track t at ts, with args; flow: 0, or the id of
@@ -1408,7 +1730,10 @@ const mlprof__sink_ops mlprof__perfetto_sink = {
     .destroy = pf_destroy,
     .reset = pf_reset,
     .head = pf_head,
+    .flags = MLPROF__SINK_NO_TEXT | MLPROF__SINK_TYPED | MLPROF__SINK_SLICES,
     .span = pf_span,
+    .slice_begin = pf_slice_begin,
+    .slice_end = pf_slice_end,
     .instant = pf_instant,
     .counter = pf_counter,
     .flow = pf_flow,

@@ -36,7 +36,25 @@ enum { MLPROF__OUT_TASK = 0, MLPROF__OUT_FRAME = 1 };
 /* Arguments (args, args_len) are everywhere zero or more JSON object members
  * `"key":value`, joined by commas, without braces; values are JSON numbers,
  * strings, true/false/null, or (from GPU activity) nested objects. A sink
- * that wants them typed walks them with mlprof__args_next (sink.c). */
+ * that wants them typed walks them with mlprof__args_next (sink.c).
+ *
+ * The collector's own task spans also come with their arguments typed
+ * (targs, ntargs: what the program recorded, in its order, keys and strings
+ * not escaped), so that a binary format writes them without parsing text.
+ * Where targs is set, args is the same arguments as JSON text, or NULL when
+ * no sink on asked for text (see MLPROF__SINK_NO_TEXT); where targs is NULL
+ * (frames, instants, events modules produce), args is the only form. */
+enum { MLPROF__ARG_INT = 0, MLPROF__ARG_DOUBLE = 1, MLPROF__ARG_STRING = 2 };
+
+typedef struct mlprof__arg_out {
+    const char *key;
+    size_t key_len;
+    int type;         /* MLPROF__ARG_INT, _DOUBLE, _STRING */
+    int64_t i;
+    double d;
+    const char *s;    /* a string's bytes (not NUL-terminated) */
+    size_t s_len;
+} mlprof__arg_out;
 
 /* A finished duration: a task (nested on its thread) or a frame (an async
  * slice, which may overlap others on its thread). */
@@ -49,6 +67,8 @@ typedef struct mlprof__span_out {
     pid_t pid, tid;
     const char *args;
     size_t args_len;
+    const mlprof__arg_out *targs; /* the same typed, or NULL (see above) */
+    size_t ntargs;
     uint64_t frame_id;    /* frames: unique id of this pass */
     int unfinished;       /* closed by the profiler, not by the program */
     /* for the sinks that aggregate */
@@ -142,8 +162,22 @@ typedef struct mlprof__sink_dump {
     uint64_t unfinished_spans; /* spans of the trace closed by the profiler */
 } mlprof__sink_dump;
 
+/* What a sink asks of the collector (mlprof__sink_ops.flags). */
+enum {
+    /* reads no span's args text (it reads targs, or no arguments at all):
+     * when every sink on says so, the collector does not build the text */
+    MLPROF__SINK_NO_TEXT = 1,
+    /* takes the collector's task spans as slice_begin and slice_end in
+     * record order per thread, instead of span once each has ended (see
+     * slice_begin below); frames and produced spans still come to span */
+    MLPROF__SINK_SLICES = 2,
+    /* reads targs: the collector keeps its spans' arguments typed */
+    MLPROF__SINK_TYPED = 4
+};
+
 typedef struct mlprof__sink_ops {
     const char *name;
+    unsigned flags; /* MLPROF__SINK_* */
     void *(*create)(void);
     void (*destroy)(void *st);
     /* a new trace: the start, after a finished dump, a clear */
@@ -151,6 +185,19 @@ typedef struct mlprof__sink_ops {
     /* trace sinks: the bytes before the first event of the file */
     void (*head)(void *st, mlprof__sb *sb);
     void (*span)(void *st, const mlprof__sink_out *out, const mlprof__span_out *s);
+    /* MLPROF__SINK_SLICES: a task span's begin and end, per thread in time
+     * order (threads one after another within a drain, as above). A begin
+     * comes once its arguments are complete: at its thread's next record
+     * that is not an argument (so it may wait for the next drain); end_ns,
+     * self_ns and unfinished are then not known (0). The end comes with
+     * begin_ns and everything span gets, its targs being only the arguments
+     * recorded after the begin was handed over (rare: after a counter
+     * sample). In a dump's tail, a span still open whose begin is in the
+     * stream gets only its end (at the dump's time, unfinished); one whose
+     * begin was not handed over yet gets both; the stream goes on after the
+     * tail as if neither had been said (the real end comes later). */
+    void (*slice_begin)(void *st, const mlprof__sink_out *out, const mlprof__span_out *s);
+    void (*slice_end)(void *st, const mlprof__sink_out *out, const mlprof__span_out *s);
     void (*instant)(void *st, const mlprof__sink_out *out, const mlprof__instant_out *e);
     void (*counter)(void *st, const mlprof__sink_out *out, const mlprof__counter_out *c);
     void (*flow)(void *st, const mlprof__sink_out *out, const mlprof__flow_out *f);

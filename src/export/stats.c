@@ -723,6 +723,7 @@ static int stats_dump(void *st, const mlprof__sink_dump *d)
 
 const mlprof__sink_ops mlprof__stats_sink = {
     .name = "stats",
+    .flags = MLPROF__SINK_NO_TEXT, /* self time, depth and hw, never the arguments */
     .create = stats_create,
     .destroy = stats_destroy,
     .span = stats_span,
