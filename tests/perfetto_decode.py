@@ -196,94 +196,150 @@ def _add_descriptor(res, seq, described, d):
         res.named_in_seq.setdefault(seq, set()).add((kind, t["pid"], t["tid"] if kind else t["pid"], name))
 
 
+def _clock_snapshot(res, st, idx, seq, cs):
+    """A ClockSnapshot: the trace's clocks, or (with ids 64..127) clocks of
+    its sequence, each tied to CLOCK_MONOTONIC read beside it."""
+    clocks = {one(c, "clock_id"): c for c in cs.get("clocks", [])}
+    scoped = [i for i in clocks if 64 <= i <= 127]
+    if not scoped:
+        res.clock_snapshot = {i: one(c, "timestamp") for i, c in clocks.items()}
+        res.primary_clock = one(cs, "primary_trace_clock")
+        return
+    assert 3 in clocks, f"packet {idx}: sequence {seq}'s clock snapshot does not read CLOCK_MONOTONIC"
+    mono = one(clocks[3], "timestamp")
+    for i in scoped:
+        at = one(clocks[i], "timestamp")
+        assert at == mono, f"packet {idx}: clock {i} set to {at}, not CLOCK_MONOTONIC's {mono}"
+        st["clocks"][i] = {"inc": one(clocks[i], "is_incremental", False), "last": at, "at": at, "mono": mono}
+
+
+def _packet_time(st, idx, seq, p):
+    """A packet's timestamp as CLOCK_MONOTONIC: absolute, or a delta on its
+    sequence's incremental clock (which it moves on)."""
+    ts = one(p, "timestamp")
+    clock = one(p, "timestamp_clock_id", st["clock"])
+    if clock == 3:
+        return ts
+    assert 64 <= clock <= 127, f"packet {idx}: timestamps on clock {clock}"
+    c = st["clocks"].get(clock)
+    assert c is not None, f"packet {idx}: clock {clock} of sequence {seq} used before a snapshot set it"
+    v = c["last"] + ts if c["inc"] else ts
+    c["last"] = v
+    return c["mono"] + (v - c["at"])
+
+
 def resolve(packets, prefix=False):
     """The events of a trace's packets, in their order, and its tracks.
 
     Checks as it goes (AssertionError): the stream (sequence 1) starts the
-    file, cleared, with timestamps on CLOCK_MONOTONIC; every packet that uses
-    interned data or the defaults says it needs the incremental state; an iid
-    is defined before it is used and never redefined; an event's track is
-    described before it, in its own sequence for the stream; a slice's begin
-    is followed at once by its end on the same track. With prefix, a begin
-    without its end at the very end is left out (the trace was cut there).
+    file, cleared, with timestamps on CLOCK_MONOTONIC; the tail is sequence
+    2; each thread's task slices are a sequence of their own (3 and up),
+    cleared, with timestamps on its incremental clock (64, set by a clock
+    snapshot beside CLOCK_MONOTONIC) and the thread's track as its default;
+    every packet that uses interned data, the defaults or an incremental
+    clock says it needs the incremental state; an iid is defined before it is
+    used and never redefined; an event's track is described before it, in
+    the stream (in its own sequence for the tail); slices nest per track, a
+    begin of the stream or the tail followed at once by its end; an end's
+    annotations join its slice's. With prefix, slices still open at the very
+    end are left out (the trace was cut there). A slice is an event once it
+    ends, with the sequence of its begin.
     """
     res = Resolved()
-    seqs = {}  # seq id -> {"names": {}, "cats": {}, "args": {}, "clock": id}
+    seqs = {}  # seq id -> {"names", "cats", "args", "strs": {iid: text}, "clock", "track", "clocks"}
     described = {}
-    pending = None  # a slice's begin waiting for its end: (packet index, event)
+    open_slices = {}  # track uuid -> [(packet index, event)]
+    pending = None  # a begin of sequence 1 or 2 waiting for its end: packet index
     for idx, p in enumerate(packets):
         seq = one(p, "trusted_packet_sequence_id")
-        assert seq in (1, 2), f"packet {idx}: sequence {seq}, not 1 (the stream) or 2 (the tail)"
+        assert seq is not None and seq >= 1, f"packet {idx}: sequence {seq}"
         flags = one(p, "sequence_flags", 0)
         if idx == 0:
             assert seq == 1 and flags & 1, "the first packet does not start sequence 1 cleared"
         if flags & 1:
             assert seq not in seqs, f"packet {idx}: sequence {seq} cleared a second time in one file"
             defaults = one(p, "trace_packet_defaults")
-            assert defaults and one(defaults, "timestamp_clock_id") == 3, \
-                f"packet {idx}: sequence {seq} starts without CLOCK_MONOTONIC (3) as its timestamps' clock"
-            seqs[seq] = {"names": {}, "cats": {}, "args": {}}
+            want = 3 if seq <= 2 else 64
+            assert defaults and one(defaults, "timestamp_clock_id") == want, \
+                f"packet {idx}: sequence {seq} starts without clock {want} as its timestamps' clock"
+            track = None
+            if seq > 2:
+                ted = one(defaults, "track_event_defaults")
+                track = one(ted, "track_uuid") if ted else None
+                assert track in described.get(1, ()) and res.tracks[track]["kind"] == "thread", \
+                    f"packet {idx}: sequence {seq}'s default track {track} is not a thread's described before"
+            seqs[seq] = {"names": {}, "cats": {}, "args": {}, "strs": {}, "clock": want, "track": track,
+                         "clocks": {}}
         assert seq in seqs, f"packet {idx}: sequence {seq} used before its first (cleared) packet"
         st = seqs[seq]
         if "clock_snapshot" in p:
-            cs = p["clock_snapshot"][0]
-            res.clock_snapshot = {one(c, "clock_id"): one(c, "timestamp") for c in cs.get("clocks", [])}
-            res.primary_clock = one(cs, "primary_trace_clock")
+            _clock_snapshot(res, st, idx, seq, p["clock_snapshot"][0])
         interned = one(p, "interned_data")
         if interned:
             assert flags & 2, f"packet {idx}: interned data in a packet without SEQ_NEEDS_INCREMENTAL_STATE"
-            for field, table in (("event_names", "names"), ("event_categories", "cats"),
-                                 ("debug_annotation_names", "args")):
+            for field, table, text in (("event_names", "names", "name"), ("event_categories", "cats", "name"),
+                                       ("debug_annotation_names", "args", "name"),
+                                       ("debug_annotation_string_values", "strs", "str")):
                 for e in interned.get(field, []):
-                    iid, name = one(e, "iid"), one(e, "name")
+                    iid, name = one(e, "iid"), one(e, text)
                     assert iid and name is not None, f"packet {idx}: bad {field} entry {e}"
                     old = st[table].get(iid)
                     assert old is None or old == name, \
                         f"packet {idx}: {field} iid {iid} redefined from {old!r} to {name!r}"
                     st[table][iid] = name
         if "track_descriptor" in p:
+            assert seq <= 2, f"packet {idx}: a track descriptor in thread sequence {seq}"
             _add_descriptor(res, seq, described, p["track_descriptor"][0])
         te = one(p, "track_event")
         if te is None:
             assert pending is None, f"packet {idx}: a slice's begin is not followed by its end"
             continue
         assert flags & 2, f"packet {idx}: a track event without SEQ_NEEDS_INCREMENTAL_STATE"
-        ts = one(p, "timestamp")
-        assert ts is not None, f"packet {idx}: a track event without a timestamp"
-        uuid = one(te, "track_uuid")
+        assert one(p, "timestamp") is not None, f"packet {idx}: a track event without a timestamp"
+        ts = _packet_time(st, idx, seq, p)
+        uuid = one(te, "track_uuid", st["track"])
+        if seq > 2:
+            assert "track_uuid" not in te, f"packet {idx}: a thread sequence's event names its track"
         ok = [1, 2] if seq == 2 else [1]
         assert any(uuid in described.get(s, ()) for s in ok), \
             f"packet {idx}: track {uuid} used before sequence {seq} described it"
         track = res.tracks[uuid]
         typ = one(te, "type")
-        if typ == "TYPE_SLICE_END":
-            assert pending and pending[1]["track_uuid"] == uuid and pending[0] == idx - 1, \
-                f"packet {idx}: a slice's end that does not follow its begin on track {uuid}"
-            ev = pending[1]
-            ev["end"] = ts
-            del ev["track_uuid"]
-            ev["last_packet"] = idx
-            res.events.append(ev)
-            pending = None
-            continue
-        assert pending is None, f"packet {idx}: a slice's begin is not followed by its end"
 
         def interned_name(table, iid, what):
             assert iid in st[table], f"packet {idx}: {what} iid {iid} not interned in sequence {seq}"
             return st[table][iid]
 
+        args = {}
+        for a in te.get("debug_annotations", []):
+            key = one(a, "name")
+            if "name_iid" in a:
+                key = interned_name("args", one(a, "name_iid"), "annotation name")
+            if "string_value_iid" in a:
+                args[key] = interned_name("strs", one(a, "string_value_iid"), "string value")
+            else:
+                args[key] = annotation_value(a)
+        if typ == "TYPE_SLICE_END":
+            stack = open_slices.get(uuid)
+            assert stack, f"packet {idx}: a slice's end on track {uuid} with no slice open"
+            begin_idx, ev = stack.pop()
+            if pending is not None:
+                assert pending == begin_idx, f"packet {idx}: a slice's begin is not followed by its end"
+                pending = None
+            assert ts >= ev["ts"], f"packet {idx}: a slice ends at {ts}, before its begin at {ev['ts']}"
+            ev["end"] = ts
+            ev["unfinished"] = bool(ev["unfinished"] or args.pop("unfinished", False))
+            ev["args"].update(args)
+            ev["last_packet"] = idx
+            res.events.append(ev)
+            continue
+        assert pending is None, f"packet {idx}: a slice's begin is not followed by its end"
         name = one(te, "name")
         if "name_iid" in te:
             name = interned_name("names", one(te, "name_iid"), "event name")
         cats = [interned_name("cats", c, "category") for c in te.get("category_iids", [])]
         cats += te.get("categories", [])
         cat = cats[0] if cats else None
-        args = {}
-        for a in te.get("debug_annotations", []):
-            key = one(a, "name")
-            if "name_iid" in a:
-                key = interned_name("args", one(a, "name_iid"), "annotation name")
-            args[key] = annotation_value(a)
         ev = {"seq": seq, "ts": ts}
         if typ == "TYPE_SLICE_BEGIN":
             assert track["kind"] in ("thread", "frame"), f"packet {idx}: a slice on a {track['kind']} track"
@@ -291,9 +347,10 @@ def resolve(packets, prefix=False):
             if track["kind"] == "frame":
                 assert track["name"] == name, f"packet {idx}: frame {name!r} on the track of {track['name']!r}"
             ev.update(type="span" if track["kind"] == "thread" else "frame", name=name, cat=cat,
-                      end=None, pid=track["pid"], tid=track["tid"], unfinished=unfinished, args=args,
-                      track_uuid=uuid)
-            pending = (idx, ev)
+                      end=None, pid=track["pid"], tid=track["tid"], unfinished=unfinished, args=args)
+            open_slices.setdefault(uuid, []).append((idx, ev))
+            if seq <= 2:
+                pending = idx
             continue
         if typ == "TYPE_COUNTER":
             assert track["kind"] == "counter", f"packet {idx}: a counter sample on a {track['kind']} track"
@@ -321,8 +378,9 @@ def resolve(packets, prefix=False):
             raise AssertionError(f"packet {idx}: a track event of type {typ}")
         ev["last_packet"] = idx
         res.events.append(ev)
-    assert prefix or pending is None, "the last slice's begin has no end"
     if not prefix:
+        assert pending is None and not any(open_slices.values()), \
+            f"slices without an end: {[e for v in open_slices.values() for _, e in v][:3]}"
         assert res.clock_snapshot and {1, 3, 6} <= set(res.clock_snapshot), \
             f"no clock snapshot with REALTIME, MONOTONIC and BOOTTIME: {res.clock_snapshot}"
         assert res.primary_clock == "BUILTIN_CLOCK_MONOTONIC", f"primary clock {res.primary_clock}"

@@ -36,12 +36,24 @@
 
 static const mlprof__sink_ops *ops = &mlprof__perfetto_sink;
 
+/* A task slice begun (slice_begin) and not yet ended, as the collector
+ * hands them: its expectation is written at its end. */
+typedef struct open_slice {
+    const char *name, *domain;
+    uint64_t begin;
+    pid_t tid;
+    int seq;          /* the sequence its begin went to */
+    char args[512];   /* the JSON of its arguments so far */
+} open_slice;
+
 /* One sink fed, and the expectations written as it goes. */
 typedef struct feed {
     void *st;
     mlprof__sb stream, tail;
     mlprof__sb *expect; /* where the expectations go now */
     mlprof__sink_out out;
+    open_slice open[8];
+    int nopen;
 } feed;
 
 /* Expectations are JSON lines: one object per event fed. */
@@ -88,6 +100,90 @@ static void span(feed *f, int kind, const char *name, size_t name_len, const cha
     mlprof__sb_printf(f->expect, ",\"ts\":%llu,\"end\":%llu,\"pid\":%d,\"tid\":%d,\"unfinished\":%s",
                       (unsigned long long)b, (unsigned long long)e, PID, (int)tid, unfinished ? "true" : "false");
     expect_args(f, args);
+}
+
+/* The typed arguments of a slice, and their JSON for the expectation (as
+ * the JSON writer shows them: invalid UTF-8 as U+FFFD). */
+static void targs_json(char *out, size_t cap, const mlprof__arg_out *a, size_t n)
+{
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    for (size_t i = 0; i < n; i++) {
+        if (sb.len)
+            mlprof__sb_putc(&sb, ',');
+        mlprof__sb_json_str(&sb, a[i].key, a[i].key_len);
+        mlprof__sb_putc(&sb, ':');
+        if (a[i].type == MLPROF__ARG_INT)
+            mlprof__sb_i64(&sb, a[i].i);
+        else if (a[i].type == MLPROF__ARG_DOUBLE)
+            mlprof__sb_double(&sb, a[i].d);
+        else
+            mlprof__sb_json_str(&sb, a[i].s, a[i].s_len);
+    }
+    snprintf(out, cap, "%s", sb.data ? sb.data : "");
+    mlprof__sb_free(&sb);
+}
+
+/* A task's begin as the collector hands it to a slice sink: in the stream
+ * on its thread's sequence (seq), in a tail on the tail's. */
+static void slice_begin(feed *f, const char *name, const char *domain, uint64_t b, pid_t tid,
+                        const mlprof__arg_out *a, size_t n, int seq)
+{
+    mlprof__span_out s;
+    memset(&s, 0, sizeof s);
+    s.name = name;
+    s.name_len = strlen(name);
+    s.domain = domain;
+    s.begin_ns = b;
+    s.pid = PID;
+    s.tid = tid;
+    s.targs = n ? a : NULL;
+    s.ntargs = n;
+    ops->slice_begin(f->st, &f->out, &s);
+    open_slice *o = &f->open[f->nopen++];
+    o->name = name;
+    o->domain = domain;
+    o->begin = b;
+    o->tid = tid;
+    o->seq = f->out.tail ? 2 : seq;
+    targs_json(o->args, sizeof o->args, a, n);
+}
+
+/* The end of the innermost slice begun (late: arguments recorded after its
+ * begin); keep: a tail's end, after which the stream goes on with it open. */
+static void slice_end(feed *f, uint64_t e, const mlprof__arg_out *late, size_t n, int unfinished, int keep)
+{
+    open_slice *o = &f->open[f->nopen - 1];
+    mlprof__span_out s;
+    memset(&s, 0, sizeof s);
+    s.name = o->name;
+    s.name_len = strlen(o->name);
+    s.domain = o->domain;
+    s.begin_ns = o->begin;
+    s.end_ns = e;
+    s.pid = PID;
+    s.tid = o->tid;
+    s.targs = n ? late : NULL;
+    s.ntargs = n;
+    s.unfinished = unfinished;
+    ops->slice_end(f->st, &f->out, &s);
+    expect_begin(f, "span");
+    f->expect->len -= 1; /* the sequence is the begin's */
+    while (f->expect->len && f->expect->data[f->expect->len - 1] != ':')
+        f->expect->len--;
+    mlprof__sb_printf(f->expect, "%d", o->seq);
+    expect_str(f, "name", o->name, strlen(o->name));
+    expect_str(f, "cat", o->domain, strlen(o->domain));
+    mlprof__sb_printf(f->expect, ",\"ts\":%llu,\"end\":%llu,\"pid\":%d,\"tid\":%d,\"unfinished\":%s",
+                      (unsigned long long)o->begin, (unsigned long long)e, PID, (int)o->tid,
+                      unfinished ? "true" : "false");
+    char more[512];
+    targs_json(more, sizeof more, late, n);
+    char all[1100];
+    snprintf(all, sizeof all, "%s%s%s", o->args, o->args[0] && more[0] ? "," : "", more);
+    expect_args(f, all);
+    if (!keep)
+        f->nopen--;
 }
 
 static void instant(feed *f, const char *name, const char *domain, uint64_t ts, int scope, pid_t tid,
@@ -220,6 +316,31 @@ static void stream_part1(feed *f)
     span(f, MLPROF__OUT_TASK, "kernel", 6, "gpu", 3000, 3400, TID_EXT, "\"grid\":[1,2,3],\"stream\":7", 0);
     track(f, MLPROF__TRACK_EXT, TID_EXT, "GPU 0 stream 7", 1000000);
     span(f, MLPROF__OUT_TASK, "kernel", 6, "gpu", 3500, 3900, TID_EXT, "\"grid\":[4,5,6],\"stream\":7", 0);
+    /* task slices in record order on the worker's sequence (the first: 3):
+     * typed arguments (a repeated string interned once, a key and a value
+     * that are not valid UTF-8), an end with arguments recorded after its
+     * begin, a clock that steps back (absolute timestamps), and one left
+     * open for the tail */
+    static const mlprof__arg_out a1[] = {
+        {.key = "batch", .key_len = 5, .type = MLPROF__ARG_INT, .i = -7},
+        {.key = "lr", .key_len = 2, .type = MLPROF__ARG_DOUBLE, .d = 0.125},
+        {.key = "dtype", .key_len = 5, .type = MLPROF__ARG_STRING, .s = "float32", .s_len = 7},
+        {.key = "k\xc3\xa9\xff", .key_len = 4, .type = MLPROF__ARG_STRING, .s = "b\xff" "d\"q", .s_len = 5},
+    };
+    static const mlprof__arg_out a2[] = {
+        {.key = "dtype", .key_len = 5, .type = MLPROF__ARG_STRING, .s = "float32", .s_len = 7},
+        {.key = "bytes", .key_len = 5, .type = MLPROF__ARG_INT, .i = 1 << 24},
+    };
+    static const mlprof__arg_out late[] = {{.key = "late", .key_len = 4, .type = MLPROF__ARG_INT, .i = 1}};
+    slice_begin(f, "sl outer", "dom", 7200, TID_WORKER, a1, 4, 3);
+    slice_begin(f, "sl inner", "dom", 7210, TID_WORKER, a2, 2, 3);
+    slice_end(f, 7300, NULL, 0, 0, 0);
+    slice_end(f, 7400, late, 1, 0, 0);
+    slice_begin(f, "sl back", "dom", 7350, TID_WORKER, NULL, 0, 3);
+    slice_end(f, 7360, NULL, 0, 0, 0);
+    slice_begin(f, "sl main", "dom", 7500, TID_MAIN, a2, 2, 4);
+    slice_end(f, 7500 + 200000, NULL, 0, 1, 0);
+    slice_begin(f, "sl open", "dom", 7600, TID_WORKER, a2, 1, 3);
 }
 
 static const char other_data1[] = "\"mlprof_version\":\"0.0.test\",\"host\":\"testhost\",\"pid\":4242,"
@@ -261,6 +382,12 @@ static void tail1(feed *f)
      * names the stream has not interned yet (it must intern them itself later) */
     span(f, MLPROF__OUT_TASK, "still open", 10, "late domain", 8000, 9000, TID_LATE, "\"late arg\":1", 1);
     span(f, MLPROF__OUT_FRAME, "step", 4, "train", 8500, 9000, TID_MAIN, "\"n\":3", 1);
+    /* a slice sink's open tasks: one begun in the stream gets its end here;
+     * one begun after the last drain, both (in the tail's sequence) */
+    static const mlprof__arg_out a3[] = {{.key = "x", .key_len = 1, .type = MLPROF__ARG_DOUBLE, .d = -2.5}};
+    slice_begin(f, "sl tail only", "dom", 8700, TID_WORKER, a3, 1, 2);
+    slice_end(f, 9000, NULL, 0, 1, 0);
+    slice_end(f, 9000, NULL, 0, 1, 1);
     track(f, MLPROF__TRACK_EXT, TID_EXT, "GPU 0 stream 7", 1000000);
     tail_end(f, other_data1, 9000, 0);
     f->out.sb = &f->stream;
@@ -269,6 +396,11 @@ static void tail1(feed *f)
 
 static void stream_part2(feed *f)
 {
+    static const mlprof__arg_out a4[] = {
+        {.key = "dtype", .key_len = 5, .type = MLPROF__ARG_STRING, .s = "bfloat16", .s_len = 8}};
+    slice_begin(f, "sl after", "dom", 9450, TID_WORKER, a4, 1, 3); /* inside "sl open" */
+    slice_end(f, 9460, NULL, 0, 0, 0);
+    slice_end(f, 9470, NULL, 0, 0, 0); /* "sl open" */
     span(f, MLPROF__OUT_TASK, "still open", 10, "late domain", 8000, 9500, TID_LATE, "\"late arg\":1,\"i\":2", 0);
     span(f, MLPROF__OUT_TASK, "outer", 5, "dom", 9600, 9700, TID_MAIN, "\"i\":3", 0);
     span(f, MLPROF__OUT_FRAME, "step", 4, "train", 8500, 9800, TID_MAIN, "\"n\":3", 0);

@@ -4,7 +4,9 @@
  * the sliding buffer of input.c (plain or gzip), so that a file of any size
  * takes the buffer plus the model. Per packet sequence it keeps what the
  * writer leaves out of later packets (interned names, categories and
- * annotation names; trace_packet_defaults), cleared when a packet says so.
+ * annotation names; trace_packet_defaults), cleared when a packet says so,
+ * and its own clocks (ids 64..127, set by its clock snapshots: mlprof's
+ * thread sequences time their packets as deltas on an incremental one).
  * Track descriptors place events on (pid, tid): thread tracks as the JSON's
  * threads, a named child of a thread track as that thread's async frames
  * ("b"/"e"), counter tracks as "C" events named after the track. Slices are
@@ -44,12 +46,13 @@ enum {
     T_UUID = 1, T_NAME = 2, T_PROCESS = 3, T_THREAD = 4, T_PARENT = 5, T_COUNTER = 8, T_STATIC_NAME = 10,
     PD_PID = 1, PD_NAME = 6, TH_PID = 1, TH_TID = 2, TH_NAME = 5, CD_CATEGORIES = 2,
     /* ClockSnapshot */
-    C_CLOCKS = 1, C_CLOCK_ID = 1, C_CLOCK_TS = 2
+    C_CLOCKS = 1, C_CLOCK_ID = 1, C_CLOCK_TS = 2, C_CLOCK_INCREMENTAL = 3, C_CLOCK_UNIT = 4
 };
 
 enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
 enum { SEQ_INCREMENTAL_STATE_CLEARED = 1, SEQ_NEEDS_INCREMENTAL_STATE = 2 };
-enum { CLOCK_MONOTONIC_ID = 3, CLOCK_BOOTTIME_ID = 6 };
+enum { CLOCK_MONOTONIC_ID = 3, CLOCK_BOOTTIME_ID = 6, CLOCK_SEQ_FIRST = 64, CLOCK_SEQ_LAST = 127 };
+#define SEQ_CLOCKS 4 /* sequence-scoped clocks kept per sequence */
 enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_BYTES = 2, WT_FIXED32 = 5 };
 
 #define MAX_PACKET ((uint64_t)1 << 30) /* larger: not a length, damage */
@@ -249,6 +252,17 @@ typedef struct sequence {
     uint64_t extra[8];      /* track_event_defaults.extra_counter_track_uuids */
     size_t nextra;
     u64map names, cats, ann_names, strings; /* iid -> interned string */
+    /* its own clocks (ids 64..127) from its clock snapshots: the value last
+     * read (an incremental clock's timestamps are deltas from it), and the
+     * CLOCK_MONOTONIC time of `at` */
+    struct {
+        uint32_t id;
+        int incremental;
+        uint64_t unit;
+        uint64_t at, last;
+        int64_t mono_at;
+    } sclk[SEQ_CLOCKS];
+    size_t nsclk;
 } sequence;
 
 enum { K_NONE = 0, K_PROCESS, K_THREAD, K_COUNTER };
@@ -283,7 +297,7 @@ typedef struct reader {
     struct { uint32_t id; uint64_t ts; } clocks[16];
     size_t nclocks;
     /* left out, counted for t->note */
-    uint64_t no_state, no_iid, no_track, other_types, compressed, bad_flows;
+    uint64_t no_state, no_iid, no_track, other_types, compressed, bad_flows, no_clock;
     uint64_t packet_off; /* where the packet being read starts */
 } reader;
 
@@ -574,36 +588,8 @@ static int place_of(reader *r, track *tr, place *pl)
     return 0;
 }
 
-static int clock_snapshot(reader *r, const uint8_t *p, size_t n)
-{
-    pb b = {p, p + n}, c;
-    field f, g;
-    int rc;
-    r->nclocks = 0;
-    while ((rc = pb_next(&b, &f)) > 0) {
-        if (f.num != C_CLOCKS || !is_bytes(&f))
-            continue;
-        uint32_t id = 0;
-        uint64_t ts = 0;
-        c = (pb){f.data, f.data + f.len};
-        while ((rc = pb_next(&c, &g)) > 0) {
-            if (g.num == C_CLOCK_ID && !is_bytes(&g))
-                id = (uint32_t)g.v;
-            else if (g.num == C_CLOCK_TS && !is_bytes(&g))
-                ts = g.v;
-        }
-        if (rc < 0)
-            return -1;
-        if (r->nclocks < 16) {
-            r->clocks[r->nclocks].id = id;
-            r->clocks[r->nclocks++].ts = ts;
-        }
-    }
-    return rc;
-}
-
-/* A time on clock id as CLOCK_MONOTONIC, the JSON's clock, through the last
- * clock snapshot that has both; as it is when none does. */
+/* A time on global clock id as CLOCK_MONOTONIC, the JSON's clock, through
+ * the last clock snapshot that has both; as it is when none does. */
 static int64_t to_monotonic(const reader *r, uint32_t id, uint64_t ts)
 {
     if (id == CLOCK_MONOTONIC_ID)
@@ -618,6 +604,101 @@ static int64_t to_monotonic(const reader *r, uint32_t id, uint64_t ts)
     if (!from || !to)
         return (int64_t)ts;
     return (int64_t)(ts - *from + *to);
+}
+
+/* A ClockSnapshot. One that sets clocks of its sequence (64..127) ties each
+ * to CLOCK_MONOTONIC (through a global clock it reads beside them) and
+ * leaves the trace's global snapshot as it was; any other replaces it. */
+static int clock_snapshot(reader *r, sequence *s, const uint8_t *p, size_t n)
+{
+    pb b = {p, p + n}, c;
+    field f, g;
+    int rc;
+    struct { uint32_t id; uint64_t ts, unit; int inc; } got[16];
+    size_t ngot = 0, scoped = 0;
+    while ((rc = pb_next(&b, &f)) > 0) {
+        if (f.num != C_CLOCKS || !is_bytes(&f))
+            continue;
+        uint32_t id = 0;
+        uint64_t ts = 0, unit = 1;
+        int inc = 0;
+        c = (pb){f.data, f.data + f.len};
+        while ((rc = pb_next(&c, &g)) > 0) {
+            if (g.num == C_CLOCK_ID && !is_bytes(&g))
+                id = (uint32_t)g.v;
+            else if (g.num == C_CLOCK_TS && !is_bytes(&g))
+                ts = g.v;
+            else if (g.num == C_CLOCK_INCREMENTAL && !is_bytes(&g))
+                inc = g.v != 0;
+            else if (g.num == C_CLOCK_UNIT && !is_bytes(&g) && g.v)
+                unit = g.v;
+        }
+        if (rc < 0)
+            return -1;
+        if (ngot < 16) {
+            got[ngot].id = id;
+            got[ngot].ts = ts;
+            got[ngot].unit = unit;
+            got[ngot++].inc = inc;
+            scoped += id >= CLOCK_SEQ_FIRST && id <= CLOCK_SEQ_LAST;
+        }
+    }
+    if (rc < 0)
+        return -1;
+    if (!scoped) {
+        r->nclocks = 0;
+        for (size_t i = 0; i < ngot; i++) {
+            r->clocks[r->nclocks].id = got[i].id;
+            r->clocks[r->nclocks++].ts = got[i].ts;
+        }
+        return 0;
+    }
+    /* the global clock read beside them: MONOTONIC if there, else the first */
+    int64_t mono = 0;
+    int have = 0;
+    for (size_t i = 0; i < ngot && !have; i++)
+        if (got[i].id == CLOCK_MONOTONIC_ID)
+            mono = (int64_t)got[i].ts, have = 1;
+    for (size_t i = 0; i < ngot && !have; i++)
+        if (got[i].id < CLOCK_SEQ_FIRST)
+            mono = to_monotonic(r, got[i].id, got[i].ts), have = 1;
+    for (size_t i = 0; i < ngot; i++) {
+        if (got[i].id < CLOCK_SEQ_FIRST || got[i].id > CLOCK_SEQ_LAST)
+            continue;
+        size_t k = 0;
+        while (k < s->nsclk && s->sclk[k].id != got[i].id)
+            k++;
+        if (k == s->nsclk) {
+            if (s->nsclk == SEQ_CLOCKS)
+                continue; /* more than a writer needs: its timestamps stay unknown */
+            s->nsclk++;
+        }
+        s->sclk[k].id = got[i].id;
+        s->sclk[k].incremental = got[i].inc;
+        s->sclk[k].unit = got[i].unit;
+        s->sclk[k].at = s->sclk[k].last = got[i].ts;
+        s->sclk[k].mono_at = have ? mono : (int64_t)(got[i].ts * got[i].unit);
+    }
+    return 0;
+}
+
+/* The CLOCK_MONOTONIC time of a packet's timestamp ts on clock id of
+ * sequence s (an incremental clock moves on by it); 0 and *ok cleared when
+ * the sequence never said what its clock id is. */
+static int64_t packet_time(const reader *r, sequence *s, uint32_t id, uint64_t ts, int *ok)
+{
+    *ok = 1;
+    if (id < CLOCK_SEQ_FIRST || id > CLOCK_SEQ_LAST)
+        return to_monotonic(r, id, ts);
+    for (size_t k = 0; k < s->nsclk; k++) {
+        if (s->sclk[k].id != id)
+            continue;
+        uint64_t v = s->sclk[k].incremental ? s->sclk[k].last + ts : ts;
+        s->sclk[k].last = v;
+        return s->sclk[k].mono_at + (int64_t)((v - s->sclk[k].at) * s->sclk[k].unit);
+    }
+    *ok = 0;
+    return 0;
 }
 
 /* ------------------------------------------------------ annotations */
@@ -1313,11 +1394,11 @@ static int packet(reader *r, const uint8_t *p, size_t n)
     pb b = {p, p + n};
     field f, event = {0}, desc = {0}, idata = {0}, defs = {0}, snap = {0};
     uint32_t seq_id = 0, flags = 0, clock = 0;
-    int has_clock = 0, cleared = 0, dropped = 0, compressed = 0, rc;
+    int has_clock = 0, has_ts = 0, cleared = 0, dropped = 0, compressed = 0, rc;
     uint64_t ts = 0;
     while ((rc = pb_next(&b, &f)) > 0) {
         switch (f.num) {
-        case P_TIMESTAMP: ts = f.v; break;
+        case P_TIMESTAMP: ts = f.v, has_ts = 1; break;
         case P_CLOCK_ID: clock = (uint32_t)f.v, has_clock = 1; break;
         case P_SEQUENCE_ID: seq_id = (uint32_t)f.v; break;
         case P_SEQUENCE_FLAGS: flags = (uint32_t)f.v; break;
@@ -1351,13 +1432,19 @@ static int packet(reader *r, const uint8_t *p, size_t n)
     }
     if ((defs.data && is_bytes(&defs) && defaults(r, s, defs.data, defs.len) != 0) ||
         (idata.data && is_bytes(&idata) && interned(r, s, idata.data, idata.len) != 0) ||
-        (snap.data && is_bytes(&snap) && clock_snapshot(r, snap.data, snap.len) != 0) ||
+        (snap.data && is_bytes(&snap) && clock_snapshot(r, s, snap.data, snap.len) != 0) ||
         (desc.data && is_bytes(&desc) && descriptor(r, desc.data, desc.len) != 0))
         return -1;
+    uint32_t id = has_clock ? clock : s->has_clock ? s->clock : CLOCK_BOOTTIME_ID;
+    int known = 1;
+    int64_t mono = has_ts ? packet_time(r, s, id, ts, &known) : to_monotonic(r, id, ts);
     if (!event.data || !is_bytes(&event))
         return 0;
-    uint32_t id = has_clock ? clock : s->has_clock ? s->clock : CLOCK_BOOTTIME_ID;
-    return track_event(r, s, event.data, event.len, to_monotonic(r, id, ts));
+    if (!known) { /* a clock of its sequence that no snapshot set */
+        r->no_clock++;
+        return 0;
+    }
+    return track_event(r, s, event.data, event.len, mono);
 }
 
 /* Makes n bytes at in->pos contiguous: in the input's buffer, or copied into
@@ -1414,6 +1501,7 @@ static void set_note(reader *r)
         {r->other_types, "were track events of a type mlprof does not read"},
         {r->compressed, "were compressed packets (compressed_packets), not read"},
         {r->bad_flows, "were flow ids beyond the first on a slice"},
+        {r->no_clock, "were timed on a clock of their sequence that no clock snapshot set"},
     };
     for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
         if (left[i].n)
