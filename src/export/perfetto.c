@@ -12,18 +12,43 @@
  *    snapshot (MONOTONIC, BOOTTIME, REALTIME; MONOTONIC is the trace's
  *    primary clock, so trace_processor keeps our timestamps as they are);
  *    every later packet that uses interned data or the defaults says it needs
- *    the incremental state;
+ *    the incremental state; it holds every track descriptor and everything
+ *    that is not a task slice;
+ *  - each thread's task slices (slice_begin, slice_end: the collector hands
+ *    them in record order per thread) are a sequence of their own,
+ *    SEQ_THREADS (3) and up in order of first use, started before its first
+ *    event with a packet that clears its state and sets its defaults
+ *    (timestamps on its clock 64, TrackEvents on the thread's track: no
+ *    track_uuid per event) and a clock snapshot that sets clock 64
+ *    (sequence-scoped, incremental) to CLOCK_MONOTONIC's time of that first
+ *    event. Every later packet's timestamp is the delta from the previous
+ *    one on that clock; a time before the previous (a clock stepping back) is
+ *    written absolute with the packet's own timestamp_clock_id (MONOTONIC),
+ *    which leaves the incremental clock where it was. A begin carries name,
+ *    category and arguments; an end, nothing but the arguments recorded after
+ *    its begin and "unfinished" when the profiler closed it (readers join an
+ *    end's annotations to its slice's). Nothing is re-based at a drain or a
+ *    dump: the stream is one until the trace ends;
  *  - the tail of a dump is sequence 2, cleared at each tail_begin, with its
- *    own interning: it never touches sequence 1's, so the stream goes on
- *    after a dump that is not the last;
+ *    own interning: it never touches the stream's sequences, so the stream
+ *    goes on after a dump that is not the last. Open tasks end there (and
+ *    begin there too, when their begin was not handed over yet) on the
+ *    thread's track, said in each event;
  *  - names, categories and argument names are interned per sequence, in the
- *    packet that first uses them;
- *  - a span is a SLICE_BEGIN (name, category, arguments as debug
- *    annotations) and a SLICE_END, one right after the other, on the
- *    thread's track (tasks) or on a child track of it named after the frame
- *    (frames); instants are INSTANTs on the thread or process track; counter
- *    samples are COUNTERs on a counter track per (pid, name); a flow's start
- *    is an INSTANT with flow_ids, its end one with terminating_flow_ids;
+ *    packet that first uses them; so are string argument values given typed
+ *    (InternedData.debug_annotation_string_values, string_value_iid), up to
+ *    STR_VALUES_MAX per sequence so that ids and paths do not grow the table
+ *    without bound (past it they are written whole);
+ *  - arguments come typed from the collector for its own spans (no parsing:
+ *    int_value, double_value, string_value[_iid]); the others' JSON text is
+ *    read here (scan_member) into the same annotations;
+ *  - a span handed whole (frames, produced spans, a tail's) is a
+ *    SLICE_BEGIN (name, category, arguments as debug annotations) and a
+ *    SLICE_END, one right after the other, on the thread's track or on a
+ *    child track of it named after the frame (frames); instants are INSTANTs
+ *    on the thread or process track; counter samples are COUNTERs on a
+ *    counter track per (pid, name); a flow's start is an INSTANT with
+ *    flow_ids, its end one with terminating_flow_ids;
  *  - the footer is an INSTANT "otherData" (category "mlprof") on the process
  *    track at dump_ns, whose annotations are otherData's members.
  *
@@ -32,10 +57,13 @@
  *   Trace               packet 1
  *   TracePacket         timestamp 8, trusted_packet_sequence_id 10,
  *                       sequence_flags 13, interned_data 12, track_event 11,
- *                       clock_snapshot 6, trace_packet_defaults 59,
- *                       track_descriptor 60, first_packet_on_sequence 87
- *   TracePacketDefaults timestamp_clock_id 58
- *   ClockSnapshot       clocks 1 {clock_id 1, timestamp 2}, primary_trace_clock 2
+ *                       clock_snapshot 6, timestamp_clock_id 58,
+ *                       trace_packet_defaults 59, track_descriptor 60,
+ *                       first_packet_on_sequence 87
+ *   TracePacketDefaults timestamp_clock_id 58, track_event_defaults 11
+ *   TrackEventDefaults  track_uuid 11
+ *   ClockSnapshot       clocks 1 {clock_id 1, timestamp 2, is_incremental 3},
+ *                       primary_trace_clock 2
  *   TrackDescriptor     uuid 1, name 2, process 3, thread 4, parent_uuid 5,
  *                       counter 8, sibling_order_rank 12
  *   ProcessDescriptor   pid 1, process_name 6
@@ -47,9 +75,10 @@
  *                       flow_ids 47, terminating_flow_ids 48
  *   DebugAnnotation     name_iid 1, bool_value 2, uint_value 3, int_value 4,
  *                       double_value 5, string_value 6, legacy_json_value 9,
- *                       name 10 (not interned)
+ *                       name 10 (not interned), string_value_iid 17
  *   InternedData        event_categories 1, event_names 2,
- *                       debug_annotation_names 3 (each {iid 1, name 2})
+ *                       debug_annotation_names 3 (each {iid 1, name 2}),
+ *                       debug_annotation_string_values 29 ({iid 1, str 2})
  *
  * Track uuids are deterministic: a hash of (kind, pid, tid[, name]) cut to
  * 28 bits (4 bytes on the wire, the size that matters: two per span), the
