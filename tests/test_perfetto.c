@@ -15,8 +15,10 @@
  * without one.
  *
  * With --bench N it prints instead the bytes and nanoseconds (CPU time) per
- * span of this writer and of the Chrome JSON writer on the same N spans,
- * with one and with three arguments; --bench N json (or perfetto) runs one
+ * span of this writer (driven as the collector drives it: a slice's begin
+ * with typed arguments, then its end) and of the Chrome JSON writer on the
+ * same N spans, with none, one and three arguments: the writers alone,
+ * without the collector's decoding; --bench N json (or perfetto) runs one
  * writer alone, for perf stat.
  */
 #include <stdio.h>
@@ -576,9 +578,18 @@ static void bench_one(int json, long n, int nargs, double *bytes, double *secs)
     static const char *const dtypes[] = {"float32", "bfloat16", "int8", "float16"};
     static char args[NARGS][96];
     static size_t args_len[NARGS];
+    static mlprof__arg_out targs[NARGS][3]; /* the same typed, as the collector hands them to Perfetto */
     for (long i = 0; i < NARGS; i++) {
         int len;
-        if (nargs == 1)
+        mlprof__arg_out *t = targs[i];
+        t[0] = (mlprof__arg_out){.key = nargs == 1 ? "i" : "batch", .key_len = nargs == 1 ? 1 : 5,
+                                 .type = MLPROF__ARG_INT, .i = nargs == 1 ? i * 7 : i};
+        t[1] = (mlprof__arg_out){.key = "bytes", .key_len = 5, .type = MLPROF__ARG_INT, .i = (i & 1023) * 4096};
+        t[2] = (mlprof__arg_out){.key = "dtype", .key_len = 5, .type = MLPROF__ARG_STRING, .s = dtypes[i & 3],
+                                 .s_len = strlen(dtypes[i & 3])};
+        if (nargs == 0)
+            len = 0;
+        else if (nargs == 1)
             len = snprintf(args[i], sizeof args[i], "\"i\":%ld", i * 7);
         else
             len = snprintf(args[i], sizeof args[i], "\"batch\":%ld,\"bytes\":%ld,\"dtype\":\"%s\"", i,
@@ -601,10 +612,17 @@ static void bench_one(int json, long n, int nargs, double *bytes, double *secs)
         s.tid = 123456 + (pid_t)((i >> 12) & 3); /* threads one after another, as drained */
         s.args = args[i & (NARGS - 1)];
         s.args_len = args_len[i & (NARGS - 1)];
-        if (json)
+        if (json) {
             mlprof__chrome_span(&sb, &first, &s);
-        else
-            ops->span(st, &out, &s);
+        } else { /* as the collector drives it: a begin with typed arguments, an end */
+            s.args = NULL;
+            s.targs = nargs ? targs[i & (NARGS - 1)] : NULL;
+            s.ntargs = (size_t)nargs;
+            ops->slice_begin(st, &out, &s);
+            s.targs = NULL;
+            s.ntargs = 0;
+            ops->slice_end(st, &out, &s);
+        }
         if ((i & 4095) == 4095) {
             total += (double)sb.len;
             sb.len = 0;
@@ -621,7 +639,7 @@ static int bench(long n, int which)
 {
     if (which) {
         double b, t;
-        for (int nargs = 1; nargs <= 3; nargs += 2) {
+        for (int nargs = 0; nargs <= 3; nargs += 1 + (nargs == 1)) {
             bench_one(which == 1, n, nargs, &b, &t);
             printf("%s, %d argument(s): %.1f bytes, %.1f ns per span\n", which == 1 ? "JSON" : "protobuf", nargs,
                    b / (double)n, 1e9 * t / (double)n);
@@ -629,15 +647,15 @@ static int bench(long n, int which)
         return 0;
     }
     printf("%-34s %10s %10s\n", "spans", "bytes/span", "ns/span");
-    for (int nargs = 1; nargs <= 3; nargs += 2) {
+    for (int nargs = 0; nargs <= 3; nargs += 1 + (nargs == 1)) {
         double jb, js, pb, ps;
         for (int round = 0; round < 2; round++) { /* the first round warms up */
             bench_one(1, n, nargs, &jb, &js);
             bench_one(0, n, nargs, &pb, &ps);
         }
-        printf("JSON, %d argument%s %*s %10.1f %10.1f\n", nargs, nargs > 1 ? "s" : " ", 18, "", jb / (double)n,
+        printf("JSON, %d argument%s %*s %10.1f %10.1f\n", nargs, nargs != 1 ? "s" : " ", 18, "", jb / (double)n,
                1e9 * js / (double)n);
-        printf("Perfetto protobuf, %d argument%s %*s %10.1f %10.1f\n", nargs, nargs > 1 ? "s" : " ", 5, "",
+        printf("Perfetto protobuf, %d argument%s %*s %10.1f %10.1f\n", nargs, nargs != 1 ? "s" : " ", 5, "",
                pb / (double)n, 1e9 * ps / (double)n);
         printf("ratio (JSON / protobuf) %*s %10.2fx %9.2fx\n", 11, "", jb / pb, js / ps);
     }

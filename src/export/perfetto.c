@@ -528,6 +528,10 @@ typedef struct pf_seq {
      * interned bytes, skips hashing them */
     pf_pcache cache[IN_KINDS][PCACHE];
     pf_recent recent[RECENT];
+    /* the string values last seen at a position of the typed arguments (a
+     * few each: a dtype cycles through a handful), tried before hashing */
+    pf_recent recent_str[RECENT][4];
+    unsigned char recent_next[RECENT];
 } pf_seq;
 
 static void seq_clear(pf_seq *q)
@@ -536,6 +540,8 @@ static void seq_clear(pf_seq *q)
         table_clear(&q->in[k]);
     memset(q->cache, 0, sizeof q->cache);
     memset(q->recent, 0, sizeof q->recent);
+    memset(q->recent_str, 0, sizeof q->recent_str);
+    memset(q->recent_next, 0, sizeof q->recent_next);
 }
 
 /* ---- tracks */
@@ -561,6 +567,10 @@ typedef struct pf_state {
     pf_seq seq[2];        /* the stream, the tail */
     pf_seq **tseqs;       /* the threads' task slices, sequences SEQ_THREADS + index */
     size_t ntseqs, tseqs_cap;
+    /* the thread sequence last used, started, its track described: a
+     * drain hands one thread's slices after another */
+    pf_seq *cur_q;
+    pid_t cur_pid, cur_tid;
     pf_table track_keys;  /* (kind, pid, tid[, name]) -> index + 1 */
     pf_table uuids;       /* uuids taken -> index + 1 */
     pf_track *tracks;
@@ -645,8 +655,20 @@ static void put_event_name(pf_state *st, pf_seq *q, const char *s, size_t n)
     close_len(&st->ev, at);
 }
 
-/* The category: a domain's name, a string that lives as long as the run,
- * found by its address before its length is counted. */
+/* The iid of a category: a domain's name, a string that lives as long as
+ * the run, found by its address before its length is counted; 0 when it
+ * cannot be interned. */
+static uint64_t category_iid(pf_state *st, pf_seq *q, const char *domain)
+{
+    pf_pcache *c = &q->cache[IN_CAT][((uintptr_t)domain >> 3) & (PCACHE - 1)];
+    if (c->p == domain && c->iid && same_bytes(q->in[IN_CAT].keys.data + c->off, domain, c->len) &&
+        domain[c->len] == '\0')
+        return c->iid;
+    return intern(st, q, IN_CAT, domain, strlen(domain));
+}
+
+/* The category (TrackEvent.category_iids 3, or categories 22 when it cannot
+ * be interned). */
 static void put_category(pf_state *st, pf_seq *q, const char *domain)
 {
     if (!domain)
@@ -920,6 +942,29 @@ static const char *clean_text(mlprof__sb *tmp, const char *s, size_t *n)
     return tmp->data;
 }
 
+/* The iid of string value s (n bytes) of the argument at position index,
+ * interned now if new (as clean UTF-8); 0 when it cannot be (out of memory,
+ * or the sequence's table is full). */
+static uint64_t str_iid(pf_state *st, pf_seq *q, unsigned index, const char *s, size_t n)
+{
+    pf_recent *r = q->recent_str[index & (RECENT - 1)];
+    const char *keys = q->in[IN_STR].keys.data;
+    for (int k = 0; k < 4; k++)
+        if (r[k].iid && r[k].len == n && same_bytes(keys + r[k].off, s, n))
+            return r[k].iid;
+    size_t cn = n;
+    const char *c = clean_text(&st->tmp, s, &cn);
+    uint32_t off;
+    uint64_t iid = intern_at(st, q, IN_STR, c, cn, &off);
+    if (iid && c == s) { /* remembered only when the bytes are the interned ones */
+        pf_recent *e = &r[q->recent_next[index & (RECENT - 1)]++ & 3];
+        e->iid = iid;
+        e->len = n;
+        e->off = off;
+    }
+    return iid;
+}
+
 /* The collector's typed arguments as TrackEvent.debug_annotations, without
  * parsing: integers as int_value, doubles as double_value, strings interned
  * in q (string_value_iid, up to STR_VALUES_MAX of them) or whole. */
@@ -936,8 +981,16 @@ static void put_targs(pf_state *st, pf_seq *q, const mlprof__arg_out *a, size_t 
         char *at = p;
         p += 2; /* the tag, and a byte for the length */
         size_t klen = a[i].key_len;
-        const char *key = clean_text(&st->name_tmp, a[i].key, &klen);
-        uint64_t iid = arg_name_iid(st, q, (unsigned)i, &key, &klen, 0);
+        const char *key = a[i].key;
+        /* the name last seen here, byte for byte: interned text is clean UTF-8, so is this */
+        pf_recent *r = &q->recent[i & (RECENT - 1)];
+        uint64_t iid = 0;
+        if (r->iid && r->len == klen && same_bytes(q->in[IN_ARG].keys.data + r->off, key, klen)) {
+            iid = r->iid;
+        } else {
+            key = clean_text(&st->name_tmp, key, &klen);
+            iid = arg_name_iid(st, q, (unsigned)i, &key, &klen, 0);
+        }
         if (iid)
             p = put_varint(put_tag(p, 1, WT_VARINT), iid);
         else
@@ -950,8 +1003,10 @@ static void put_targs(pf_state *st, pf_seq *q, const mlprof__arg_out *a, size_t 
             p = put_fixed64(put_tag(p, 5, WT_I64), bits);
         } else {
             size_t vlen = a[i].s_len;
-            const char *v = clean_text(&st->tmp, a[i].s, &vlen);
-            uint64_t siid = intern(st, q, IN_STR, v, vlen);
+            uint64_t siid = str_iid(st, q, (unsigned)i, a[i].s, vlen);
+            const char *v = a[i].s;
+            if (!siid)
+                v = clean_text(&st->tmp, v, &vlen);
             if (siid)
                 p = put_varint(put_tag(p, 17, WT_VARINT), siid);
             else
@@ -1459,6 +1514,7 @@ static void forget_tracks(pf_state *st)
         mlprof__free(st->tseqs[i]);
     }
     st->ntseqs = 0;
+    st->cur_q = NULL;
     for (size_t i = 0; i < st->ntracks; i++) {
         mlprof__free(st->tracks[i].name);
         mlprof__free(st->tracks[i].domain);
@@ -1546,30 +1602,56 @@ static void pf_span(void *vst, const mlprof__sink_out *out, const mlprof__span_o
     put_bare_event(out->sb, q, s->end_ns, TYPE_SLICE_END, uuid);
 }
 
+/* The sequence of thread (pid, tid) in the stream, started, its track
+ * described; NULL when out of memory. */
+static pf_seq *slice_seq(pf_state *st, const mlprof__sink_out *out, pid_t pid, pid_t tid, uint64_t ts)
+{
+    if (st->cur_q && st->cur_pid == pid && st->cur_tid == tid)
+        return st->cur_q;
+    uint32_t t = use_track(st, out, thread_track(st, out->sb, pid, tid));
+    pf_seq *q = t ? thread_seq(st, out->sb, t, ts) : NULL;
+    if (q) {
+        st->cur_q = q;
+        st->cur_pid = pid;
+        st->cur_tid = tid;
+    }
+    return q;
+}
+
 /* A task's begin. In the stream: on its thread's sequence, the track and
  * the timestamp's base left to the sequence. In a tail: on the tail's
  * sequence, as pf_span writes it. */
 static void pf_slice_begin(void *vst, const mlprof__sink_out *out, const mlprof__span_out *s)
 {
     pf_state *st = vst;
-    uint32_t t = use_track(st, out, thread_track(st, out->sb, s->pid, s->tid));
-    if (!t)
-        return;
     if (out->tail) {
-        put_span_begin(st, out->sb, seq_of(st, out), st->tracks[t - 1].uuid, s, 0);
+        uint32_t t = use_track(st, out, thread_track(st, out->sb, s->pid, s->tid));
+        if (t)
+            put_span_begin(st, out->sb, seq_of(st, out), st->tracks[t - 1].uuid, s, 0);
         return;
     }
-    pf_seq *q = thread_seq(st, out->sb, t, s->begin_ns);
+    pf_seq *q = slice_seq(st, out, s->pid, s->tid, s->begin_ns);
     if (!q)
         return;
     mlprof__sb *ev = &st->ev;
-    if (room(ev, 8)) {
+    uint64_t name = intern(st, q, IN_NAME, s->name, s->name_len);
+    uint64_t cat = s->domain ? category_iid(st, q, s->domain) : 0;
+    if (name && (cat || !s->domain) && room(ev, 32)) { /* the usual case, written at once */
         char *p = put_tag(end_of(ev), 9, WT_VARINT);
         *p++ = TYPE_SLICE_BEGIN;
+        p = put_varint(put_tag(p, 10, WT_VARINT), name);
+        if (cat)
+            p = put_varint(put_tag(p, 3, WT_VARINT), cat);
         set_end(ev, p);
+    } else {
+        if (room(ev, 8)) {
+            char *p = put_tag(end_of(ev), 9, WT_VARINT);
+            *p++ = TYPE_SLICE_BEGIN;
+            set_end(ev, p);
+        }
+        put_event_name(st, q, s->name, s->name_len);
+        put_category(st, q, s->domain);
     }
-    put_event_name(st, q, s->name, s->name_len);
-    put_category(st, q, s->domain);
     put_span_args(st, q, s);
     put_thread_event(st, out->sb, q, s->begin_ns);
 }
@@ -1580,15 +1662,22 @@ static void pf_slice_begin(void *vst, const mlprof__sink_out *out, const mlprof_
 static void pf_slice_end(void *vst, const mlprof__sink_out *out, const mlprof__span_out *s)
 {
     pf_state *st = vst;
-    uint32_t t = use_track(st, out, thread_track(st, out->sb, s->pid, s->tid));
-    if (!t)
-        return;
-    pf_seq *q = out->tail ? seq_of(st, out) : thread_seq(st, out->sb, t, s->end_ns);
-    if (!q)
-        return;
-    if (!out->tail && !s->ntargs && !s->unfinished) {
-        put_thread_end(out->sb, q, s->end_ns);
-        return;
+    pf_seq *q;
+    uint64_t uuid = 0;
+    if (out->tail) {
+        uint32_t t = use_track(st, out, thread_track(st, out->sb, s->pid, s->tid));
+        if (!t)
+            return;
+        q = seq_of(st, out);
+        uuid = st->tracks[t - 1].uuid;
+    } else {
+        q = slice_seq(st, out, s->pid, s->tid, s->end_ns);
+        if (!q)
+            return;
+        if (!s->ntargs && !s->unfinished) {
+            put_thread_end(out->sb, q, s->end_ns);
+            return;
+        }
     }
     mlprof__sb *ev = &st->ev;
     if (room(ev, 16)) {
@@ -1596,7 +1685,7 @@ static void pf_slice_end(void *vst, const mlprof__sink_out *out, const mlprof__s
         *p++ = TYPE_SLICE_END;
         if (out->tail) {
             p = put_tag(p, 11, WT_VARINT);
-            p = put_varint(p, st->tracks[t - 1].uuid);
+            p = put_varint(p, uuid);
         }
         set_end(ev, p);
     }
