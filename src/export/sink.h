@@ -4,7 +4,9 @@
  * writer, the statistics, the memory outputs and the SQLite database are each
  * one. Sinks know nothing of records, threads or the pool: they get finished
  * events, already decoded and paired, in the order the collector decodes them
- * (per thread in time order; threads one after another within a drain).
+ * (per thread in time order; threads one after another within a drain); a
+ * span at its end, so children before their parent, unless the sink asks
+ * for begins and ends (MLPROF__SINK_SLICES, below).
  *
  * Two kinds share the interface:
  *  - a trace sink (json, perfetto) turns events into bytes appended to
