@@ -716,12 +716,15 @@ static void span_fill(mlprof__span_out *s, track *tr, const open_span *o, int fr
     s->depth = 0;
     s->hw = NULL;
     s->hw_mask = 0;
-    s->args = NULL;
-    s->args_len = 0;
-    if (o->text) {
+    s->targs = NULL;
+    s->ntargs = 0;
+    if (MLPROF_LIKELY(o->text)) {
         s->args = o->args.data;
         s->args_len = o->args.len;
-    } else if (C.want_text) {
+    } else if (!C.want_text) {
+        s->args = NULL;
+        s->args_len = 0;
+    } else {
         mlprof__sb_reset(&C.text_tmp);
         for (size_t i = 0; i < o->ntargs; i++) {
             const open_arg *t = &o->targs[i];
@@ -731,8 +734,7 @@ static void span_fill(mlprof__span_out *s, track *tr, const open_span *o, int fr
         s->args = C.text_tmp.data;
         s->args_len = C.text_tmp.len;
     }
-    s->targs = o->typed ? typed_args(o, 0, &s->ntargs) : NULL;
-    if (!s->targs)
+    if (o->typed && !(s->targs = typed_args(o, 0, &s->ntargs)))
         s->ntargs = 0;
 }
 
@@ -806,14 +808,10 @@ static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns
             C.files[i].e->ops->span(C.files[i].st, &out, &s);
 }
 
-/* Adds an argument to open span o, in the forms it keeps. */
-static void span_arg(open_span *o, const char *key, size_t key_len, int type, int64_t i, double d,
-                     const char *str, size_t str_len)
+/* Adds an argument to open span o in its typed form. */
+static void span_typed_arg(open_span *o, const char *key, size_t key_len, int type, int64_t i, double d,
+                           const char *str, size_t str_len)
 {
-    if (o->text)
-        arg_text(&o->args, key, key_len, type, i, d, str, str_len);
-    if (!o->typed)
-        return;
     open_arg *a = mlprof__grow(o->targs, &o->targs_cap, o->ntargs, sizeof *a, 8);
     size_t off = o->ttext.len;
     if (!a || off + key_len + str_len > UINT32_MAX)
@@ -860,8 +858,14 @@ static void push_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_
     mlprof__sb_reset(&o->args);
     mlprof__sb_reset(&o->ttext);
     o->ntargs = 0;
-    if (tr->scope && tr->scope->full_len)
-        span_arg(o, "scope", 5, MLPROF__ARG_STRING, 0, 0, tr->scope->full, tr->scope->full_len);
+    if (tr->scope && tr->scope->full_len) {
+        if (o->text) {
+            mlprof__sb_puts(&o->args, "\"scope\":");
+            mlprof__sb_json_str(&o->args, tr->scope->full, tr->scope->full_len);
+        }
+        if (o->typed)
+            span_typed_arg(o, "scope", 5, MLPROF__ARG_STRING, 0, 0, tr->scope->full, tr->scope->full_len);
+    }
 }
 
 /* Closes the top of the stack at end_ns. */
@@ -953,31 +957,50 @@ static int arg_slot(const char *key, size_t len)
     return -1;
 }
 
+static inline double rec_double(const mlprof__rec *r)
+{
+    double v;
+    memcpy(&v, &r->a, sizeof v);
+    return v;
+}
+
 static void add_arg(track *tr, unsigned kind, const mlprof__rec *r, const char *text)
 {
-    open_span *o = tr->instant_pending ? NULL : arg_span(tr);
-    if (!o && !tr->instant_pending)
-        return;
-    size_t klen = MLPROF__REC_AUX(r->b);
-    int64_t i = (int64_t)r->a;
-    double d = 0;
-    if (kind == MLPROF__REC_ARG_F)
-        memcpy(&d, &r->a, sizeof d);
-    int type = kind == MLPROF__REC_ARG_I ? MLPROF__ARG_INT : kind == MLPROF__REC_ARG_F ? MLPROF__ARG_DOUBLE
-                                                                                     : MLPROF__ARG_STRING;
-    if (!o) { /* an instant's: text only */
-        arg_text(&tr->inst_args, text, klen, type, i, d, text + klen, (size_t)r->a);
-        return;
+    mlprof__sb *args = &tr->inst_args;
+    open_span *o = NULL;
+    if (!tr->instant_pending) {
+        o = arg_span(tr);
+        if (!o)
+            return;
+        args = o->text ? &o->args : NULL;
+        if (o->typed) /* first: the text's calls below need not keep o */
+            span_typed_arg(o, text, MLPROF__REC_AUX(r->b),
+                           kind == MLPROF__REC_ARG_I ? MLPROF__ARG_INT
+                           : kind == MLPROF__REC_ARG_F ? MLPROF__ARG_DOUBLE : MLPROF__ARG_STRING,
+                           (int64_t)r->a, rec_double(r), text + MLPROF__REC_AUX(r->b),
+                           kind == MLPROF__REC_ARG_S ? (size_t)r->a : 0);
     }
-    if (kind == MLPROF__REC_ARG_I) {
+    size_t klen = MLPROF__REC_AUX(r->b);
+    if (o && kind == MLPROF__REC_ARG_I) {
         /* counters measured on the span (perf.c) are summed in the statistics */
         int hw = arg_slot(text, klen);
         if (hw >= 0) { /* the first of a span's values starts its sum: stack slots are reused */
-            o->hw[hw] = (o->hw_mask >> hw & 1 ? o->hw[hw] : 0) + i;
+            o->hw[hw] = (o->hw_mask >> hw & 1 ? o->hw[hw] : 0) + (int64_t)r->a;
             o->hw_mask |= 1u << hw;
         }
     }
-    span_arg(o, text, klen, type, i, d, text + klen, kind == MLPROF__REC_ARG_S ? (size_t)r->a : 0);
+    if (args) { /* the JSON text: an instant's, or a span's when a sink on reads it */
+        if (args->len)
+            mlprof__sb_putc(args, ',');
+        mlprof__sb_json_str(args, text, klen);
+        mlprof__sb_putc(args, ':');
+        if (kind == MLPROF__REC_ARG_I)
+            mlprof__sb_i64(args, (int64_t)r->a);
+        else if (kind == MLPROF__REC_ARG_F)
+            mlprof__sb_double(args, rec_double(r));
+        else
+            mlprof__sb_json_str(args, text + klen, (size_t)r->a);
+    }
 }
 
 static void counter_sample(track *tr, const mlprof__rec *r, int is_int)
