@@ -414,6 +414,54 @@ def test_incremental_state():
           f"incremental state: the slices kept, nested in time order: {got}")
 
 
+def test_sequence_clocks():
+    """A thread's sequence as mlprof writes it: timestamps as deltas on its
+    incremental clock 64 (set by its clock snapshot beside CLOCK_MONOTONIC),
+    its track a default, an absolute packet on CLOCK_MONOTONIC that leaves
+    the incremental clock where it was, an end's annotations joined to its
+    slice; a sequence timed on a clock no snapshot set is left out, counted."""
+    s1 = pe.Sequence(1)
+    track = pe.track_uuid("thread", 1, 1)
+    pkts = [s1.packet(b""), s1.packet(pe.descriptor(track, thread=(1, 1, "main")), needs_state=False)]
+
+    def te(kind, name=None, extra=b""):
+        body = pe.f_varint(pe.E_TYPE, kind) + (pe.f_bytes(pe.E_NAME, name) if name else b"")
+        return pe.f_bytes(pe.P_TRACK_EVENT, body + extra)
+
+    def pkt(seq, ts, body, clock=None):
+        head = pe.f_varint(pe.P_SEQ_ID, seq) + pe.f_varint(pe.P_SEQ_FLAGS, pe.SEQ_NEEDS_STATE)
+        head += pe.f_varint(pe.P_TIMESTAMP, ts)
+        if clock is not None:
+            head += pe.f_varint(pe.P_CLOCK_ID, clock)
+        return pe.packet(head + body)
+
+    def start(seq):
+        defaults = pe.f_varint(58, 64) + pe.f_bytes(11, pe.f_varint(11, track))
+        return pe.packet(pe.f_varint(pe.P_SEQ_ID, seq) + pe.f_varint(pe.P_SEQ_FLAGS, pe.SEQ_CLEARED)
+                         + pe.f_bytes(pe.P_DEFAULTS, defaults))
+
+    clocks = (pe.f_bytes(1, pe.f_varint(1, pe.CLOCK_MONOTONIC) + pe.f_varint(2, 10000))
+              + pe.f_bytes(1, pe.f_varint(1, 64) + pe.f_varint(2, 10000) + pe.f_varint(3, 1)))
+    unfinished = pe.f_bytes(pe.E_ANNOTATIONS, pe.f_bytes(10, "unfinished") + pe.f_varint(2, 1))
+    pkts += [start(5), pe.packet(pe.f_varint(pe.P_SEQ_ID, 5) + pe.f_bytes(pe.P_CLOCK_SNAPSHOT, clocks)),
+             pkt(5, 500, te(pe.SLICE_BEGIN, "x")),  # 10500
+             pkt(5, 100, te(pe.SLICE_BEGIN, "y")),  # 10600
+             pkt(5, 10550, te(pe.SLICE_BEGIN, "z"), pe.CLOCK_MONOTONIC),  # absolute: a clock that stepped back
+             pkt(5, 10560, te(pe.SLICE_END), pe.CLOCK_MONOTONIC),
+             pkt(5, 300, te(pe.SLICE_END)),  # 10900: from 10600, not from 10560
+             pkt(5, 1100, te(pe.SLICE_END, extra=unfinished))]  # 12000
+    # a sequence whose clock 64 no snapshot set: its events cannot be placed
+    pkts += [start(6), pkt(6, 5, te(pe.INSTANT, "nowhere"))]
+    path = write("seqclock.pftrace", b"".join(pkts))
+    p = mlprof("analyze", path, "--aggregate-by", "none", "-t", "0", "--format", "json")
+    check("1 packets were timed on a clock of their sequence that no clock snapshot set" in p.stderr,
+          f"sequence clocks: the packet without its clock is counted: {p.stderr}")
+    rows = json.loads(p.stdout or "{}").get("rows", [])
+    got = sorted((r["key"], r["total_ns"], r["self_ns"]) for r in rows)
+    check(got == [("x", 1500, 1190), ("y", 300, 300), ("z", 10, 10)],
+          f"sequence clocks: deltas followed, the absolute packet beside them: {got}")
+
+
 def chrome_from_fed(path):
     """The events test_perfetto fed the sink (JSON lines), as the Chrome JSON
     sink writes them (src/export/chrome.c)."""
@@ -565,6 +613,7 @@ test_gpu()
 test_truncated()
 test_garbage()
 test_incremental_state()
+test_sequence_clocks()
 test_sink_traces()
 test_same_run_both_formats()
 test_library_writes_pftrace()
