@@ -1816,6 +1816,21 @@ static int32_t step_at(const steps *st, int64_t pid, int64_t tid, int64_t ts)
     return (int32_t)s;
 }
 
+/* The step of event e (or of the launch of a GPU event): counter samples
+ * and process-scoped instants belong to the process, not to the thread that
+ * happened to record them (Perfetto's protobuf keeps no thread for them:
+ * the same trace in both formats has the same steps), global instants to
+ * any process. */
+static int32_t event_step(const steps *st, const an_event *e)
+{
+    int64_t s = -1;
+    if (e->ph == 'C' || (e->ph == 'i' && e->scope == 'p'))
+        s = window_at(st, st->by_pid, e->pid, 0, e->ts);
+    else if (!(e->ph == 'i' && e->scope == 'g'))
+        return step_at(st, e->pid, e->tid, e->ts);
+    return (int32_t)(s >= 0 ? s : window_at(st, st->by_time, 0, 0, e->ts));
+}
+
 /* Flow events belong to no step: they link a launch to its kernel. */
 static int is_flow(char ph)
 {
@@ -1907,7 +1922,7 @@ static int steps_find(an_trace *t, steps *st)
         const an_event *e = &t->ev[i];
         int32_t r = links.launch[i];
         const an_event *at = links.kind[i] != AN_GPU_NONE && r >= 0 ? &t->ev[r] : e;
-        st->of[i] = is_flow(e->ph) ? -1 : step_at(st, at->pid, at->tid, at->ts);
+        st->of[i] = is_flow(e->ph) ? -1 : event_step(st, at);
         if (st->of[i] >= 0)
             st->s[st->of[i]].events++;
     }
