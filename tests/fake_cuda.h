@@ -41,6 +41,8 @@ int cudaMemset(void *p, int v, size_t n);
 int cudaMemsetAsync(void *p, int v, size_t n, void *stream);
 int cudaLaunchKernel(const void *func, dim3_ grid, dim3_ block, void **args, size_t shared, void *stream);
 int cudaDeviceSynchronize(void);
+int cudaProfilerStart(void);
+int cudaProfilerStop(void);
 int cudaStreamSynchronize(void *stream);
 int cudaEventSynchronize(void *event);
 int cudaEventCreate(void **event);

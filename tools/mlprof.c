@@ -18,6 +18,7 @@
 #include "../src/analyze/ranks.h"
 #include "../src/analyze/sequences.h"
 #include "../src/analyze/sqlite.h"
+#include "capture.h"
 #include "run.h"
 
 #define PROG "mlprof"
@@ -37,6 +38,7 @@ static void usage(FILE *out)
             "  sequences TRACE the kernel sequences that recur on the GPU streams\n"
             "  export --sqlite OUT.db TRACE  the trace as an SQLite database to query\n"
             "  run -- CMD      profile an unmodified program (and what it starts)\n"
+            "  capture PID     capture a running process that waits for it (run --on-demand)\n"
             "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
             "\n"
             "Traces are Chrome trace event JSON files, plain or gzip: mlprof's own, and those\n"
@@ -1089,6 +1091,8 @@ int main(int argc, char **argv)
         return cmd_export(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)
         return mlprof_cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "capture") == 0)
+        return mlprof_cmd_capture(argc - 1, argv + 1);
     fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
     usage(stderr);
     return 2;

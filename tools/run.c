@@ -70,6 +70,9 @@ static void run_usage(FILE *out)
             "                         (default 120; the last rank to end merges at once)\n"
             "  -t, --top N            rows of the summary's table (default 10; 0: none)\n"
             "  -q, --quiet            no summary\n"
+            "  --on-demand            record nothing until asked: 'mlprof capture PID' (each\n"
+            "                         capture a trace of its own in FILE.parts/, merged at\n"
+            "                         the end); until then the program runs at full speed\n"
             "  --preload FILE         the preload library (default: found beside mlprof)\n"
             "\n"
             "Defaults that differ from the library's, for whole programs: profile_memory on,\n"
@@ -221,6 +224,7 @@ typedef struct run_options {
     const char *preload;
     int top, quiet;
     double merge_timeout;
+    int on_demand; /* record nothing until `mlprof capture PID` asks */
     char **cmd;
 } run_options;
 
@@ -287,6 +291,10 @@ static void parse_options(int argc, char **argv, run_options *o)
         }
         if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0) {
             o->quiet = 1;
+            continue;
+        }
+        if (strcmp(arg, "--on-demand") == 0) {
+            o->on_demand = 1;
             continue;
         }
         /* --name=value or --name value */
@@ -700,7 +708,10 @@ int mlprof_cmd_run(int argc, char **argv)
     snprintf(ld, len, "%s%s%s", abs_preload, old && *old ? ":" : "", old ? old : "");
     setenv("LD_PRELOAD", ld, 1);
     setenv("MLPROF_FILENAME", filename, 1);
-    setenv("MLPROF_AUTOSTART", "1", 1);
+    if (o.on_demand) /* the library starts stopped and listens (src/record/capture.c) */
+        setenv("MLPROF_ON_DEMAND", "1", 1);
+    else
+        setenv("MLPROF_AUTOSTART", "1", 1);
     setenv("MLPROF_DUMP_AT_EXIT", "1", 1);
     setenv("INTEL_LIBITTNOTIFY64", abs_preload, 0); /* we are the ITT collector, unless one is chosen */
     setenv("NVTX_INJECTION64_PATH", abs_preload, 0); /* and NVTX's injection */
@@ -739,6 +750,9 @@ int mlprof_cmd_run(int argc, char **argv)
         }
         return start_rc;
     }
+    if (o.on_demand)
+        fprintf(stderr, PROG ": %s is process %d; it records nothing until asked: mlprof capture %d "
+                        "[--duration 5s] [--tree]\n", o.cmd[0], (int)pid, (int)pid);
     /* a ^C reaches the program, which writes its trace; we wait for it */
     signal(SIGINT, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
@@ -794,7 +808,9 @@ int mlprof_cmd_run(int argc, char **argv)
     int failed = 0, written = 0;
     an_trace merged;
     int have_merged = 0;
-    if (!used) {
+    if (!used && o.on_demand) {
+        fprintf(stderr, PROG ": no capture was taken: no trace\n");
+    } else if (!used) {
         fprintf(stderr, PROG ": no process of the run wrote a trace (was it a static program, or did it "
                         "clear LD_PRELOAD?)\n");
         failed = 1;

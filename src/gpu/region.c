@@ -109,7 +109,7 @@ mlprof_gpu_region *mlprof_gpu_region_begin_with(const char *name, void *stream, 
                                                 const char *args)
 {
     mlprof__ensure_init();
-    if (!mlprof_active_flag)
+    if (!(mlprof_active_flag & 1)) /* recording (bit 1: a capture waits for a span) */
         return NULL;
     pthread_once(&A.once, load);
     if (!A.ok) {
@@ -207,7 +207,7 @@ void mlprof__gpu_regions_resolve(int discard)
             A.destroy(r->stop);
             region_free(r);
         } else if (A.query(r->stop) == CUDA_SUCCESS ||
-                   (!mlprof_active_flag && A.sync(r->stop) == CUDA_SUCCESS)) { /* a final dump waits */
+                   (!(mlprof_active_flag & 1) && A.sync(r->stop) == CUDA_SUCCESS)) { /* a final dump waits */
             resolve(r);
         } else {
             r->next = keep;

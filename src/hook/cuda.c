@@ -10,7 +10,9 @@
  *   cudaLaunchKernel - a span named after the kernel when the host stub's
  *     symbol is exported (otherwise "cudaLaunchKernel"), with the kernel's
  *     symbol or address, grid, block, shared memory and stream;
- *   cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize.
+ *   cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize;
+ *   cudaProfilerStart, cudaProfilerStop - not recorded: with
+ *     capture_range=cudaProfilerStart, each start..stop is one capture.
  * cuBLAS (hook "cublas"): cublasSgemm_v2, cublasDgemm_v2, cublasGemmEx, the
  *   strided batched forms and cublasLtMatmul (its shapes, types and batch
  *   read back from its layouts and descriptor) - spans with M, N, K, batch,
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../record/capture.h"
 #include "hook.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -63,7 +66,7 @@ static void *real(int f) { return mlprof__hook_real_cached(&g_real[f], k_names[f
 /* Whether this call of runtime function f (or of cuBLAS) is recorded. */
 static int wanted(int f)
 {
-    if (mlprof__busy || !mlprof_active_flag)
+    if (mlprof__busy || !(mlprof_active_flag & 1))
         return 0;
     if (f >= F_FIRST_CUBLAS)
         return mlprof__hook_on(MLPROF__HOOK_CUBLAS);
@@ -274,6 +277,30 @@ EXPORT int cudaEventSynchronize(void *event)
     if (span)
         mlprof_begin(g_task[F_EVENT_SYNC]);
     return end_span(F_EVENT_SYNC, span, ((sync_on_fn)real(F_EVENT_SYNC))(event));
+}
+
+/* ------------------------------------------------------------ capture range */
+
+EXPORT int cudaProfilerStart(void);
+EXPORT int cudaProfilerStop(void);
+
+/* Whichever of mlprof and the runtime answers, the program's call is passed on
+ * (another profiler may be waiting for it too). */
+EXPORT int cudaProfilerStart(void)
+{
+    static void *real_start;
+    mlprof__capture_cuda_profiler(1);
+    sync_fn fn = (sync_fn)mlprof__hook_real_cached(&real_start, "cudaProfilerStart", 0);
+    return fn ? fn() : 0;
+}
+
+EXPORT int cudaProfilerStop(void)
+{
+    static void *real_stop;
+    sync_fn fn = (sync_fn)mlprof__hook_real_cached(&real_stop, "cudaProfilerStop", 0);
+    int rc = fn ? fn() : 0;
+    mlprof__capture_cuda_profiler(0);
+    return rc;
 }
 
 /* ------------------------------------------------------------ cuBLAS */

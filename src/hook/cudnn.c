@@ -94,7 +94,7 @@ static void arg_dims(const char *key, const int *dims, int n)
     mlprof_arg_str(key, text);
 }
 
-static int wanted(void) { return mlprof__busy == 0 && mlprof_active_flag && mlprof__hook_on(MLPROF__HOOK_CUDNN); }
+static int wanted(void) { return mlprof__busy == 0 && (mlprof_active_flag & 1) && mlprof__hook_on(MLPROF__HOOK_CUDNN); }
 
 /* A convolution's span: x the input, w the filter, y the output (or their gradients). */
 static int conv_span(int f, const void *x, const void *w, const void *conv, const void *y)

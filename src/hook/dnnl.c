@@ -191,7 +191,7 @@ EXPORT int dnnl_primitive_execute(const void *prim, void *stream, int nargs, con
         mlprof__log(MLPROF_LOG_ERROR, "dnnl_primitive_execute was called, but no library defines it");
         return 2; /* dnnl_invalid_arguments */
     }
-    int span = mlprof__busy == 0 && mlprof__hook_on(MLPROF__HOOK_DNNL) && mlprof_active_flag;
+    int span = mlprof__busy == 0 && mlprof__hook_on(MLPROF__HOOK_DNNL) && (mlprof_active_flag & 1);
     if (span)
         describe(prim);
     int rc = D.execute(prim, stream, nargs, args);

@@ -169,7 +169,7 @@ static mlprof_domain *domain_of(const itt_domain *id)
     return i < MAX_OBJECTS ? T.map[i].d : NULL;
 }
 
-static int on(void) { return mlprof__busy == 0 && mlprof_active_flag && mlprof__hook_on(MLPROF__HOOK_ITT); }
+static int on(void) { return mlprof__busy == 0 && (mlprof_active_flag & 1) && mlprof__hook_on(MLPROF__HOOK_ITT); }
 
 /* ------------------------------------------------------ the functions */
 

@@ -25,6 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../record/capture.h"
 #include "hook.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -86,7 +87,7 @@ static struct {
     uint64_t next;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static int on(void) { return mlprof__busy == 0 && mlprof_active_flag && mlprof__hook_on(MLPROF__HOOK_NVTX); }
+static int on(void) { return mlprof__busy == 0 && (mlprof_active_flag & 1) && mlprof__hook_on(MLPROF__HOOK_NVTX); }
 
 /* A thread of the parent's may have held R.lock at a fork (a leaf lock): the
  * child's is free. Registered before the lock is first taken. */
@@ -141,6 +142,7 @@ static void attributes(const nvtx_attributes *a)
 
 static int push(const nvtx_domain *h, const char *name, const nvtx_attributes *a)
 {
+    mlprof__capture_nvtx(name ? name : ""); /* capture_range=nvtx:NAME starts before the range */
     if (!on())
         return -1;
     mlprof_begin_dynamic(domain_of(h), name);
@@ -150,10 +152,13 @@ static int push(const nvtx_domain *h, const char *name, const nvtx_attributes *a
 
 static int pop(const nvtx_domain *h)
 {
-    if (!on() || t_depth <= 0)
-        return -1;
-    mlprof_end_dynamic(domain_of(h));
-    return --t_depth;
+    int depth = -1;
+    if (on() && t_depth > 0) {
+        mlprof_end_dynamic(domain_of(h));
+        depth = --t_depth;
+    }
+    mlprof__capture_nvtx(NULL); /* and stops after it */
+    return depth;
 }
 
 static int push_a(const char *msg) { return push(NULL, msg ? msg : "range", NULL); }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../collect/collect.h"
+#include "capture.h"
 #include "produce.h"
 #include "record.h"
 
@@ -38,7 +39,8 @@ typedef enum {
     T_PROCESS, /* MXNet's profile_process: worker or server */
     T_FORMAT,  /* the trace's format */
     T_COMPRESS,
-    T_RANK     /* an integer from 0, or empty */
+    T_RANK,    /* an integer from 0, or empty */
+    T_RANGE    /* capture_range, checked by capture.c */
 } key_type;
 
 typedef struct key_def {
@@ -127,6 +129,9 @@ static const key_def g_keys[] = {
      "test-only: OFFSET_NS[:DRIFT_PPB], integers (drift above -1e9 and below 1e9), or empty", SIZE(clock_shift), 0},
     {"rank", T_RANK, F(rank), 0, 0,
      "this process's rank in its job, an integer from 0, or empty to read it from the launcher's environment"},
+    {"on_demand", T_BOOL, F(on_demand), 0, 0, "a boolean"},
+    {"capture_range", T_RANGE, F(capture_range), 0, 0,
+     "\"\" (none), cudaProfilerStart, nvtx:NAME or span:NAME (a name of 1 to 255 bytes)"},
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
@@ -251,6 +256,13 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
             break;
         strcpy(field, value);
         return MLPROF_OK;
+    case T_RANGE: {
+        char why[200];
+        if (mlprof__capture_range_check(value, why, sizeof why) != 0)
+            break;
+        strcpy(field, value);
+        return MLPROF_OK;
+    }
     case T_MODULE: {
         char why[600] = "";
         unsigned mask = 0;
@@ -356,6 +368,7 @@ static void config_commit(const mlprof__config *next)
         mlprof__clock_init(next->clock);
     if (shift_changed)
         mlprof__clock_shift_set(next->clock_shift);
+    mlprof__capture_configure();
     mlprof__update_flags();
     if (!continuous_was && next->continuous_dump && mlprof__g.state == MLPROF_STATE_RUN)
         mlprof__collect_start_continuous();
@@ -423,6 +436,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     case T_CLOCK:
     case T_FORMAT:
     case T_COMPRESS:
+    case T_RANGE:
     case T_MODULE:
     case T_PROCESS:
     case T_RANK:
@@ -714,6 +728,7 @@ static void fork_child(void)
     mlprof__pool_reset_after_fork();
     mlprof__collect_after_fork();
     EACH_MODULE(after_fork, (mlprof__g.state == MLPROF_STATE_RUN));
+    mlprof__capture_after_fork();
     if (mlprof__g.state == MLPROF_STATE_RUN)
         mlprof__collect_start_continuous();
 }
@@ -730,8 +745,11 @@ static void do_init(void)
     mlprof__clock_shift_set(mlprof__g.cfg.clock_shift);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
-    if (mlprof__g.cfg.autostart && set_state_locked(MLPROF_STATE_RUN) != MLPROF_OK)
+    /* a process waiting for captures starts stopped, autostart or not */
+    int waits = mlprof__g.cfg.on_demand || mlprof__g.cfg.capture_range[0];
+    if (mlprof__g.cfg.autostart && !waits && set_state_locked(MLPROF_STATE_RUN) != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "autostart: %s", mlprof_last_error());
+    mlprof__capture_configure();
     mlprof__update_flags();
     mlprof__ctl_unlock();
 }

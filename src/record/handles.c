@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "record.h"
+#include "capture.h"
 
 int mlprof__mem_on;
 
@@ -28,13 +28,23 @@ static int domain_on(const mlprof_domain *d)
     }
 }
 
+/* A handle's `on` byte: bit 0 while its domain records, bit 1 when it is a
+ * span that a capture waits for (capture.h), whatever its domain. */
+static uint8_t handle_flags(const mlprof__handle *h)
+{
+    if (h->destroyed)
+        return 0;
+    int trigger = mlprof__trigger_on && h->type == MLPROF__H_SPAN && strcmp(h->name, mlprof__trigger_name) == 0;
+    return (uint8_t)((h->domain->on ? 1 : 0) | (trigger ? MLPROF__HANDLE_TRIGGER : 0));
+}
+
 /* Caller holds reg_lock. */
 static void refresh_locked(void)
 {
     for (mlprof_domain *d = mlprof__g.domains; d; d = d->next)
         __atomic_store_n(&d->on, (uint8_t)domain_on(d), __ATOMIC_RELAXED);
     for (mlprof__handle *h = mlprof__g.handles; h; h = h->next)
-        __atomic_store_n(&h->on, (uint8_t)(!h->destroyed && h->domain->on), __ATOMIC_RELAXED);
+        __atomic_store_n(&h->on, handle_flags(h), __ATOMIC_RELAXED);
 }
 
 void mlprof__update_flags(void)
@@ -45,7 +55,9 @@ void mlprof__update_flags(void)
     int on = mlprof__g.state == MLPROF_STATE_RUN && !mlprof__g.paused;
     int mem = on && (mlprof__g.cfg.profile_all || mlprof__g.cfg.profile_memory);
     __atomic_store_n(&mlprof__mem_on, mem, __ATOMIC_RELAXED);
-    __atomic_store_n(&mlprof_active_flag, on, __ATOMIC_RELEASE);
+    __atomic_store_n(&mlprof_active_flag, (on ? MLPROF__ACTIVE_RECORDING : 0) |
+                                              (mlprof__trigger_on ? MLPROF__ACTIVE_TRIGGER : 0),
+                     __ATOMIC_RELEASE);
 }
 
 static int fits_in_record(const void *p)
@@ -141,7 +153,7 @@ static mlprof__handle *handle_create_locked(size_t size, int type, int kind, mlp
         }
     }
     if (h)
-        __atomic_store_n(&h->on, domain->on, __ATOMIC_RELAXED);
+        __atomic_store_n(&h->on, handle_flags(h), __ATOMIC_RELAXED);
     return h;
 }
 
@@ -250,7 +262,7 @@ static mlprof_domain *default_domain(void)
  * arguments never land on another span when the domain is filtered out. */
 mlprof_domain *mlprof_begin_with(mlprof_domain *domain, const char *name, const char *category, const char *args)
 {
-    if (!__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED))
+    if (!(__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED) & MLPROF__ACTIVE_RECORDING))
         return NULL;
     if (!domain && !(domain = default_domain()))
         return NULL;

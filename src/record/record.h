@@ -244,6 +244,8 @@ typedef struct mlprof__config {
     char clock[16];
     char clock_shift[64]; /* test-only: OFFSET_NS[:DRIFT_PPB] added to every timestamp */
     char rank[16]; /* this process's rank (src/record/dist.c); "" for the launcher's */
+    int on_demand;           /* listen for `mlprof capture PID` (capture.c) */
+    char capture_range[256]; /* record between the program's own markers (capture.c) */
 } mlprof__config;
 
 /* The shared state of the library. Fields marked (ctl) are guarded by ctl_lock. */

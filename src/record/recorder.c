@@ -22,7 +22,7 @@
 #endif
 #endif
 
-#include "record.h"
+#include "capture.h"
 
 int mlprof_active_flag;
 
@@ -251,9 +251,11 @@ static inline void publish(mlprof__thread *t, size_t bytes)
     window_close(t);
 }
 
+/* Recording (bit 0 of the flag; bit 1 is a capture's span trigger, which
+ * only span begins and ends look at: capture.h). */
 static inline int active(void)
 {
-    return MLPROF_LIKELY(__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED));
+    return MLPROF_LIKELY(__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED) & MLPROF__ACTIVE_RECORDING);
 }
 
 /*
@@ -291,7 +293,7 @@ static inline mlprof__thread *enter_on(const int *flag, unsigned *depth)
     } else {
         __atomic_store_n(&t->inside, n + 1, __ATOMIC_SEQ_CST);
     }
-    if (MLPROF_LIKELY(__atomic_load_n(flag, __ATOMIC_SEQ_CST)))
+    if (MLPROF_LIKELY(__atomic_load_n(flag, __ATOMIC_SEQ_CST) & MLPROF__ACTIVE_RECORDING))
         return t;
     __atomic_store_n(&t->inside, n, __ATOMIC_RELEASE);
     return NULL;
@@ -368,7 +370,15 @@ void mlprof__recorder_quiesce(void)
 
 static inline int handle_on(const mlprof__handle *h)
 {
-    return h && __atomic_load_n(&h->on, __ATOMIC_RELAXED);
+    return h && (__atomic_load_n(&h->on, __ATOMIC_RELAXED) & 1);
+}
+
+/* A span a capture waits for (capture.h): only while a trigger is armed, so
+ * that recording without one pays a test of a register and no load. */
+static inline int trigger(int flag, const mlprof_span *span)
+{
+    return MLPROF_UNLIKELY(flag & MLPROF__ACTIVE_TRIGGER) && span &&
+           (__atomic_load_n(&span->h.on, __ATOMIC_RELAXED) & MLPROF__HANDLE_TRIGGER);
 }
 
 static inline void put2(uint64_t ts, uint64_t b)
@@ -392,7 +402,13 @@ void mlprof_begin(mlprof_span *span)
 {
     mlprof__thread *in;
     unsigned depth;
-    if (!active() || !handle_on((const mlprof__handle *)span) || !(in = enter(&depth)))
+    int flag = __atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED);
+    if (trigger(flag, span)) {
+        mlprof__capture_span_begin(span); /* may start recording: its own begin is then the first event */
+        flag = __atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED);
+    }
+    if (!MLPROF_LIKELY(flag & MLPROF__ACTIVE_RECORDING) || !handle_on((const mlprof__handle *)span) ||
+        !(in = enter(&depth)))
         return;
     put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_BEGIN, 0, span));
     if (observed()) /* after the begin: what observers add lands on the span */
@@ -404,12 +420,16 @@ void mlprof_end(mlprof_span *span)
 {
     mlprof__thread *in;
     unsigned depth;
-    if (!active() || !handle_on((const mlprof__handle *)span) || !(in = enter(&depth)))
-        return;
-    if (observed()) /* before the end, for the same reason */
-        mlprof__observe_end(span, span->h.domain);
-    put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_END, 0, span));
-    leave(in, depth);
+    int flag = __atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED);
+    if (MLPROF_LIKELY(flag & MLPROF__ACTIVE_RECORDING) && handle_on((const mlprof__handle *)span) &&
+        (in = enter(&depth))) {
+        if (observed()) /* before the end, for the same reason */
+            mlprof__observe_end(span, span->h.domain);
+        put2(mlprof__clock_raw(), MLPROF__REC_B(MLPROF__REC_END, 0, span));
+        leave(in, depth);
+    }
+    if (trigger(flag, span)) /* outside the recording call: it may stop recording */
+        mlprof__capture_span_end(span);
 }
 
 /* A record followed by n bytes of text (kept to 10 bits of length). */

@@ -1,0 +1,531 @@
+/*
+ * capture.c - `mlprof capture PID`: asks a running process that waits for
+ * captures (on_demand=on, `mlprof run --on-demand`) to record for a while or
+ * for a number of frames, waits for the trace and prints its path. The
+ * process's side is src/record/capture.c; they speak over its Unix socket,
+ * RUNTIME_DIR/PID.sock, a few text lines each way. Only libc: this command
+ * does not start the library in its own process.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capture.h"
+
+#define PROG "mlprof capture"
+
+/* Exit statuses; the process sends back 1, 2, 5 and 6 with its errors. */
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_NO_PROCESS = 3, EXIT_NOT_WAITING = 4, EXIT_BUSY = 5,
+       EXIT_DENIED = 6 };
+
+#define MAX_TARGETS 256
+
+static void capture_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mlprof capture PID [--duration T | --frames NAME:N] [-o FILE] [--config K=V,...] [--tree]\n"
+            "\n"
+            "Captures a running process that waits for it (started by 'mlprof run --on-demand',\n"
+            "or with on_demand=on / MLPROF_ON_DEMAND=1): it records for T, or for the next N\n"
+            "passes of the frame (or task) NAME, writes the trace, and this prints its path.\n"
+            "Until asked, the process records nothing and its instrumentation costs what\n"
+            "disabled costs. Each capture is a file of its own: the process's filename with\n"
+            ".captureN before its extension (N counts the process's captures), or %%c in the\n"
+            "filename replaced by N.\n"
+            "\n"
+            "  --duration T           how long: 5s (default), 500ms, 2m, or seconds (1.5)\n"
+            "  --frames NAME:N        from the next begin of NAME to the end of its Nth pass\n"
+            "                         (passes counted on the thread where the first began)\n"
+            "  --steps N              not available yet: it needs mlprof_step()\n"
+            "  -o, --output FILE      the trace's path (%%p: the pid), instead of the numbered one\n"
+            "  --config K=V,...       configuration keys for this capture only, such as\n"
+            "                         level=2,counters=cycles,instructions\n"
+            "  --tree                 also the process's descendants that wait for captures\n"
+            "                         (with -o, FILE gets .%%p before its extension)\n"
+            "\n"
+            "Only the process's own user may capture it. Exit status: 0 captured, 1 the\n"
+            "capture failed (the process says why: its file could not be written...) or\n"
+            "the process ended first, 2 a mistake on the command line (or a --config key\n"
+            "the process refused), 3 no such process, 4 the process does not wait for\n"
+            "captures (no mlprof, on_demand off, or a stale socket), 5 a capture of it is\n"
+            "already running, 6 another user's process.\n");
+}
+
+static void capture_bad_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, PROG ": ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'mlprof capture --help'.\n");
+    exit(EXIT_USAGE);
+}
+
+/* "5s", "500ms", "2m", "1.5" (seconds) in milliseconds; 0 when it is not one. */
+static unsigned long long parse_duration(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v > 0) || !isfinite(v))
+        return 0;
+    double scale = 1000;
+    if (strcmp(end, "ms") == 0)
+        scale = 1;
+    else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+        scale = 60000;
+    else if (strcmp(end, "h") == 0)
+        scale = 3600000;
+    else if (*end && strcmp(end, "s") != 0)
+        return 0;
+    double ms = ceil(v * scale);
+    return ms >= 1 && ms < 1e12 ? (unsigned long long)ms : 0;
+}
+
+typedef struct target {
+    pid_t pid;
+    int fd;
+    int done, code;
+    char comm[64];
+    char line[8192];
+    size_t len;
+} target;
+
+static void comm_of(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    FILE *f = fopen(path, "r");
+    buf[0] = '\0';
+    if (f) {
+        if (fgets(buf, (int)len, f))
+            buf[strcspn(buf, "\n")] = '\0';
+        fclose(f);
+    }
+    if (!buf[0])
+        snprintf(buf, len, "?");
+}
+
+/* The folders where the process may have made its socket, as
+ * src/record/capture.c chooses them: its XDG_RUNTIME_DIR (read from its
+ * environment, ours if that cannot be read), else /tmp/mlprof-UID. */
+static int socket_dirs(pid_t pid, char dirs[3][PATH_MAX])
+{
+    int n = 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        static char env[1 << 16];
+        size_t len = fread(env, 1, sizeof env - 1, f);
+        fclose(f);
+        env[len] = '\0';
+        for (size_t at = 0; at < len; at += strlen(env + at) + 1)
+            if (strncmp(env + at, "XDG_RUNTIME_DIR=/", 17) == 0)
+                snprintf(dirs[n++], PATH_MAX, "%.4000s/mlprof", env + at + 16);
+    }
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (xdg && xdg[0] == '/' && (n == 0 || strncmp(dirs[0], xdg, strlen(xdg)) != 0))
+        snprintf(dirs[n++], PATH_MAX, "%.4000s/mlprof", xdg);
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d", (int)pid);
+    unsigned uid = stat(path, &st) == 0 ? (unsigned)st.st_uid : (unsigned)geteuid();
+    snprintf(dirs[n++], PATH_MAX, "/tmp/mlprof-%u", uid);
+    return n;
+}
+
+static int find_socket(pid_t pid, char *out, size_t len)
+{
+    char dirs[3][PATH_MAX];
+    int n = socket_dirs(pid, dirs);
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        int w = snprintf(out, len, "%s/%d.sock", dirs[i], (int)pid);
+        if (w > 0 && (size_t)w < len && lstat(out, &st) == 0 && S_ISSOCK(st.st_mode))
+            return 0;
+    }
+    return -1;
+}
+
+/* Whether the process has libmlprof (or the preload library) mapped. */
+static int has_mlprof(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strstr(line, "libmlprof") != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static int say(const target *t, int code, const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, PROG ": process %d (%s): ", (int)t->pid, t->comm);
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+    return code;
+}
+
+/* Connects to the process's socket. Returns 0, or the exit status (said on
+ * standard error unless quiet_if_not_waiting and the process does not wait). */
+static int connect_target(target *t, int quiet_if_not_waiting)
+{
+    comm_of(t->pid, t->comm, sizeof t->comm);
+    char sock[PATH_MAX];
+    int have = find_socket(t->pid, sock, sizeof sock) == 0;
+    if (kill(t->pid, 0) != 0 && errno == ESRCH) {
+        if (have && unlink(sock) == 0)
+            return say(t, EXIT_NO_PROCESS, "no such process (it has exited; removed the stale socket %s%s it left)",
+                       sock, "");
+        return say(t, EXIT_NO_PROCESS, "no such process%s%s", "", "");
+    }
+    struct stat st;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/%d", (int)t->pid);
+    if (geteuid() != 0 && stat(proc, &st) == 0 && st.st_uid != geteuid())
+        return say(t, EXIT_DENIED, "belongs to another user: only its owner may capture it%s%s", "", "");
+    if (!have) {
+        if (quiet_if_not_waiting)
+            return EXIT_NOT_WAITING;
+        if (has_mlprof(t->pid))
+            return say(t, EXIT_NOT_WAITING,
+                       "has mlprof but does not wait for captures: start it with on_demand=on "
+                       "(MLPROF_ON_DEMAND=1) or 'mlprof run --on-demand'%s%s", "", "");
+        return say(t, EXIT_NOT_WAITING,
+                   "is not profiled by mlprof (no libmlprof in it): start it with 'mlprof run --on-demand -- "
+                   "CMD'%s%s", "", "");
+    }
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(sock) >= sizeof addr.sun_path)
+        return say(t, EXIT_NOT_WAITING, "its socket's path %s is too long%s", sock, "");
+    memcpy(addr.sun_path, sock, strlen(sock) + 1);
+    for (int attempt = 0;; attempt++) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return say(t, EXIT_FAILED, "socket: %s%s", strerror(errno), "");
+        if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) {
+            t->fd = fd;
+            break;
+        }
+        int err = errno;
+        close(fd);
+        if (err == EACCES || err == EPERM)
+            return say(t, EXIT_DENIED, "cannot connect to %s: %s", sock, strerror(err));
+        if (err != ECONNREFUSED || attempt == 2) {
+            if (err == ECONNREFUSED && unlink(sock) == 0) {
+                if (quiet_if_not_waiting)
+                    return EXIT_NOT_WAITING;
+                return say(t, EXIT_NOT_WAITING,
+                           "does not answer on %s: a stale socket, left by an earlier process with this pid "
+                           "(removed); this one does not wait for captures%s", sock, "");
+            }
+            return say(t, EXIT_NOT_WAITING, "cannot connect to %s: %s", sock, strerror(err));
+        }
+        struct timespec ts = {0, 200 * 1000000}; /* it may be between bind and listen */
+        nanosleep(&ts, NULL);
+    }
+    /* the socket must be that process's own */
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(t->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid != t->pid) {
+        char other[32];
+        snprintf(other, sizeof other, "%d", (int)cred.pid);
+        close(t->fd);
+        t->fd = -1;
+        return say(t, EXIT_NOT_WAITING, "%s is served by process %s, not by it", sock, other);
+    }
+    return 0;
+}
+
+static int send_all(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* One line from the process: "started PATH", "armed PATH", "ok PATH",
+ * "error CODE MESSAGE". */
+static void handle_line(target *t, const char *line, int print_progress, const char *what)
+{
+    if (strncmp(line, "started ", 8) == 0 || strncmp(line, "armed ", 6) == 0) {
+        if (print_progress)
+            fprintf(stderr, PROG ": process %d (%s): %s %s into %s\n", (int)t->pid, t->comm,
+                    line[0] == 's' ? "capturing" : "waiting for", what, strchr(line, ' ') + 1);
+        return;
+    }
+    t->done = 1;
+    if (strncmp(line, "ok ", 3) == 0) {
+        printf("%s\n", line + 3);
+        fflush(stdout);
+        t->code = EXIT_OK;
+        return;
+    }
+    int code = EXIT_FAILED;
+    const char *msg = line;
+    if (strncmp(line, "error ", 6) == 0) {
+        char *end;
+        long c = strtol(line + 6, &end, 10);
+        if (end != line + 6 && c > 0 && c < 100)
+            code = (int)c;
+        msg = *end == ' ' ? end + 1 : end;
+    }
+    t->code = say(t, code, "%s%s", msg, "");
+}
+
+static void read_target(target *t, int print_progress, const char *what)
+{
+    ssize_t n = read(t->fd, t->line + t->len, sizeof t->line - 1 - t->len);
+    if (n < 0 && errno == EINTR)
+        return;
+    if (n <= 0) {
+        t->done = 1;
+        t->code = kill(t->pid, 0) != 0 && errno == ESRCH
+                      ? say(t, EXIT_FAILED, "ended during the capture (its trace, if any, was written at its exit)%s%s",
+                            "", "")
+                      : say(t, EXIT_FAILED, "closed the connection without an answer%s%s", "", "");
+        return;
+    }
+    t->len += (size_t)n;
+    t->line[t->len] = '\0';
+    char *nl;
+    while (!t->done && (nl = strchr(t->line, '\n')) != NULL) {
+        *nl = '\0';
+        handle_line(t, t->line, print_progress, what);
+        size_t used = (size_t)(nl + 1 - t->line);
+        memmove(t->line, nl + 1, t->len - used + 1);
+        t->len -= used;
+    }
+    if (t->len == sizeof t->line - 1) /* no line fits: not our peer */
+        t->done = 1, t->code = say(t, EXIT_FAILED, "sent an answer that is not mlprof's%s%s", "", "");
+}
+
+/* The process's descendants (children of children...), from /proc. */
+static size_t descendants(pid_t root, pid_t *out, size_t max)
+{
+    static pid_t pid[65536], ppid[65536];
+    size_t n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL && n < 65536) {
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        char path[300], buf[1024];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        char *paren = strrchr(buf, ')');
+        int parent;
+        if (paren && sscanf(paren + 1, " %*c %d", &parent) == 1) {
+            pid[n] = (pid_t)atoi(e->d_name);
+            ppid[n++] = (pid_t)parent;
+        }
+    }
+    if (d)
+        closedir(d);
+    size_t found = 0;
+    out[found++] = root;
+    for (size_t at = 0; at < found && found < max; at++)
+        for (size_t i = 0; i < n && found < max; i++)
+            if (ppid[i] == out[at])
+                out[found++] = pid[i];
+    return found;
+}
+
+/* FILE with ".%p" before its extension, made absolute: the processes write it
+ * from their own working folders. */
+static void output_path(const char *file, int per_pid, char *out, size_t len)
+{
+    char abs[PATH_MAX * 2];
+    if (file[0] == '/' || !getcwd(abs, PATH_MAX))
+        snprintf(abs, sizeof abs, "%s", file);
+    else
+        snprintf(abs + strlen(abs), sizeof abs - strlen(abs), "/%s", file);
+    if (!per_pid || strstr(abs, "%p")) {
+        snprintf(out, len, "%s", abs);
+        return;
+    }
+    const char *base = strrchr(abs, '/') + 1;
+    const char *ext = strrchr(base, '.');
+    if (!ext || ext == base)
+        ext = base + strlen(base);
+    snprintf(out, len, "%.*s.%%p%s", (int)(ext - abs), abs, ext);
+}
+
+/* Whether argv[*i] is option lng (or shrt), as "--opt value" or "--opt=value";
+ * its value in *v. */
+static int option(int argc, char **argv, int *i, const char *lng, const char *shrt, const char **v)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(lng);
+    if (strncmp(a, lng, n) == 0 && a[n] == '=') {
+        *v = a + n + 1;
+        return 1;
+    }
+    if (strcmp(a, lng) != 0 && !(shrt && strcmp(a, shrt) == 0))
+        return 0;
+    if (*i + 1 >= argc)
+        capture_bad_usage("option %s needs a value", lng);
+    *v = argv[++*i];
+    return 1;
+}
+
+int mlprof_cmd_capture(int argc, char **argv)
+{
+    const char *pid_arg = NULL, *output = NULL, *frames = NULL;
+    unsigned long long duration_ms = 0;
+    int tree = 0;
+    static char config[PATH_MAX];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            capture_usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--tree") == 0) {
+            tree = 1;
+        } else if (option(argc, argv, &i, "--duration", NULL, &v)) {
+            if (!(duration_ms = parse_duration(v)))
+                capture_bad_usage("--duration: expected a time such as 5s, 500ms or 2m, got \"%s\"", v);
+        } else if (option(argc, argv, &i, "--frames", NULL, &v)) {
+            const char *colon = strrchr(v, ':');
+            char *end = NULL;
+            long n = colon ? strtol(colon + 1, &end, 10) : 0;
+            if (!colon || colon == v || *end || n < 1 || n > 1000000000 || colon - v > 255)
+                capture_bad_usage("--frames: expected NAME:N (a frame's or task's name, N passes), got \"%s\"", v);
+            frames = v;
+        } else if (option(argc, argv, &i, "--steps", NULL, &v)) {
+            capture_bad_usage("--steps %s: not available yet: steps need mlprof_step(), which this mlprof has "
+                              "not; capture N passes of a frame with --frames NAME:N, or a time with --duration",
+                              v);
+        } else if (option(argc, argv, &i, "--output", "-o", &v)) {
+            if (!v[0])
+                capture_bad_usage("%s", "-o needs a file name");
+            output = v;
+        } else if (option(argc, argv, &i, "--config", NULL, &v)) {
+            if (!strchr(v, '='))
+                capture_bad_usage("--config: expected key=value,..., got \"%s\"", v);
+            size_t at = strlen(config);
+            if (at + strlen(v) + 2 >= sizeof config)
+                capture_bad_usage("%s", "--config: too long");
+            snprintf(config + at, sizeof config - at, "%s%s", at ? "," : "", v);
+        } else if (a[0] == '-') {
+            capture_bad_usage("unknown option \"%s\"", a);
+        } else if (!pid_arg) {
+            pid_arg = a;
+        } else {
+            capture_bad_usage("one PID only (--tree for its descendants), got \"%s\" too", a);
+        }
+    }
+    if (!pid_arg)
+        capture_bad_usage("%s", "which process? (mlprof capture PID)");
+    char *end;
+    long pid = strtol(pid_arg, &end, 10);
+    if (*end || pid < 1 || pid > INT_MAX)
+        capture_bad_usage("expected a process id, got \"%s\"", pid_arg);
+    if (frames && duration_ms)
+        capture_bad_usage("%s", "--duration and --frames: one or the other");
+    if (!frames && !duration_ms)
+        duration_ms = 5000;
+    if (strchr(config, '\n') || (output && strchr(output, '\n')) || (frames && strchr(frames, '\n')))
+        capture_bad_usage("%s", "no line breaks in options, please");
+
+    static pid_t pids[MAX_TARGETS];
+    size_t npids = tree ? descendants((pid_t)pid, pids, MAX_TARGETS) : (pids[0] = (pid_t)pid, 1);
+    static target targets[MAX_TARGETS];
+    size_t n = 0;
+    int status = EXIT_OK, skipped = 0;
+    for (size_t i = 0; i < npids; i++) {
+        target *t = &targets[n];
+        memset(t, 0, sizeof *t);
+        t->pid = pids[i];
+        t->fd = -1;
+        int rc = connect_target(t, tree && i > 0);
+        if (rc == EXIT_NOT_WAITING && tree && i > 0) {
+            skipped++;
+            continue;
+        }
+        if (rc != 0) {
+            if (!status)
+                status = rc;
+            continue;
+        }
+        char request[3 * PATH_MAX], path[PATH_MAX * 2 + 16];
+        int len = snprintf(request, sizeof request, "mlprof-capture 1\n");
+        if (frames)
+            len += snprintf(request + len, sizeof request - (size_t)len, "frames %s\n", frames);
+        else
+            len += snprintf(request + len, sizeof request - (size_t)len, "duration_ms %llu\n", duration_ms);
+        if (output) {
+            output_path(output, tree, path, sizeof path);
+            len += snprintf(request + len, sizeof request - (size_t)len, "output %s\n", path);
+        }
+        if (config[0])
+            len += snprintf(request + len, sizeof request - (size_t)len, "config %s\n", config);
+        len += snprintf(request + len, sizeof request - (size_t)len, "\n");
+        if (len >= (int)sizeof request || send_all(t->fd, request, (size_t)len) != 0) {
+            say(t, EXIT_FAILED, "cannot send the request: %s%s", strerror(errno), "");
+            close(t->fd);
+            status = status ? status : EXIT_FAILED;
+            continue;
+        }
+        n++;
+    }
+    if (skipped)
+        fprintf(stderr, PROG ": %d process%s under %ld do%s not wait for captures: left out\n", skipped,
+                skipped == 1 ? "" : "es", pid, skipped == 1 ? "es" : "");
+    char what[300];
+    if (frames)
+        snprintf(what, sizeof what, "the next %s passes of %.*s", strrchr(frames, ':') + 1,
+                 (int)(strrchr(frames, ':') - frames), frames);
+    else
+        snprintf(what, sizeof what, "%.3g s", (double)duration_ms / 1000);
+    for (size_t left = n; left;) {
+        struct pollfd p[MAX_TARGETS];
+        for (size_t i = 0; i < n; i++)
+            p[i] = (struct pollfd){targets[i].done ? -1 : targets[i].fd, POLLIN, 0};
+        if (poll(p, (nfds_t)n, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            perror(PROG ": poll");
+            return EXIT_FAILED;
+        }
+        for (size_t i = 0; i < n; i++) {
+            target *t = &targets[i];
+            if (t->done || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            read_target(t, 1, what);
+            if (t->done) {
+                left--;
+                close(t->fd);
+                if (t->code && !status)
+                    status = t->code;
+            }
+        }
+    }
+    return status;
+}
