@@ -8,6 +8,9 @@
  *    and filtered out by its domain's level (through the macros, and through
  *    the functions as their peer); two rdtsc and two
  *    clock_gettime(MONOTONIC) calls as the floors;
+ *  - a pair while the process waits for an on-demand capture (on_demand=on,
+ *    its listener thread idle), and while a capture_range span of another
+ *    name is armed, each against the stopped pair;
  *  - the first fill: pairs into chunks never used, in fresh processes, with
  *    the default configuration and with continuous_dump (whose collector keeps
  *    chunks faulted in ahead), against the same process's steady pairs;
@@ -332,7 +335,7 @@ static void two_threads(void)
 
 /* ------------------------------------------------------------------ main */
 
-enum { M_DISABLED, M_FILTERED, M_FILTERED_CALL, M_TSC, M_CGT, M_ENABLED, M_MEM, M_OBSERVED, M_COUNTERS, M_RSS, M_PAPI,
+enum { M_DISABLED, M_FILTERED, M_FILTERED_CALL, M_TSC, M_CGT, M_ON_DEMAND, M_ARMED, M_ENABLED, M_MEM, M_OBSERVED, M_COUNTERS, M_RSS, M_PAPI,
        M_SAMPLED, M_COUNT };
 /* What the counters and sampler keys are set to for the methods that measure them. */
 static const char *const k_counters_of[M_COUNT] = {[M_COUNTERS] = "task-clock,page-faults", [M_RSS] = "rss",
@@ -365,6 +368,10 @@ static void run_method(int m, int r)
         mlprof_set_config("sampler", "cpu,rss,task-clock");
         mlprof_set_config("sampler_period", "0.001");
     }
+    if (m == M_ON_DEMAND) /* the first time starts the listener thread; it stays, idle */
+        mlprof_set_config("on_demand", "1");
+    if (m == M_ARMED) /* a span trigger armed: other spans stop at their handle, as filtered ones */
+        mlprof_set_config("capture_range", "span:bench_never_begun");
     g_unmeasured[0] = '\0';
     mlprof_set_state(recording_method(m) ? MLPROF_STATE_RUN : MLPROF_STATE_STOP);
     int n = slow_method(m) ? PAIRS / 20 : PAIRS;
@@ -380,6 +387,10 @@ static void run_method(int m, int r)
     default: pairs_macro(n); break;
     }
     g_round[m][r] = (now_ns() - t0) / n;
+    if (m == M_ON_DEMAND)
+        mlprof_set_config("on_demand", "0");
+    if (m == M_ARMED)
+        mlprof_set_config("capture_range", "");
     if (m == M_ENABLED) /* the peer of the two threads' figure */
         g_enabled_cpu[r] = (thread_cpu_ns() - c0) / n;
     if (g_unmeasured[0] && !g_not_measured[m][0])
@@ -501,6 +512,7 @@ int main(int argc, char **argv)
     stat2 filtered_call = stats_of(g_round[M_FILTERED_CALL], ROUNDS);
     stat2 filtered = stats_of(g_round[M_FILTERED], ROUNDS), tsc = stats_of(g_round[M_TSC], ROUNDS);
     stat2 cgt = stats_of(g_round[M_CGT], ROUNDS), mem = stats_of(g_round[M_MEM], ROUNDS);
+    stat2 on_demand = stats_of(g_round[M_ON_DEMAND], ROUNDS), armed = stats_of(g_round[M_ARMED], ROUNDS);
     stat2 mem_collect = stats_of(g_mem_collect, ROUNDS);
     stat2 enabled_cpu = stats_of(g_enabled_cpu, ROUNDS);
     stat2 t_cpu[2], t_wall[2];
@@ -536,6 +548,13 @@ int main(int argc, char **argv)
     printf("%-34s %8.2f x   (the macros check the handle inline; %.2f x through the functions)\n",
            "filtered / stopped", disabled.median > 0 ? filtered.median / disabled.median : 0,
            disabled.median > 0 ? filtered_call.median / disabled.median : 0);
+    print_stat("pair, waiting for on-demand", on_demand, "ns");
+    printf("%-34s %8.2f x   (min over min %.2f x; on_demand=on, recording nothing until captured)\n",
+           "on-demand waiting / stopped", disabled.median > 0 ? on_demand.median / disabled.median : 0,
+           disabled.min > 0 ? on_demand.min / disabled.min : 0);
+    print_stat("pair, capture_range span armed", armed, "ns");
+    printf("%-34s %8.2f x   (capture_range=span:OTHER waiting: the macros stop at the handle)\n", "armed / stopped",
+           disabled.median > 0 ? armed.median / disabled.median : 0);
     printf("first fill, fresh process (median of %d; %d pairs into chunks never used):\n", FILL_ROUNDS, PAIRS);
     static const char *const fill_names[2] = {"  default configuration", "  continuous_dump"};
     for (int k = 0; k < 2; k++)
@@ -575,7 +594,8 @@ int main(int argc, char **argv)
            "clock_gettime_pair_ns=%.2f first_fill_ns=%.2f first_fill_continuous_ns=%.2f "
            "threads2_cpu_ns=%.2f,%.2f bytes_per_event=%.2f mem_pair_ns=%.2f mem_pair_bytes=%.1f "
            "mem_collect_ns=%.2f observed_ns=%.2f counters2_ns=%.2f rss_ns=%.2f papi1_ns=%.2f sampled_ns=%.2f "
-           "start_plain_us=%.0f start_init_us=%.0f start_run_us=%.0f start_dump_us=%.0f load=%.2f\n",
+           "start_plain_us=%.0f start_init_us=%.0f start_run_us=%.0f start_dump_us=%.0f load=%.2f "
+           "on_demand_ns=%.2f capture_armed_ns=%.2f\n",
            enabled.median, enabled.min, disabled.median, filtered.median, filtered_call.median, tsc.median, cgt.median, ff[0].median,
            ff[1].median, t_cpu[0].median, t_cpu[1].median, bytes_per_event, mem.median, bytes_per_mem_pair,
            mem_collect.median, stats_of(g_round[M_OBSERVED], ROUNDS).median,
@@ -583,7 +603,7 @@ int main(int argc, char **argv)
            g_not_measured[M_RSS][0] ? -1.0 : stats_of(g_round[M_RSS], ROUNDS).median,
            g_not_measured[M_PAPI][0] ? -1.0 : stats_of(g_round[M_PAPI], ROUNDS).median,
            g_not_measured[M_SAMPLED][0] ? -1.0 : stats_of(g_round[M_SAMPLED], ROUNDS).median, st[0].median,
-           st[1].median, st[2].median, st[3].median, load[0]);
+           st[1].median, st[2].median, st[3].median, load[0], on_demand.median, armed.median);
     remove_dir(dir);
     return 0;
 }

@@ -29,13 +29,18 @@ static int domain_on(const mlprof_domain *d)
 }
 
 /* A handle's `on` byte: bit 0 while its domain records, bit 1 when it is a
- * span that a capture waits for (capture.h), whatever its domain. */
+ * span that a capture waits for (capture.h), whatever its domain. While a
+ * trigger waits and nothing records, bit 0 is clear too, so that the macros
+ * (which see the active flag set) stop at the handle and make no call. */
 static uint8_t handle_flags(const mlprof__handle *h)
 {
     if (h->destroyed)
         return 0;
     int trigger = mlprof__trigger_on && h->type == MLPROF__H_SPAN && strcmp(h->name, mlprof__trigger_name) == 0;
-    return (uint8_t)((h->domain->on ? 1 : 0) | (trigger ? MLPROF__HANDLE_TRIGGER : 0));
+    int recording = __atomic_load_n(&mlprof__g.state, __ATOMIC_ACQUIRE) == MLPROF_STATE_RUN &&
+                    !__atomic_load_n(&mlprof__g.paused, __ATOMIC_ACQUIRE);
+    int on = h->domain->on && (recording || !mlprof__trigger_on);
+    return (uint8_t)((on ? 1 : 0) | (trigger ? MLPROF__HANDLE_TRIGGER : 0));
 }
 
 /* Caller holds reg_lock. */
