@@ -19,6 +19,7 @@
 
 static long g_seen[1 << 20];
 static size_t g_nseen;
+static volatile double g_work;
 
 static void on_begin(void *user, const mlprof_span_info *span, void *data)
 {
@@ -40,9 +41,8 @@ static void iteration(mlprof_span *step, mlprof_domain *d, long i)
     MLPROF_BEGIN(step);
     if (MLPROF_I_ACTIVE())
         mlprof_begin_dynamic(d, name);
-    volatile double x = 0;
     for (int k = 0; k < 2000; k++)
-        x += k * 0.5;
+        g_work += k * 0.5;
     if (MLPROF_I_ACTIVE())
         mlprof_end_dynamic(d);
     MLPROF_END(step);

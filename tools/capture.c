@@ -96,6 +96,7 @@ typedef struct target {
     pid_t pid;
     int fd;
     int done, code;
+    int send_errno; /* the request could not be sent (the answer may still say why) */
     char comm[64];
     char line[8192];
     size_t len;
@@ -300,6 +301,10 @@ static void read_target(target *t, int print_progress, const char *what)
         return;
     if (n <= 0) {
         t->done = 1;
+        if (t->send_errno) {
+            t->code = say(t, EXIT_FAILED, "cannot send the request: %s%s", strerror(t->send_errno), "");
+            return;
+        }
         t->code = kill(t->pid, 0) != 0 && errno == ESRCH
                       ? say(t, EXIT_FAILED, "ended during the capture (its trace, if any, was written at its exit)%s%s",
                             "", "")
@@ -487,12 +492,15 @@ int mlprof_cmd_capture(int argc, char **argv)
         if (config[0])
             len += snprintf(request + len, sizeof request - (size_t)len, "config %s\n", config);
         len += snprintf(request + len, sizeof request - (size_t)len, "\n");
-        if (len >= (int)sizeof request || send_all(t->fd, request, (size_t)len) != 0) {
-            say(t, EXIT_FAILED, "cannot send the request: %s%s", strerror(errno), "");
+        if (len >= (int)sizeof request) {
+            say(t, EXIT_USAGE, "the request is too long%s%s", "", "");
             close(t->fd);
-            status = status ? status : EXIT_FAILED;
+            status = status ? status : EXIT_USAGE;
             continue;
         }
+        /* a process that refuses (another user) answers and closes before
+         * reading: its answer is read all the same */
+        t->send_errno = send_all(t->fd, request, (size_t)len) != 0 ? errno : 0;
         n++;
     }
     if (skipped)
