@@ -97,15 +97,18 @@ static void parse_range(const char *v, int *kind, char *name)
     }
 }
 
-/* The span trigger follows a capture of frames, else capture_range. (ctl) */
+/* The span trigger follows a capture of frames, else capture_range. (ctl;
+ * the fields are written under reg_lock too, which handle creation holds) */
 static void set_trigger(void)
 {
     int kind = __atomic_load_n(&mlprof__range_kind, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&mlprof__g.reg_lock);
     if (g_frames_armed)
         snprintf(mlprof__trigger_name, sizeof mlprof__trigger_name, "%s", g_frames_name);
     else if (kind == MLPROF__RANGE_SPAN)
         snprintf(mlprof__trigger_name, sizeof mlprof__trigger_name, "%s", g_range_name);
     mlprof__trigger_on = g_frames_armed || kind == MLPROF__RANGE_SPAN;
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
 }
 
 /* ------------------------------------------------------- one capture's file */

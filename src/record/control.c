@@ -363,7 +363,11 @@ static void config_commit(const mlprof__config *next)
     int clock_changed = strcmp(next->clock, mlprof__g.cfg.clock) != 0;
     int shift_changed = strcmp(next->clock_shift, mlprof__g.cfg.clock_shift) != 0;
     int continuous_was = mlprof__g.cfg.continuous_dump;
+    /* under reg_lock too: handle and domain creation read the classes and
+     * level there, from any thread (a capture's keys change from mlprof's) */
+    pthread_mutex_lock(&mlprof__g.reg_lock);
     mlprof__g.cfg = *next;
+    pthread_mutex_unlock(&mlprof__g.reg_lock);
     if (clock_changed && mlprof__clock_mode != MLPROF__CLOCK_CUSTOM)
         mlprof__clock_init(next->clock);
     if (shift_changed)
