@@ -53,7 +53,7 @@ def trace_iters(path):
 def trace_spans(path, name):
     with open(path) as f:
         t = json.load(f)
-    return [e for e in t["traceEvents"] if e.get("ph") == "X" and e.get("name") == name]
+    return [e for e in t["traceEvents"] if e.get("ph") == "X" and (name is None or e.get("name") == name)]
 
 
 def wait_for(path, what, seconds=120):
@@ -145,8 +145,15 @@ c = capture(pid, "--duration", "100ms", "-o", "/nonexistent-mlprof-dir/x.json")
 check(c.returncode == 1 and "cannot write" in c.stderr, f"unwritable output: status {c.returncode}, 1 expected")
 c = capture(pid, "--duration", "100ms", "--config", "nosuchkey=1")
 check(c.returncode == 2 and "nosuchkey" in c.stderr, f"unknown --config key: status {c.returncode}, 2 expected")
-c = capture(pid, "--steps", "3")
-check(c.returncode == 2 and "mlprof_step" in c.stderr, f"--steps: status {c.returncode}, 2 expected")
+c = capture(pid, "--steps", "0")
+check(c.returncode == 2 and "--steps" in c.stderr, f"--steps 0: status {c.returncode}, 2 expected")
+c = capture(pid, "--steps", "4")
+if check(c.returncode == 0, f"steps capture: status {c.returncode}"):
+    captures.append((c.stdout.strip(), "steps"))
+    steps = sorted(int(e["name"].split("#")[1]) for e in trace_spans(c.stdout.strip(), None)
+                   if e["name"].startswith("ProfilerStep#"))
+    check(len(steps) == 4 and steps == list(range(steps[0], steps[0] + 4)),
+          f"steps capture: exactly 4 consecutive steps, got {steps}")
 c = capture(pid, "--duration", "100ms", "--config", "level=2,counters=task-clock,page-faults")
 if check(c.returncode == 0, f"--config with a comma list: status {c.returncode}"):
     captures.append((c.stdout.strip(), "duration"))
@@ -195,6 +202,8 @@ for path, kind in captures:
     check(sorted(its) == list(range(min(its), max(its) + 1)), f"{path}: a contiguous window of iterations")
     if kind == "frames":
         check(len(its) == 3, f"{path}: exactly 3 iterations for 3 frames, got {len(its)}")
+    if kind == "steps":
+        check(len(its) == 4, f"{path}: exactly 4 iterations for 4 steps, got {len(its)}")
     windows.append(sorted(its))
     print(f"{os.path.basename(path)}: iterations {min(its)}-{max(its)} ({len(its)})")
 allc = [i for w in windows for i in w]

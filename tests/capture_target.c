@@ -1,6 +1,7 @@
 /*
  * capture_target.c - a program for capture_check.py to capture while it runs.
- * Each iteration is a frame "step" holding a span named "iter N"; an
+ * Each iteration is a frame "step" holding a span named "iter N", and a
+ * training step (mlprof_step after it); an
  * observer (called only for what is recorded) notes every N recorded, so the
  * program itself says which iterations its captures hold. At the end it
  * writes them, one a line, to SEEN.
@@ -68,6 +69,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "loop") == 0) {
         for (long i = 0; i < 300000 && access(argv[2], F_OK) != 0; i++) {
             iteration(step, d, i);
+            mlprof_step();
             pause_ms(2);
         }
     } else {

@@ -35,11 +35,13 @@ enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_NO_PROCESS = 3, EXIT_N
 static void capture_usage(FILE *out)
 {
     fprintf(out,
-            "usage: mlprof capture PID [--duration T | --frames NAME:N] [-o FILE] [--config K=V,...] [--tree]\n"
+            "usage: mlprof capture PID [--duration T | --steps N | --frames NAME:N] [-o FILE]\n"
+            "                          [--config K=V,...] [--tree]\n"
             "\n"
             "Captures a running process that waits for it (started by 'mlprof run --on-demand',\n"
-            "or with on_demand=on / MLPROF_ON_DEMAND=1): it records for T, or for the next N\n"
-            "passes of the frame (or task) NAME, writes the trace, and this prints its path.\n"
+            "or with on_demand=on / MLPROF_ON_DEMAND=1): it records for T, for the next N\n"
+            "steps, or for the next N passes of the frame (or task) NAME, writes the trace,\n"
+            "and this prints its path.\n"
             "Until asked, the process records nothing and its instrumentation costs what\n"
             "disabled costs. Each capture is a file of its own: the process's filename with\n"
             ".captureN before its extension (N counts the process's captures), or %%c in the\n"
@@ -48,7 +50,8 @@ static void capture_usage(FILE *out)
             "  --duration T           how long: 5s (default), 500ms, 2m, or seconds (1.5)\n"
             "  --frames NAME:N        from the next begin of NAME to the end of its Nth pass\n"
             "                         (passes counted on the thread where the first began)\n"
-            "  --steps N              not available yet: it needs mlprof_step()\n"
+            "  --steps N              from the next step boundary (mlprof_step()) to the Nth\n"
+            "                         after it: N whole steps\n"
             "  -o, --output FILE      the trace's path (%%p: the pid), instead of the numbered one\n"
             "  --config K=V,...       configuration keys for this capture only, such as\n"
             "                         level=2,counters=cycles,instructions\n"
@@ -403,6 +406,7 @@ int mlprof_cmd_capture(int argc, char **argv)
 {
     const char *pid_arg = NULL, *output = NULL, *frames = NULL;
     unsigned long long duration_ms = 0;
+    long steps = 0;
     int tree = 0;
     static char config[PATH_MAX];
     for (int i = 1; i < argc; i++) {
@@ -424,9 +428,11 @@ int mlprof_cmd_capture(int argc, char **argv)
                 capture_bad_usage("--frames: expected NAME:N (a frame's or task's name, N passes), got \"%s\"", v);
             frames = v;
         } else if (option(argc, argv, &i, "--steps", NULL, &v)) {
-            capture_bad_usage("--steps %s: not available yet: steps need mlprof_step(), which this mlprof has "
-                              "not; capture N passes of a frame with --frames NAME:N, or a time with --duration",
-                              v);
+            char *end;
+            errno = 0;
+            steps = strtol(v, &end, 10);
+            if (errno || end == v || *end || steps < 1 || steps > 1000000000)
+                capture_bad_usage("--steps: expected a number of steps from 1, got \"%s\"", v);
         } else if (option(argc, argv, &i, "--output", "-o", &v)) {
             if (!v[0])
                 capture_bad_usage("%s", "-o needs a file name");
@@ -452,9 +458,9 @@ int mlprof_cmd_capture(int argc, char **argv)
     long pid = strtol(pid_arg, &end, 10);
     if (*end || pid < 1 || pid > INT_MAX)
         capture_bad_usage("expected a process id, got \"%s\"", pid_arg);
-    if (frames && duration_ms)
-        capture_bad_usage("%s", "--duration and --frames: one or the other");
-    if (!frames && !duration_ms)
+    if (!!frames + !!duration_ms + !!steps > 1)
+        capture_bad_usage("%s", "--duration, --steps and --frames: one of them");
+    if (!frames && !duration_ms && !steps)
         duration_ms = 5000;
     if (strchr(config, '\n') || (output && strchr(output, '\n')) || (frames && strchr(frames, '\n')))
         capture_bad_usage("%s", "no line breaks in options, please");
@@ -483,6 +489,8 @@ int mlprof_cmd_capture(int argc, char **argv)
         int len = snprintf(request, sizeof request, "mlprof-capture 1\n");
         if (frames)
             len += snprintf(request + len, sizeof request - (size_t)len, "frames %s\n", frames);
+        else if (steps)
+            len += snprintf(request + len, sizeof request - (size_t)len, "steps %ld\n", steps);
         else
             len += snprintf(request + len, sizeof request - (size_t)len, "duration_ms %llu\n", duration_ms);
         if (output) {
@@ -510,6 +518,8 @@ int mlprof_cmd_capture(int argc, char **argv)
     if (frames)
         snprintf(what, sizeof what, "the next %s passes of %.*s", strrchr(frames, ':') + 1,
                  (int)(strrchr(frames, ':') - frames), frames);
+    else if (steps)
+        snprintf(what, sizeof what, "the next %ld steps (mlprof_step)", steps);
     else
         snprintf(what, sizeof what, "%.3g s", (double)duration_ms / 1000);
     for (size_t left = n; left;) {

@@ -3,7 +3,8 @@
  * of its own:
  *   - on demand (on_demand=on): a thread of ours serves a Unix socket,
  *     RUNTIME_DIR/PID.sock, where `mlprof capture PID` asks for a capture of
- *     a duration or of the next N passes of a named frame;
+ *     a duration, of the next N steps (mlprof_step) or of the next N passes
+ *     of a named frame;
  *   - between the program's own markers (capture_range=...): a span of a
  *     name, cudaProfilerStart/Stop (the cuda hook), an NVTX range (the nvtx
  *     hook).
@@ -47,7 +48,8 @@ char mlprof__trigger_name[256];
 int mlprof__range_kind;
 
 /* Who holds the capture: one at a time in a process. */
-enum { CLAIM_IDLE = 0, CLAIM_DEMAND, CLAIM_FRAMES_ARMED, CLAIM_FRAMES, CLAIM_RANGE };
+enum { CLAIM_IDLE = 0, CLAIM_DEMAND, CLAIM_FRAMES_ARMED, CLAIM_FRAMES, CLAIM_RANGE, CLAIM_STEPS_ARMED,
+       CLAIM_STEPS };
 static int g_claim; /* atomic */
 static int g_number; /* atomic: captures taken in this process */
 
@@ -68,6 +70,8 @@ static struct {
     int depth;       /* owner's: open spans of the name (NVTX: open ranges) */
     int passes, count;
     int cuda;        /* atomic: a cudaProfilerStart range is recording */
+    int step_count;  /* a capture of steps: how many */
+    int step_passes; /* atomic: steps ended since it started */
     char error[512]; /* why the start failed, for the listener */
 } T;
 
@@ -109,6 +113,16 @@ static void set_trigger(void)
         snprintf(mlprof__trigger_name, sizeof mlprof__trigger_name, "%s", g_range_name);
     mlprof__trigger_on = g_frames_armed || kind == MLPROF__RANGE_SPAN;
     pthread_mutex_unlock(&mlprof__g.reg_lock);
+}
+
+/* A capture's state changes and dumps are not the program's: its steps
+ * (mlprof_step) go on counting, its schedule is left alone. */
+static int quiet_set_state(int state)
+{
+    mlprof__steps_internal(1);
+    int rc = mlprof_set_state(state);
+    mlprof__steps_internal(0);
+    return rc;
 }
 
 /* ------------------------------------------------------- one capture's file */
@@ -247,7 +261,9 @@ static int prepare(const char *output, const char *config, char *err, size_t err
  * next capture or the exit. */
 static int write_capture(char *err, size_t errlen)
 {
+    mlprof__steps_internal(1);
     int rc = mlprof_dump(1);
+    mlprof__steps_internal(0);
     if (rc != MLPROF_OK) {
         snprintf(err, errlen, "%s (the capture's events are discarded)", mlprof_last_error());
         mlprof_clear();
@@ -290,7 +306,7 @@ static void range_start(int kind, int count)
     T.depth = 1;
     T.passes = 0;
     T.count = count;
-    if (mlprof_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
+    if (quiet_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
         if (kind == CLAIM_FRAMES) {
             snprintf(T.error, sizeof T.error, "cannot start recording: %s", mlprof_last_error());
             notify_listener();
@@ -309,7 +325,7 @@ static void range_start(int kind, int count)
 static void range_stop(void)
 {
     __atomic_store_n(&T.running, 0, __ATOMIC_RELEASE);
-    mlprof_set_state(MLPROF_STATE_STOP);
+    quiet_set_state(MLPROF_STATE_STOP);
     if (__atomic_load_n(&g_claim, __ATOMIC_ACQUIRE) == CLAIM_FRAMES) {
         notify_listener();
         return;
@@ -379,6 +395,27 @@ void mlprof__capture_nvtx(const char *pushed)
         log_skipped("the NVTX range");
 }
 
+void mlprof__capture_step(void)
+{
+    int claim = __atomic_load_n(&g_claim, __ATOMIC_ACQUIRE);
+    if (claim == CLAIM_STEPS) {
+        if (__atomic_add_fetch(&T.step_passes, 1, __ATOMIC_ACQ_REL) == T.step_count) {
+            quiet_set_state(MLPROF_STATE_STOP); /* right after the step's own span */
+            notify_listener();
+        }
+        return;
+    }
+    int expect = CLAIM_STEPS_ARMED;
+    if (claim != CLAIM_STEPS_ARMED || mlprof__busy ||
+        !__atomic_compare_exchange_n(&g_claim, &expect, CLAIM_STEPS, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return;
+    __atomic_store_n(&T.step_passes, 0, __ATOMIC_RELAXED);
+    if (quiet_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
+        snprintf(T.error, sizeof T.error, "cannot start recording: %s", mlprof_last_error());
+        notify_listener();
+    }
+}
+
 void mlprof__capture_cuda_profiler(int start)
 {
     if (__atomic_load_n(&mlprof__range_kind, __ATOMIC_RELAXED) != MLPROF__RANGE_CUDA || mlprof__busy)
@@ -396,7 +433,7 @@ void mlprof__capture_cuda_profiler(int start)
             release();
             return;
         }
-        if (mlprof_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
+        if (quiet_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
             mlprof__log(MLPROF_LOG_ERROR, "capture_range: cannot start recording: %s", mlprof_last_error());
             restore_config();
             release();
@@ -497,6 +534,7 @@ static int peer_allowed(int fd)
 
 typedef struct request {
     uint64_t duration_ms;
+    int steps;
     char frames[256];
     int frames_count;
     char output[MLPROF__PATH_MAX];
@@ -538,6 +576,8 @@ static int read_request(int fd, request *r, int timeout_ms, char *err, size_t er
         *sp++ = '\0';
         if (strcmp(line, "duration_ms") == 0)
             r->duration_ms = strtoull(sp, NULL, 10);
+        else if (strcmp(line, "steps") == 0)
+            r->steps = atoi(sp);
         else if (strcmp(line, "output") == 0)
             snprintf(r->output, sizeof r->output, "%s", sp);
         else if (strcmp(line, "config") == 0)
@@ -550,8 +590,8 @@ static int read_request(int fd, request *r, int timeout_ms, char *err, size_t er
             }
         }
     }
-    if (!r->duration_ms && !(r->frames[0] && r->frames_count > 0)) {
-        snprintf(err, errlen, "the request names neither a duration nor frames");
+    if (!r->duration_ms && r->steps <= 0 && !(r->frames[0] && r->frames_count > 0)) {
+        snprintf(err, errlen, "the request names no duration, steps or frames");
         return -1;
     }
     return 0;
@@ -633,10 +673,13 @@ static void disarm_frames(void)
     mlprof__ctl_unlock();
 }
 
-static void capture_frames(int fd, const request *r)
+/* A capture of frames or of steps: armed now, started and ended by the
+ * program's thread (the trigger, mlprof__capture_step), written here. */
+static void capture_passes(int fd, const request *r)
 {
     char err[1200] = "";
-    if (__atomic_load_n(&mlprof__range_kind, __ATOMIC_RELAXED) == MLPROF__RANGE_SPAN) {
+    int steps = r->steps > 0;
+    if (!steps && __atomic_load_n(&mlprof__range_kind, __ATOMIC_RELAXED) == MLPROF__RANGE_SPAN) {
         send_line(fd, "error %d process %d captures the spans %s (capture_range): --frames is not available there",
                   CODE_BUSY, (int)getpid(), g_range_name);
         release();
@@ -649,24 +692,30 @@ static void capture_frames(int fd, const request *r)
         return;
     }
     T.error[0] = '\0';
-    arm_frames(r);
+    if (steps)
+        T.step_count = r->steps;
+    else
+        arm_frames(r);
     /* the first pass may start it from now on: what was set above is seen
      * by the thread that takes it (acquire) */
-    __atomic_store_n(&g_claim, CLAIM_FRAMES_ARMED, __ATOMIC_RELEASE);
+    int armed = steps ? CLAIM_STEPS_ARMED : CLAIM_FRAMES_ARMED;
+    __atomic_store_n(&g_claim, armed, __ATOMIC_RELEASE);
     send_line(fd, "armed %s", S.path);
     int how = wait_capture(fd, 0);
-    int expect = CLAIM_FRAMES_ARMED;
+    int expect = armed;
     if (how < 0 &&
         __atomic_compare_exchange_n(&g_claim, &expect, CLAIM_DEMAND, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         /* the client left before the first pass: nothing was recorded */
-        disarm_frames();
+        if (!steps)
+            disarm_frames();
         restore_config();
         release();
         return;
     }
     if (how < 0) /* it began: the trace is written all the same */
         wait_capture(-1, 0);
-    disarm_frames();
+    if (!steps)
+        disarm_frames();
     if (T.error[0]) {
         restore_config();
         send_line(fd, "error %d %s", CODE_FAILED, T.error);
@@ -687,7 +736,7 @@ static void capture_duration(int fd, const request *r)
         release();
         return;
     }
-    if (mlprof_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
+    if (quiet_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
         send_line(fd, "error %d cannot start recording: %s", CODE_FAILED, mlprof_last_error());
         restore_config();
         release();
@@ -720,6 +769,14 @@ static void serve(int fd)
                   (int)getpid(), expect == CLAIM_RANGE ? "its own markers" : "another client");
         return;
     }
+    char schedule[128] = "";
+    mlprof_get_config("schedule", schedule, sizeof schedule);
+    if (schedule[0]) {
+        send_line(fd, "error %d process %d follows a schedule (schedule=%s): its steps decide what it records",
+                  CODE_BUSY, (int)getpid(), schedule);
+        release();
+        return;
+    }
     if (mlprof_get_state() == MLPROF_STATE_RUN) {
         send_line(fd, "error %d process %d is recording on its own (mlprof_set_state or autostart): a capture "
                       "would cut its trace", CODE_BUSY, (int)getpid());
@@ -729,7 +786,7 @@ static void serve(int fd)
     if (r.duration_ms)
         capture_duration(fd, &r);
     else
-        capture_frames(fd, &r);
+        capture_passes(fd, &r);
 }
 
 static void *listener_main(void *arg)

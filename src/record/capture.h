@@ -35,6 +35,9 @@ void mlprof__capture_after_fork(void);
  * (begin: before it is recorded; end: after). */
 void mlprof__capture_span_begin(const void *handle);
 void mlprof__capture_span_end(const void *handle);
+/* mlprof_step() ended a step (after its own work): a capture of steps
+ * starts at the next boundary and ends at the Nth after it. */
+void mlprof__capture_step(void);
 
 /* The program's own markers for capture_range (the hooks' calls):
  * cudaProfilerStart/Stop, and NVTX push/pop ranges (name is the pushed

@@ -297,6 +297,9 @@ extern int mlprof__mem_on;
  * the schedule makes itself. */
 int mlprof__steps_hold(void);
 void mlprof__steps_stopped(void);
+/* Marks the calling thread's next state changes and dumps as not the
+ * program's (capture.c's captures): the steps go on counting. */
+void mlprof__steps_internal(int on);
 /* The cycle of the schedule whose files are written now, or -1; *has_many:
  * the schedule has more than one cycle (its files need their number). */
 int mlprof__steps_cycle(int *has_many);

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "mlprof/mlprof.h"
+#include "capture.h"
 #include "produce.h"
 #include "record.h"
 
@@ -207,6 +208,8 @@ static void step_span(uint64_t step, uint64_t end_ns)
     mlprof__produce_span(NULL, (int)syscall(SYS_gettid), "mlprof", name, begin, end_ns, args);
 }
 
+void mlprof__steps_internal(int on) { g_internal = on; }
+
 static int internal_state(int state)
 {
     g_internal = 1;
@@ -270,6 +273,7 @@ int mlprof_step(void)
     pthread_mutex_unlock(&S.lock);
     if (saved >= 0 && ready && rc == MLPROF_OK)
         ready(path, saved, user);
+    mlprof__capture_step(); /* a capture of steps (mlprof capture --steps) starts or ends here */
     return rc;
 }
 
