@@ -243,6 +243,31 @@ if wait_for(ksock, "the killed target's socket"):
     check(c.returncode == 3 and "stale socket" in c.stderr and not os.path.exists(ksock),
           f"a killed process's socket: status {c.returncode}, 3 expected, and the file removed")
 
+# ------------------------------------------------------- --tree: a forked child
+if RUN_CAPTURE == "none":
+    print("SKIP --tree: ThreadSanitizer refuses threads started in forked children")
+else:
+    t, tseen, tstop = start_target("tree", env, mode="tree")
+    # the child's pid is on the ready line; start_target read it already: find it by its parent
+    with open(f"/proc/{t.pid}/task/{t.pid}/children") as f:
+        kids = [int(x) for x in f.read().split()]
+    check(len(kids) == 1, f"tree: one child, got {kids}")
+    if kids and wait_for(os.path.join(rt, "mlprof", f"{t.pid}.sock"), "tree: the parent's socket") and \
+            wait_for(os.path.join(rt, "mlprof", f"{kids[0]}.sock"), "tree: the child's socket"):
+        c = capture(t.pid, "--tree", "--duration", "200ms")
+        paths = c.stdout.split()
+        check(c.returncode == 0 and sorted(paths) == sorted(os.path.join(OUT, f"cap.{x}.capture1.json")
+                                                              for x in (t.pid, kids[0])),
+              f"--tree: status {c.returncode}, a trace of each process: {paths}")
+        c = capture(t.pid, "--tree", "--duration", "100ms", "-o", os.path.join(OUT, "tree.json"))
+        paths = c.stdout.split()
+        check(c.returncode == 0 and sorted(paths) == sorted(os.path.join(OUT, f"tree.{x}.json")
+                                                              for x in (t.pid, kids[0])),
+              f"--tree -o: status {c.returncode}, FILE with each pid: {paths}")
+        for path in paths:
+            check(os.path.exists(path) and trace_iters(path), f"--tree: {path} holds iterations")
+    finish_target(t, tseen, tstop, "tree")
+
 # -------------------------------------------------------- capture_range=span
 renv = dict(base_env, MLPROF_CAPTURE_RANGE="span:window", MLPROF_FILENAME=os.path.join(OUT, "range.%p.json"))
 r, rseen, rstop = start_target("range", renv, mode="range")

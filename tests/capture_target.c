@@ -6,8 +6,10 @@
  * program itself says which iterations its captures hold. At the end it
  * writes them, one a line, to SEEN.
  *
- * usage: capture_target SEEN STOPFILE [loop | range]
+ * usage: capture_target SEEN STOPFILE [loop | tree | range]
  *   loop   iterate until STOPFILE exists (at most 10 minutes)
+ *   tree   the same in a forked child too (its own socket: mlprof capture
+ *          --tree), which writes SEEN.child
  *   range  40 iterations, with a span "window" around iterations 10-14 and
  *          25-29 (capture_range=span:window)
  */
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,9 +67,24 @@ int main(int argc, char **argv)
     mlprof_domain *d = mlprof_domain_create("target");
     mlprof_span *step = mlprof_frame_create(d, "step");
     mlprof_span *window = mlprof_task_create(d, "window");
-    printf("ready %d\n", (int)getpid());
-    fflush(stdout);
-    if (strcmp(mode, "loop") == 0) {
+    pid_t child = 0;
+    char seen_path[4200];
+    snprintf(seen_path, sizeof seen_path, "%s", argv[1]);
+    if (strcmp(mode, "tree") == 0) {
+        fflush(stdout);
+        child = fork();
+        if (child < 0) {
+            perror("fork");
+            return 1;
+        }
+        if (child == 0)
+            snprintf(seen_path, sizeof seen_path, "%s.child", argv[1]);
+    }
+    if (child >= 0 && (child > 0 || strcmp(mode, "tree") != 0)) {
+        printf("ready %d %d\n", (int)getpid(), (int)child);
+        fflush(stdout);
+    }
+    if (strcmp(mode, "loop") == 0 || strcmp(mode, "tree") == 0) {
         for (long i = 0; i < 300000 && access(argv[2], F_OK) != 0; i++) {
             iteration(step, d, i);
             mlprof_step();
@@ -81,9 +99,14 @@ int main(int argc, char **argv)
                 MLPROF_END(window);
         }
     }
-    FILE *f = fopen(argv[1], "w");
+    int status = 0;
+    if (child > 0 && (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+        fprintf(stderr, "capture_target: the child failed (status %d)\n", status);
+        return 1;
+    }
+    FILE *f = fopen(seen_path, "w");
     if (!f) {
-        perror(argv[1]);
+        perror(seen_path);
         return 1;
     }
     for (size_t k = 0; k < g_nseen; k++)
