@@ -11,7 +11,7 @@ unwritable output. Then capture_range=span:NAME, and, when RUN_CAPTURE is not
 "none" (not under ThreadSanitizer: a preload library), capture_range=
 cudaProfilerStart and mlprof run --on-demand over an unmodified program.
 
-usage: capture_check.py MLPROF CAPTURE_TARGET RUN_CAPTURE|none OUTDIR
+usage: capture_check.py MLPROF CAPTURE_TARGET RUN_CAPTURE|none RUN_NVTX|none OUTDIR
 """
 import glob
 import json
@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-MLPROF, TARGET, RUN_CAPTURE, OUT = sys.argv[1:5]
+MLPROF, TARGET, RUN_CAPTURE, RUN_NVTX, OUT = sys.argv[1:6]
 failures = []
 
 
@@ -297,6 +297,20 @@ else:
     if check(len(parts) == 2, f"capture_range=cudaProfilerStart: two traces, got {parts}"):
         counts = [len(trace_spans(f, "cudaMalloc")) for f in parts]
         check(counts == [5, 3], f"cudaMalloc calls in the two ranges: {counts}, [5, 3] expected")
+
+    if RUN_NVTX == "none":
+        print("SKIP capture_range=nvtx: no NVTX 3 headers in this build")
+    else:
+        merged = os.path.join(OUT, "nvtx_range.json")
+        p3 = subprocess.run([MLPROF, "run", "-q", "-o", merged, "--hooks", "nvtx", "--capture_range", "nvtx:epoch",
+                             "--", RUN_NVTX], capture_output=True, text=True, timeout=300, env=base_env)
+        print(p3.stdout + p3.stderr, end="")
+        check(p3.returncode == 0, f"capture_range=nvtx:epoch: status {p3.returncode}")
+        parts = sorted(glob.glob(merged + ".parts/trace.*.capture*.json"))
+        if check(len(parts) == 1, f"capture_range=nvtx:epoch: one trace, got {parts}"):
+            names = [e["name"] for e in trace_spans(parts[0], None)]
+            check(names.count("epoch") == 1 and names.count("step") == 3 and "worker" not in names,
+                  f"capture_range=nvtx:epoch: the range and its 3 steps, nothing after: {sorted(names)}")
 
     od = os.path.join(OUT, "od.json")
     ostop = os.path.join(OUT, "od.stop")
