@@ -126,6 +126,25 @@ MLPROF_API const char *mlprof_last_error(void);
  *                    "%c" in file names is the cycle's number
  *   dump_at_exit     dump at process exit if anything was recorded   true
  *   autostart        start recording at the first call (env/file)    false
+ *                    (ignored with on_demand or capture_range)
+ *   on_demand        record nothing until `mlprof capture PID` asks  false
+ *                    (a thread of mlprof's serves a Unix socket,
+ *                    $XDG_RUNTIME_DIR/mlprof/PID.sock, else
+ *                    /tmp/mlprof-UID/PID.sock, to its own user only);
+ *                    each capture writes the filename with ".captureN"
+ *                    before the extension, or "%c" replaced by N (the
+ *                    process's captures counted from 1). Read at the
+ *                    start (MLPROF_ON_DEMAND=1) or set later; turning it
+ *                    off does not close the socket
+ *   capture_range    record between the program's own markers, each  "" (none)
+ *                    range a trace of its own (named as on_demand's):
+ *                    "span:NAME" (a task, frame or event handle named
+ *                    NAME: its begin starts recording, its end on the
+ *                    same thread stops it), "nvtx:NAME" (an NVTX push
+ *                    of that message to its pop; mlprof run),
+ *                    "cudaProfilerStart" (to cudaProfilerStop; mlprof
+ *                    run). The range's end writes the trace on the
+ *                    thread that ends it
  *   clock            "tsc", "monotonic" or "auto"                    auto
  *   memory_sample_rate  a "memory used" sample in the trace every N
  *                    memory operations per device (0: none)          1
@@ -630,8 +649,11 @@ MLPROF_API void mlprof_set_log_handler(void (*fn)(int level, const char *message
 
 /* -------------------------------------------------------------- the macros */
 
-/* Nonzero while events are being recorded (running and not paused). Read by
- * the macros below: one load and one branch when off. */
+/* Nonzero while events are being recorded (running and not paused), and
+ * while a capture waits for a span to begin (capture_range=span:NAME, mlprof
+ * capture --frames): then the handles but that span's read as off, so the
+ * macros still stop at the handle. Read by the macros below: one load and
+ * one branch when off (a process waiting for an on-demand capture is off). */
 MLPROF_API extern int mlprof_active_flag;
 
 #if defined(__GNUC__) || defined(__clang__)
