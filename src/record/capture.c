@@ -606,7 +606,7 @@ static void refuse_busy(uint64_t since_ms, uint64_t until_ms)
     if (peer_allowed(fd) == 0) {
         request r;
         char err[200];
-        read_request(fd, &r, 1000, err, sizeof err);
+        read_request(fd, &r, 300, err, sizeof err); /* a client sends at once; a silent one is cut short */
         uint64_t now = now_ms();
         if (until_ms)
             send_line(fd, "error %d a capture of process %d is already running (for %.1f s more): try again then",
@@ -777,9 +777,11 @@ static void serve(int fd)
         release();
         return;
     }
-    if (mlprof_get_state() == MLPROF_STATE_RUN) {
-        send_line(fd, "error %d process %d is recording on its own (mlprof_set_state or autostart): a capture "
-                      "would cut its trace", CODE_BUSY, (int)getpid());
+    if (mlprof_get_state() == MLPROF_STATE_RUN || __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE)) {
+        send_line(fd, "error %d process %d %s: a capture would %s", CODE_BUSY, (int)getpid(),
+                  mlprof_get_state() == MLPROF_STATE_RUN ? "is recording on its own (mlprof_set_state or autostart)"
+                                                         : "holds events it recorded on its own, not yet written",
+                  mlprof_get_state() == MLPROF_STATE_RUN ? "cut its trace" : "take them in");
         release();
         return;
     }
