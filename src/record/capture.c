@@ -66,7 +66,7 @@ static char g_frames_name[256];
  * owner's own fields need no lock; running and owner are read by others. */
 static struct {
     int running;     /* atomic */
-    pthread_t owner; /* written before running is set */
+    void *owner;     /* atomic: the owner thread's token (this_thread()) */
     int depth;       /* owner's: open spans of the name (NVTX: open ranges) */
     int passes, count;
     int cuda;        /* atomic: a cudaProfilerStart range is recording */
@@ -293,6 +293,14 @@ static void log_skipped(const char *what)
                                      "(said once)", what);
 }
 
+/* A token of the calling thread, read and written atomically (a pthread_t
+ * need not be). */
+static void *this_thread(void)
+{
+    static __thread char token;
+    return &token;
+}
+
 /* Starts a range on the calling thread: kind is the claim it holds. */
 static void range_start(int kind, int count)
 {
@@ -302,7 +310,7 @@ static void range_start(int kind, int count)
         release();
         return;
     }
-    T.owner = pthread_self();
+    __atomic_store_n(&T.owner, this_thread(), __ATOMIC_RELAXED);
     T.depth = 1;
     T.passes = 0;
     T.count = count;
@@ -340,7 +348,8 @@ static void range_stop(void)
 
 static int owned_here(void)
 {
-    return __atomic_load_n(&T.running, __ATOMIC_ACQUIRE) && pthread_equal(T.owner, pthread_self());
+    return __atomic_load_n(&T.running, __ATOMIC_ACQUIRE) &&
+           __atomic_load_n(&T.owner, __ATOMIC_RELAXED) == this_thread();
 }
 
 void mlprof__capture_span_begin(const void *handle)
