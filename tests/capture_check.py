@@ -232,6 +232,14 @@ check(c.returncode == 4 and "stale" in c.stderr and not os.path.exists(stale),
 plain.kill()
 plain.wait()
 
+# the program's own filename cannot be written: said by the capture, which records nothing
+b, bseen, bstop = start_target("badfile", dict(env, MLPROF_FILENAME="/nonexistent-mlprof-dir/t.%p.json"))
+if wait_for(os.path.join(rt, "mlprof", f"{b.pid}.sock"), "badfile: the socket"):
+    c = capture(b.pid, "--duration", "100ms")
+    check(c.returncode == 1 and "/nonexistent-mlprof-dir/t." in c.stderr,
+          f"an unwritable filename: status {c.returncode}, 1 expected, naming the file")
+check(finish_target(b, bseen, bstop, "badfile") == [], "badfile: nothing was recorded")
+
 # a socket left by a killed process
 k, _, _ = start_target("killed", env)
 ksock = os.path.join(rt, "mlprof", f"{k.pid}.sock")
