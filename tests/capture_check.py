@@ -334,6 +334,12 @@ else:
             path = c.stdout.strip()
             check(path.startswith(od + ".parts/") and len(trace_spans(path, "cudaMalloc")) > 0,
                   f"run --on-demand: the capture {path} holds the program's calls")
+        # mlprof run's own pid: it does not wait, its child does
+        c = capture(run.pid, "--duration", "100ms", env=base_env)
+        check(c.returncode == 4 and "--tree" in c.stderr, f"mlprof run's pid: status {c.returncode}, 4 expected")
+        c = capture(run.pid, "--tree", "--duration", "100ms", env=base_env)
+        check(c.returncode == 0 and c.stdout.strip().endswith(f"trace.{opid}.capture2.json"),
+              f"mlprof run's pid --tree: status {c.returncode}, its program's capture: {c.stdout!r}")
     open(ostop, "w").close()
     out, err = run.communicate(timeout=300)
     print(out + err, end="")

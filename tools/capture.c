@@ -175,6 +175,17 @@ static int has_mlprof(pid_t pid)
     return found;
 }
 
+static int has_children(pid_t pid)
+{
+    char path[64], c = 0;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    int any = f && fread(&c, 1, 1, f) == 1 && c >= '0' && c <= '9';
+    if (f)
+        fclose(f);
+    return any;
+}
+
 static int say(const target *t, int code, const char *fmt, const char *a, const char *b)
 {
     fprintf(stderr, PROG ": process %d (%s): ", (int)t->pid, t->comm);
@@ -204,13 +215,17 @@ static int connect_target(target *t, int quiet_if_not_waiting)
     if (!have) {
         if (quiet_if_not_waiting)
             return EXIT_NOT_WAITING;
+        const char *kids = has_children(t->pid) ? "; its children may: --tree captures those that do" : "";
+        if (strcmp(t->comm, "mlprof") == 0)
+            return say(t, EXIT_NOT_WAITING, "is the mlprof command itself: give the pid of the program it runs "
+                       "(mlprof run --on-demand prints it), or --tree%s%s", "", "");
         if (has_mlprof(t->pid))
             return say(t, EXIT_NOT_WAITING,
                        "has mlprof but does not wait for captures: start it with on_demand=on "
-                       "(MLPROF_ON_DEMAND=1) or 'mlprof run --on-demand'%s%s", "", "");
+                       "(MLPROF_ON_DEMAND=1) or 'mlprof run --on-demand'%s%s", kids, "");
         return say(t, EXIT_NOT_WAITING,
                    "is not profiled by mlprof (no libmlprof in it): start it with 'mlprof run --on-demand -- "
-                   "CMD'%s%s", "", "");
+                   "CMD'%s%s", kids, "");
     }
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(sock) >= sizeof addr.sun_path)
@@ -475,8 +490,8 @@ int mlprof_cmd_capture(int argc, char **argv)
         memset(t, 0, sizeof *t);
         t->pid = pids[i];
         t->fd = -1;
-        int rc = connect_target(t, tree && i > 0);
-        if (rc == EXIT_NOT_WAITING && tree && i > 0) {
+        int rc = connect_target(t, tree);
+        if (rc == EXIT_NOT_WAITING && tree) { /* `mlprof run` itself, a launcher: their children may */
             skipped++;
             continue;
         }
@@ -511,8 +526,13 @@ int mlprof_cmd_capture(int argc, char **argv)
         t->send_errno = send_all(t->fd, request, (size_t)len) != 0 ? errno : 0;
         n++;
     }
+    if (tree && !n && !status) {
+        fprintf(stderr, PROG ": neither process %ld nor any of its %d descendant%s waits for captures (start them "
+                        "with 'mlprof run --on-demand' or on_demand=on)\n", pid, skipped - 1, skipped == 2 ? "" : "s");
+        return EXIT_NOT_WAITING;
+    }
     if (skipped)
-        fprintf(stderr, PROG ": %d process%s under %ld do%s not wait for captures: left out\n", skipped,
+        fprintf(stderr, PROG ": %d process%s of the tree of %ld do%s not wait for captures: left out\n", skipped,
                 skipped == 1 ? "" : "es", pid, skipped == 1 ? "es" : "");
     char what[300];
     if (frames)
