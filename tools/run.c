@@ -649,7 +649,8 @@ int mlprof_cmd_run(int argc, char **argv)
      * with the first option checked); its program does if the user's
      * environment asks */
     const char *user_on_demand = getenv("MLPROF_ON_DEMAND");
-    char *saved_on_demand = user_on_demand ? strdup(user_on_demand) : NULL;
+    static char saved_on_demand[64];
+    snprintf(saved_on_demand, sizeof saved_on_demand, "%s", user_on_demand ? user_on_demand : "");
     unsetenv("MLPROF_ON_DEMAND");
     run_options o;
     parse_options(argc, argv, &o);
@@ -718,9 +719,8 @@ int mlprof_cmd_run(int argc, char **argv)
         setenv("MLPROF_ON_DEMAND", "1", 1);
     else
         setenv("MLPROF_AUTOSTART", "1", 1);
-    if (saved_on_demand && !o.on_demand)
+    if (saved_on_demand[0] && !o.on_demand)
         setenv("MLPROF_ON_DEMAND", saved_on_demand, 1);
-    free(saved_on_demand);
     setenv("MLPROF_DUMP_AT_EXIT", "1", 1);
     setenv("INTEL_LIBITTNOTIFY64", abs_preload, 0); /* we are the ITT collector, unless one is chosen */
     setenv("NVTX_INJECTION64_PATH", abs_preload, 0); /* and NVTX's injection */
