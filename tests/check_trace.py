@@ -1107,6 +1107,17 @@ def area_writes(prog, out):
     # memory outputs while memory profiling is off
     run(prog, out, "memoff")
 
+    # Perfetto's protobuf through a full disk: what was said in the lost packets is said again
+    run(prog, out, "full_pf")
+    cli = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(prog))), "mlprof")
+    a = subprocess.run([cli, "analyze", os.path.join(out, "full_pf.pftrace"), "--format", "json", "-t", "0"],
+                       capture_output=True, text=True, timeout=100)
+    check(a.returncode == 0 and "left out" not in a.stderr, f"full_pf.pftrace reads whole: {a.returncode} {a.stderr}")
+    rows = {r["key"]: r["count"] for r in json.loads(a.stdout or '{"rows": []}')["rows"]} if a.returncode == 0 else {}
+    lost = sum(rows.get(f"lost{i}", 0) for i in range(4))
+    check(rows.get("a") == 1000 and rows.get("after") == 1000 and 400 <= lost < 100400,
+          f"before the loss, after it, and the names said again: {rows}")
+
     # a dump links its spool into place: what it published is never written again
     run(prog, out, "linked")
     for ext in (".json", ".json.gz"):

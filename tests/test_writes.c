@@ -578,6 +578,52 @@ static void mode_memoff(void)
     CHECK(access(path, F_OK) == 0, "an empty memory picture is written: %s", path);
 }
 
+/* Perfetto's protobuf through a full disk: the packets lost held interned
+ * names, defaults and track descriptors that later packets need; the sink
+ * says them again after the loss, so that everything written after it reads
+ * back (check_trace.py decodes the trace with mlprof analyze). */
+static void mode_full_pf(void)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &original_fsize);
+    const char *path = tu_path("full_pf.pftrace");
+    CHECK_OK(mlprof_set_config("filename", path));
+    CHECK_OK(mlprof_set_config("buffer_size", "256K"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    CHECK_OK(record("a", 1000, 0));
+    CHECK_OK(mlprof_dump(0));
+    long size = file_size(path);
+    CHECK(size > 0, "first trace written");
+    /* full for longer than memory may hold: spans of names first seen while
+     * full, with arguments, on a second thread too: all of it interned in
+     * packets that are lost */
+    limit_file_size((rlim_t)size);
+    mlprof_span *lost_names[4];
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "lost%d", i);
+        lost_names[i] = mlprof_task_create(domain, name);
+    }
+    for (int i = 0; i < 100000; i++) {
+        mlprof_begin(lost_names[i % 4]);
+        mlprof_arg_str("kind", i % 2 ? "odd" : "even");
+        mlprof_end(lost_names[i % 4]);
+        if ((i + 1) % 500 == 0)
+            mlprof_dump(0);
+    }
+    room_again();
+    /* after the loss: the same names and argument values again, and new ones */
+    for (int i = 0; i < 400; i++) {
+        mlprof_begin(lost_names[i % 4]);
+        mlprof_arg_str("kind", i % 2 ? "odd" : "even");
+        mlprof_end(lost_names[i % 4]);
+    }
+    CHECK_OK(record("after", 1000, 0));
+    int rc = mlprof_dump(1);
+    CHECK(rc == MLPROF_EIO, "the final dump says that events were lost: %s", mlprof_err_name(rc));
+    printf("full_pf written=%ld\n", file_size(path));
+}
+
 /* 1 when a descriptor of this process is the file at path (the same inode). */
 static int open_here(const char *path)
 {
@@ -635,7 +681,7 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } modes[] = {{"full", mode_full},     {"final", mode_final},   {"special", mode_special},
                  {"toggle", mode_toggle}, {"drops", mode_drops},   {"killed", mode_killed},
-                 {"stale", mode_stale},   {"memoff", mode_memoff}, {"linked", mode_linked}};
+                 {"stale", mode_stale},   {"memoff", mode_memoff}, {"linked", mode_linked}, {"full_pf", mode_full_pf}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         if (strcmp(mode, modes[i].name) == 0) {
             modes[i].fn();
@@ -644,6 +690,6 @@ int main(int argc, char **argv)
             return tu_finish(label);
         }
     }
-    fprintf(stderr, "usage: test_writes OUTDIR full|final|special|toggle|drops|killed|stale|memoff|linked\n");
+    fprintf(stderr, "usage: test_writes OUTDIR full|final|special|toggle|drops|killed|stale|memoff|linked|full_pf\n");
     return 2;
 }

@@ -546,6 +546,9 @@ static void spool_flush(void)
             C.trace.e->ops->reset(C.trace.st);
         if (C.trace.e->ops->head)
             C.trace.e->ops->head(C.trace.st, &C.buf);
+    } else if (C.trace.e && C.trace.e->ops->lost) {
+        /* what the lost bytes said (Perfetto's interning) is said again */
+        C.trace.e->ops->lost(C.trace.st, &C.buf);
     }
 }
 

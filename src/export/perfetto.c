@@ -565,8 +565,9 @@ typedef struct pf_track {
 
 typedef struct pf_state {
     pf_seq seq[2];        /* the stream, the tail */
-    pf_seq **tseqs;       /* the threads' task slices, sequences SEQ_THREADS + index */
+    pf_seq **tseqs;       /* the threads' task slices, sequences SEQ_THREADS + seq_base + index */
     size_t ntseqs, tseqs_cap;
+    uint32_t seq_base;    /* thread sequences used before bytes were lost: never used again */
     /* the thread sequence last used, started, its track described: a
      * drain hands one thread's slices after another */
     pf_seq *cur_q;
@@ -1217,14 +1218,16 @@ static void put_thread_end(mlprof__sb *sb, pf_seq *q, uint64_t ts)
     set_end(sb, p);
 }
 
-/* The first packet of a sequence: its incremental state cleared, and the
- * defaults (timestamps on CLOCK_MONOTONIC). */
-static void put_sequence_start(mlprof__sb *sb, uint32_t id)
+/* The first packet of a sequence (or, first 0, the one that starts its
+ * state again after packets were lost): its incremental state cleared, and
+ * the defaults (timestamps on CLOCK_MONOTONIC). */
+static void put_sequence_start(mlprof__sb *sb, uint32_t id, int first)
 {
     size_t at = open_len(sb, 1);
     put_varint_field(sb, 10, id);
     put_varint_field(sb, 13, SEQ_INCREMENTAL_STATE_CLEARED);
-    put_varint_field(sb, 87, 1); /* first_packet_on_sequence */
+    if (first)
+        put_varint_field(sb, 87, 1); /* first_packet_on_sequence */
     size_t d = open_len(sb, 59);
     put_varint_field(sb, 58, CLOCK_ID_MONOTONIC);
     close_len(sb, d);
@@ -1467,13 +1470,13 @@ static pf_seq *thread_seq(pf_state *st, mlprof__sb *sb, uint32_t t, uint64_t ts)
         q = st->tseqs[i - 1];
     } else {
         pf_seq **seqs = mlprof__grow(st->tseqs, &st->tseqs_cap, st->ntseqs, sizeof *seqs, 16);
-        q = seqs && st->ntseqs < UINT32_MAX - SEQ_THREADS ? mlprof__calloc(1, sizeof *q) : NULL;
+        q = seqs && st->ntseqs < UINT32_MAX - SEQ_THREADS - st->seq_base ? mlprof__calloc(1, sizeof *q) : NULL;
         if (!q) {
             sb->failed = 1;
             return NULL;
         }
         st->tseqs = seqs;
-        q->id = (uint32_t)(SEQ_THREADS + st->ntseqs);
+        q->id = (uint32_t)(SEQ_THREADS + st->seq_base + st->ntseqs);
         q->thread = 1;
         q->uuid = st->tracks[t - 1].uuid;
         st->tseqs[st->ntseqs++] = q;
@@ -1551,6 +1554,7 @@ static void pf_destroy(void *vst)
 static void pf_reset(void *vst)
 {
     pf_state *st = vst;
+    st->seq_base = 0;
     seq_clear(&st->seq[0]);
     seq_clear(&st->seq[1]);
     forget_tracks(st);
@@ -1560,7 +1564,22 @@ static void pf_reset(void *vst)
 static void pf_head(void *vst, mlprof__sb *sb)
 {
     (void)vst;
-    put_sequence_start(sb, SEQ_STREAM);
+    put_sequence_start(sb, SEQ_STREAM, 1);
+    put_clock_snapshot(sb, SEQ_STREAM);
+}
+
+/* Packets were lost after the head: interning, defaults, clock bases and
+ * track descriptors they held are unknown to a reader. Everything is said
+ * again from here: sequence 1 cleared anew, thread sequences and tracks
+ * forgotten (each starts again, cleared, at its next event). A slice whose
+ * begin was lost ends without one, which readers skip. */
+static void pf_lost(void *vst, mlprof__sb *sb)
+{
+    pf_state *st = vst;
+    uint32_t used = st->seq_base + (uint32_t)st->ntseqs;
+    pf_reset(st);
+    st->seq_base = used; /* new thread sequences: their first packets are first */
+    put_sequence_start(sb, SEQ_STREAM, 0);
     put_clock_snapshot(sb, SEQ_STREAM);
 }
 
@@ -1818,7 +1837,7 @@ static void pf_tail_begin(void *vst, const mlprof__sink_out *out)
     st->tail_gen++;
     if (!st->tail_gen)
         st->tail_gen = 1; /* 0 means never described in a tail */
-    put_sequence_start(out->sb, SEQ_TAIL);
+    put_sequence_start(out->sb, SEQ_TAIL, 1);
 }
 
 /* The footer: the process described with its final name, and otherData as
@@ -1858,4 +1877,5 @@ const mlprof__sink_ops mlprof__perfetto_sink = {
     .track = pf_track_said,
     .tail_begin = pf_tail_begin,
     .tail_end = pf_tail_end,
+    .lost = pf_lost,
 };

@@ -208,6 +208,12 @@ typedef struct mlprof__sink_ops {
     void (*tail_end)(void *st, const mlprof__sink_out *out, const mlprof__trace_meta *m);
     /* file sinks: write the file(s); MLPROF_OK or an error said with mlprof__fail */
     int (*dump)(void *st, const mlprof__sink_dump *d);
+    /* trace sinks: bytes of the stream after its head were lost (a full disk
+     * for longer than memory could wait): what the sink said in them (Perfetto's
+     * interned strings, sequence defaults and clocks, track descriptors) no
+     * longer holds; it starts its stream state again, writing what readers
+     * need from here on into sb. NULL: a sink whose events stand alone (JSON). */
+    void (*lost)(void *st, mlprof__sb *sb);
 } mlprof__sink_ops;
 
 /* The sinks (each defined in its own file of src/export). */
