@@ -13,6 +13,7 @@
 
 #include "../src/analyze/analyze.h"
 #include "../src/analyze/augment.h"
+#include "../src/analyze/dist_ranks.h"
 #include "../src/analyze/gpu.h"
 #include "../src/analyze/merge.h"
 #include "../src/analyze/ranks.h"
@@ -34,6 +35,8 @@ static void usage(FILE *out)
             "  diff A B        per operator, what changed from run A to run B\n"
             "  merge A B ...   several processes' or hosts' traces on one timeline\n"
             "  kernels TRACE   GPU time: compute, communication, memory, idle; per operator\n"
+            "  ranks TRACE...  a distributed job's ranks compared: compute, communication,\n"
+            "                  idle, overlap, stragglers at each collective, load imbalance\n"
             "  augment TRACE -o OUT  the trace with launch queue and copy bandwidth counters\n"
             "  sequences TRACE the kernel sequences that recur on the GPU streams\n"
             "  export --sqlite OUT.db TRACE  the trace as an SQLite database to query\n"
@@ -671,6 +674,92 @@ static int cmd_merge(int argc, char **argv)
     return rc != 0 || damaged ? 1 : 0;
 }
 
+static void ranks_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " ranks TRACE... | DIR | MERGED_TRACE [options]\n"
+            "\n"
+            "The ranks of a distributed job (MPI, torchrun, NCCL) side by side: per rank its\n"
+            "compute, communication and idle time and their overlap; each collective\n"
+            "matched across the ranks, which rank arrived last and how late the others\n"
+            "were; the straggler of the run; the load imbalance between ranks.\n"
+            "\n"
+            "Inputs: one trace per rank (mlprof's, with the mpi hook's spans; PyTorch's\n"
+            "profiler's), a directory of them (as analyze DIR reads it: other files are\n"
+            "skipped and named), or one trace that mlprof merge made of them (its\n"
+            "processes named \"rank N: ...\"). A rank is its trace's distributedInfo.rank,\n"
+            "else the next number in file-name order (said on standard error); two\n"
+            "traces of one rank are an error. The ranks' times are put on one clock as\n"
+            "merge aligns them (a clock they say they share, else the real-time clock\n"
+            "PyTorch's traces are stamped with, else their starts lined up, said loudly);\n"
+            "a merged trace's are already. Each trace is read, summarized and freed before\n"
+            "the next: memory holds one trace, and per rank its totals and 56 bytes for\n"
+            "each collective call.\n"
+            "\n"
+            "  -t, --top N            collectives listed one by one, furthest apart first\n"
+            "                         (default 20; 0 for all)\n"
+            "  --format F             table (default), json or csv (one row per rank)\n"
+            "  -o, --output FILE      write there instead of standard output\n"
+            "\n"
+            "%s"
+            "\n"
+            "Exit status: 0 done, 1 an input is not a trace, is damaged (what was read is\n"
+            "used, with a warning), two say the same rank, or the output could not be\n"
+            "written; 2 a mistake on the command line.\n",
+            an_dist_help);
+}
+
+/* arg is the option lng (or shrt), with its value after '=' or not. */
+static int is_option(const char *arg, const char *lng, const char *shrt)
+{
+    size_t n = strlen(lng);
+    return strcmp(arg, lng) == 0 || (shrt && strcmp(arg, shrt) == 0) || (strncmp(arg, lng, n) == 0 && arg[n] == '=');
+}
+
+static int cmd_ranks(int argc, char **argv)
+{
+    const char *cmd = "ranks";
+    an_options o;
+    an_options_default(&o);
+    const char *output = NULL;
+    const char **paths = calloc((size_t)argc, sizeof *paths);
+    size_t npaths = 0;
+    if (!paths)
+        return 1;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            ranks_usage(stdout);
+            free(paths);
+            return 0;
+        }
+        if (is_option(arg, "--top", "-t") || is_option(arg, "--format", NULL) || is_option(arg, "--output", "-o")) {
+            common_option(cmd, argc, argv, &i, &o, &output);
+        } else if (arg[0] == '-' && arg[1]) {
+            bad_usage(cmd, "unknown option \"%s\"", arg);
+        } else {
+            paths[npaths++] = arg;
+        }
+    }
+    if (!npaths)
+        bad_usage(cmd, "%s", "which traces? (mlprof ranks TRACE... | DIR | MERGED_TRACE)");
+    mlprof__sb out, notes;
+    mlprof__sb_init(&out);
+    mlprof__sb_init(&notes);
+    int damaged = 0;
+    char err[1200];
+    int rc = an_ranks_dist(paths, npaths, &o, &out, &notes, &damaged, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, PROG " %s: %s\n", cmd, err);
+    else
+        rc = write_output(output, &out);
+    print_notes(cmd, &notes);
+    mlprof__sb_free(&notes);
+    mlprof__sb_free(&out);
+    free(paths);
+    return rc != 0 || damaged ? 1 : 0;
+}
+
 static void kernels_usage(FILE *out)
 {
     fprintf(out,
@@ -1083,6 +1172,8 @@ int main(int argc, char **argv)
         return cmd_merge(argc - 1, argv + 1);
     if (strcmp(cmd, "kernels") == 0)
         return cmd_kernels(argc - 1, argv + 1);
+    if (strcmp(cmd, "ranks") == 0)
+        return cmd_ranks(argc - 1, argv + 1);
     if (strcmp(cmd, "augment") == 0)
         return cmd_augment(argc - 1, argv + 1);
     if (strcmp(cmd, "sequences") == 0)

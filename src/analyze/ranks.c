@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dist_ranks.h"
 #include "gpu.h"
 #include "merge.h"
 #include "ranks.h"
@@ -35,6 +36,8 @@ typedef struct rank_in {
     size_t nc, ccap;
     an_trace clock;  /* only what an_merge_offsets reads: path, otherData, base, clock, span */
     char *other_data;
+    const char *rank_from; /* NULL: distributedInfo or file order */
+    an_dist_rank d;  /* mlprof ranks: its summary (dist_ranks.h) */
 } rank_in;
 
 typedef struct skipped {
@@ -48,9 +51,8 @@ typedef struct ranks {
     size_t n, cap;
     skipped *s;
     size_t ns, scap;
-    mlprof__map name_ids; /* name -> index + 1 */
-    char **names;
-    size_t nnames, namecap;
+    an_dist_names names; /* the collectives' names (and MPI's communicators), shared by the ranks */
+    int strict;          /* traces named one by one: one that is not a trace is an error */
 } ranks;
 
 /* One matched collective: the k-th of its name on every rank that runs it. */
@@ -157,24 +159,6 @@ static char **list_dir(const char *dir, size_t *n, char *err, size_t errlen)
     return names;
 }
 
-static int name_id(ranks *rs, const char *name, uint32_t *id)
-{
-    mlprof__map_entry *e = mlprof__map_slot(&rs->name_ids, name, strlen(name));
-    if (!e)
-        return -1;
-    if (!e->value) {
-        char **p = mlprof__grow(rs->names, &rs->namecap, rs->nnames, sizeof *rs->names, 16);
-        if (!p)
-            return -1;
-        rs->names = p;
-        if (!(p[rs->nnames] = mlprof__strdup(name)))
-            return -1;
-        e->value = (void *)(uintptr_t)(++rs->nnames);
-    }
-    *id = (uint32_t)((uintptr_t)e->value - 1);
-    return 0;
-}
-
 /* The communication kernels of t, in the order they start. */
 static int collect_collectives(ranks *rs, rank_in *r, const an_trace *t)
 {
@@ -186,7 +170,7 @@ static int collect_collectives(ranks *rs, rank_in *r, const an_trace *t)
         if (!c)
             return -1;
         r->c = c;
-        if (name_id(rs, e->name, &c[r->nc].name) != 0)
+        if (an_dist_name_id(&rs->names, e->name, &c[r->nc].name) != 0)
             return -1;
         c[r->nc].ts = e->ts;
         c[r->nc].order = (uint32_t)r->nc;
@@ -254,6 +238,8 @@ static int read_one(ranks *rs, const char *path, const an_options *o, an_analysi
     rc = !r->path || (t.other_data && !r->other_data) ? -1 : 0;
     if (rc == 0 && ro->stragglers)
         rc = collect_collectives(rs, r, &t);
+    if (rc == 0 && ro->dist)
+        rc = an_dist_collect(&t, NULL, 0, &rs->names, &r->d);
     if (rc != 0)
         snprintf(err, errlen, "out of memory");
     else if (fn && (rc = an_run_steps(&t, o, fn, &r->out, notes)) != 0)
@@ -333,7 +319,7 @@ static int by_skew(const void *pa, const void *pb)
 /* The names' counts on each rank where they differ: in text and JSON. */
 static void note_unmatched(const ranks *rs, stragglers *st, uint32_t name, const size_t *count, size_t matched_k)
 {
-    const char *nm = rs->names[name];
+    const char *nm = rs->names.s[name];
     mlprof__sb *j = &st->unmatched_json, *x = &st->unmatched_text;
     mlprof__sb_puts(j, st->names_unmatched ? ",{\"name\":" : "{\"name\":");
     mlprof__sb_json_str(j, nm, strlen(nm));
@@ -371,7 +357,7 @@ static int find_stragglers(ranks *rs, stragglers *st, char *err, size_t errlen)
             rs->r[i].c[k].order = (uint32_t)k;
         mlprof__sort(rs->r[i].c, rs->r[i].nc, sizeof *rs->r[i].c, by_name_then_order);
     }
-    for (uint32_t name = 0; rc == 0 && name < rs->nnames; name++) {
+    for (uint32_t name = 0; rc == 0 && name < rs->names.n; name++) {
         size_t ranks_with = 0, k_min = SIZE_MAX, k_max = 0;
         for (size_t i = 0; i < n; i++) {
             const rank_in *r = &rs->r[i];
@@ -490,7 +476,7 @@ static void put_stragglers_table(mlprof__sb *out, const ranks *rs, const straggl
             mlprof__sb_printf(out, " %10lld", m->last_rank);
         else
             mlprof__sb_printf(out, " %10s", "(none)");
-        mlprof__sb_printf(out, " %6u  %s\n", m->k, rs->names[m->name]);
+        mlprof__sb_printf(out, " %6u  %s\n", m->k, rs->names.s[m->name]);
     }
     if (st->names_unmatched) {
         mlprof__sb_printf(out, "\n%zu collective names do not run as often on every rank; the first ones of each "
@@ -521,7 +507,7 @@ static void put_stragglers_json(mlprof__sb *out, const ranks *rs, const straggle
     for (size_t i = 0; i < shown; i++) {
         const matched *m = &st->m[i];
         mlprof__sb_puts(out, i ? ",{\"name\":" : "{\"name\":");
-        mlprof__sb_json_str(out, rs->names[m->name], strlen(rs->names[m->name]));
+        mlprof__sb_json_str(out, rs->names.s[m->name], strlen(rs->names.s[m->name]));
         mlprof__sb_printf(out, ",\"occurrence\":%u,\"last_rank\":", m->k);
         if (m->last_rank >= 0)
             mlprof__sb_printf(out, "%lld", m->last_rank);
@@ -646,6 +632,7 @@ static void ranks_free(ranks *rs)
         mlprof__free(rs->r[i].path);
         mlprof__free(rs->r[i].other_data);
         mlprof__free(rs->r[i].c);
+        an_dist_rank_free(&rs->r[i].d);
         mlprof__sb_free(&rs->r[i].out);
     }
     mlprof__free(rs->r);
@@ -654,10 +641,7 @@ static void ranks_free(ranks *rs)
         mlprof__free(rs->s[i].why);
     }
     mlprof__free(rs->s);
-    for (size_t i = 0; i < rs->nnames; i++)
-        mlprof__free(rs->names[i]);
-    mlprof__free(rs->names);
-    mlprof__map_free(&rs->name_ids);
+    an_dist_names_free(&rs->names);
 }
 
 /* Reads every entry of dir that is named like a trace; the others are skipped. */
@@ -712,7 +696,7 @@ static int open_ranks(ranks *rs, const char *dir, const an_options *o, an_analys
 {
     memset(rs, 0, sizeof *rs);
     rs->dir = dir;
-    mlprof__map_init(&rs->name_ids);
+    an_dist_names_init(&rs->names);
     if (errlen)
         err[0] = '\0';
     int rc = read_dir(rs, o, fn, ro, notes, damaged, err, errlen);
@@ -753,6 +737,220 @@ int an_ranks_run(const char *dir, const an_options *o, an_analysis_fn fn, const 
         snprintf(err, errlen, "out of memory");
         rc = -1;
     }
+    return rc;
+}
+
+/* ------------------------------------------------------------- mlprof ranks */
+
+typedef struct pid_rank {
+    int64_t pid;
+    long long rank;
+} pid_rank;
+
+static int by_pid_rank(const void *pa, const void *pb)
+{
+    const pid_rank *a = pa, *b = pb;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+/* The processes of a merged trace that say their rank in their name, as
+ * mlprof merge labels them ("rank N: python"), sorted by rank; *n = 0 when
+ * none does. NULL when out of memory. */
+static pid_rank *merged_ranks(const an_trace *t, size_t *n)
+{
+    pid_rank *p = mlprof__calloc(t->nnames + 1, sizeof *p);
+    *n = 0;
+    for (size_t i = 0; p && i < t->nnames; i++) {
+        const an_name *nm = &t->names[i];
+        long long rank;
+        int used = 0;
+        if (nm->tid == AN_PROCESS_TID && sscanf(nm->name, "rank %lld:%n", &rank, &used) == 1 && used > 0 &&
+            rank >= 0)
+            p[(*n)++] = (pid_rank){nm->pid, rank};
+    }
+    if (p)
+        mlprof__sort(p, *n, sizeof *p, by_pid_rank);
+    return p;
+}
+
+/* What otherData.merge.method of a merged trace says, into buf. */
+static void merge_method(const an_trace *t, char *buf, size_t len)
+{
+    const char *m = t->other_data ? strstr(t->other_data, "\"method\":\"") : NULL;
+    size_t k = 0;
+    if (m) {
+        for (m += 10; *m && *m != '"' && k + 1 < len; m++)
+            buf[k++] = *m;
+    }
+    buf[k] = '\0';
+    if (!k)
+        snprintf(buf, len, "not said");
+}
+
+/* Each rank of a merged trace, summarized from its own processes. */
+static int split_merged(ranks *rs, an_trace *t, const pid_rank *p, size_t np, char *err, size_t errlen)
+{
+    int64_t *pids = mlprof__calloc(np, sizeof *pids);
+    int rc = pids ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < np;) {
+        size_t j = i;
+        while (j < np && p[j].rank == p[i].rank) {
+            pids[j - i] = p[j].pid;
+            j++;
+        }
+        rank_in *r = mlprof__grow(rs->r, &rs->cap, rs->n, sizeof *rs->r, 8);
+        if (!r) {
+            rc = -1;
+            break;
+        }
+        rs->r = r;
+        r = &rs->r[rs->n++];
+        memset(r, 0, sizeof *r);
+        mlprof__sb_init(&r->out);
+        r->rank = p[i].rank;
+        r->rank_given = 1;
+        r->rank_from = "process name";
+        r->path = mlprof__strdup(t->path);
+        rc = r->path ? an_dist_collect(t, pids, j - i, &rs->names, &r->d) : -1;
+        i = j;
+    }
+    mlprof__free(pids);
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory");
+    return rc;
+}
+
+/* A trace named alone must be one: what read_one skipped is an error here. */
+static int strict_read(ranks *rs, const char *path, mlprof__sb *notes, int *damaged, char *err, size_t errlen)
+{
+    an_ranks_options ro = {0, 1};
+    size_t before = rs->ns;
+    if (read_one(rs, path, NULL, NULL, &ro, notes, damaged, err, errlen) != 0)
+        return -1;
+    if (rs->ns > before) {
+        snprintf(err, errlen, "%s: %s", rs->s[before].path, rs->s[before].why);
+        return -1;
+    }
+    return 0;
+}
+
+/* One trace: a merged one split by rank, else one rank alone. *merged is set
+ * for the first, with the method its merge used in clock. */
+static int read_single(ranks *rs, const char *path, mlprof__sb *notes, int *damaged, int *merged, char *clock,
+                       size_t clen, char *err, size_t errlen)
+{
+    an_trace t;
+    int rc = an_trace_read(&t, path);
+    size_t np = 0;
+    pid_rank *p = NULL;
+    if (rc == 0 || (t.partial && t.nev)) {
+        p = merged_ranks(&t, &np);
+        if (!p) {
+            an_trace_free(&t);
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    size_t distinct = np ? 1 : 0;
+    for (size_t i = 1; i < np; i++)
+        distinct += p[i].rank != p[i - 1].rank;
+    if (distinct < 2) { /* not merged: one rank, read as any other */
+        mlprof__free(p);
+        an_trace_free(&t);
+        return strict_read(rs, path, notes, damaged, err, errlen);
+    }
+    if (rc != 0) {
+        mlprof__sb_printf(notes, "warning: %s; using the %zu events read before it\n", t.error, t.nev);
+        *damaged = 1;
+    }
+    *merged = 1;
+    char method[64];
+    merge_method(&t, method, sizeof method);
+    snprintf(clock, clen, "one merged trace (its merge's alignment: %s)", method);
+    rc = split_merged(rs, &t, p, np, err, errlen);
+    mlprof__free(p);
+    an_trace_free(&t);
+    return rc;
+}
+
+int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, mlprof__sb *out, mlprof__sb *notes,
+                  int *damaged, char *err, size_t errlen)
+{
+    ranks rs;
+    memset(&rs, 0, sizeof rs);
+    an_dist_names_init(&rs.names);
+    if (errlen)
+        err[0] = '\0';
+    char what[300], clock[200];
+    int merged = 0, rc = 0;
+    if (n == 1)
+        snprintf(what, sizeof what, "%s", paths[0]);
+    else
+        snprintf(what, sizeof what, "%zu traces", n);
+    rs.dir = what;
+    if (n == 1 && an_is_directory(paths[0])) {
+        an_ranks_options ro = {0, 1};
+        rc = read_dir(&rs, o, NULL, &ro, notes, damaged, err, errlen);
+        for (size_t i = 0; rc == 0 && i < rs.ns; i++)
+            mlprof__sb_printf(notes, "%s: skipped: %s\n", rs.s[i].path, rs.s[i].why);
+        if (rc == 0 && rs.n == 0) {
+            snprintf(err, errlen, "%s: no trace in the directory (a trace is a file named *.json or *.json.gz, "
+                                  "plain or gzip, that holds trace events; %zu %s skipped)",
+                     paths[0], rs.ns, rs.ns == 1 ? "entry" : "entries");
+            rc = -1;
+        }
+    } else if (n == 1) {
+        rc = read_single(&rs, paths[0], notes, damaged, &merged, clock, sizeof clock, err, errlen);
+    } else {
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            if (an_is_directory(paths[i])) {
+                snprintf(err, errlen, "%s is a directory: give one directory alone, or trace files", paths[i]);
+                rc = -1;
+            } else {
+                rc = strict_read(&rs, paths[i], notes, damaged, err, errlen);
+            }
+        }
+    }
+    if (rc == 0 && !merged)
+        rc = number_ranks(&rs, notes, err, errlen);
+    if (rc == 0 && merged) {
+        mlprof__sort(rs.r, rs.n, sizeof *rs.r, by_rank);
+    }
+    an_dist_input *in = rc == 0 ? mlprof__calloc(rs.n, sizeof *in) : NULL;
+    an_trace **clocks = rc == 0 ? mlprof__calloc(rs.n, sizeof *clocks) : NULL;
+    int64_t *offset = rc == 0 ? mlprof__calloc(rs.n, sizeof *offset) : NULL;
+    if (rc == 0 && (!in || !clocks || !offset)) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    }
+    if (rc == 0 && !merged) {
+        for (size_t i = 0; i < rs.n; i++)
+            clocks[i] = &rs.r[i].clock;
+        an_merge_options mo = {NULL, NULL, NULL, 0};
+        int method = 0;
+        rc = an_merge_offsets(clocks, rs.n, &mo, offset, &method, err, errlen);
+        snprintf(clock, sizeof clock, "%s", rs.n < 2 ? "one rank" : k_clock_names[method]);
+        if (rc == 0 && method == AN_ALIGN_STARTS && rs.n > 1)
+            mlprof__sb_printf(notes, "%s: warning: the traces do not say they share a clock; their starts are lined "
+                                     "up, and arrivals are only as good as that\n",
+                              what);
+    }
+    for (size_t i = 0; rc == 0 && i < rs.n; i++) {
+        const rank_in *r = &rs.r[i];
+        in[i] = (an_dist_input){r->rank, r->path,
+                                r->rank_from ? r->rank_from : r->rank_given ? "distributedInfo" : "file order",
+                                offset[i], &r->d};
+    }
+    if (rc == 0 && an_dist_report(in, rs.n, &rs.names, what, clock, o, out, notes) != 0) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    }
+    mlprof__free(in);
+    mlprof__free(clocks);
+    mlprof__free(offset);
+    ranks_free(&rs);
     return rc;
 }
 

@@ -15,6 +15,7 @@ int an_is_directory(const char *path);
 /* What an_ranks_run does besides the analysis of each rank. */
 typedef struct an_ranks_options {
     int stragglers; /* add the stragglers across ranks (kernels) */
+    int dist;       /* summarize each rank for mlprof ranks (an_dist_collect) */
 } an_ranks_options;
 
 /* Runs fn (through an_run_steps, so o->steps and o->per_step hold) on every
@@ -50,5 +51,20 @@ int an_ranks_run(const char *dir, const an_options *o, an_analysis_fn fn, const 
  * the sum over the ranks. Returns 0; or -1 with err set (as an_ranks_run). */
 int an_ranks_diff(const char *dir_a, const char *dir_b, const an_options *o, const an_diff_options *d,
                   mlprof__sb *out, mlprof__sb *notes, size_t *regressions, int *damaged, char *err, size_t errlen);
+
+/* mlprof ranks: the ranks of one job compared (dist_ranks.h). paths: one
+ * directory (its traces found and numbered as an_ranks_run does: entries
+ * that are not traces skipped, named in notes), several traces (each must be
+ * a trace: one that is not is an error), or one merged trace (mlprof merge's:
+ * its processes named "rank N: ...", each rank the processes of its name; a
+ * single trace of one rank is that rank alone). Each trace is read,
+ * summarized (an_dist_collect) and freed before the next: memory holds one
+ * trace and every rank's summary (its totals, and 56 bytes per collective
+ * call). The ranks' times are put on one clock by an_merge_offsets (a merged
+ * trace's are already). Returns 0; or -1 with err set: nothing to read, a
+ * file that is not a trace, two traces that say the same rank, out of
+ * memory. *damaged is set when a trace was read only in part. */
+int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, mlprof__sb *out, mlprof__sb *notes,
+                  int *damaged, char *err, size_t errlen);
 
 #endif /* MLPROF_ANALYZE_RANKS_H */

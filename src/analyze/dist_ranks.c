@@ -1,0 +1,864 @@
+/*
+ * dist_ranks.c - the per-rank summary of a distributed job's trace and the
+ * report across ranks (mlprof ranks). A summary keeps the rank's totals
+ * (compute, communication, their overlap, its span) and one small record per
+ * collective call; the report matches the records of all ranks by their key
+ * and sequence number, so that no rank's trace needs to stay in memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "dist_ranks.h"
+#include "gpu.h"
+
+/* ------------------------------------------------------------- names */
+
+void an_dist_names_init(an_dist_names *nm)
+{
+    memset(nm, 0, sizeof *nm);
+    mlprof__map_init(&nm->ids);
+}
+
+void an_dist_names_free(an_dist_names *nm)
+{
+    for (size_t i = 0; i < nm->n; i++)
+        mlprof__free(nm->s[i]);
+    mlprof__free(nm->s);
+    mlprof__map_free(&nm->ids);
+    memset(nm, 0, sizeof *nm);
+}
+
+int an_dist_name_id(an_dist_names *nm, const char *s, uint32_t *id)
+{
+    mlprof__map_entry *e = mlprof__map_slot(&nm->ids, s, strlen(s));
+    if (!e)
+        return -1;
+    if (!e->value) {
+        char **p = mlprof__grow(nm->s, &nm->cap, nm->n, sizeof *nm->s, 16);
+        if (!p)
+            return -1;
+        nm->s = p;
+        if (!(p[nm->n] = mlprof__strdup(s)))
+            return -1;
+        e->value = (void *)(uintptr_t)(++nm->n);
+    }
+    *id = (uint32_t)((uintptr_t)e->value - 1);
+    return 0;
+}
+
+/* ------------------------------------------------------------- one rank */
+
+typedef struct ivl {
+    int64_t a, b;
+} ivl;
+
+typedef struct ivls {
+    ivl *v;
+    size_t n, cap;
+} ivls;
+
+static int ivl_add(ivls *s, int64_t a, int64_t b)
+{
+    ivl *v = mlprof__grow(s->v, &s->cap, s->n, sizeof *s->v, 256);
+    if (!v)
+        return -1;
+    s->v = v;
+    v[s->n++] = (ivl){a, b};
+    return 0;
+}
+
+static int ivl_cmp(const void *pa, const void *pb)
+{
+    const ivl *a = pa, *b = pb;
+    if (a->a != b->a)
+        return a->a < b->a ? -1 : 1;
+    return a->b < b->b ? -1 : a->b > b->b;
+}
+
+/* Sorts and joins overlapping intervals in place; returns their total length. */
+static int64_t ivl_union(ivls *s)
+{
+    mlprof__sort(s->v, s->n, sizeof *s->v, ivl_cmp);
+    size_t k = 0;
+    int64_t total = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (k && s->v[i].a <= s->v[k - 1].b) {
+            if (s->v[i].b > s->v[k - 1].b)
+                s->v[k - 1].b = s->v[i].b;
+        } else {
+            s->v[k++] = s->v[i];
+        }
+    }
+    s->n = k;
+    for (size_t i = 0; i < k; i++)
+        total += s->v[i].b - s->v[i].a;
+    return total;
+}
+
+/* The length of the intersection of two joined, sorted sets. */
+static int64_t ivl_common(const ivls *x, const ivls *y)
+{
+    int64_t total = 0;
+    size_t i = 0, j = 0;
+    while (i < x->n && j < y->n) {
+        int64_t a = x->v[i].a > y->v[j].a ? x->v[i].a : y->v[j].a;
+        int64_t b = x->v[i].b < y->v[j].b ? x->v[i].b : y->v[j].b;
+        if (b > a)
+            total += b - a;
+        if (x->v[i].b < y->v[j].b)
+            i++;
+        else
+            j++;
+    }
+    return total;
+}
+
+static int prefix(const char *s, const char *p)
+{
+    return strncmp(s, p, strlen(p)) == 0;
+}
+
+static int is_mpi(const an_event *e)
+{
+    return strcasecmp(e->cat, "mpi") == 0;
+}
+
+/* A CPU operator of torch.distributed: the op (nccl:all_reduce, gloo:...),
+ * the dispatcher's c10d:: op, or the profiler's record_param_comms. */
+static int is_comm_op(const an_event *e)
+{
+    return prefix(e->name, "nccl:") || prefix(e->name, "gloo:") || prefix(e->name, "c10d::") ||
+           strcmp(e->name, "record_param_comms") == 0;
+}
+
+/* The operator that is matched across ranks: one per collective call (not
+ * the record_param_comms or c10d:: op around it). */
+static int is_matched_op(const an_event *e)
+{
+    return prefix(e->name, "nccl:") || prefix(e->name, "gloo:");
+}
+
+static int in_pids(const an_event *e, const int64_t *pids, size_t npids)
+{
+    if (!pids)
+        return 1;
+    for (size_t i = 0; i < npids; i++) {
+        if (pids[i] == e->pid)
+            return 1;
+    }
+    return 0;
+}
+
+/* MPI's collectives carry comm and seq; its point-to-point calls a peer too. */
+static int is_mpi_collective(const an_trace *t, const an_event *e)
+{
+    return is_mpi(e) && an_event_arg(t, e, "seq") && an_event_arg(t, e, "comm") && !an_event_arg(t, e, "peer");
+}
+
+/* "mpi comm ID": the communicator's id as its text, whatever its JSON type. */
+static void comm_key(const an_arg *a, char *buf, size_t len)
+{
+    if (a->type != AN_NUM)
+        snprintf(buf, len, "mpi comm %s", a->str);
+    else if (a->is_int)
+        snprintf(buf, len, "mpi comm %lld", (long long)a->inum);
+    else
+        snprintf(buf, len, "mpi comm %.17g", a->num);
+}
+
+static int add_coll(an_dist_rank *r, const an_dist_coll *c)
+{
+    an_dist_coll *p = mlprof__grow(r->c, &r->cap, r->nc, sizeof *r->c, 64);
+    if (!p)
+        return -1;
+    r->c = p;
+    p[r->nc++] = *c;
+    return 0;
+}
+
+static int by_key_start(const void *pa, const void *pb)
+{
+    const an_dist_coll *a = pa, *b = pb;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    if (a->ts != b->ts)
+        return a->ts < b->ts ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq; /* seq holds the event's index until numbered */
+}
+
+/* Records without a sequence number of their own are numbered 1, 2... per
+ * name in the order they start: NCCL and gloo run a group's collectives in
+ * the same order on every rank. */
+static void number_by_order(an_dist_rank *r)
+{
+    mlprof__sort(r->c, r->nc, sizeof *r->c, by_key_start);
+    int64_t k = 0;
+    for (size_t i = 0; i < r->nc; i++) {
+        k = i && r->c[i].key == r->c[i - 1].key ? k + 1 : 1;
+        r->c[i].seq = k;
+    }
+}
+
+static int collect_colls(const an_trace *t, const int64_t *pids, size_t npids, an_dist_names *names,
+                         an_dist_rank *r)
+{
+    for (size_t i = 0; i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        if (e->ph != 'X' || !in_pids(e, pids, npids))
+            continue;
+        an_dist_coll c = {0, 0, (int64_t)i, e->ts, e->ts + (e->dur > 0 ? e->dur : 0), 0, 0};
+        static const char *const k_bytes[] = {"bytes", NULL};
+        if (r->source == AN_DIST_SRC_MPI) {
+            if (!is_mpi_collective(t, e))
+                continue;
+            char key[300];
+            comm_key(an_event_arg(t, e, "comm"), key, sizeof key);
+            const an_arg *seq = an_event_arg(t, e, "seq");
+            c.seq = an_to_i64(an_arg_num(seq, 0));
+            c.comm_size = an_to_i64(an_event_num(t, e, (const char *const[]){"comm_size", NULL}, 0));
+            if (an_dist_name_id(names, key, &c.key) != 0)
+                return -1;
+        } else if (r->source == AN_DIST_SRC_KERNEL ? an_gpu_kind(e) != AN_GPU_COMM : !is_matched_op(e)) {
+            continue;
+        }
+        c.bytes = an_event_num(t, e, k_bytes, 0);
+        if (an_dist_name_id(names, e->name, &c.name) != 0)
+            return -1;
+        if (r->source != AN_DIST_SRC_MPI)
+            c.key = c.name;
+        if (add_coll(r, &c) != 0)
+            return -1;
+    }
+    if (r->source != AN_DIST_SRC_MPI)
+        number_by_order(r);
+    return 0;
+}
+
+int an_dist_collect(const an_trace *t, const int64_t *pids, size_t npids, an_dist_names *names,
+                    an_dist_rank *r)
+{
+    memset(r, 0, sizeof *r);
+    int have_mpi = 0, have_kernel = 0, have_op = 0;
+    r->t0 = INT64_MAX;
+    r->t1 = INT64_MIN;
+    for (size_t i = 0; i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        if (e->ph != 'X' || !in_pids(e, pids, npids) || strcmp(e->cat, "Trace") == 0)
+            continue; /* the envelope (PyTorch Profiler (0)) spans the whole trace: not work */
+        int kind = an_gpu_kind(e);
+        r->on_gpu |= kind != AN_GPU_NONE;
+        have_mpi |= is_mpi_collective(t, e);
+        have_kernel |= kind == AN_GPU_COMM;
+        have_op |= is_matched_op(e);
+        if (e->ts < r->t0)
+            r->t0 = e->ts;
+        if (e->ts + e->dur > r->t1)
+            r->t1 = e->ts + e->dur;
+    }
+    if (r->t0 > r->t1)
+        r->t0 = r->t1 = 0;
+    r->source = have_mpi ? AN_DIST_SRC_MPI : have_kernel ? AN_DIST_SRC_KERNEL : have_op ? AN_DIST_SRC_CPU_OP
+                                                                                     : AN_DIST_SRC_NONE;
+    ivls cs = {0}, ms = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        if (e->ph != 'X' || e->dur <= 0 || !in_pids(e, pids, npids) || strcmp(e->cat, "Trace") == 0)
+            continue;
+        int kind = an_gpu_kind(e), comm;
+        if (r->on_gpu && kind == AN_GPU_NONE)
+            continue; /* a GPU rank is measured on its devices */
+        comm = r->on_gpu ? kind == AN_GPU_COMM : is_mpi(e) || is_comm_op(e);
+        if (comm)
+            r->comm_events++;
+        else
+            r->compute_events++;
+        rc = ivl_add(comm ? &ms : &cs, e->ts, e->ts + e->dur);
+    }
+    if (rc == 0) {
+        r->comm = ivl_union(&ms);
+        if (!r->on_gpu && !r->compute_events) {
+            /* only communication was recorded (the MPI hook alone): what it leaves is the program's */
+            r->compute_outside = 1;
+            r->compute = r->t1 - r->t0 - r->comm;
+        } else {
+            r->compute = ivl_union(&cs);
+            r->overlap = ivl_common(&cs, &ms);
+        }
+        rc = collect_colls(t, pids, npids, names, r);
+    }
+    mlprof__free(cs.v);
+    mlprof__free(ms.v);
+    return rc;
+}
+
+void an_dist_rank_free(an_dist_rank *r)
+{
+    mlprof__free(r->c);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------- across ranks */
+
+/* One collective call of one rank, as the matching sees it. */
+typedef struct ref {
+    uint32_t key;
+    uint32_t rank; /* index into the inputs */
+    int64_t seq;
+    const an_dist_coll *c;
+} ref;
+
+static int by_instance(const void *pa, const void *pb)
+{
+    const ref *a = pa, *b = pb;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    if (a->seq != b->seq)
+        return a->seq < b->seq ? -1 : 1;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    return a->c->ts < b->c->ts ? -1 : a->c->ts > b->c->ts;
+}
+
+/* A collective matched across ranks: refs[first .. first + m). */
+typedef struct instance {
+    size_t first, m;
+    long long last_rank; /* -1: every rank arrived at once */
+    int64_t skew, earliest;
+    int complete;
+} instance;
+
+typedef struct rank_sum {
+    size_t instances, last;
+    int64_t late_total, late_max, wait_total, last_by; /* last_by: the skews of the instances it was last at */
+} rank_sum;
+
+typedef struct spread {
+    int64_t max, min;
+    double mean;
+    long long max_rank, min_rank;
+} spread;
+
+typedef struct report {
+    const an_dist_input *in;
+    size_t n;
+    ref *refs;
+    size_t nrefs;
+    instance *inst;
+    size_t ninst, icap;
+    rank_sum *rs;
+    size_t alone, duplicates, incomplete, name_mismatch;
+    long long straggler; /* the rank last most often, or -1 */
+    spread compute, comm;
+    int sources; /* bit per AN_DIST_SRC_* seen */
+} report;
+
+static int64_t arrival(const report *r, const ref *f)
+{
+    return f->c->ts + r->in[f->rank].offset;
+}
+
+/* The figures of one instance; adds to the ranks' sums. */
+static void measure(report *r, instance *x)
+{
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    size_t last_i = 0;
+    int64_t expected = 0;
+    for (size_t k = 0; k < x->m; k++) {
+        const ref *f = &r->refs[x->first + k];
+        int64_t a = arrival(r, f);
+        first = a < first ? a : first;
+        if (a > last) {
+            last = a;
+            last_i = k;
+        }
+        if (f->c->comm_size > expected)
+            expected = f->c->comm_size;
+        if (f->c->name != r->refs[x->first].c->name)
+            r->name_mismatch++;
+    }
+    x->earliest = first;
+    x->skew = last - first;
+    x->last_rank = last > first ? r->in[r->refs[x->first + last_i].rank].rank : -1;
+    x->complete = expected ? (int64_t)x->m >= expected : x->m == r->n;
+    r->incomplete += !x->complete;
+    for (size_t k = 0; k < x->m; k++) {
+        const ref *f = &r->refs[x->first + k];
+        rank_sum *s = &r->rs[f->rank];
+        int64_t a = arrival(r, f), late = a - first, wait = last - a, dur = f->c->end - f->c->ts;
+        s->instances++;
+        s->late_total += late;
+        s->late_max = late > s->late_max ? late : s->late_max;
+        s->wait_total += wait < dur ? wait : dur;
+        if (last > first && k == last_i) {
+            s->last++;
+            s->last_by += x->skew;
+        }
+    }
+}
+
+static int match(report *r)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < r->n; i++)
+        total += r->in[i].d->nc;
+    r->refs = mlprof__calloc(total ? total : 1, sizeof *r->refs);
+    r->rs = mlprof__calloc(r->n ? r->n : 1, sizeof *r->rs);
+    if (!r->refs || !r->rs)
+        return -1;
+    for (size_t i = 0; i < r->n; i++) {
+        const an_dist_rank *d = r->in[i].d;
+        r->sources |= 1 << d->source;
+        for (size_t k = 0; k < d->nc; k++)
+            r->refs[r->nrefs++] = (ref){d->c[k].key, (uint32_t)i, d->c[k].seq, &d->c[k]};
+    }
+    mlprof__sort(r->refs, r->nrefs, sizeof *r->refs, by_instance);
+    /* a rank's second call under the same (key, seq) is dropped: it cannot be told apart */
+    size_t k = 0;
+    for (size_t i = 0; i < r->nrefs; i++) {
+        if (k && r->refs[i].key == r->refs[k - 1].key && r->refs[i].seq == r->refs[k - 1].seq &&
+            r->refs[i].rank == r->refs[k - 1].rank) {
+            r->duplicates++;
+            continue;
+        }
+        r->refs[k++] = r->refs[i];
+    }
+    r->nrefs = k;
+    for (size_t i = 0; i < r->nrefs;) {
+        size_t j = i + 1;
+        while (j < r->nrefs && r->refs[j].key == r->refs[i].key && r->refs[j].seq == r->refs[i].seq)
+            j++;
+        if (j - i < 2) {
+            r->alone++;
+        } else {
+            instance *x = mlprof__grow(r->inst, &r->icap, r->ninst, sizeof *r->inst, 256);
+            if (!x)
+                return -1;
+            r->inst = x;
+            x = &r->inst[r->ninst++];
+            memset(x, 0, sizeof *x);
+            x->first = i;
+            x->m = j - i;
+            measure(r, x);
+        }
+        i = j;
+    }
+    return 0;
+}
+
+static int by_skew(const void *pa, const void *pb)
+{
+    const instance *a = pa, *b = pb;
+    if (a->skew != b->skew)
+        return a->skew > b->skew ? -1 : 1;
+    if (a->earliest != b->earliest)
+        return a->earliest < b->earliest ? -1 : 1;
+    return a->first < b->first ? -1 : a->first > b->first;
+}
+
+static int64_t wall(const an_dist_rank *d)
+{
+    return d->t1 - d->t0;
+}
+
+static int64_t idle(const an_dist_rank *d)
+{
+    return wall(d) - (d->compute + d->comm - d->overlap);
+}
+
+static spread spread_of(const report *r, int which)
+{
+    spread s = {INT64_MIN, INT64_MAX, 0, -1, -1};
+    for (size_t i = 0; i < r->n; i++) {
+        int64_t v = which ? r->in[i].d->comm : r->in[i].d->compute;
+        if (v > s.max) {
+            s.max = v;
+            s.max_rank = r->in[i].rank;
+        }
+        if (v < s.min) {
+            s.min = v;
+            s.min_rank = r->in[i].rank;
+        }
+        s.mean += (double)v;
+    }
+    if (r->n)
+        s.mean /= (double)r->n;
+    else
+        s.max = s.min = 0;
+    return s;
+}
+
+static void finish(report *r)
+{
+    mlprof__sort(r->inst, r->ninst, sizeof *r->inst, by_skew);
+    r->straggler = -1;
+    size_t best = 0;
+    int64_t best_by = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const rank_sum *s = &r->rs[i];
+        if (s->last > best || (s->last == best && s->last && s->last_by > best_by)) {
+            best = s->last;
+            best_by = s->last_by;
+            r->straggler = r->in[i].rank;
+        }
+    }
+    r->compute = spread_of(r, 0);
+    r->comm = spread_of(r, 1);
+}
+
+static void report_free(report *r)
+{
+    mlprof__free(r->refs);
+    mlprof__free(r->inst);
+    mlprof__free(r->rs);
+}
+
+/* ------------------------------------------------------------- output */
+
+static const char *const k_sources[] = {"none", "mpi", "communication kernels", "nccl/gloo operators"};
+
+static int64_t mean_of(int64_t total, size_t n)
+{
+    return n ? (int64_t)((total + (int64_t)n / 2) / (int64_t)n) : 0;
+}
+
+static double pct(int64_t part, int64_t whole)
+{
+    return whole > 0 ? 100.0 * (double)part / (double)whole : 0;
+}
+
+static double ratio(const spread *s)
+{
+    return s->mean > 0 ? (double)s->max / s->mean : 0;
+}
+
+static void put_dur(mlprof__sb *out, int64_t ns, int w)
+{
+    mlprof__sb d;
+    mlprof__sb_init(&d);
+    if (ns < 0) {
+        mlprof__sb_putc(&d, '-');
+        ns = -ns;
+    }
+    an_put_duration(&d, ns);
+    for (int i = (int)d.len; i < w; i++)
+        mlprof__sb_putc(out, ' ');
+    mlprof__sb_put(out, d.data ? d.data : "", d.len);
+    out->failed |= d.failed;
+    mlprof__sb_free(&d);
+}
+
+static const char *device_of(const an_dist_rank *d)
+{
+    return d->on_gpu ? "gpu" : "cpu";
+}
+
+static void put_rank_json(mlprof__sb *out, const report *r, size_t i)
+{
+    const an_dist_input *in = &r->in[i];
+    const an_dist_rank *d = in->d;
+    const rank_sum *s = &r->rs[i];
+    mlprof__sb_printf(out, "%s\n{\"rank\":%lld,\"rank_from\":\"%s\",\"path\":", i ? "," : "", in->rank,
+                      in->rank_from);
+    mlprof__sb_json_str(out, in->path, strlen(in->path));
+    mlprof__sb_printf(out, ",\"measured_on\":\"%s\",\"compute_from\":\"%s\",\"collectives_from\":\"%s\","
+                           "\"start_ns\":%lld,\"wall_ns\":%lld,\"compute_ns\":%lld,\"communication_ns\":%lld,"
+                           "\"overlap_ns\":%lld,\"overlap_pct\":",
+                      device_of(d), d->compute_outside ? "outside communication" : "spans", k_sources[d->source],
+                      (long long)(d->t0 + in->offset), (long long)wall(d), (long long)d->compute,
+                      (long long)d->comm, (long long)d->overlap);
+    if (d->comm)
+        mlprof__sb_double(out, pct(d->overlap, d->comm));
+    else
+        mlprof__sb_puts(out, "null");
+    mlprof__sb_printf(out, ",\"exposed_communication_ns\":%lld,\"idle_ns\":%lld,\"collectives\":%zu,"
+                           "\"matched\":%zu,\"last\":%zu,\"last_by_total_ns\":%lld,\"late_total_ns\":%lld,"
+                           "\"late_mean_ns\":%lld,\"late_max_ns\":%lld,\"wait_ns\":%lld}",
+                      (long long)(d->comm - d->overlap), (long long)idle(d), d->nc, s->instances, s->last,
+                      (long long)s->last_by, (long long)s->late_total, (long long)mean_of(s->late_total, s->instances),
+                      (long long)s->late_max, (long long)s->wait_total);
+}
+
+static void put_spread_json(mlprof__sb *out, const char *what, const spread *s)
+{
+    mlprof__sb_printf(out, "\"%s\":{\"max_ns\":%lld,\"max_rank\":%lld,\"min_ns\":%lld,\"min_rank\":%lld,"
+                           "\"mean_ns\":",
+                      what, (long long)s->max, s->max_rank, (long long)s->min, s->min_rank);
+    mlprof__sb_double(out, s->mean);
+    mlprof__sb_puts(out, ",\"max_over_mean\":");
+    mlprof__sb_double(out, ratio(s));
+    mlprof__sb_printf(out, ",\"spread_ns\":%lld,\"imbalance_pct\":", (long long)(s->max - s->min));
+    mlprof__sb_double(out, s->mean > 0 ? (ratio(s) - 1) * 100 : 0);
+    mlprof__sb_putc(out, '}');
+}
+
+static void put_instance_json(mlprof__sb *out, const report *r, const an_dist_names *nm, const instance *x,
+                              int first)
+{
+    const an_dist_coll *c0 = r->refs[x->first].c;
+    mlprof__sb_puts(out, first ? "\n{\"key\":" : ",\n{\"key\":");
+    mlprof__sb_json_str(out, nm->s[c0->key], strlen(nm->s[c0->key]));
+    mlprof__sb_puts(out, ",\"name\":");
+    mlprof__sb_json_str(out, nm->s[c0->name], strlen(nm->s[c0->name]));
+    mlprof__sb_printf(out, ",\"seq\":%lld,\"ranks\":%zu,\"complete\":%s,\"last_rank\":", (long long)r->refs[x->first].seq,
+                      x->m, x->complete ? "true" : "false");
+    if (x->last_rank >= 0)
+        mlprof__sb_printf(out, "%lld", x->last_rank);
+    else
+        mlprof__sb_puts(out, "null");
+    mlprof__sb_printf(out, ",\"skew_ns\":%lld,\"earliest_arrival_ns\":%lld,\"arrivals\":[", (long long)x->skew,
+                      (long long)x->earliest);
+    for (size_t k = 0; k < x->m; k++) {
+        const ref *f = &r->refs[x->first + k];
+        int64_t a = arrival(r, f), wait = x->earliest + x->skew - a, dur = f->c->end - f->c->ts;
+        mlprof__sb_printf(out, "%s{\"rank\":%lld,\"late_ns\":%lld,\"wait_ns\":%lld,\"duration_ns\":%lld", k ? "," : "",
+                          r->in[f->rank].rank, (long long)(a - x->earliest), (long long)(wait < dur ? wait : dur),
+                          (long long)dur);
+        if (f->c->bytes > 0) {
+            mlprof__sb_puts(out, ",\"bytes\":");
+            mlprof__sb_double(out, f->c->bytes);
+        }
+        mlprof__sb_putc(out, '}');
+    }
+    mlprof__sb_puts(out, "]}");
+}
+
+static size_t shown(const report *r, int top)
+{
+    return top > 0 && (size_t)top < r->ninst ? (size_t)top : r->ninst;
+}
+
+static void put_json(mlprof__sb *out, const report *r, const an_dist_names *nm, const char *what,
+                     const char *clock, int top)
+{
+    mlprof__sb_puts(out, "{\"input\":");
+    mlprof__sb_json_str(out, what, strlen(what));
+    mlprof__sb_puts(out, ",\"clock\":");
+    mlprof__sb_json_str(out, clock, strlen(clock));
+    mlprof__sb_puts(out, ",\"ranks\":[");
+    for (size_t i = 0; i < r->n; i++)
+        put_rank_json(out, r, i);
+    mlprof__sb_puts(out, "\n],\n\"imbalance\":{");
+    put_spread_json(out, "compute", &r->compute);
+    mlprof__sb_putc(out, ',');
+    put_spread_json(out, "communication", &r->comm);
+    mlprof__sb_puts(out, "},\n\"straggler\":");
+    if (r->straggler >= 0) {
+        size_t i = 0;
+        while (r->in[i].rank != r->straggler)
+            i++;
+        mlprof__sb_printf(out, "{\"rank\":%lld,\"last\":%zu,\"of\":%zu,\"last_by_total_ns\":%lld,"
+                               "\"last_by_mean_ns\":%lld}",
+                          r->straggler, r->rs[i].last, r->ninst, (long long)r->rs[i].last_by,
+                          (long long)mean_of(r->rs[i].last_by, r->rs[i].last));
+    } else {
+        mlprof__sb_puts(out, "null");
+    }
+    mlprof__sb_printf(out, ",\n\"collectives\":{\"matched\":%zu,\"incomplete\":%zu,\"on_one_rank_only\":%zu,"
+                           "\"duplicates\":%zu,\"name_mismatches\":%zu,\"by_skew\":[",
+                      r->ninst, r->incomplete, r->alone, r->duplicates, r->name_mismatch);
+    size_t m = shown(r, top);
+    for (size_t i = 0; i < m; i++)
+        put_instance_json(out, r, nm, &r->inst[i], i == 0);
+    mlprof__sb_puts(out, "\n]}}\n");
+}
+
+static void put_csv(mlprof__sb *out, const report *r)
+{
+    mlprof__sb_puts(out, "rank,path,measured_on,wall_ns,compute_ns,communication_ns,overlap_ns,overlap_pct,"
+                         "exposed_communication_ns,idle_ns,collectives,matched,last,late_total_ns,late_mean_ns,"
+                         "late_max_ns,wait_ns\n");
+    for (size_t i = 0; i < r->n; i++) {
+        const an_dist_rank *d = r->in[i].d;
+        const rank_sum *s = &r->rs[i];
+        mlprof__sb_printf(out, "%lld,", r->in[i].rank);
+        mlprof__sb_csv(out, r->in[i].path);
+        mlprof__sb_printf(out, ",%s,%lld,%lld,%lld,%lld,", device_of(d), (long long)wall(d), (long long)d->compute,
+                          (long long)d->comm, (long long)d->overlap);
+        if (d->comm)
+            mlprof__sb_printf(out, "%.2f", pct(d->overlap, d->comm));
+        mlprof__sb_printf(out, ",%lld,%lld,%zu,%zu,%zu,%lld,%lld,%lld,%lld\n", (long long)(d->comm - d->overlap),
+                          (long long)idle(d), d->nc, s->instances, s->last, (long long)s->late_total,
+                          (long long)mean_of(s->late_total, s->instances), (long long)s->late_max,
+                          (long long)s->wait_total);
+    }
+}
+
+static void put_spread_table(mlprof__sb *out, const char *what, const spread *s)
+{
+    mlprof__sb_printf(out, "  %-13s max ", what);
+    put_dur(out, s->max, 0);
+    mlprof__sb_printf(out, " (rank %lld), mean ", s->max_rank);
+    put_dur(out, (int64_t)(s->mean + 0.5), 0);
+    mlprof__sb_puts(out, ", min ");
+    put_dur(out, s->min, 0);
+    mlprof__sb_printf(out, " (rank %lld): max/mean %.3f, spread ", s->min_rank, ratio(s));
+    put_dur(out, s->max - s->min, 0);
+    mlprof__sb_printf(out, ", imbalance %.1f%%\n", s->mean > 0 ? (ratio(s) - 1) * 100 : 0.0);
+}
+
+static void put_table(mlprof__sb *out, const report *r, const an_dist_names *nm, const char *what,
+                      const char *clock, int top)
+{
+    mlprof__sb_printf(out, "%s: %zu ranks (clock: %s)\n", what, r->n, clock);
+    mlprof__sb_printf(out, "%5s %4s %11s %11s %11s %11s %8s %11s %6s %5s %11s %11s %11s\n", "rank", "on", "wall",
+                      "compute", "comm", "overlap", "overlap%", "idle", "colls", "last", "late total", "late mean",
+                      "wait");
+    for (size_t i = 0; i < r->n; i++) {
+        const an_dist_rank *d = r->in[i].d;
+        const rank_sum *s = &r->rs[i];
+        mlprof__sb_printf(out, "%5lld %4s", r->in[i].rank, device_of(d));
+        put_dur(out, wall(d), 12);
+        put_dur(out, d->compute, 12);
+        put_dur(out, d->comm, 12);
+        put_dur(out, d->overlap, 12);
+        if (d->comm)
+            mlprof__sb_printf(out, " %7.1f%%", pct(d->overlap, d->comm));
+        else
+            mlprof__sb_printf(out, " %8s", "-");
+        put_dur(out, idle(d), 12);
+        mlprof__sb_printf(out, " %6zu %5zu", s->instances, s->last);
+        put_dur(out, s->late_total, 12);
+        put_dur(out, mean_of(s->late_total, s->instances), 12);
+        put_dur(out, s->wait_total, 12);
+        mlprof__sb_printf(out, "%s\n", d->compute_outside ? "  (compute: time outside communication)" : "");
+    }
+    mlprof__sb_puts(out, "\nload imbalance across ranks:\n");
+    put_spread_table(out, "compute", &r->compute);
+    put_spread_table(out, "communication", &r->comm);
+    mlprof__sb_printf(out, "\ncollectives matched across ranks: %zu", r->ninst);
+    if (r->incomplete)
+        mlprof__sb_printf(out, " (%zu without every rank of their group)", r->incomplete);
+    if (r->alone)
+        mlprof__sb_printf(out, "; %zu seen on one rank only", r->alone);
+    mlprof__sb_putc(out, '\n');
+    if (r->straggler >= 0) {
+        size_t i = 0;
+        while (r->in[i].rank != r->straggler)
+            i++;
+        mlprof__sb_printf(out, "straggler of the run: rank %lld, last to arrive at %zu of %zu collectives (%.1f%%), "
+                               "by ",
+                          r->straggler, r->rs[i].last, r->ninst, pct((int64_t)r->rs[i].last, (int64_t)r->ninst));
+        put_dur(out, mean_of(r->rs[i].last_by, r->rs[i].last), 0);
+        mlprof__sb_puts(out, " on average (");
+        put_dur(out, r->rs[i].last_by, 0);
+        mlprof__sb_puts(out, " in all)\n");
+    } else if (r->ninst) {
+        mlprof__sb_puts(out, "straggler of the run: none (every rank arrived at once at every collective)\n");
+    }
+    size_t m = shown(r, top);
+    if (m) {
+        mlprof__sb_printf(out, "\ncollectives whose ranks arrived furthest apart (%zu of %zu):\n", m, r->ninst);
+        mlprof__sb_printf(out, "%12s %6s %6s %8s  %s\n", "skew", "last", "ranks", "seq", "name (key)");
+    }
+    for (size_t i = 0; i < m; i++) {
+        const instance *x = &r->inst[i];
+        const an_dist_coll *c0 = r->refs[x->first].c;
+        put_dur(out, x->skew, 12);
+        if (x->last_rank >= 0)
+            mlprof__sb_printf(out, " %6lld", x->last_rank);
+        else
+            mlprof__sb_printf(out, " %6s", "-");
+        mlprof__sb_printf(out, " %5zu%s %8lld  %s", x->m, x->complete ? " " : "*", (long long)r->refs[x->first].seq,
+                          nm->s[c0->name]);
+        if (c0->key != c0->name)
+            mlprof__sb_printf(out, " (%s)", nm->s[c0->key]);
+        mlprof__sb_putc(out, '\n');
+    }
+    if (r->incomplete && m)
+        mlprof__sb_puts(out, "(*: not every rank of its group recorded it)\n");
+}
+
+int an_dist_report(const an_dist_input *in, size_t n, const an_dist_names *names, const char *what,
+                   const char *clock, const an_options *o, mlprof__sb *out, mlprof__sb *notes)
+{
+    report r;
+    memset(&r, 0, sizeof r);
+    r.in = in;
+    r.n = n;
+    if (match(&r) != 0) {
+        report_free(&r);
+        return -1;
+    }
+    finish(&r);
+    int sources = r.sources & ~(1 << AN_DIST_SRC_NONE);
+    if (sources & (sources - 1))
+        mlprof__sb_printf(notes, "%s: the ranks' collectives come from different sources (MPI spans, kernels, "
+                                 "operators): only those of one source match each other\n",
+                          what);
+    for (size_t i = 0; i < n; i++) {
+        if (in[i].d->compute_outside)
+            mlprof__sb_printf(notes, "%s: rank %lld recorded only communication: its compute time is the time "
+                                     "outside communication, and its idle time 0\n",
+                              what, in[i].rank);
+        if (in[i].d->source == AN_DIST_SRC_NONE && n > 1)
+            mlprof__sb_printf(notes, "%s: rank %lld has no collective (no MPI collective span, NCCL kernel or "
+                                     "nccl:/gloo: operator)\n",
+                              what, in[i].rank);
+    }
+    if (r.incomplete)
+        mlprof__sb_printf(notes, "%s: %zu collectives were not recorded by every rank of their group (a rank "
+                                 "missing, or its trace cut short): matched among those that have them\n",
+                          what, r.incomplete);
+    if (r.duplicates)
+        mlprof__sb_printf(notes, "%s: %zu calls repeat another call's communicator and sequence number on the same "
+                                 "rank: left out\n",
+                          what, r.duplicates);
+    if (r.name_mismatch)
+        mlprof__sb_printf(notes, "%s: %zu calls differ in name from the other ranks' call of the same communicator "
+                                 "and sequence number\n",
+                          what, r.name_mismatch);
+    if (o->format == AN_JSON) {
+        put_json(out, &r, names, what, clock, o->top);
+    } else if (o->format == AN_CSV) {
+        put_csv(out, &r);
+        mlprof__sb_printf(notes, "%s: CSV holds one row per rank; the imbalance, the straggler and the collectives "
+                                 "are in --format table and json\n",
+                          what);
+    } else {
+        put_table(out, &r, names, what, clock, o->top);
+    }
+    report_free(&r);
+    return out->failed || notes->failed ? -1 : 0;
+}
+
+const char an_dist_help[] =
+    "Figures per rank (its own events; intervals are joined over all its threads,\n"
+    "or on a GPU rank over all its devices and streams, so that work done at the\n"
+    "same time counts once):\n"
+    "  wall           from its first event's start to its last event's end\n"
+    "  communication  M: time in communication: MPI calls (spans of category mpi);\n"
+    "                 on a GPU rank, NCCL's kernels (ncclKernel*, ncclDevKernel*);\n"
+    "                 on a CPU rank, nccl:*, gloo:*, c10d::* and record_param_comms\n"
+    "  compute        C: the rank's other work: on a GPU rank its other kernels,\n"
+    "                 copies and memsets; on a CPU rank its other spans (the\n"
+    "                 trace's envelope excepted). A CPU rank that recorded only\n"
+    "                 communication (the mpi hook alone) counts the time outside\n"
+    "                 it: compute = wall - communication (said on standard error)\n"
+    "  overlap        time in both C and M; overlap% = overlap / communication,\n"
+    "                 as HTA's comm/comp overlap (HTA measures GPU kernels only,\n"
+    "                 and counts copies and memsets as neither)\n"
+    "  exposed comm   communication - overlap\n"
+    "  idle           wall - time in C or M; so for every rank\n"
+    "                 compute + communication - overlap + idle = wall\n"
+    "Collectives across ranks: a collective instance is one call matched on every\n"
+    "rank that made it: MPI's by (communicator id, sequence number), PyTorch's by\n"
+    "name and order (the k-th NCCL kernel of a name on each rank, else the k-th\n"
+    "nccl:/gloo: operator). Its arrival on a rank is the call's start, on the\n"
+    "common clock.\n"
+    "  late           arrival - the earliest rank's arrival: how long the first\n"
+    "                 rank had been waiting when this one came\n"
+    "  wait           min(the last rank's arrival - arrival, the call's duration):\n"
+    "                 the time this rank spent in the call before the last came\n"
+    "  skew           the last arrival - the earliest arrival\n"
+    "  last           the rank that arrives last (none when all come at once);\n"
+    "                 per rank: at how many instances it was last\n"
+    "  straggler      of the run: the rank last most often (ties: the larger sum\n"
+    "                 of the skews where it was last), with that mean skew. HTA's\n"
+    "                 straggler analysis differs: per iteration it takes the last\n"
+    "                 long NCCL kernel of the (stream, name) whose duration varies\n"
+    "                 most across ranks and flags the ranks that start it latest;\n"
+    "                 here every matched instance counts\n"
+    "Load imbalance across ranks, of compute and of communication: max/mean (1 is\n"
+    "balanced), the spread max - min, and imbalance% = (max/mean - 1) x 100.\n";
