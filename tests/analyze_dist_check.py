@@ -158,6 +158,19 @@ def test_mpi_ranks():
     rows = list(csv.DictReader(io.StringIO(mlprof("ranks", d, "--format", "csv").stdout)))
     check([(int(r["rank"]), int(r["compute_ns"]), int(r["idle_ns"])) for r in rows]
           == [(k, e["compute"] * US, e["idle"] * US) for k, e in MPI_EXPECT.items()], f"csv {rows}")
+    # a rank missing (killed): named; the world's collectives matched among the others
+    p = mlprof("ranks", paths[0], paths[1], paths[3], "--format", "json")
+    k = as_json(p, "rank 2 missing")
+    if k:
+        c = k["collectives"]
+        check(k["missing_ranks"] == [2] and k["world_size"] == 4 and c["matched"] == 2 and c["incomplete"] == 2
+              and c["on_one_rank_only"] == 1 and [x["complete"] for x in c["by_skew"]] == [False, False],
+              f"rank 2 missing: {k['missing_ranks']} {c}")
+    check("1 of the job's 4 ranks (its world size) are not among the inputs: 2" in p.stderr
+          and "2 collectives were not recorded by every rank of their group" in p.stderr,
+          f"rank 2 missing: notes {p.stderr!r}")
+    t = mlprof("ranks", paths[0], paths[1], paths[3]).stdout
+    check("missing: 1 of the 4 ranks of the job: 2\n" in t, f"rank 2 missing: table {t[:300]!r}")
     h = mlprof("ranks", "--help").stdout
     check("compute + communication - overlap + idle = wall" in h and "HTA" in h and "straggler" in h,
           f"help {h[:200]!r}")

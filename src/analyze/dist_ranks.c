@@ -554,6 +554,38 @@ static const char *device_of(const an_dist_rank *d)
     return d->on_gpu ? "gpu" : "cpu";
 }
 
+/* The largest world size the ranks say, or -1. */
+static long long world_of(const report *r)
+{
+    long long w = -1;
+    for (size_t i = 0; i < r->n; i++)
+        w = r->in[i].world_size > w ? r->in[i].world_size : w;
+    return w;
+}
+
+static int is_given(const report *r, long long rank)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->in[i].rank == rank)
+            return 1;
+    }
+    return 0;
+}
+
+/* The ranks below the world size that no input is, comma-separated (JSON
+ * and text alike); how many in *count. */
+static void put_missing(mlprof__sb *out, const report *r, size_t *count)
+{
+    long long w = world_of(r);
+    *count = 0;
+    for (long long k = 0; k < w; k++) {
+        if (is_given(r, k))
+            continue;
+        mlprof__sb_printf(out, "%s%lld", *count ? "," : "", k);
+        (*count)++;
+    }
+}
+
 static void put_rank_json(mlprof__sb *out, const report *r, size_t i)
 {
     const an_dist_input *in = &r->in[i];
@@ -636,7 +668,10 @@ static void put_json(mlprof__sb *out, const report *r, const an_dist_names *nm, 
     mlprof__sb_json_str(out, what, strlen(what));
     mlprof__sb_puts(out, ",\"clock\":");
     mlprof__sb_json_str(out, clock, strlen(clock));
-    mlprof__sb_puts(out, ",\"ranks\":[");
+    size_t missing;
+    mlprof__sb_printf(out, ",\"world_size\":%lld,\"missing_ranks\":[", world_of(r));
+    put_missing(out, r, &missing);
+    mlprof__sb_puts(out, "],\"ranks\":[");
     for (size_t i = 0; i < r->n; i++)
         put_rank_json(out, r, i);
     mlprof__sb_puts(out, "\n],\n\"imbalance\":{");
@@ -702,6 +737,15 @@ static void put_table(mlprof__sb *out, const report *r, const an_dist_names *nm,
                       const char *clock, int top)
 {
     mlprof__sb_printf(out, "%s: %zu ranks (clock: %s)\n", what, r->n, clock);
+    size_t missing;
+    mlprof__sb list;
+    mlprof__sb_init(&list);
+    put_missing(&list, r, &missing);
+    if (missing)
+        mlprof__sb_printf(out, "missing: %zu of the %lld ranks of the job: %s\n", missing, world_of(r),
+                          list.data ? list.data : "");
+    out->failed |= list.failed;
+    mlprof__sb_free(&list);
     mlprof__sb_printf(out, "%5s %4s %11s %11s %11s %11s %8s %11s %6s %5s %11s %11s %11s\n", "rank", "on", "wall",
                       "compute", "comm", "overlap", "overlap%", "idle", "colls", "last", "late total", "late mean",
                       "wait");
@@ -797,6 +841,15 @@ int an_dist_report(const an_dist_input *in, size_t n, const an_dist_names *names
                                      "nccl:/gloo: operator)\n",
                               what, in[i].rank);
     }
+    size_t missing;
+    mlprof__sb list;
+    mlprof__sb_init(&list);
+    put_missing(&list, &r, &missing);
+    if (missing)
+        mlprof__sb_printf(notes, "%s: %zu of the job's %lld ranks (its world size) are not among the inputs: %s\n", what,
+                          missing, world_of(&r), list.data ? list.data : "");
+    notes->failed |= list.failed;
+    mlprof__sb_free(&list);
     if (r.incomplete)
         mlprof__sb_printf(notes, "%s: %zu collectives were not recorded by every rank of their group (a rank "
                                  "missing, or its trace cut short): matched among those that have them\n",

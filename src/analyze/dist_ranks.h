@@ -73,6 +73,7 @@ typedef struct an_dist_input {
     long long rank;
     const char *path;
     const char *rank_from; /* "distributedInfo", "file order", "process name" */
+    long long world_size;  /* its distributedInfo.world_size, or -1 */
     int64_t offset;        /* ns added to its times to put them on the common clock */
     const an_dist_rank *d;
 } an_dist_input;
@@ -81,7 +82,8 @@ typedef struct an_dist_input {
  * or CSV (o->format; CSV: one row per rank, notes says where the rest is);
  * o->top bounds the collectives listed one by one (0: all). clock says how
  * the ranks' times were put on one clock. Figures are defined in
- * an_dist_help. Returns 0, or -1 when out of memory. */
+ * an_dist_help. The ranks below the largest world_size that no input is are
+ * named (notes, JSON's missing_ranks). Returns 0, or -1 when out of memory. */
 int an_dist_report(const an_dist_input *in, size_t n, const an_dist_names *names, const char *what,
                    const char *clock, const an_options *o, mlprof__sb *out, mlprof__sb *notes);
 

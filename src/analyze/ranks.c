@@ -37,6 +37,7 @@ typedef struct rank_in {
     an_trace clock;  /* only what an_merge_offsets reads: path, otherData, base, clock, span */
     char *other_data;
     const char *rank_from; /* NULL: distributedInfo or file order */
+    long long world_size;  /* distributedInfo.world_size, or -1 */
     an_dist_rank d;  /* mlprof ranks: its summary (dist_ranks.h) */
 } rank_in;
 
@@ -179,6 +180,17 @@ static int collect_collectives(ranks *rs, rank_in *r, const an_trace *t)
     return 0;
 }
 
+/* distributedInfo.world_size, or -1. */
+static long long world_size(const an_trace *t)
+{
+    const char *p = t->distributed_info ? strstr(t->distributed_info, "\"world_size\":") : NULL;
+    if (!p)
+        return -1;
+    char *end;
+    long long w = strtoll(p + 13, &end, 10);
+    return end != p + 13 && w > 0 ? w : -1;
+}
+
 /* Reads one trace, analyses it into a new rank (or skips it, said in rs). */
 static int read_one(ranks *rs, const char *path, const an_options *o, an_analysis_fn fn,
                     const an_ranks_options *ro, mlprof__sb *notes, int *damaged, char *err, size_t errlen)
@@ -227,6 +239,7 @@ static int read_one(ranks *rs, const char *path, const an_options *o, an_analysi
     r->path = mlprof__strdup(path);
     r->rank = an_trace_rank(&t);
     r->rank_given = r->rank >= 0;
+    r->world_size = world_size(&t);
     r->other_data = t.other_data ? mlprof__strdup(t.other_data) : NULL;
     r->clock.path = r->path;
     r->clock.other_data = r->other_data;
@@ -812,6 +825,7 @@ static int split_merged(ranks *rs, an_trace *t, const pid_rank *p, size_t np, ch
         r->rank = p[i].rank;
         r->rank_given = 1;
         r->rank_from = "process name";
+        r->world_size = world_size(t);
         r->path = mlprof__strdup(t->path);
         rc = r->path ? an_dist_collect(t, pids, j - i, &rs->names, &r->d) : -1;
         i = j;
@@ -941,7 +955,7 @@ int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, mlpro
         const rank_in *r = &rs.r[i];
         in[i] = (an_dist_input){r->rank, r->path,
                                 r->rank_from ? r->rank_from : r->rank_given ? "distributedInfo" : "file order",
-                                offset[i], &r->d};
+                                r->world_size, offset[i], &r->d};
     }
     if (rc == 0 && an_dist_report(in, rs.n, &rs.names, what, clock, o, out, notes) != 0) {
         snprintf(err, errlen, "out of memory");

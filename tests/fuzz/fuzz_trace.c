@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../../src/analyze/analyze.h"
+#include "../../src/analyze/dist_ranks.h"
 #include "../../src/analyze/gpu.h"
 #include "../../src/analyze/merge.h"
 
@@ -63,6 +64,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int method;
     char err[200];
     an_merge(two, 2, &mo, &out, &method, err, sizeof err);
+    mlprof__sb_reset(&out);
+    /* mlprof ranks: the trace as two ranks, the second later by 1 ms */
+    an_dist_names names;
+    an_dist_names_init(&names);
+    an_dist_rank dr;
+    if (an_dist_collect(&t, NULL, 0, &names, &dr) == 0) {
+        an_dist_input in[2] = {{0, "a", "file order", 3, 0, &dr}, {1, "b", "file order", -1, 1000000, &dr}};
+        mlprof__sb_init(&notes);
+        for (o.format = AN_TABLE; o.format <= AN_CSV; o.format++) {
+            an_dist_report(in, 2, &names, "fuzz", "shared clock", &o, &out, &notes);
+            mlprof__sb_reset(&out);
+        }
+        mlprof__sb_free(&notes);
+    }
+    an_dist_rank_free(&dr);
+    an_dist_names_free(&names);
     mlprof__sb_free(&out);
     an_trace_free(&t);
     return 0;
