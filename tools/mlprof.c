@@ -693,7 +693,7 @@ static void ranks_usage(FILE *out)
             "merge aligns them (a clock they say they share, else the real-time clock\n"
             "PyTorch's traces are stamped with, else their starts lined up, said loudly);\n"
             "a merged trace's are already. Each trace is read, summarized and freed before\n"
-            "the next: memory holds one trace, and per rank its totals and 56 bytes for\n"
+            "the next: memory holds one trace, and per rank its totals and 48 bytes for\n"
             "each collective call.\n"
             "\n"
             "  -t, --top N            collectives listed one by one, furthest apart first\n"

@@ -59,7 +59,7 @@ int an_ranks_diff(const char *dir_a, const char *dir_b, const an_options *o, con
  * its processes named "rank N: ...", each rank the processes of its name; a
  * single trace of one rank is that rank alone). Each trace is read,
  * summarized (an_dist_collect) and freed before the next: memory holds one
- * trace and every rank's summary (its totals, and 56 bytes per collective
+ * trace and every rank's summary (its totals, and 48 bytes per collective
  * call). The ranks' times are put on one clock by an_merge_offsets (a merged
  * trace's are already). Returns 0; or -1 with err set: nothing to read, a
  * file that is not a trace, two traces that say the same rank, out of
