@@ -722,15 +722,13 @@ static int cmd_ranks(int argc, char **argv)
     an_options o;
     an_options_default(&o);
     const char *output = NULL;
-    const char **paths = calloc((size_t)argc, sizeof *paths);
+    /* the traces are gathered at the front of argv itself: nothing to free when bad_usage exits */
+    const char **paths = (const char **)argv;
     size_t npaths = 0;
-    if (!paths)
-        return 1;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             ranks_usage(stdout);
-            free(paths);
             return 0;
         }
         if (is_option(arg, "--top", "-t") || is_option(arg, "--format", NULL) || is_option(arg, "--output", "-o")) {
@@ -756,7 +754,6 @@ static int cmd_ranks(int argc, char **argv)
     print_notes(cmd, &notes);
     mlprof__sb_free(&notes);
     mlprof__sb_free(&out);
-    free(paths);
     return rc != 0 || damaged ? 1 : 0;
 }
 
