@@ -62,6 +62,8 @@ def mpi_rank(r):
           span("work2", "app", 100, arrive2, pid=pid),
           mpi_coll("MPI_Barrier", arrive2, 140, 7, 2, 4, pid)]
     if r == 0:
+        # a step around everything on the thread: not computation while its MPI calls run
+        ev.append(span("step", "app", 0, 150, pid=pid))
         ev.append(span("MPI_Send", "mpi", 140, 150, pid=pid, comm=7, peer=1, tag=3, seq=1, bytes=64))
     if r == 1:
         ev.append(span("MPI_Recv", "mpi", 140, 150, pid=pid, comm=7, peer=0, tag=3, seq=1, bytes=64))
@@ -249,7 +251,8 @@ def test_kineto_gpu():
 
 def test_gloo_cpu():
     d = fresh_dir("gloo")
-    ops0 = [("aten::add", "cpu_op", 0, 20), ("gloo:all_reduce", "user_annotation", 20, 30)]
+    ops0 = [("ProfilerStep#1", "user_annotation", 0, 30), ("aten::add", "cpu_op", 0, 20),
+            ("gloo:all_reduce", "user_annotation", 20, 30)]
     ops1 = [("aten::add", "cpu_op", 0, 24), ("record_param_comms", "cpu_op", 24, 30),
             ("gloo:all_reduce", "user_annotation", 25, 30)]
     p0 = write(os.path.join(d, "r0.json"), kineto_rank(0, [], ops0))

@@ -114,6 +114,65 @@ static int64_t ivl_common(const ivls *x, const ivls *y)
     return total;
 }
 
+/* out gets the parts of x (joined) outside y (joined). */
+static int ivl_subtract(const ivls *x, const ivls *y, ivls *out)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        int64_t cur = x->v[i].a, end = x->v[i].b;
+        while (j < y->n && y->v[j].b <= cur)
+            j++;
+        for (size_t k = j; k < y->n && y->v[k].a < end && cur < end; k++) {
+            if (y->v[k].a > cur && ivl_add(out, cur, y->v[k].a) != 0)
+                return -1;
+            if (y->v[k].b > cur)
+                cur = y->v[k].b;
+        }
+        if (cur < end && ivl_add(out, cur, end) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A span of a CPU rank, for the per-thread subtraction. */
+typedef struct cpu_span {
+    int64_t pid, tid, a, b;
+    int comm;
+} cpu_span;
+
+static int by_thread(const void *pa, const void *pb)
+{
+    const cpu_span *a = pa, *b = pb;
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+/* A CPU rank's computation: on each thread, its spans less its communication
+ * calls (a step or a function around an MPI call does not compute while the
+ * call runs: the call is its child), joined over the threads. */
+static int cpu_compute(cpu_span *sp, size_t n, ivls *cs)
+{
+    mlprof__sort(sp, n, sizeof *sp, by_thread);
+    ivls tc = {0}, tm = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n;) {
+        size_t j = i;
+        tc.n = tm.n = 0;
+        for (; rc == 0 && j < n && sp[j].pid == sp[i].pid && sp[j].tid == sp[i].tid; j++)
+            rc = ivl_add(sp[j].comm ? &tm : &tc, sp[j].a, sp[j].b);
+        if (rc == 0) {
+            ivl_union(&tc);
+            ivl_union(&tm);
+            rc = ivl_subtract(&tc, &tm, cs);
+        }
+        i = j;
+    }
+    mlprof__free(tc.v);
+    mlprof__free(tm.v);
+    return rc;
+}
+
 static int prefix(const char *s, const char *p)
 {
     return strncmp(s, p, strlen(p)) == 0;
@@ -261,6 +320,8 @@ int an_dist_collect(const an_trace *t, const int64_t *pids, size_t npids, an_dis
     r->source = have_mpi ? AN_DIST_SRC_MPI : have_kernel ? AN_DIST_SRC_KERNEL : have_op ? AN_DIST_SRC_CPU_OP
                                                                                      : AN_DIST_SRC_NONE;
     ivls cs = {0}, ms = {0};
+    cpu_span *sp = NULL;
+    size_t nsp = 0, spcap = 0;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < t->nev; i++) {
         const an_event *e = &t->ev[i];
@@ -274,8 +335,21 @@ int an_dist_collect(const an_trace *t, const int64_t *pids, size_t npids, an_dis
             r->comm_events++;
         else
             r->compute_events++;
-        rc = ivl_add(comm ? &ms : &cs, e->ts, e->ts + e->dur);
+        if (comm || r->on_gpu)
+            rc = ivl_add(comm ? &ms : &cs, e->ts, e->ts + e->dur);
+        if (rc == 0 && !r->on_gpu) {
+            cpu_span *p = mlprof__grow(sp, &spcap, nsp, sizeof *sp, 256);
+            if (!p) {
+                rc = -1;
+                break;
+            }
+            sp = p;
+            sp[nsp++] = (cpu_span){e->pid, e->tid, e->ts, e->ts + e->dur, comm};
+        }
     }
+    if (rc == 0 && !r->on_gpu && r->compute_events)
+        rc = cpu_compute(sp, nsp, &cs);
+    mlprof__free(sp);
     if (rc == 0) {
         r->comm = ivl_union(&ms);
         if (!r->on_gpu && !r->compute_events) {
@@ -886,7 +960,9 @@ const char an_dist_help[] =
     "                 on a CPU rank, nccl:*, gloo:*, c10d::* and record_param_comms\n"
     "  compute        C: the rank's other work: on a GPU rank its other kernels,\n"
     "                 copies and memsets; on a CPU rank its other spans (the\n"
-    "                 trace's envelope excepted). A CPU rank that recorded only\n"
+    "                 trace's envelope excepted), less on each thread the time of\n"
+    "                 its communication calls (a step around an MPI call does not\n"
+    "                 compute while the call runs). A CPU rank that recorded only\n"
     "                 communication (the mpi hook alone) counts the time outside\n"
     "                 it: compute = wall - communication (said on standard error)\n"
     "  overlap        time in both C and M; overlap% = overlap / communication,\n"

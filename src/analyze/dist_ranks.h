@@ -60,7 +60,8 @@ typedef struct an_dist_rank {
  * kernels an_gpu_kind calls communication (ncclKernel*, ncclDevKernel*), and
  * CPU operators named nccl:*, gloo:*, c10d::* or record_param_comms. A rank
  * with GPU activity is measured on the GPU (kernels, copies, memsets), else on
- * the CPU (every span that is not the trace's envelope). Its collectives: the
+ * the CPU (every span that is not the trace's envelope, less on its own
+ * thread the communication calls it encloses). Its collectives: the
  * MPI spans with "comm" and "seq" arguments and no "peer" (point-to-point
  * calls carry a peer), else its communication kernels, else its nccl:/gloo:
  * operators. Returns 0, or -1 when out of memory. */
