@@ -152,6 +152,18 @@ def test_mpi_ranks():
     merged = os.path.join(OUT, "mpi_merged.json")
     mlprof("merge", *paths, "-o", merged)
     check_mpi_report(as_json(mlprof("ranks", merged, "--format", "json"), "ranks MERGED"), "ranks MERGED",
+                     "otherData.merge")
+    # labels of the user's: the ranks come from otherData.merge.inputs alone
+    named = os.path.join(OUT, "mpi_merged_named.json")
+    mlprof("merge", *paths, "--names", "w,x,y,z", "-o", named)
+    check_mpi_report(as_json(mlprof("ranks", named, "--format", "json"), "ranks MERGED --names"),
+                     "ranks MERGED --names", "otherData.merge")
+    # without otherData.merge (another tool's merge): the processes' names "rank N: ..."
+    with open(merged) as f:
+        m = json.load(f)
+    del m["otherData"]["merge"]
+    bare = write(os.path.join(OUT, "mpi_merged_bare.json"), m)
+    check_mpi_report(as_json(mlprof("ranks", bare, "--format", "json"), "ranks MERGED bare"), "ranks MERGED bare",
                      "process name")
     t = mlprof("ranks", *paths, "-t", "2").stdout
     check("straggler of the run: rank 3, last to arrive at 2 of 3 collectives (66.7%), by 16.000 us on average"

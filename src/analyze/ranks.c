@@ -17,6 +17,7 @@
 
 #include "dist_ranks.h"
 #include "gpu.h"
+#include "json.h"
 #include "merge.h"
 #include "ranks.h"
 
@@ -788,6 +789,107 @@ static pid_rank *merged_ranks(const an_trace *t, size_t *n)
     return p;
 }
 
+/* At the value of the member want of the object that starts at in: 1; 0
+ * when the object has none; -1 on an error. */
+static int find_member(an_input *in, mlprof__sb *key, const char *want)
+{
+    int more = an_json_open(in, '{', "an object");
+    size_t n = strlen(want);
+    while (more == 1) {
+        if (an_json_key(in, key) != 0)
+            return -1;
+        if (key->len == n && memcmp(key->data, want, n) == 0)
+            return 1;
+        if (an_json_skip(in, NULL) != 0)
+            return -1;
+        more = an_json_next(in, '}');
+    }
+    return more;
+}
+
+/* One input of otherData.merge.inputs: its rank and its processes' pids in
+ * the merged trace (the values of "pids"), appended to p. */
+static int merge_input(an_input *in, mlprof__sb *key, pid_rank **p, size_t *n, size_t *cap)
+{
+    long long rank = -1;
+    size_t start = *n;
+    int more = an_json_open(in, '{', "an input");
+    while (more == 1) {
+        if (an_json_key(in, key) != 0)
+            return -1;
+        double v;
+        int64_t iv;
+        int is_int = 0;
+        if (key->len == 4 && memcmp(key->data, "rank", 4) == 0 && an_json_peek(in) != '"') {
+            if (an_json_number(in, &v, &iv, &is_int) != 0)
+                return -1;
+            rank = is_int && iv >= 0 ? iv : -1;
+        } else if (key->len == 4 && memcmp(key->data, "pids", 4) == 0) {
+            int q = an_json_open(in, '{', "pids");
+            while (q == 1) {
+                pid_rank *g = mlprof__grow(*p, cap, *n, sizeof **p, 16);
+                if (!g || an_json_key(in, key) != 0 || an_json_number(in, &v, &iv, &is_int) != 0)
+                    return -1;
+                *p = g;
+                g[(*n)++] = (pid_rank){is_int ? iv : an_to_i64(v), -1};
+                q = an_json_next(in, '}');
+            }
+            if (q < 0)
+                return -1;
+        } else if (an_json_skip(in, NULL) != 0) {
+            return -1;
+        }
+        more = an_json_next(in, '}');
+    }
+    if (more < 0)
+        return -1;
+    if (rank < 0)
+        *n = start; /* an input without a rank says nothing of its processes' */
+    for (size_t i = start; i < *n; i++)
+        (*p)[i].rank = rank;
+    return 0;
+}
+
+/* The processes of a merged trace by rank, as its otherData.merge.inputs
+ * say (mlprof merge writes each input's rank and the pids it was given);
+ * sorted by rank. NULL with *n = 0 when it says none (or cannot be read). */
+static pid_rank *merge_inputs(const an_trace *t, size_t *n)
+{
+    *n = 0;
+    if (!t->other_data || !strstr(t->other_data, "\"merge\""))
+        return NULL;
+    an_input in;
+    if (an_input_open_mem(&in, "otherData", t->other_data, strlen(t->other_data)) != 0)
+        return NULL;
+    mlprof__sb key;
+    mlprof__sb_init(&key);
+    pid_rank *p = NULL;
+    size_t cap = 0;
+    int rc = find_member(&in, &key, "merge") == 1 && find_member(&in, &key, "inputs") == 1 ? 0 : -1;
+    int more = rc == 0 ? an_json_open(&in, '[', "inputs") : -1;
+    while (more == 1 && rc == 0) {
+        rc = merge_input(&in, &key, &p, n, &cap);
+        more = rc == 0 ? an_json_next(&in, ']') : -1;
+    }
+    if (rc != 0 || more < 0 || key.failed) {
+        mlprof__free(p);
+        p = NULL;
+        *n = 0;
+    }
+    mlprof__sb_free(&key);
+    an_input_close(&in);
+    mlprof__sort(p, *n, sizeof *p, by_pid_rank);
+    return p;
+}
+
+static size_t distinct_ranks(const pid_rank *p, size_t n)
+{
+    size_t d = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++)
+        d += p[i].rank != p[i - 1].rank;
+    return d;
+}
+
 /* What otherData.merge.method of a merged trace says, into buf. */
 static void merge_method(const an_trace *t, char *buf, size_t len)
 {
@@ -803,7 +905,8 @@ static void merge_method(const an_trace *t, char *buf, size_t len)
 }
 
 /* Each rank of a merged trace, summarized from its own processes. */
-static int split_merged(ranks *rs, an_trace *t, const pid_rank *p, size_t np, char *err, size_t errlen)
+static int split_merged(ranks *rs, an_trace *t, const pid_rank *p, size_t np, const char *from, char *err,
+                        size_t errlen)
 {
     int64_t *pids = mlprof__calloc(np, sizeof *pids);
     int rc = pids ? 0 : -1;
@@ -824,7 +927,7 @@ static int split_merged(ranks *rs, an_trace *t, const pid_rank *p, size_t np, ch
         mlprof__sb_init(&r->out);
         r->rank = p[i].rank;
         r->rank_given = 1;
-        r->rank_from = "process name";
+        r->rank_from = from;
         r->world_size = world_size(t);
         r->path = mlprof__strdup(t->path);
         rc = r->path ? an_dist_collect(t, pids, j - i, &rs->names, &r->d) : -1;
@@ -859,18 +962,20 @@ static int read_single(ranks *rs, const char *path, mlprof__sb *notes, int *dama
     int rc = an_trace_read(&t, path);
     size_t np = 0;
     pid_rank *p = NULL;
+    const char *from = "otherData.merge";
     if (rc == 0 || (t.partial && t.nev)) {
-        p = merged_ranks(&t, &np);
-        if (!p) {
-            an_trace_free(&t);
-            snprintf(err, errlen, "out of memory");
-            return -1;
+        p = merge_inputs(&t, &np);
+        if (distinct_ranks(p, np) < 2) {
+            mlprof__free(p);
+            from = "process name";
+            if (!(p = merged_ranks(&t, &np))) {
+                an_trace_free(&t);
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
         }
     }
-    size_t distinct = np ? 1 : 0;
-    for (size_t i = 1; i < np; i++)
-        distinct += p[i].rank != p[i - 1].rank;
-    if (distinct < 2) { /* not merged: one rank, read as any other */
+    if (distinct_ranks(p, np) < 2) { /* not merged: one rank, read as any other */
         mlprof__free(p);
         an_trace_free(&t);
         return strict_read(rs, path, notes, damaged, err, errlen);
@@ -883,7 +988,7 @@ static int read_single(ranks *rs, const char *path, mlprof__sb *notes, int *dama
     char method[64];
     merge_method(&t, method, sizeof method);
     snprintf(clock, clen, "one merged trace (its merge's alignment: %s)", method);
-    rc = split_merged(rs, &t, p, np, err, errlen);
+    rc = split_merged(rs, &t, p, np, from, err, errlen);
     mlprof__free(p);
     an_trace_free(&t);
     return rc;

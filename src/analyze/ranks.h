@@ -55,15 +55,16 @@ int an_ranks_diff(const char *dir_a, const char *dir_b, const an_options *o, con
 /* mlprof ranks: the ranks of one job compared (dist_ranks.h). paths: one
  * directory (its traces found and numbered as an_ranks_run does: entries
  * that are not traces skipped, named in notes), several traces (each must be
- * a trace: one that is not is an error), or one merged trace (mlprof merge's:
- * its processes named "rank N: ...", each rank the processes of its name; a
- * single trace of one rank is that rank alone). Each trace is read,
- * summarized (an_dist_collect) and freed before the next: memory holds one
- * trace and every rank's summary (its totals, and 48 bytes per collective
- * call). The ranks' times are put on one clock by an_merge_offsets (a merged
- * trace's are already). Returns 0; or -1 with err set: nothing to read, a
- * file that is not a trace, two traces that say the same rank, out of
- * memory. *damaged is set when a trace was read only in part. */
+ * a trace: one that is not is an error), or one merged trace (mlprof
+ * merge's: its ranks and their processes as otherData.merge.inputs gives
+ * them, else from the processes' names "rank N: ..."; a trace of one rank is
+ * that rank alone). Each trace is read, summarized (an_dist_collect) and
+ * freed before the next: memory holds one trace and every rank's summary (its
+ * totals, and 48 bytes per collective call). The ranks' times are put on one
+ * clock by an_merge_offsets (a merged trace's are already). Returns 0; or -1
+ * with err set: nothing to read, a file that is not a trace, two traces that
+ * say the same rank, out of memory. *damaged is set when a trace was read
+ * only in part. */
 int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, mlprof__sb *out, mlprof__sb *notes,
                   int *damaged, char *err, size_t errlen);
 
