@@ -294,7 +294,7 @@ static int collect_colls(const an_trace *t, const int64_t *pids, size_t npids, a
     return 0;
 }
 
-int an_dist_collect(const an_trace *t, const int64_t *pids, size_t npids, an_dist_names *names,
+int an_dist_collect(const an_trace *t, const int64_t *pids, size_t npids, an_dist_names *names, int source,
                     an_dist_rank *r)
 {
     memset(r, 0, sizeof *r);
@@ -317,8 +317,14 @@ int an_dist_collect(const an_trace *t, const int64_t *pids, size_t npids, an_dis
     }
     if (r->t0 > r->t1)
         r->t0 = r->t1 = 0;
-    r->source = have_mpi ? AN_DIST_SRC_MPI : have_kernel ? AN_DIST_SRC_KERNEL : have_op ? AN_DIST_SRC_CPU_OP
-                                                                                     : AN_DIST_SRC_NONE;
+    if (source != AN_DIST_SRC_NONE)
+        r->source = source;
+    else if (have_mpi)
+        r->source = AN_DIST_SRC_MPI;
+    else if (have_kernel)
+        r->source = AN_DIST_SRC_KERNEL;
+    else if (have_op)
+        r->source = AN_DIST_SRC_CPU_OP;
     ivls cs = {0}, ms = {0};
     cpu_span *sp = NULL;
     size_t nsp = 0, spcap = 0;

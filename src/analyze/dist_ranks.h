@@ -64,8 +64,12 @@ typedef struct an_dist_rank {
  * thread the communication calls it encloses). Its collectives: the
  * MPI spans with "comm" and "seq" arguments and no "peer" (point-to-point
  * calls carry a peer), else its communication kernels, else its nccl:/gloo:
- * operators. Returns 0, or -1 when out of memory. */
-int an_dist_collect(const an_trace *t, const int64_t *pids, size_t npids, an_dist_names *names,
+ * operators; source (AN_DIST_SRC_*, not NONE) asks for those of one kind
+ * whatever else the rank has (kernels DIR: its communication kernels).
+ * Records without a sequence number of their own are numbered by order, and
+ * the records are then grouped by name (ascending index) in the order they
+ * start. Returns 0, or -1 when out of memory. */
+int an_dist_collect(const an_trace *t, const int64_t *pids, size_t npids, an_dist_names *names, int source,
                     an_dist_rank *r);
 void an_dist_rank_free(an_dist_rank *r);
 

@@ -1,13 +1,15 @@
 /*
- * ranks.c - a directory of traces, one per rank of a distributed job. Each
- * rank is read, analysed and freed before the next: the ranks' ids
- * (correlation, External id, flows) never meet, and memory holds one rank's
- * trace at a time, whatever the number of ranks. What is kept of a rank is its
- * analysis as text, the few fields that say its clock, and the start and name
- * of each of its collectives, from which the stragglers are found at the end:
- * the k-th collective of a name on one rank is the k-th of that name on the
- * others (NCCL runs a communicator's collectives in the same order on every
- * rank), and the rank that starts it last is the one the others waited for.
+ * ranks.c - the traces of a distributed job's ranks: a directory of them, a
+ * list, or a merged trace split by rank. Each rank is read, analysed and
+ * freed before the next: the ranks' ids (correlation, External id, flows)
+ * never meet, and memory holds one rank's trace at a time, whatever the
+ * number of ranks. What is kept of a rank is its analysis as text, the few
+ * fields that say its clock, and its summary (dist_ranks.h: totals and one
+ * record per collective), from which the stragglers of kernels DIR and the
+ * report of mlprof ranks are made at the end: the k-th collective of a name on
+ * one rank is the k-th of that name on the others (NCCL runs a communicator's
+ * collectives in the same order on every rank), and the rank that starts it
+ * last is the one the others waited for.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,20 +23,11 @@
 #include "merge.h"
 #include "ranks.h"
 
-/* One collective of a rank: its name (an index into the names seen) and start. */
-typedef struct coll {
-    uint32_t name;
-    uint32_t order; /* its place among the rank's collectives, for a stable sort */
-    int64_t ts;
-} coll;
-
 typedef struct rank_in {
     char *path;
     long long rank;
     int rank_given;  /* from distributedInfo */
     mlprof__sb out;  /* its analysis */
-    coll *c;
-    size_t nc, ccap;
     an_trace clock;  /* only what an_merge_offsets reads: path, otherData, base, clock, span */
     char *other_data;
     const char *rank_from; /* NULL: distributedInfo or file order */
@@ -161,26 +154,6 @@ static char **list_dir(const char *dir, size_t *n, char *err, size_t errlen)
     return names;
 }
 
-/* The communication kernels of t, in the order they start. */
-static int collect_collectives(ranks *rs, rank_in *r, const an_trace *t)
-{
-    for (size_t i = 0; i < t->nev; i++) {
-        const an_event *e = &t->ev[i];
-        if (an_gpu_kind(e) != AN_GPU_COMM)
-            continue;
-        coll *c = mlprof__grow(r->c, &r->ccap, r->nc, sizeof *r->c, 64);
-        if (!c)
-            return -1;
-        r->c = c;
-        if (an_dist_name_id(&rs->names, e->name, &c[r->nc].name) != 0)
-            return -1;
-        c[r->nc].ts = e->ts;
-        c[r->nc].order = (uint32_t)r->nc;
-        r->nc++;
-    }
-    return 0;
-}
-
 /* distributedInfo.world_size, or -1. */
 static long long world_size(const an_trace *t)
 {
@@ -250,10 +223,10 @@ static int read_one(ranks *rs, const char *path, const an_options *o, an_analysi
     r->clock.t_max = t.t_max;
     r->clock.writer = "";
     rc = !r->path || (t.other_data && !r->other_data) ? -1 : 0;
-    if (rc == 0 && ro->stragglers)
-        rc = collect_collectives(rs, r, &t);
-    if (rc == 0 && ro->dist)
-        rc = an_dist_collect(&t, NULL, 0, &rs->names, &r->d);
+    /* one summary serves both: kernels' stragglers take its communication kernels */
+    if (rc == 0 && (ro->stragglers || ro->dist))
+        rc = an_dist_collect(&t, NULL, 0, &rs->names, ro->stragglers ? AN_DIST_SRC_KERNEL : AN_DIST_SRC_NONE,
+                             &r->d);
     if (rc != 0)
         snprintf(err, errlen, "out of memory");
     else if (fn && (rc = an_run_steps(&t, o, fn, &r->out, notes)) != 0)
@@ -304,22 +277,6 @@ static int number_ranks(ranks *rs, mlprof__sb *notes, char *err, size_t errlen)
 
 /* ------------------------------------------------------------- stragglers */
 
-static int by_name_then_order(const void *pa, const void *pb)
-{
-    const coll *a = pa, *b = pb;
-    if (a->name != b->name)
-        return a->name < b->name ? -1 : 1;
-    return a->order < b->order ? -1 : a->order > b->order;
-}
-
-static int by_start(const void *pa, const void *pb)
-{
-    const coll *a = pa, *b = pb;
-    if (a->ts != b->ts)
-        return a->ts < b->ts ? -1 : 1;
-    return a->order < b->order ? -1 : a->order > b->order;
-}
-
 static int by_skew(const void *pa, const void *pb)
 {
     const matched *a = pa, *b = pb;
@@ -364,19 +321,13 @@ static int find_stragglers(ranks *rs, stragglers *st, char *err, size_t errlen)
     an_merge_options mo = {NULL, NULL, NULL, 0};
     if (rc == 0 && an_merge_offsets(clocks, n, &mo, offset, &st->method, err, errlen) != 0)
         rc = -2;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        /* in start order, then grouped by name: the k-th of a name is its k-th start */
-        mlprof__sort(rs->r[i].c, rs->r[i].nc, sizeof *rs->r[i].c, by_start);
-        for (size_t k = 0; k < rs->r[i].nc; k++)
-            rs->r[i].c[k].order = (uint32_t)k;
-        mlprof__sort(rs->r[i].c, rs->r[i].nc, sizeof *rs->r[i].c, by_name_then_order);
-    }
+    /* each rank's kernels come grouped by name, in the order they start (an_dist_collect) */
     for (uint32_t name = 0; rc == 0 && name < rs->names.n; name++) {
         size_t ranks_with = 0, k_min = SIZE_MAX, k_max = 0;
         for (size_t i = 0; i < n; i++) {
             const rank_in *r = &rs->r[i];
             size_t c = 0;
-            while (pos[i] + c < r->nc && r->c[pos[i] + c].name == name)
+            while (pos[i] + c < r->d.nc && r->d.c[pos[i] + c].name == name)
                 c++;
             count[i] = c;
             if (c) {
@@ -396,7 +347,7 @@ static int find_stragglers(ranks *rs, stragglers *st, char *err, size_t errlen)
             for (size_t i = 0; i < n; i++) {
                 if (!count[i])
                     continue;
-                int64_t ts = rs->r[i].c[pos[i] + k].ts + offset[i];
+                int64_t ts = rs->r[i].d.c[pos[i] + k].ts + offset[i];
                 if (ts < first)
                     first = ts;
                 if (ts > last) {
@@ -408,7 +359,7 @@ static int find_stragglers(ranks *rs, stragglers *st, char *err, size_t errlen)
                 if (!count[i])
                     continue;
                 st->late[i].collectives++;
-                st->late[i].late_total += rs->r[i].c[pos[i] + k].ts + offset[i] - first;
+                st->late[i].late_total += rs->r[i].d.c[pos[i] + k].ts + offset[i] - first;
             }
             if (last > first)
                 st->late[last_rank].last++;
@@ -645,7 +596,6 @@ static void ranks_free(ranks *rs)
     for (size_t i = 0; i < rs->n; i++) {
         mlprof__free(rs->r[i].path);
         mlprof__free(rs->r[i].other_data);
-        mlprof__free(rs->r[i].c);
         an_dist_rank_free(&rs->r[i].d);
         mlprof__sb_free(&rs->r[i].out);
     }
@@ -930,7 +880,7 @@ static int split_merged(ranks *rs, an_trace *t, const pid_rank *p, size_t np, co
         r->rank_from = from;
         r->world_size = world_size(t);
         r->path = mlprof__strdup(t->path);
-        rc = r->path ? an_dist_collect(t, pids, j - i, &rs->names, &r->d) : -1;
+        rc = r->path ? an_dist_collect(t, pids, j - i, &rs->names, AN_DIST_SRC_NONE, &r->d) : -1;
         i = j;
     }
     mlprof__free(pids);

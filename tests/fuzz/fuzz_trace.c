@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     an_dist_names names;
     an_dist_names_init(&names);
     an_dist_rank dr;
-    if (an_dist_collect(&t, NULL, 0, &names, &dr) == 0) {
+    if (an_dist_collect(&t, NULL, 0, &names, AN_DIST_SRC_NONE, &dr) == 0) {
         an_dist_input in[2] = {{0, "a", "file order", 3, 0, &dr}, {1, "b", "file order", -1, 1000000, &dr}};
         mlprof__sb_init(&notes);
         for (o.format = AN_TABLE; o.format <= AN_CSV; o.format++) {
