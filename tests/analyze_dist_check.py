@@ -132,6 +132,11 @@ def check_mpi_report(d, what, rank_from="distributedInfo"):
     check(arr == {0: (9 * US, 20 * US), 1: (29 * US, 0), 2: (4 * US, 25 * US), 3: (0, 29 * US)},
           f"{what}: the barrier's arrivals {arr}")
     check(barrier["earliest_arrival_ns"] == (T0 + 101) * US and barrier["complete"], f"{what}: barrier {barrier}")
+    ops = {o["name"]: (o["instances"], o["skew_total_ns"], {q["rank"]: (q["last"], q["wait_ns"]) for q in o["ranks"]})
+           for o in d["by_operation"]}
+    check(ops == {"MPI_Allreduce": (2, 32 * US, {0: (0, 30 * US), 1: (0, 20 * US), 2: (0, 12 * US), 3: (2, 0)}),
+                  "MPI_Barrier": (1, 29 * US, {0: (0, 20 * US), 1: (1, 0), 2: (0, 25 * US), 3: (0, 29 * US)})},
+          f"{what}: per operation {ops}")
     im = d["imbalance"]["compute"]
     check(im["max_ns"] == 90 * US and im["max_rank"] == 1 and im["min_ns"] == 60 * US and im["min_rank"] == 0
           and im["mean_ns"] == 79.5 * US and abs(im["max_over_mean"] - 90 / 79.5) < 1e-12
@@ -185,6 +190,12 @@ def test_mpi_ranks():
           f"rank 2 missing: notes {p.stderr!r}")
     t = mlprof("ranks", paths[0], paths[1], paths[3]).stdout
     check("missing: 1 of the 4 ranks of the job: 2\n" in t, f"rank 2 missing: table {t[:300]!r}")
+    rows = list(csv.DictReader(io.StringIO(mlprof("ranks", d, "--format", "csv", "--csv-table", "collectives").stdout)))
+    barrier = sorted((int(r["rank"]), int(r["late_ns"]), int(r["wait_ns"]), r["last_rank"]) for r in rows
+                     if r["name"] == "MPI_Barrier")
+    check(len(rows) == 10 and barrier == [(0, 9 * US, 20 * US, "1"), (1, 29 * US, 0, "1"), (2, 4 * US, 25 * US, "1"),
+                                          (3, 0, 29 * US, "1")], f"csv collectives {rows}")
+    mlprof("ranks", d, "--csv-table", "kernels", expect=2)
     h = mlprof("ranks", "--help").stdout
     check("compute + communication - overlap + idle = wall" in h and "HTA" in h and "straggler" in h,
           f"help {h[:200]!r}")

@@ -699,7 +699,10 @@ static void ranks_usage(FILE *out)
             "\n"
             "  -t, --top N            collectives listed one by one, furthest apart first\n"
             "                         (default 20; 0 for all)\n"
-            "  --format F             table (default), json or csv (one row per rank)\n"
+            "  --format F             table (default), json or csv\n"
+            "  --csv-table WHAT       what csv writes: ranks (default: a row per rank) or\n"
+            "                         collectives (a row per rank's call of each matched\n"
+            "                         collective: arrival, late, wait, duration, bytes)\n"
             "  -o, --output FILE      write there instead of standard output\n"
             "\n"
             "%s"
@@ -719,7 +722,8 @@ static int is_option(const char *arg, const char *lng, const char *shrt)
 
 static int cmd_ranks(int argc, char **argv)
 {
-    const char *cmd = "ranks";
+    const char *cmd = "ranks", *v;
+    int csv = AN_DIST_CSV_RANKS;
     an_options o;
     an_options_default(&o);
     const char *output = NULL;
@@ -734,6 +738,13 @@ static int cmd_ranks(int argc, char **argv)
         }
         if (is_option(arg, "--top", "-t") || is_option(arg, "--format", NULL) || is_option(arg, "--output", "-o")) {
             common_option(cmd, argc, argv, &i, &o, &output);
+        } else if ((v = option_value(cmd, argc, argv, &i, "--csv-table", NULL))) {
+            if (strcmp(v, "ranks") == 0)
+                csv = AN_DIST_CSV_RANKS;
+            else if (strcmp(v, "collectives") == 0)
+                csv = AN_DIST_CSV_COLLECTIVES;
+            else
+                bad_usage(cmd, "--csv-table: expected ranks or collectives, got \"%s\"", v);
         } else if (arg[0] == '-' && arg[1]) {
             bad_usage(cmd, "unknown option \"%s\"", arg);
         } else {
@@ -747,7 +758,7 @@ static int cmd_ranks(int argc, char **argv)
     mlprof__sb_init(&notes);
     int damaged = 0;
     char err[1200];
-    int rc = an_ranks_dist(paths, npaths, &o, &out, &notes, &damaged, err, sizeof err);
+    int rc = an_ranks_dist(paths, npaths, &o, csv, &out, &notes, &damaged, err, sizeof err);
     if (rc != 0)
         fprintf(stderr, PROG " %s: %s\n", cmd, err);
     else

@@ -432,7 +432,30 @@ typedef struct report {
     long long straggler; /* the rank last most often, or -1 */
     spread compute, comm;
     int sources; /* bit per AN_DIST_SRC_* seen */
+    /* per operation (the instance's name on its first rank): its instances and per rank its sums */
+    uint32_t *op_of; /* name -> index + 1 into ops */
+    struct op_sum *ops;
+    size_t nops;
 } report;
+
+typedef struct op_sum {
+    uint32_t name;
+    size_t instances;
+    int64_t skew_total;
+    rank_sum *rs; /* per input */
+} op_sum;
+
+static void add_to(rank_sum *s, int64_t late, int64_t wait, int last, int64_t skew)
+{
+    s->instances++;
+    s->late_total += late;
+    s->late_max = late > s->late_max ? late : s->late_max;
+    s->wait_total += wait;
+    if (last) {
+        s->last++;
+        s->last_by += skew;
+    }
+}
 
 static int64_t arrival(const report *r, const ref *f)
 {
@@ -463,22 +486,39 @@ static void measure(report *r, instance *x)
     x->last_rank = last > first ? r->in[r->refs[x->first + last_i].rank].rank : -1;
     x->complete = expected ? (int64_t)x->m >= expected : x->m == r->n;
     r->incomplete += !x->complete;
+    op_sum *op = &r->ops[r->op_of[r->refs[x->first].c->name] - 1];
+    op->instances++;
+    op->skew_total += x->skew;
     for (size_t k = 0; k < x->m; k++) {
         const ref *f = &r->refs[x->first + k];
-        rank_sum *s = &r->rs[f->rank];
         int64_t a = arrival(r, f), late = a - first, wait = last - a, dur = f->c->end - f->c->ts;
-        s->instances++;
-        s->late_total += late;
-        s->late_max = late > s->late_max ? late : s->late_max;
-        s->wait_total += wait < dur ? wait : dur;
-        if (last > first && k == last_i) {
-            s->last++;
-            s->last_by += x->skew;
-        }
+        int is_last = last > first && k == last_i;
+        add_to(&r->rs[f->rank], late, wait < dur ? wait : dur, is_last, x->skew);
+        add_to(&op->rs[f->rank], late, wait < dur ? wait : dur, is_last, x->skew);
     }
 }
 
-static int match(report *r)
+/* An entry per operation that some instance has as its name, in the order of first sight. */
+static int make_ops(report *r, size_t nnames)
+{
+    r->op_of = mlprof__calloc(nnames ? nnames : 1, sizeof *r->op_of);
+    r->ops = mlprof__calloc(nnames ? nnames : 1, sizeof *r->ops);
+    if (!r->op_of || !r->ops)
+        return -1;
+    for (size_t i = 0; i < r->nrefs; i++) {
+        uint32_t name = r->refs[i].c->name;
+        if (r->op_of[name])
+            continue;
+        op_sum *op = &r->ops[r->nops];
+        op->name = name;
+        if (!(op->rs = mlprof__calloc(r->n ? r->n : 1, sizeof *op->rs)))
+            return -1;
+        r->op_of[name] = (uint32_t)++r->nops;
+    }
+    return 0;
+}
+
+static int match(report *r, size_t nnames)
 {
     size_t total = 0;
     for (size_t i = 0; i < r->n; i++)
@@ -505,6 +545,8 @@ static int match(report *r)
         r->refs[k++] = r->refs[i];
     }
     r->nrefs = k;
+    if (make_ops(r, nnames) != 0)
+        return -1;
     for (size_t i = 0; i < r->nrefs;) {
         size_t j = i + 1;
         while (j < r->nrefs && r->refs[j].key == r->refs[i].key && r->refs[j].seq == r->refs[i].seq)
@@ -589,6 +631,10 @@ static void finish(report *r)
 
 static void report_free(report *r)
 {
+    for (size_t i = 0; r->ops && i < r->nops; i++)
+        mlprof__free(r->ops[i].rs);
+    mlprof__free(r->ops);
+    mlprof__free(r->op_of);
     mlprof__free(r->refs);
     mlprof__free(r->inst);
     mlprof__free(r->rs);
@@ -643,26 +689,39 @@ static long long world_of(const report *r)
     return w;
 }
 
+/* The inputs come in rank order: a binary search. */
 static int is_given(const report *r, long long rank)
 {
-    for (size_t i = 0; i < r->n; i++) {
-        if (r->in[i].rank == rank)
-            return 1;
+    size_t lo = 0, hi = r->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->in[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return 0;
+    return lo < r->n && r->in[lo].rank == rank;
 }
 
-/* The ranks below the world size that no input is, comma-separated (JSON
- * and text alike); how many in *count. */
-static void put_missing(mlprof__sb *out, const report *r, size_t *count)
+/* The ranks below the world size that no input is, comma-separated: each
+ * one (JSON), or runs as "2-127" (text); how many in *count. */
+static void put_missing(mlprof__sb *out, const report *r, int runs, size_t *count)
 {
     long long w = world_of(r);
+    int first = 1;
     *count = 0;
     for (long long k = 0; k < w; k++) {
         if (is_given(r, k))
             continue;
-        mlprof__sb_printf(out, "%s%lld", *count ? "," : "", k);
-        (*count)++;
+        long long end = k;
+        while (runs && end + 1 < w && !is_given(r, end + 1))
+            end++;
+        mlprof__sb_printf(out, "%s%lld", first ? "" : ",", k);
+        if (end > k)
+            mlprof__sb_printf(out, "-%lld", end);
+        first = 0;
+        *count += (size_t)(end - k + 1);
+        k = end;
     }
 }
 
@@ -750,7 +809,7 @@ static void put_json(mlprof__sb *out, const report *r, const an_dist_names *nm, 
     mlprof__sb_json_str(out, clock, strlen(clock));
     size_t missing;
     mlprof__sb_printf(out, ",\"world_size\":%lld,\"missing_ranks\":[", world_of(r));
-    put_missing(out, r, &missing);
+    put_missing(out, r, 0, &missing);
     mlprof__sb_puts(out, "],\"ranks\":[");
     for (size_t i = 0; i < r->n; i++)
         put_rank_json(out, r, i);
@@ -776,7 +835,30 @@ static void put_json(mlprof__sb *out, const report *r, const an_dist_names *nm, 
     size_t m = shown(r, top);
     for (size_t i = 0; i < m; i++)
         put_instance_json(out, r, nm, &r->inst[i], i == 0);
-    mlprof__sb_puts(out, "\n]}}\n");
+    mlprof__sb_puts(out, "\n]},\n\"by_operation\":[");
+    int first = 1;
+    for (size_t i = 0; i < r->nops; i++) {
+        const op_sum *op = &r->ops[i];
+        if (!op->instances)
+            continue;
+        mlprof__sb_puts(out, first ? "\n{\"name\":" : ",\n{\"name\":");
+        first = 0;
+        mlprof__sb_json_str(out, nm->s[op->name], strlen(nm->s[op->name]));
+        mlprof__sb_printf(out, ",\"instances\":%zu,\"skew_total_ns\":%lld,\"skew_mean_ns\":%lld,\"ranks\":[",
+                          op->instances, (long long)op->skew_total, (long long)mean_of(op->skew_total, op->instances));
+        for (size_t k = 0, f = 1; k < r->n; k++) {
+            const rank_sum *q = &op->rs[k];
+            if (!q->instances)
+                continue;
+            mlprof__sb_printf(out, "%s{\"rank\":%lld,\"instances\":%zu,\"last\":%zu,\"late_total_ns\":%lld,"
+                                   "\"late_max_ns\":%lld,\"wait_ns\":%lld}",
+                              f ? "" : ",", r->in[k].rank, q->instances, q->last, (long long)q->late_total,
+                              (long long)q->late_max, (long long)q->wait_total);
+            f = 0;
+        }
+        mlprof__sb_puts(out, "]}");
+    }
+    mlprof__sb_puts(out, "\n]}\n");
 }
 
 static void put_csv(mlprof__sb *out, const report *r)
@@ -800,6 +882,31 @@ static void put_csv(mlprof__sb *out, const report *r)
     }
 }
 
+static void put_csv_collectives(mlprof__sb *out, const report *r, const an_dist_names *nm)
+{
+    mlprof__sb_puts(out, "key,name,seq,rank,arrival_ns,late_ns,wait_ns,duration_ns,bytes,last_rank,skew_ns,"
+                         "complete\n");
+    for (size_t i = 0; i < r->ninst; i++) {
+        const instance *x = &r->inst[i];
+        for (size_t k = 0; k < x->m; k++) {
+            const ref *f = &r->refs[x->first + k];
+            int64_t a = arrival(r, f), wait = x->earliest + x->skew - a, dur = f->c->end - f->c->ts;
+            mlprof__sb_csv(out, nm->s[f->c->key]);
+            mlprof__sb_putc(out, ',');
+            mlprof__sb_csv(out, nm->s[f->c->name]);
+            mlprof__sb_printf(out, ",%lld,%lld,%lld,%lld,%lld,%lld,", (long long)f->seq, r->in[f->rank].rank,
+                              (long long)a, (long long)(a - x->earliest), (long long)(wait < dur ? wait : dur),
+                              (long long)dur);
+            if (f->c->bytes > 0)
+                mlprof__sb_double(out, f->c->bytes);
+            mlprof__sb_putc(out, ',');
+            if (x->last_rank >= 0)
+                mlprof__sb_printf(out, "%lld", x->last_rank);
+            mlprof__sb_printf(out, ",%lld,%s\n", (long long)x->skew, x->complete ? "true" : "false");
+        }
+    }
+}
+
 static void put_spread_table(mlprof__sb *out, const char *what, const spread *s)
 {
     mlprof__sb_printf(out, "  %-13s max ", what);
@@ -813,6 +920,46 @@ static void put_spread_table(mlprof__sb *out, const char *what, const spread *s)
     mlprof__sb_printf(out, ", imbalance %.1f%%\n", s->mean > 0 ? (ratio(s) - 1) * 100 : 0.0);
 }
 
+/* Per operation: its instances, their mean skew, the rank last most often
+ * and the rank that waited longest in it. */
+static void put_ops_table(mlprof__sb *out, const report *r, const an_dist_names *nm)
+{
+    int header = 0;
+    for (size_t i = 0; i < r->nops; i++) {
+        const op_sum *op = &r->ops[i];
+        if (!op->instances)
+            continue;
+        if (!header) {
+            mlprof__sb_printf(out, "\nper operation (last most often: the rank and how often; waited longest: the rank "
+                                   "and its wait):\n%9s %12s %16s %24s  %s\n",
+                              "instances", "mean skew", "last most often", "waited longest", "name");
+            header = 1;
+        }
+        size_t most = 0, longest = 0;
+        for (size_t k = 1; k < r->n; k++) {
+            if (op->rs[k].last > op->rs[most].last)
+                most = k;
+            if (op->rs[k].wait_total > op->rs[longest].wait_total)
+                longest = k;
+        }
+        mlprof__sb_printf(out, "%9zu", op->instances);
+        put_dur(out, mean_of(op->skew_total, op->instances), 13);
+        mlprof__sb f;
+        mlprof__sb_init(&f);
+        if (op->rs[most].last)
+            mlprof__sb_printf(&f, "rank %lld (%zu)", r->in[most].rank, op->rs[most].last);
+        else
+            mlprof__sb_puts(&f, "-");
+        mlprof__sb_printf(out, " %16s ", f.data ? f.data : "");
+        mlprof__sb_reset(&f);
+        mlprof__sb_printf(&f, "rank %lld: ", r->in[longest].rank);
+        put_dur(&f, op->rs[longest].wait_total, 0);
+        mlprof__sb_printf(out, "%24s  %s\n", f.data ? f.data : "", nm->s[op->name]);
+        out->failed |= f.failed;
+        mlprof__sb_free(&f);
+    }
+}
+
 static void put_table(mlprof__sb *out, const report *r, const an_dist_names *nm, const char *what,
                       const char *clock, int top)
 {
@@ -820,7 +967,7 @@ static void put_table(mlprof__sb *out, const report *r, const an_dist_names *nm,
     size_t missing;
     mlprof__sb list;
     mlprof__sb_init(&list);
-    put_missing(&list, r, &missing);
+    put_missing(&list, r, 1, &missing);
     if (missing)
         mlprof__sb_printf(out, "missing: %zu of the %lld ranks of the job: %s\n", missing, world_of(r),
                           list.data ? list.data : "");
@@ -892,16 +1039,17 @@ static void put_table(mlprof__sb *out, const report *r, const an_dist_names *nm,
     }
     if (r->incomplete && m)
         mlprof__sb_puts(out, "(*: not every rank of its group recorded it)\n");
+    put_ops_table(out, r, nm);
 }
 
 int an_dist_report(const an_dist_input *in, size_t n, const an_dist_names *names, const char *what,
-                   const char *clock, const an_options *o, mlprof__sb *out, mlprof__sb *notes)
+                   const char *clock, const an_options *o, int csv, mlprof__sb *out, mlprof__sb *notes)
 {
     report r;
     memset(&r, 0, sizeof r);
     r.in = in;
     r.n = n;
-    if (match(&r) != 0) {
+    if (match(&r, names->n) != 0) {
         report_free(&r);
         return -1;
     }
@@ -924,7 +1072,7 @@ int an_dist_report(const an_dist_input *in, size_t n, const an_dist_names *names
     size_t missing;
     mlprof__sb list;
     mlprof__sb_init(&list);
-    put_missing(&list, &r, &missing);
+    put_missing(&list, &r, 1, &missing);
     if (missing)
         mlprof__sb_printf(notes, "%s: %zu of the job's %lld ranks (its world size) are not among the inputs: %s\n", what,
                           missing, world_of(&r), list.data ? list.data : "");
@@ -945,10 +1093,13 @@ int an_dist_report(const an_dist_input *in, size_t n, const an_dist_names *names
     if (o->format == AN_JSON) {
         put_json(out, &r, names, what, clock, o->top);
     } else if (o->format == AN_CSV) {
-        put_csv(out, &r);
-        mlprof__sb_printf(notes, "%s: CSV holds one row per rank; the imbalance, the straggler and the collectives "
-                                 "are in --format table and json\n",
-                          what);
+        if (csv == AN_DIST_CSV_COLLECTIVES)
+            put_csv_collectives(out, &r, names);
+        else
+            put_csv(out, &r);
+        mlprof__sb_printf(notes, "%s: CSV holds one row per %s; the imbalance and the straggler are in --format "
+                                 "table and json\n",
+                          what, csv == AN_DIST_CSV_COLLECTIVES ? "rank's call of each collective" : "rank");
     } else {
         put_table(out, &r, names, what, clock, o->top);
     }

@@ -944,8 +944,8 @@ static int read_single(ranks *rs, const char *path, mlprof__sb *notes, int *dama
     return rc;
 }
 
-int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, mlprof__sb *out, mlprof__sb *notes,
-                  int *damaged, char *err, size_t errlen)
+int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int csv, mlprof__sb *out,
+                  mlprof__sb *notes, int *damaged, char *err, size_t errlen)
 {
     ranks rs;
     memset(&rs, 0, sizeof rs);
@@ -1012,7 +1012,7 @@ int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, mlpro
                                 r->rank_from ? r->rank_from : r->rank_given ? "distributedInfo" : "file order",
                                 r->world_size, offset[i], &r->d};
     }
-    if (rc == 0 && an_dist_report(in, rs.n, &rs.names, what, clock, o, out, notes) != 0) {
+    if (rc == 0 && an_dist_report(in, rs.n, &rs.names, what, clock, o, csv, out, notes) != 0) {
         snprintf(err, errlen, "out of memory");
         rc = -1;
     }

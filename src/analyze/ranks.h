@@ -61,11 +61,12 @@ int an_ranks_diff(const char *dir_a, const char *dir_b, const an_options *o, con
  * that rank alone). Each trace is read, summarized (an_dist_collect) and
  * freed before the next: memory holds one trace and every rank's summary (its
  * totals, and 48 bytes per collective call). The ranks' times are put on one
- * clock by an_merge_offsets (a merged trace's are already). Returns 0; or -1
+ * clock by an_merge_offsets (a merged trace's are already). csv: the CSV
+ * table (AN_DIST_CSV_*) with o->format AN_CSV. Returns 0; or -1
  * with err set: nothing to read, a file that is not a trace, two traces that
  * say the same rank, out of memory. *damaged is set when a trace was read
  * only in part. */
-int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, mlprof__sb *out, mlprof__sb *notes,
-                  int *damaged, char *err, size_t errlen);
+int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int csv, mlprof__sb *out,
+                  mlprof__sb *notes, int *damaged, char *err, size_t errlen);
 
 #endif /* MLPROF_ANALYZE_RANKS_H */

@@ -72,8 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (an_dist_collect(&t, NULL, 0, &names, AN_DIST_SRC_NONE, &dr) == 0) {
         an_dist_input in[2] = {{0, "a", "file order", 3, 0, &dr}, {1, "b", "file order", -1, 1000000, &dr}};
         mlprof__sb_init(&notes);
-        for (o.format = AN_TABLE; o.format <= AN_CSV; o.format++) {
-            an_dist_report(in, 2, &names, "fuzz", "shared clock", &o, &out, &notes);
+        for (int f = 0; f <= AN_CSV + 1; f++) {
+            o.format = f > AN_CSV ? AN_CSV : f;
+            an_dist_report(in, 2, &names, "fuzz", "shared clock", &o, f > AN_CSV, &out, &notes);
             mlprof__sb_reset(&out);
         }
         mlprof__sb_free(&notes);
