@@ -291,6 +291,8 @@ static int collect_colls(const an_trace *t, const int64_t *pids, size_t npids, a
     }
     if (r->source != AN_DIST_SRC_MPI)
         number_by_order(r);
+    else
+        mlprof__sort(r->c, r->nc, sizeof *r->c, by_key_start);
     return 0;
 }
 

@@ -66,9 +66,10 @@ typedef struct an_dist_rank {
  * calls carry a peer), else its communication kernels, else its nccl:/gloo:
  * operators; source (AN_DIST_SRC_*, not NONE) asks for those of one kind
  * whatever else the rank has (kernels DIR: its communication kernels).
- * Records without a sequence number of their own are numbered by order, and
- * the records are then grouped by name (ascending index) in the order they
- * start. Returns 0, or -1 when out of memory. */
+ * Records without a sequence number of their own (kernels, operators) are
+ * numbered by order; the records come grouped by key (ascending index; the
+ * name but for MPI's), in the order they start. Returns 0, or -1 when out of
+ * memory. */
 int an_dist_collect(const an_trace *t, const int64_t *pids, size_t npids, an_dist_names *names, int source,
                     an_dist_rank *r);
 void an_dist_rank_free(an_dist_rank *r);
