@@ -198,15 +198,20 @@ static int is_matched_op(const an_event *e)
     return prefix(e->name, "nccl:") || prefix(e->name, "gloo:");
 }
 
+/* pids is sorted: a binary search, since every event of a merged trace asks. */
 static int in_pids(const an_event *e, const int64_t *pids, size_t npids)
 {
     if (!pids)
         return 1;
-    for (size_t i = 0; i < npids; i++) {
-        if (pids[i] == e->pid)
-            return 1;
+    size_t lo = 0, hi = npids;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pids[mid] < e->pid)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return 0;
+    return lo < npids && pids[lo] == e->pid;
 }
 
 /* MPI's collectives carry comm and seq; its point-to-point calls a peer too. */

@@ -55,8 +55,8 @@ typedef struct an_dist_rank {
     size_t nc, cap;
 } an_dist_rank;
 
-/* Summarizes the events of t whose pid is one of pids (all of t's when pids
- * is NULL). Communication: spans of category "mpi" (mlprof's MPI hook), GPU
+/* Summarizes the events of t whose pid is one of pids (sorted ascending; all
+ * of t's when pids is NULL). Communication: spans of category "mpi" (mlprof's MPI hook), GPU
  * kernels an_gpu_kind calls communication (ncclKernel*, ncclDevKernel*), and
  * CPU operators named nccl:*, gloo:*, c10d::* or record_param_comms. A rank
  * with GPU activity is measured on the GPU (kernels, copies, memsets), else on
