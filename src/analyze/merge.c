@@ -627,6 +627,15 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
         }
     }
     mlprof__sb_printf(out, "\"otherData\":{\"mlprof_version\":\"%s\",", MLPROF_VERSION_STRING);
+    /* still one host's monotonic clock, unshifted: said as its inputs say it, so
+     * that this output merges with (or is compared to) other traces of that host
+     * on the shared clock, as mlprof run's per-rank files are */
+    char host[256];
+    if (method == AN_ALIGN_SHARED && same_clock(in, n) && an_other_data_str(in[0], "host", host, sizeof host)) {
+        mlprof__sb_puts(out, "\"host\":");
+        mlprof__sb_json_str(out, host, strlen(host));
+        mlprof__sb_puts(out, ",\"clock_domain\":\"CLOCK_MONOTONIC\",");
+    }
     put_merge_data(out, in, n, o, offset, cs, method, step, maps, nmap);
     mlprof__sb_puts(out, "}\n}\n");
     *method_out = method;
