@@ -208,14 +208,15 @@ def test_mpi_only():
     for r in range(2):
         ev = [mpi_coll("MPI_Barrier", 10 + 5 * r, 30, 7, 1, 2, 1000 + r),
               mpi_coll("MPI_Barrier", 50, 60, 7, 2, 2, 1000 + r)]
-        ev.insert(0, span("MPI_Init", "mpi", 0, 5, pid=1000 + r))
+        ev.insert(0, span("MPI_Init", "mpi", 2 * r, 5, pid=1000 + r))  # rank 1's first event 2 us late
         write(os.path.join(d, f"r{r}.json"), {"traceEvents": ev, "distributedInfo": {"rank": r, "world_size": 2},
                                               "otherData": {"host": "h", "clock_domain": "CLOCK_MONOTONIC"}})
     p = mlprof("ranks", d, "--format", "json")
     k = as_json(p, "mpi only")
     if k:
         got = [(r["compute_ns"], r["communication_ns"], r["idle_ns"], r["compute_from"]) for r in k["ranks"]]
-        check(got == [(25 * US, 35 * US, 0, "outside communication"), (30 * US, 30 * US, 0, "outside communication")],
+        # compute: what communication leaves of the job's window (0 to 60 us), rank 1's first 2 us included
+        check(got == [(25 * US, 35 * US, 0, "outside communication"), (32 * US, 28 * US, 0, "outside communication")],
               f"mpi only: {got}")
         check(k["straggler"]["rank"] == 1 and k["collectives"]["by_skew"][0]["skew_ns"] == 5 * US,
               f"mpi only: straggler {k['straggler']}")
@@ -276,7 +277,8 @@ def test_gloo_cpu():
     d = fresh_dir("gloo")
     ops0 = [("ProfilerStep#1", "user_annotation", 0, 30), ("aten::add", "cpu_op", 0, 20),
             ("gloo:all_reduce", "user_annotation", 20, 30)]
-    ops1 = [("aten::add", "cpu_op", 0, 24), ("record_param_comms", "cpu_op", 24, 30),
+    # rank 1 starts 5 us late: the job's window still starts at rank 0's first event, and the 5 us are idle
+    ops1 = [("aten::add", "cpu_op", 5, 24), ("record_param_comms", "cpu_op", 24, 30),
             ("gloo:all_reduce", "user_annotation", 25, 30)]
     p0 = write(os.path.join(d, "r0.json"), kineto_rank(0, [], ops0))
     p1 = write(os.path.join(d, "r1.json"), kineto_rank(1, [], ops1))
@@ -286,7 +288,9 @@ def test_gloo_cpu():
     got = [(r["measured_on"], r["wall_ns"], r["compute_ns"], r["communication_ns"], r["idle_ns"], r["last"],
             r["collectives_from"]) for r in k["ranks"]]
     check(got == [("cpu", 30 * US, 20 * US, 10 * US, 0, 0, "nccl/gloo operators"),
-                  ("cpu", 30 * US, 24 * US, 6 * US, 0, 1, "nccl/gloo operators")], f"gloo: {got}")
+                  ("cpu", 30 * US, 19 * US, 6 * US, 5 * US, 1, "nccl/gloo operators")], f"gloo: {got}")
+    check(k["window"] == {"start_ns": BASE_US * US, "end_ns": (BASE_US + 30) * US, "wall_ns": 30 * US}
+          and k["ranks"][1]["first_ns"] == (BASE_US + 5) * US, f"gloo: window {k['window']} {k['ranks'][1]}")
     check([(x["name"], x["skew_ns"]) for x in k["collectives"]["by_skew"]] == [("gloo:all_reduce", 5 * US)],
           f"gloo collectives {k['collectives']}")
 

@@ -367,8 +367,7 @@ int an_dist_collect(const an_trace *t, const int64_t *pids, size_t npids, an_dis
         r->comm = ivl_union(&ms);
         if (!r->on_gpu && !r->compute_events) {
             /* only communication was recorded (the MPI hook alone): what it leaves is the program's */
-            r->compute_outside = 1;
-            r->compute = r->t1 - r->t0 - r->comm;
+            r->compute_outside = 1; /* the report takes what communication leaves of the job's window */
         } else {
             r->compute = ivl_union(&cs);
             r->overlap = ivl_common(&cs, &ms);
@@ -443,6 +442,7 @@ typedef struct report {
     uint32_t *op_of; /* name -> index + 1 into ops */
     struct op_sum *ops;
     size_t nops;
+    int64_t win0, win1; /* the job's window: every rank's events, on the common clock */
 } report;
 
 typedef struct op_sum {
@@ -586,21 +586,44 @@ static int by_skew(const void *pa, const void *pb)
     return a->first < b->first ? -1 : a->first > b->first;
 }
 
-static int64_t wall(const an_dist_rank *d)
+/* The job's window: from the first event of any rank to the last one's end. */
+static void find_window(report *r)
 {
-    return d->t1 - d->t0;
+    r->win0 = INT64_MAX;
+    r->win1 = INT64_MIN;
+    for (size_t i = 0; i < r->n; i++) {
+        const an_dist_rank *d = r->in[i].d;
+        if (!d->comm_events && !d->compute_events && d->t1 <= d->t0)
+            continue; /* no event: nothing to place */
+        if (d->t0 + r->in[i].offset < r->win0)
+            r->win0 = d->t0 + r->in[i].offset;
+        if (d->t1 + r->in[i].offset > r->win1)
+            r->win1 = d->t1 + r->in[i].offset;
+    }
+    if (r->win0 > r->win1)
+        r->win0 = r->win1 = 0;
 }
 
-static int64_t idle(const an_dist_rank *d)
+static int64_t wall(const report *r)
 {
-    return wall(d) - (d->compute + d->comm - d->overlap);
+    return r->win1 - r->win0;
+}
+
+static int64_t compute_of(const report *r, const an_dist_rank *d)
+{
+    return d->compute_outside ? wall(r) - d->comm : d->compute;
+}
+
+static int64_t idle(const report *r, const an_dist_rank *d)
+{
+    return wall(r) - (compute_of(r, d) + d->comm - d->overlap);
 }
 
 static spread spread_of(const report *r, int which)
 {
     spread s = {INT64_MIN, INT64_MAX, 0, -1, -1};
     for (size_t i = 0; i < r->n; i++) {
-        int64_t v = which ? r->in[i].d->comm : r->in[i].d->compute;
+        int64_t v = which ? r->in[i].d->comm : compute_of(r, r->in[i].d);
         if (v > s.max) {
             s.max = v;
             s.max_rank = r->in[i].rank;
@@ -620,6 +643,7 @@ static spread spread_of(const report *r, int which)
 
 static void finish(report *r)
 {
+    find_window(r);
     mlprof__sort(r->inst, r->ninst, sizeof *r->inst, by_skew);
     r->straggler = -1;
     size_t best = 0;
@@ -741,10 +765,12 @@ static void put_rank_json(mlprof__sb *out, const report *r, size_t i)
                       in->rank_from);
     mlprof__sb_json_str(out, in->path, strlen(in->path));
     mlprof__sb_printf(out, ",\"measured_on\":\"%s\",\"compute_from\":\"%s\",\"collectives_from\":\"%s\","
-                           "\"start_ns\":%lld,\"wall_ns\":%lld,\"compute_ns\":%lld,\"communication_ns\":%lld,"
+                           "\"first_ns\":%lld,\"last_ns\":%lld,\"wall_ns\":%lld,\"compute_ns\":%lld,"
+                           "\"communication_ns\":%lld,"
                            "\"overlap_ns\":%lld,\"overlap_pct\":",
                       device_of(d), d->compute_outside ? "outside communication" : "spans", k_sources[d->source],
-                      (long long)(d->t0 + in->offset), (long long)wall(d), (long long)d->compute,
+                      (long long)(d->t0 + in->offset), (long long)(d->t1 + in->offset), (long long)wall(r),
+                      (long long)compute_of(r, d),
                       (long long)d->comm, (long long)d->overlap);
     if (d->comm)
         mlprof__sb_double(out, pct(d->overlap, d->comm));
@@ -753,7 +779,7 @@ static void put_rank_json(mlprof__sb *out, const report *r, size_t i)
     mlprof__sb_printf(out, ",\"exposed_communication_ns\":%lld,\"idle_ns\":%lld,\"collectives\":%zu,"
                            "\"matched\":%zu,\"last\":%zu,\"last_by_total_ns\":%lld,\"late_total_ns\":%lld,"
                            "\"late_mean_ns\":%lld,\"late_max_ns\":%lld,\"wait_ns\":%lld}",
-                      (long long)(d->comm - d->overlap), (long long)idle(d), d->nc, s->instances, s->last,
+                      (long long)(d->comm - d->overlap), (long long)idle(r, d), d->nc, s->instances, s->last,
                       (long long)s->last_by, (long long)s->late_total, (long long)mean_of(s->late_total, s->instances),
                       (long long)s->late_max, (long long)s->wait_total);
 }
@@ -815,6 +841,8 @@ static void put_json(mlprof__sb *out, const report *r, const an_dist_names *nm, 
     mlprof__sb_puts(out, ",\"clock\":");
     mlprof__sb_json_str(out, clock, strlen(clock));
     size_t missing;
+    mlprof__sb_printf(out, ",\"window\":{\"start_ns\":%lld,\"end_ns\":%lld,\"wall_ns\":%lld}", (long long)r->win0,
+                      (long long)r->win1, (long long)wall(r));
     mlprof__sb_printf(out, ",\"world_size\":%lld,\"missing_ranks\":[", world_of(r));
     put_missing(out, r, 0, &missing);
     mlprof__sb_puts(out, "],\"ranks\":[");
@@ -878,12 +906,12 @@ static void put_csv(mlprof__sb *out, const report *r)
         const rank_sum *s = &r->rs[i];
         mlprof__sb_printf(out, "%lld,", r->in[i].rank);
         mlprof__sb_csv(out, r->in[i].path);
-        mlprof__sb_printf(out, ",%s,%lld,%lld,%lld,%lld,", device_of(d), (long long)wall(d), (long long)d->compute,
+        mlprof__sb_printf(out, ",%s,%lld,%lld,%lld,%lld,", device_of(d), (long long)wall(r), (long long)compute_of(r, d),
                           (long long)d->comm, (long long)d->overlap);
         if (d->comm)
             mlprof__sb_printf(out, "%.2f", pct(d->overlap, d->comm));
         mlprof__sb_printf(out, ",%lld,%lld,%zu,%zu,%zu,%lld,%lld,%lld,%lld\n", (long long)(d->comm - d->overlap),
-                          (long long)idle(d), d->nc, s->instances, s->last, (long long)s->late_total,
+                          (long long)idle(r, d), d->nc, s->instances, s->last, (long long)s->late_total,
                           (long long)mean_of(s->late_total, s->instances), (long long)s->late_max,
                           (long long)s->wait_total);
     }
@@ -987,15 +1015,15 @@ static void put_table(mlprof__sb *out, const report *r, const an_dist_names *nm,
         const an_dist_rank *d = r->in[i].d;
         const rank_sum *s = &r->rs[i];
         mlprof__sb_printf(out, "%5lld %4s", r->in[i].rank, device_of(d));
-        put_dur(out, wall(d), 12);
-        put_dur(out, d->compute, 12);
+        put_dur(out, wall(r), 12);
+        put_dur(out, compute_of(r, d), 12);
         put_dur(out, d->comm, 12);
         put_dur(out, d->overlap, 12);
         if (d->comm)
             mlprof__sb_printf(out, " %7.1f%%", pct(d->overlap, d->comm));
         else
             mlprof__sb_printf(out, " %8s", "-");
-        put_dur(out, idle(d), 12);
+        put_dur(out, idle(r, d), 12);
         mlprof__sb_printf(out, " %6zu %5zu", s->instances, s->last);
         put_dur(out, s->late_total, 12);
         put_dur(out, mean_of(s->late_total, s->instances), 12);
@@ -1118,7 +1146,10 @@ const char an_dist_help[] =
     "Figures per rank (its own events; intervals are joined over all its threads,\n"
     "or on a GPU rank over all its devices and streams, so that work done at the\n"
     "same time counts once):\n"
-    "  wall           from its first event's start to its last event's end\n"
+    "  wall           the job's window, the same for every rank: from the first\n"
+    "                 event of any rank to the end of the last (on the common\n"
+    "                 clock), so that a rank that starts late or stops early\n"
+    "                 (killed) shows the rest as idle\n"
     "  communication  M: time in communication: MPI calls (spans of category mpi);\n"
     "                 on a GPU rank, NCCL's kernels (ncclKernel*, ncclDevKernel*);\n"
     "                 on a CPU rank, nccl:*, gloo:*, c10d::* and record_param_comms\n"
@@ -1127,8 +1158,9 @@ const char an_dist_help[] =
     "                 trace's envelope excepted), less on each thread the time of\n"
     "                 its communication calls (a step around an MPI call does not\n"
     "                 compute while the call runs). A CPU rank that recorded only\n"
-    "                 communication (the mpi hook alone) counts the time outside\n"
-    "                 it: compute = wall - communication (said on standard error)\n"
+    "                 communication (the mpi hook alone) counts the window's time\n"
+    "                 outside it: compute = wall - communication (said on\n"
+    "                 standard error)\n"
     "  overlap        time in both C and M; overlap% = overlap / communication,\n"
     "                 as HTA's comm/comp overlap (HTA measures GPU kernels only,\n"
     "                 and counts copies and memsets as neither)\n"

@@ -43,12 +43,13 @@ typedef struct an_dist_coll {
 /* A rank's summary. Intervals are unions over every thread and device of the
  * rank, so that concurrent work is counted once. */
 typedef struct an_dist_rank {
-    int64_t t0, t1;    /* its first event's start, its last event's end */
+    int64_t t0, t1;    /* its first event's start, its last event's end (its own clock) */
     int64_t compute;   /* |C|: the union of computation intervals */
     int64_t comm;      /* |M|: the union of communication intervals */
     int64_t overlap;   /* |C and M| */
     int on_gpu;        /* C and M are GPU activity (the rank ran kernels), else CPU spans */
-    int compute_outside; /* a CPU rank with no computation span: C is taken as what M leaves */
+    int compute_outside; /* a CPU rank with no computation span: C is what M leaves of the
+                            job's window (the report's, compute 0 here) */
     int source;        /* AN_DIST_SRC_* of its collectives */
     size_t comm_events, compute_events;
     an_dist_coll *c;
