@@ -158,6 +158,15 @@ def test_mpi_ranks():
     mlprof("merge", *paths, "-o", merged)
     check_mpi_report(as_json(mlprof("ranks", merged, "--format", "json"), "ranks MERGED"), "ranks MERGED",
                      "otherData.merge")
+    # the merged timeline beside the ranks' files (as mlprof run leaves it): skipped, said
+    beside = fresh_dir("mpi_beside")
+    for q in paths + [merged]:
+        shutil.copy(q, beside)
+    p = mlprof("ranks", beside, "--format", "json")
+    check_mpi_report(as_json(p, "ranks DIR with the merged trace"), "ranks DIR with the merged trace")
+    check("mpi_merged.json: skipped: a merged trace of several ranks" in p.stderr, f"merged beside: {p.stderr!r}")
+    p = mlprof("ranks", paths[0], merged, expect=1)
+    check("mpi_merged.json: a merged trace of several ranks" in p.stderr, f"merged among files: {p.stderr!r}")
     # labels of the user's: the ranks come from otherData.merge.inputs alone
     named = os.path.join(OUT, "mpi_merged_named.json")
     mlprof("merge", *paths, "--names", "w,x,y,z", "-o", named)

@@ -165,6 +165,8 @@ static long long world_size(const an_trace *t)
     return end != p + 13 && w > 0 ? w : -1;
 }
 
+static size_t merged_ranks_in(const an_trace *t);
+
 /* Reads one trace, analyses it into a new rank (or skips it, said in rs). */
 static int read_one(ranks *rs, const char *path, const an_options *o, an_analysis_fn fn,
                     const an_ranks_options *ro, mlprof__sb *notes, int *damaged, char *err, size_t errlen)
@@ -193,8 +195,11 @@ static int read_one(ranks *rs, const char *path, const an_options *o, an_analysi
         mlprof__sb_printf(notes, "warning: %s; using the %zu events read before it\n", t.error, t.nev);
         *damaged = 1;
     }
-    if (empty) {
-        rc = add_skipped(rs, path, "holds no trace event");
+    const char *skip = empty ? "holds no trace event" : NULL;
+    if (!skip && ro->dist && merged_ranks_in(&t) >= 2)
+        skip = "a merged trace of several ranks, beside the ranks' own (give it alone: mlprof ranks MERGED)";
+    if (skip) {
+        rc = add_skipped(rs, path, skip);
         an_trace_free(&t);
         if (rc != 0)
             snprintf(err, errlen, "out of memory");
@@ -840,6 +845,30 @@ static size_t distinct_ranks(const pid_rank *p, size_t n)
     return d;
 }
 
+/* The (pid, rank) pairs of a merged trace: its otherData.merge.inputs, else
+ * its processes' names; *from says which. NULL when out of memory. */
+static pid_rank *merged_pids(const an_trace *t, size_t *np, const char **from)
+{
+    *from = "otherData.merge";
+    pid_rank *p = merge_inputs(t, np);
+    if (distinct_ranks(p, *np) >= 2)
+        return p;
+    mlprof__free(p);
+    *from = "process name";
+    return merged_ranks(t, np);
+}
+
+/* How many ranks a merged trace holds (0 or 1 for a trace of one rank). */
+static size_t merged_ranks_in(const an_trace *t)
+{
+    size_t np;
+    const char *from;
+    pid_rank *p = merged_pids(t, &np, &from);
+    size_t d = p ? distinct_ranks(p, np) : 0;
+    mlprof__free(p);
+    return d;
+}
+
 /* What otherData.merge.method of a merged trace says, into buf. */
 static void merge_method(const an_trace *t, char *buf, size_t len)
 {
@@ -912,18 +941,11 @@ static int read_single(ranks *rs, const char *path, mlprof__sb *notes, int *dama
     int rc = an_trace_read(&t, path);
     size_t np = 0;
     pid_rank *p = NULL;
-    const char *from = "otherData.merge";
-    if (rc == 0 || (t.partial && t.nev)) {
-        p = merge_inputs(&t, &np);
-        if (distinct_ranks(p, np) < 2) {
-            mlprof__free(p);
-            from = "process name";
-            if (!(p = merged_ranks(&t, &np))) {
-                an_trace_free(&t);
-                snprintf(err, errlen, "out of memory");
-                return -1;
-            }
-        }
+    const char *from = "";
+    if ((rc == 0 || (t.partial && t.nev)) && !(p = merged_pids(&t, &np, &from))) {
+        an_trace_free(&t);
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
     if (distinct_ranks(p, np) < 2) { /* not merged: one rank, read as any other */
         mlprof__free(p);
