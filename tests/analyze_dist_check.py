@@ -17,6 +17,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 from analyze_util import check, command, failures
@@ -362,9 +363,84 @@ def test_real_kineto():
               "real: the merged trace and the directory disagree")
 
 
+MPI_APP = r"""
+#include <mpi.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    double x = rank, y = 0;
+    for (int i = 0; i < 3; i++) {
+        if (rank == 3)
+            usleep(300000); /* the straggler: the others wait for it at every Allreduce */
+        MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+RANK_SH = """#!/bin/sh
+r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}
+dir=$1; shift
+exec "$ANALYZE_DIST_MLPROF" run -q --hooks mpi -o "$dir/rank$r.json" -- "$@"
+"""
+
+
+def test_mpirun():
+    """Four ranks of a real MPI program under mlprof run: rank 3 arrives last
+    at every Allreduce, by at least most of the time it sleeps before each."""
+    mpicc, mpirun = shutil.which("mpicc"), shutil.which("mpirun")
+    if not mpicc or not mpirun:
+        print("analyze_dist_check: skipping the mpirun run: no mpicc or mpirun (openmpi-bin, libopenmpi-dev)")
+        return
+    if os.environ.get("RUN_CHECK_SANITIZED") == "1":
+        print("analyze_dist_check: skipping the mpirun run: a sanitized preload library in mpirun's ranks")
+        return
+    probe = subprocess.run([MLPROF, "run", "-q", "--hooks", "mpi", "-o", os.path.join(OUT, "probe.json"), "--",
+                            "true"], capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        why = (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[0]
+        print(f"analyze_dist_check: skipping the mpirun run: this mlprof has no mpi hook ({why})")
+        return
+    d = fresh_dir("mpirun")
+    traces = fresh_dir("mpirun_traces")
+    app = os.path.join(d, "app")
+    write(app + ".c", MPI_APP)
+    b = subprocess.run([mpicc, "-O1", "-o", app, app + ".c"], capture_output=True, text=True)
+    if b.returncode != 0:
+        print(f"analyze_dist_check: skipping the mpirun run: mpicc failed: {b.stderr[:300]}")
+        return
+    write(os.path.join(d, "rank.sh"), RANK_SH)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", ANALYZE_DIST_MLPROF=os.path.abspath(MLPROF))
+    p = subprocess.run([mpirun, "--oversubscribe", "-n", "4", "sh", os.path.join(d, "rank.sh"), traces, app],
+                       env=env, cwd=d, capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, f"mpirun: exit {p.returncode}: {p.stdout[-500:]} {p.stderr[-500:]}")
+    k = as_json(mlprof("ranks", traces, "--format", "json", "-t", "0"), "mpirun")
+    if not k:
+        return
+    check([r["rank"] for r in k["ranks"]] == [0, 1, 2, 3] and k["clock"] != "trace starts",
+          f"mpirun: ranks {[r['rank'] for r in k['ranks']]}, clock {k['clock']}")
+    for r in k["ranks"]:
+        check(r["wall_ns"] == r["compute_ns"] + r["communication_ns"] - r["overlap_ns"] + r["idle_ns"]
+              and r["collectives_from"] == "mpi", f"mpirun: rank {r}")
+    ops = {o["name"]: o for o in k["by_operation"]}
+    allreduce = ops.get("MPI_Allreduce", {"instances": 0, "ranks": []})
+    last = {q["rank"]: q["last"] for q in allreduce["ranks"]}
+    check(allreduce["instances"] == 3 and last.get(3) == 3, f"mpirun: the Allreduces {allreduce}")
+    skews = [x["skew_ns"] for x in k["collectives"]["by_skew"] if x["name"] == "MPI_Allreduce"]
+    check(len(skews) == 3 and min(skews) >= 100000000 and k["straggler"]["rank"] == 3,
+          f"mpirun: skews {skews}, straggler {k['straggler']}")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    tests = [test_mpi_ranks, test_mpi_only, test_kineto_gpu, test_gloo_cpu, test_bad_input, test_real_kineto]
+    tests = [test_mpi_ranks, test_mpi_only, test_kineto_gpu, test_gloo_cpu, test_bad_input, test_real_kineto,
+             test_mpirun]
     for test in tests:
         test()
     if failures:
