@@ -233,6 +233,39 @@ def test_mpi_only():
     check("recorded only communication" in p.stderr, f"mpi only: the note {p.stderr!r}")
 
 
+def test_clock_sync():
+    """Two hosts' ranks with the offsets and drift they measured (contract:
+    reference(t) = t + offset_ns + drift_ppb * (t - at_ns) / 1e9): arrivals
+    compared on rank 0's clock, as merge puts them, to the nanosecond."""
+    d = fresh_dir("clock_sync")
+    at_ns = T0 * US
+    # rank 1's clock is 1 ms behind and gains 1000 ppm: its local T0 + 100 us is rank 0's T0 + 1100.1 us
+    syncs = [{"offset_ns": 0, "drift_ppb": 0, "bound_ns": 200},
+             {"offset_ns": 1000000, "drift_ppb": 1000000, "bound_ns": 500}]
+    starts = [1100, 100]
+    paths = []
+    for r in range(2):
+        cs = dict(method="mpi_pingpong", reference_rank=0,
+                  samples=[{"at_ns": at_ns, "offset_ns": syncs[r]["offset_ns"], "bound_ns": syncs[r]["bound_ns"],
+                            "rtt_ns": 1000, "exchanges": 24}], **syncs[r])
+        ev = [span("work", "app", starts[r] - 100, starts[r], pid=1000 + r),
+              mpi_coll("MPI_Barrier", starts[r], starts[r] + 50, 1, 0, 2, 1000 + r)]
+        paths.append(write(os.path.join(d, f"r{r}.json"), {
+            "traceEvents": ev, "distributedInfo": {"rank": r, "world_size": 2},
+            "otherData": {"host": f"host{r}", "clock_domain": "CLOCK_MONOTONIC", "clock_sync": cs}}))
+    k = as_json(mlprof("ranks", *paths, "--format", "json"), "clock sync")
+    if k:
+        x = k["collectives"]["by_skew"]
+        check(k["clock"] == "clock sync, within 500 ns" and x and x[0]["last_rank"] == 1 and x[0]["skew_ns"] == 100
+              and x[0]["earliest_arrival_ns"] == (T0 + 1100) * US, f"clock sync: {k['clock']} {x}")
+    merged = os.path.join(OUT, "clock_sync_merged.json")
+    mlprof("merge", *paths, "-o", merged)
+    m = as_json(mlprof("ranks", merged, "--format", "json"), "clock sync merged")
+    if m:
+        x = m["collectives"]["by_skew"]
+        check(x and x[0]["last_rank"] == 1 and x[0]["skew_ns"] == 100, f"clock sync merged: {x}")
+
+
 BASE_US = 1700000000000000  # epoch us, as Kineto stamps
 
 
@@ -439,7 +472,7 @@ def test_mpirun():
 
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    tests = [test_mpi_ranks, test_mpi_only, test_kineto_gpu, test_gloo_cpu, test_bad_input, test_real_kineto,
+    tests = [test_mpi_ranks, test_mpi_only, test_clock_sync, test_kineto_gpu, test_gloo_cpu, test_bad_input, test_real_kineto,
              test_mpirun]
     for test in tests:
         test()

@@ -74,7 +74,7 @@ typedef struct stragglers {
 } stragglers;
 
 static const char *const k_clock_names[] = {"shared clock", "given offsets", "sync marker", "trace starts",
-                                            "system clock"};
+                                            "system clock", "clock sync"};
 
 /* The name of an alignment (AN_ALIGN_*); one added to merge.h later than
  * this table is still named, not read out of bounds. */
@@ -280,7 +280,8 @@ static int number_ranks(ranks *rs, mlprof__sb *notes, char *err, size_t errlen)
     for (size_t i = 1; i < rs->n; i++) {
         if (rs->r[i].rank == rs->r[i - 1].rank) {
             snprintf(err, errlen, "%s: two traces say they are rank %lld: %s and %s (give each rank's trace "
-                                  "alone, or one run's traces)",
+                                  "alone, or one run's traces; for a rank of several processes, the job's "
+                                  "merged trace)",
                      rs->dir, rs->r[i].rank, rs->r[i - 1].path, rs->r[i].path);
             return -1;
         }
@@ -974,6 +975,17 @@ static int read_single(ranks *rs, const char *path, mlprof__sb *notes, int *dama
     return rc;
 }
 
+/* A rank's times on the reference clock its clock sync measured. */
+static void sync_times(an_dist_rank *d, const an_clock_sync *cs)
+{
+    d->t0 += an_clock_sync_shift(cs, d->t0);
+    d->t1 += an_clock_sync_shift(cs, d->t1);
+    for (size_t k = 0; k < d->nc; k++) {
+        d->c[k].ts += an_clock_sync_shift(cs, d->c[k].ts);
+        d->c[k].end += an_clock_sync_shift(cs, d->c[k].end);
+    }
+}
+
 int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int csv, mlprof__sb *out,
                   mlprof__sb *notes, int *damaged, char *err, size_t errlen)
 {
@@ -1031,6 +1043,19 @@ int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int c
         int method = 0;
         rc = an_merge_offsets(clocks, rs.n, &mo, offset, &method, err, errlen);
         snprintf(clock, sizeof clock, "%s", rs.n < 2 ? "one rank" : clock_name(method));
+        if (rc == 0 && method == AN_ALIGN_CLOCK_SYNC && rs.n > 1) {
+            /* offsets and drift the ranks measured: each time moved as merge moves it */
+            int64_t worst = -1;
+            for (size_t i = 0; i < rs.n; i++) {
+                an_clock_sync cs;
+                an_clock_sync_read(&rs.r[i].clock, &cs);
+                sync_times(&rs.r[i].d, &cs);
+                offset[i] = 0;
+                worst = cs.bound_ns > worst ? cs.bound_ns : worst;
+            }
+            if (worst >= 0)
+                snprintf(clock, sizeof clock, "clock sync, within %lld ns", (long long)worst);
+        }
         if (rc == 0 && method == AN_ALIGN_STARTS && rs.n > 1)
             mlprof__sb_printf(notes, "%s: warning: the traces do not say they share a clock; their starts are lined "
                                      "up, and arrivals are only as good as that\n",

@@ -61,7 +61,8 @@ int an_ranks_diff(const char *dir_a, const char *dir_b, const an_options *o, con
  * that rank alone). Each trace is read, summarized (an_dist_collect) and
  * freed before the next: memory holds one trace and every rank's summary (its
  * totals, and 48 bytes per collective call). The ranks' times are put on one
- * clock by an_merge_offsets (a merged trace's are already). csv: the CSV
+ * clock by an_merge_offsets, a measured clock sync's drift applied to each
+ * time as merge applies it (a merged trace's are already). csv: the CSV
  * table (AN_DIST_CSV_*) with o->format AN_CSV. Returns 0; or -1
  * with err set: nothing to read, a file that is not a trace, two traces that
  * say the same rank, out of memory. *damaged is set when a trace was read
