@@ -224,11 +224,12 @@ void mlprof__rate_start(mlprof__rate *r, mlprof_domain *d, const char *name, dou
     r->scale = scale;
     r->wrap = wrap;
     r->last = value;
-    r->last_ns = mlprof__clock_monotonic_ns();
+    r->last_ns = mlprof_now_ns();
 }
 
-void mlprof__rate_put(mlprof__rate *r, uint64_t value, uint64_t now_ns)
+void mlprof__rate_put(mlprof__rate *r, uint64_t value)
 {
+    uint64_t now_ns = mlprof_now_ns();
     uint64_t grew;
     if (value >= r->last)
         grew = value - r->last;

@@ -40,7 +40,13 @@ typedef struct mlprof__rate {
 } mlprof__rate;
 void mlprof__rate_start(mlprof__rate *r, mlprof_domain *d, const char *name, double scale, uint64_t wrap,
                         uint64_t value);
-void mlprof__rate_put(mlprof__rate *r, uint64_t value, uint64_t now_ns);
+/* The time of a rate's sample is read here, after its value and right
+ * before its record: the span each value covers is the span between the
+ * records' times, so that value x span adds up to what the count grew by,
+ * whatever delays the sampler met (a sampler descheduled between one clock
+ * reading for all sources and the records made its series disagree with
+ * the process's CPU clock by a tenth on a loaded machine). */
+void mlprof__rate_put(mlprof__rate *r, uint64_t value);
 void mlprof__rate_end(mlprof__rate *r, int after_fork);
 
 

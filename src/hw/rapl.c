@@ -289,11 +289,11 @@ static void rapl_sample(void *state, uint64_t now_ns)
         uint64_t v = zone_read(z);
         z->moved |= v != z->first;
         if (z->moved) {
-            mlprof__rate_put(&z->rate, v, now_ns);
+            mlprof__rate_put(&z->rate, v);
         } else if (now_ns - z->opened_ns >= STILL_NS) {
             zone_still(z, now_ns);
         } else {
-            z->rate.last_ns = now_ns; /* nothing yet: the first sample covers only its own period */
+            z->rate.last_ns = mlprof_now_ns(); /* nothing yet: the first sample covers only its own period */
         }
     }
 }
