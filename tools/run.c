@@ -56,7 +56,9 @@ static void run_usage(FILE *out)
             "  -o, --output FILE      the merged trace (default mlprof_run.json); each\n"
             "                         process's own is kept in FILE.parts/\n"
             "  --hooks LIST           the interposers: malloc, blas, dnnl, cuda, cublas, cudnn,\n"
-            "                         itt, nvtx, mpi (MPI calls and messages), all\n"
+            "                         itt, nvtx, mpi (MPI calls and messages), nccl\n"
+            "                         (NCCL's calls; its profiler plugin where NCCL has\n"
+            "                         one, --nccl_proxy 1 adds proxy steps), all\n"
             "                         (default), none; --cuda_functions LIST chooses among\n"
             "                         the CUDA runtime functions\n"
             "  --KEY VALUE            any configuration key of the library (--KEY=VALUE too),\n"
@@ -724,6 +726,7 @@ int mlprof_cmd_run(int argc, char **argv)
     setenv("MLPROF_DUMP_AT_EXIT", "1", 1);
     setenv("INTEL_LIBITTNOTIFY64", abs_preload, 0); /* we are the ITT collector, unless one is chosen */
     setenv("NVTX_INJECTION64_PATH", abs_preload, 0); /* and NVTX's injection */
+    setenv("NCCL_PROFILER_PLUGIN", abs_preload, 0);  /* and NCCL's profiler plugin (src/hook/nccl_plugin.c) */
     default_key("profile_memory", "1");
     default_key("memory_sample_rate", "1000");
     default_key("memory_csv", "");

@@ -173,9 +173,12 @@ MLPROF_API const char *mlprof_last_error(void);
  *   powercap_dir     where RAPL's powercap zones are  /sys/class/powercap
  *   hooks            the interposers of `mlprof run` (libmlprof_preload):
  *                    malloc, blas, dnnl, cuda, cublas, cudnn, itt,
- *                    nvtx, mpi; "all" or "none". mpi is in libmlprof
+ *                    nvtx, mpi, nccl; "all" or "none". mpi is in libmlprof
  *                    too: a program linked with -lmlprof before its
  *                    MPI library has its MPI calls recorded          all
+ *   nccl_proxy       the NCCL profiler plugin (libmlprof_preload as
+ *                    NCCL_PROFILER_PLUGIN) records NCCL's proxy
+ *                    operations and steps too (many events)          0
  *   clock_shift      TEST-ONLY: "OFFSET_NS[:DRIFT_PPB]" shifts every
  *                    timestamp this process writes by OFFSET plus
  *                    DRIFT * (t - start) / 1e9, to test the clock

@@ -21,10 +21,11 @@ enum {
     MLPROF__HOOK_ITT = 1u << 6,
     MLPROF__HOOK_NVTX = 1u << 7,
     MLPROF__HOOK_MPI = 1u << 8, /* mpi.c: also in libmlprof itself */
+    MLPROF__HOOK_NCCL = 1u << 9, /* nccl.c and the profiler plugin, nccl_plugin.c */
 };
 #define MLPROF__HOOKS_ALL                                                                                \
     (MLPROF__HOOK_MALLOC | MLPROF__HOOK_BLAS | MLPROF__HOOK_DNNL | MLPROF__HOOK_CUDA | MLPROF__HOOK_CUBLAS | \
-     MLPROF__HOOK_CUDNN | MLPROF__HOOK_ITT | MLPROF__HOOK_NVTX | MLPROF__HOOK_MPI)
+     MLPROF__HOOK_CUDNN | MLPROF__HOOK_ITT | MLPROF__HOOK_NVTX | MLPROF__HOOK_MPI | MLPROF__HOOK_NCCL)
 
 /* The functions of cuda.c, in its order: first the CUDA runtime's (those the
  * cuda_functions key chooses among, cudaGetDevice excepted), then cuBLAS's. */

@@ -22,6 +22,7 @@ static const struct {
     {"itt", MLPROF__HOOK_ITT},
     {"nvtx", MLPROF__HOOK_NVTX},
     {"mpi", MLPROF__HOOK_MPI},
+    {"nccl", MLPROF__HOOK_NCCL},
 };
 
 const char *const mlprof__cuda_names[MLPROF__CUDA_NAMES] = {
@@ -72,7 +73,7 @@ int mlprof__hooks_parse(const char *spec, unsigned *mask, char *err, size_t len)
                     bit = k_hooks[i].bit;
             }
             if (!bit) {
-                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas, dnnl, cuda, cublas, cudnn, itt, nvtx, mpi; or all, none)", (int)k, p);
+                snprintf(err, len, "unknown hook \"%.*s\" (one of malloc, blas, dnnl, cuda, cublas, cudnn, itt, nvtx, mpi, nccl; or all, none)", (int)k, p);
                 return -1;
             }
         }
@@ -92,9 +93,19 @@ static int parse_key(const char *key, const char *value, unsigned *mask, char *w
     return 1;
 }
 
+/* otherData.nccl, from the NCCL profiler plugin, which only the preload
+ * library has (nccl_plugin.c); weak, so libmlprof links without it. */
+__attribute__((weak)) void mlprof__nccl_other_data(mlprof__sb *out);
+static void other_data(mlprof__sb *out)
+{
+    if (mlprof__nccl_other_data)
+        mlprof__nccl_other_data(out);
+}
+
 /* The interposers start with the process (libmlprof_preload.so); of the
  * table they need only their keys checked. */
 const mlprof__module mlprof__hook_module = {
     .name = "hooks",
     .parse_key = parse_key,
+    .other_data = other_data,
 };

@@ -215,6 +215,7 @@ typedef struct mlprof__config {
     char powercap_dir[MLPROF__PATH_MAX];
     char hooks[128];     /* interposers of mlprof run (src/hook) */
     unsigned hooks_mask; /* parsed, read by the hooks */
+    int nccl_proxy;      /* the NCCL plugin asks for proxy operations and steps too */
     char cuda_functions[512];
     unsigned cuda_functions_mask; /* bit i: mlprof__cuda_names[i] is recorded */
     char gpu[MLPROF__GPU_KEY];           /* CUPTI activities (src/gpu) */
