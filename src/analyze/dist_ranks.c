@@ -178,9 +178,13 @@ static int prefix(const char *s, const char *p)
     return strncmp(s, p, strlen(p)) == 0;
 }
 
+/* mlprof's own communication spans: the mpi hook's, and the nccl hook's
+ * (its interposer and NCCL profiler plugin), which carry the same comm and
+ * seq; NCCL numbers each function's collectives apart, so its key has the
+ * span's name too. */
 static int is_mpi(const an_event *e)
 {
-    return strcasecmp(e->cat, "mpi") == 0;
+    return strcasecmp(e->cat, "mpi") == 0 || strcasecmp(e->cat, "nccl") == 0;
 }
 
 /* A CPU operator of torch.distributed: the op (nccl:all_reduce, gloo:...),
@@ -221,14 +225,14 @@ static int is_mpi_collective(const an_trace *t, const an_event *e)
 }
 
 /* "mpi comm ID": the communicator's id as its text, whatever its JSON type. */
-static void comm_key(const an_arg *a, char *buf, size_t len)
+static void comm_key(const an_arg *a, const char *what, char *buf, size_t len)
 {
     if (a->type != AN_NUM)
-        snprintf(buf, len, "mpi comm %s", a->str);
+        snprintf(buf, len, "%s comm %s", what, a->str);
     else if (a->is_int)
-        snprintf(buf, len, "mpi comm %lld", (long long)a->inum);
+        snprintf(buf, len, "%s comm %lld", what, (long long)a->inum);
     else
-        snprintf(buf, len, "mpi comm %.17g", a->num);
+        snprintf(buf, len, "%s comm %.17g", what, a->num);
 }
 
 static int add_coll(an_dist_rank *r, const an_dist_coll *c)
@@ -277,7 +281,12 @@ static int collect_colls(const an_trace *t, const int64_t *pids, size_t npids, a
             if (!is_mpi_collective(t, e))
                 continue;
             char key[300];
-            comm_key(an_event_arg(t, e, "comm"), key, sizeof key);
+            int nccl = strcasecmp(e->cat, "nccl") == 0;
+            comm_key(an_event_arg(t, e, "comm"), nccl ? "nccl" : "mpi", key, sizeof key);
+            if (nccl) { /* "nccl comm ID NAME" */
+                size_t n = strlen(key);
+                snprintf(key + n, sizeof key - n, " %s", e->name);
+            }
             const an_arg *seq = an_event_arg(t, e, "seq");
             c.seq = an_to_i64(an_arg_num(seq, 0));
             c.comm_size = an_to_i64(an_event_num(t, e, (const char *const[]){"comm_size", NULL}, 0));
