@@ -6,10 +6,14 @@
  *   a group of Send and Recv (100 uint8, to and from the other rank),
  *   a group of AllGather (64 float64) and ReduceScatter (32 bfloat16),
  *   Reduce (16 int64, root 1).
+ * usage run_nccl RANK ID N: then N AllReduce calls more, and the mean time
+ * of one said on stdout (the hook's cost per call, for the README; no test
+ * reads it).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     char internal[128];
@@ -39,8 +43,8 @@ static void ok(int rc, const char *what)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: run_nccl RANK ID\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: run_nccl RANK ID [N]\n");
         return 2;
     }
     int rank = atoi(argv[1]), peer = 1 - rank;
@@ -62,6 +66,16 @@ int main(int argc, char **argv)
     ok(ncclReduceScatter(buf[0], buf[1], 32, BFLOAT16, 0, comm, NULL), "ncclReduceScatter");
     ok(ncclGroupEnd(), "ncclGroupEnd");
     ok(ncclReduce(buf[0], buf[1], 16, INT64, 0, 1, comm, NULL), "ncclReduce");
+    if (argc == 4) {
+        long n = atol(argv[3]);
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (long i = 0; i < n; i++)
+            ok(ncclAllReduce(buf[0], buf[1], 1024, FLOAT32, 0, comm, NULL), "ncclAllReduce");
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double ns = ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / (double)(n > 0 ? n : 1);
+        printf("%.1f ns per ncclAllReduce\n", ns);
+    }
     ok(ncclCommDestroy(comm), "ncclCommDestroy");
     return 0;
 }

@@ -32,6 +32,7 @@
  * allocation until the stop; an event that finds no free slot is counted
  * (otherData.nccl.events_lost).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -253,12 +254,38 @@ static nccl_result start_v4(void *ctx, void **handle, nccl_descr_v4 *d)
     return NCCL_OK;
 }
 
-static void json_word(mlprof__sb *sb, const char *key, const char *s)
+/* The span's arguments, built on the stack: NCCL's strings are short names
+ * (AllReduce, ncclFloat32, RING), so 640 bytes always hold them. */
+typedef struct {
+    char b[640];
+    size_t n;
+} args_buf;
+
+static void add(args_buf *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(args_buf *a, const char *fmt, ...)
+{
+    if (a->n >= sizeof a->b - 1)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(a->b + a->n, sizeof a->b - a->n, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        a->n = a->n + (size_t)k < sizeof a->b ? a->n + (size_t)k : sizeof a->b - 1;
+}
+
+/* A name NCCL gives, as a JSON string: at most 63 bytes of it, and a byte
+ * that would need escaping (never in NCCL's names) written as '?'. */
+static void add_word(args_buf *a, const char *key, const char *s)
 {
     if (!s)
         return;
-    mlprof__sb_printf(sb, ",\"%s\":", key);
-    mlprof__sb_json_str(sb, s, strlen(s));
+    char w[64];
+    size_t i = 0;
+    for (; s[i] && i < sizeof w - 1; i++)
+        w[i] = s[i] == '"' || s[i] == '\\' || (unsigned char)s[i] < 0x20 ? '?' : s[i];
+    w[i] = 0;
+    add(a, ",\"%s\":\"%s\"", key, w);
 }
 
 static nccl_result stop(void *handle)
@@ -267,50 +294,50 @@ static nccl_result stop(void *handle)
     if (!e)
         return NCCL_OK;
     uint64_t t1 = mlprof_now_ns();
-    mlprof__busy++; /* the queue's copies are mlprof's memory */
-    mlprof__sb args;
-    mlprof__sb_init(&args);
-    mlprof__sb_printf(&args, "\"rank\":%d", e->rank);
-    char name[64];
+    args_buf args;
+    args.n = 0;
+    args.b[0] = 0;
+    add(&args, "\"rank\":%d", e->rank);
+    char name[80];
     if (e->kind == K_GROUP) {
         snprintf(name, sizeof name, "ncclGroup");
     } else if (e->kind == K_COLL || e->kind == K_P2P) {
-        snprintf(name, sizeof name, "nccl%s", e->func ? e->func : "Unknown");
-        json_word(&args, "op", e->func);
-        json_word(&args, "dtype", e->dtype);
-        mlprof__sb_printf(&args, ",\"count\":%llu,\"bytes\":%llu", (unsigned long long)e->count,
-                          (unsigned long long)e->count * (unsigned long long)mlprof__nccl_dtype_size(e->dtype));
+        snprintf(name, sizeof name, "nccl%.64s", e->func ? e->func : "Unknown");
+        add_word(&args, "op", e->func);
+        add_word(&args, "dtype", e->dtype);
+        add(&args, ",\"count\":%llu,\"bytes\":%llu", (unsigned long long)e->count,
+            (unsigned long long)e->count * (unsigned long long)mlprof__nccl_dtype_size(e->dtype));
         if (e->kind == K_COLL) {
-            mlprof__sb_printf(&args, ",\"seq\":%llu", (unsigned long long)e->seq);
+            add(&args, ",\"seq\":%llu", (unsigned long long)e->seq);
             if (e->func && (!strcmp(e->func, "Broadcast") || !strcmp(e->func, "Reduce")))
-                mlprof__sb_printf(&args, ",\"root\":%d", e->root);
-            json_word(&args, "algo", e->algo);
-            json_word(&args, "proto", e->proto);
+                add(&args, ",\"root\":%d", e->root);
+            add_word(&args, "algo", e->algo);
+            add_word(&args, "proto", e->proto);
         } else {
-            mlprof__sb_printf(&args, ",\"peer\":%d", e->peer);
+            add(&args, ",\"peer\":%d", e->peer);
         }
     } else if (e->kind == K_PROXY_OP) {
         snprintf(name, sizeof name, "ncclProxyOp");
-        mlprof__sb_printf(&args, ",\"channel\":%d,\"peer\":%d,\"steps\":%d,\"chunk_size\":%d,\"send\":%d", e->channel,
-                          e->peer, e->steps, e->chunk, e->is_send);
+        add(&args, ",\"channel\":%d,\"peer\":%d,\"steps\":%d,\"chunk_size\":%d,\"send\":%d", e->channel, e->peer,
+            e->steps, e->chunk, e->is_send);
         if (e->trans)
-            mlprof__sb_printf(&args, ",\"bytes\":%llu", (unsigned long long)e->trans);
+            add(&args, ",\"bytes\":%llu", (unsigned long long)e->trans);
     } else {
         snprintf(name, sizeof name, "ncclProxyStep");
-        mlprof__sb_printf(&args, ",\"step\":%d", e->step);
+        add(&args, ",\"step\":%d", e->step);
         if (e->trans)
-            mlprof__sb_printf(&args, ",\"bytes\":%llu", (unsigned long long)e->trans);
+            add(&args, ",\"bytes\":%llu", (unsigned long long)e->trans);
     }
     if (e->has_hash && e->kind != K_PROXY_OP && e->kind != K_PROXY_STEP)
-        mlprof__sb_printf(&args, ",\"comm\":%lld", (long long)e->hash);
+        add(&args, ",\"comm\":%lld", (long long)e->hash);
     if (e->ctx->nranks > 0 && e->kind != K_PROXY_OP && e->kind != K_PROXY_STEP)
-        mlprof__sb_printf(&args, ",\"comm_size\":%d", e->ctx->nranks);
+        add(&args, ",\"comm_size\":%d", e->ctx->nranks);
     int tid_ = e->tid;
     uint64_t t0 = e->t0;
     __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
-    if (!args.data || mlprof__produce_span(NULL, tid_, "nccl", name, t0, t1, args.data) != MLPROF_OK)
+    mlprof__busy++; /* the queue's copies are mlprof's memory */
+    if (mlprof__produce_span(NULL, tid_, "nccl", name, t0, t1, args.b) != MLPROF_OK)
         __atomic_add_fetch(&g_lost, 1, __ATOMIC_RELAXED);
-    mlprof__sb_free(&args);
     mlprof__busy--;
     return NCCL_OK;
 }
