@@ -8,8 +8,8 @@
  * - at each communicator's creation the library is opened (a path, or
  *   libnccl-profiler-NAME.so for a NAME; "none" or empty: no plugin), the
  *   newest ncclProfiler_vN it exports is taken, from FAKE_NCCL_PROFILER_VERSION
- *   (default 4) down to 1, and its init called (v4 with the communicator's
- *   name, hash, nodes, size and rank); a failing init disables it;
+ *   (default 5) down to 1, and its init called (v4 and v5 with the
+ *   communicator's name, hash, nodes, size and rank); a failing init disables it;
  * - calls made inside ncclGroupStart/End, or one alone (an implicit group),
  *   are launched at the group's end: the group event starts, then every
  *   collective and p2p event in the order of the calls, each collective
@@ -102,7 +102,7 @@ static void plugin_open(comm *c)
         return;
     }
     const char *max = getenv("FAKE_NCCL_PROFILER_VERSION");
-    for (int v = max && *max ? atoi(max) : 4; v >= 1 && !c->plugin; v--) {
+    for (int v = max && *max ? atoi(max) : 5; v >= 1 && !c->plugin; v--) {
         char sym[32];
         snprintf(sym, sizeof sym, "ncclProfiler_v%d", v);
         say("dlsym %s", sym);
@@ -112,7 +112,10 @@ static void plugin_open(comm *c)
     if (!c->plugin)
         return;
     int rc;
-    if (c->version == 4) {
+    if (c->version == 5) {
+        const nccl_profiler_v5 *p = c->plugin;
+        rc = p->init(&c->ctx, c->hash, &c->mask, "fake", 1, c->nranks, c->rank, logger);
+    } else if (c->version == 4) {
         const nccl_profiler_v4 *p = c->plugin;
         rc = p->init(&c->ctx, &c->mask, "fake", c->hash, 1, c->nranks, c->rank, logger);
     } else {
@@ -142,7 +145,9 @@ static void *start(comm *c, const generic *g)
     nccl_descr_v2 d2;
     nccl_descr_v3 d3;
     nccl_descr_v4 d4;
+    nccl_descr_v5 d5;
     memset(&d1, 0, sizeof d1), memset(&d2, 0, sizeof d2), memset(&d3, 0, sizeof d3), memset(&d4, 0, sizeof d4);
+    memset(&d5, 0, sizeof d5);
     const task *t = g->t;
 #define COMMON(D)                                                                                             \
     D.type = g->type, D.parentObj = g->parent, D.rank = c->rank;                                              \
@@ -185,6 +190,13 @@ static void *start(comm *c, const generic *g)
             d3.coll.algo = "RING", d3.coll.proto = "SIMPLE";
         ((const nccl_profiler_v3 *)c->plugin)->startEvent(c->ctx, &h, &d3);
         break;
+    case 5:
+        COMMON(d5)
+        COLL_P2P(d5, k_funcs[t->func], k_dtypes[t->dtype], NOHASH)
+        if (g->type == NCCL_PROF_COLL)
+            d5.coll.algo = "RING", d5.coll.proto = "SIMPLE", d5.coll.parentGroup = g->parent;
+        ((const nccl_profiler_v5 *)c->plugin)->startEvent(c->ctx, &h, &d5);
+        break;
     default:
         COMMON(d4)
         COLL_P2P(d4, k_funcs[t->func], k_dtypes[t->dtype], NOHASH)
@@ -207,7 +219,7 @@ static void state(comm *c, void *h, size_t bytes)
 {
     if (!h)
         return;
-    if (c->version == 4) {
+    if (c->version >= 4) {
         nccl_state_args_v4 a;
         memset(&a, 0, sizeof a);
         a.proxyStep.transSize = bytes;

@@ -6,7 +6,7 @@ OpenMPI's variables, as a launcher would):
 - by interposition (NCCL_PROFILER_PLUGIN=none): every call a span with its
   exact arguments, collectives numbered per communicator and function;
 - through the plugin, NCCL_PROFILER_PLUGIN set by mlprof run itself, at each
-  version the fake may ask for (4, then 3, 2, 1): the same collectives with
+  version the fake may ask for (5, then 4, 3, 2, 1): the same collectives with
   NCCL's own numbers, a group per launch, nothing recorded twice by the
   interposer beside it, the version taken said in otherData.nccl;
 - --nccl_proxy 1: the proxy operations and steps on the proxy thread;
@@ -147,7 +147,7 @@ def main():
         check_calls("interpose", traces, 0)
         check_ranks("interpose", d, traces)
     # the plugin, every version the fake may ask for; mlprof run names the plugin itself
-    for v in (4, 3, 2, 1):
+    for v in (5, 4, 3, 2, 1):
         d, traces = run_job(f"plugin_v{v}", {"FAKE_NCCL_PROFILER_VERSION": str(v)})
         if len(traces) != 2:
             continue
@@ -158,12 +158,12 @@ def main():
         check(f"init v{v} rc 0 mask 7" in log and "finalize" in log, f"plugin v{v}: {log[:4]}")
         check_calls(f"plugin_v{v}", traces, v)
         check_ranks(f"plugin_v{v}", d, traces)
-    # a version the plugin lacks: the fake goes down to the next (v5, then v4)
-    d, traces = run_job("plugin_v5", {"FAKE_NCCL_PROFILER_VERSION": "5"})
+    # a version the plugin lacks: the fake goes down to the next (v6, then v5)
+    d, traces = run_job("plugin_v6", {"FAKE_NCCL_PROFILER_VERSION": "6"})
     with open(os.path.join(d, "log1")) as f:
         log = f.read().splitlines()
-    check(log[:3] == ["dlsym ncclProfiler_v5", "dlsym ncclProfiler_v4", "init v4 rc 0 mask 7"],
-          f"plugin v5: {log[:3]}")
+    check(log[:3] == ["dlsym ncclProfiler_v6", "dlsym ncclProfiler_v5", "init v5 rc 0 mask 7"],
+          f"plugin v6: {log[:3]}")
     # proxy operations and steps, when asked
     d, traces = run_job("proxy", {}, ["--nccl_proxy", "1"])
     for r, t in traces.items():
@@ -186,7 +186,7 @@ def main():
         check(nccl_spans(t) == [], f"off: rank {r}: {[e['name'] for e in nccl_spans(t)][:5]}")
     with open(os.path.join(d, "log0")) as f:
         log = f.read().splitlines()
-    check(any(x.startswith("init v4 rc 3") for x in log), f"off: the plugin's init said {log[:3]}")
+    check(any(x.startswith("init v5 rc 3") for x in log), f"off: the plugin's init said {log[:3]}")
     if failures:
         print(f"{len(failures)} failures", file=sys.stderr)
         return 1

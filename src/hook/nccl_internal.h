@@ -4,8 +4,8 @@
  *
  * No NCCL header is needed to build: the structs below are written from the
  * layout that NCCL's ext-profiler documentation gives for each version of the
- * interface (ncclProfiler_v1, the first, in NCCL 2.23, then _v2, _v3 and
- * _v4; v5 is not spoken yet: an NCCL that knows it still looks for v4),
+ * interface (ncclProfiler_v1, the first, in NCCL 2.23, then _v2 to _v5;
+ * an NCCL that knows a newer one goes down to the newest mlprof exports),
  * field by field in the documented order, so that the compiler lays
  * them out as NCCL's own compiler does. Only the parts mlprof reads are
  * named; a union member is kept whole where it decides the union's size.
@@ -211,6 +211,74 @@ typedef struct {
     };
 } nccl_descr_v4;
 
+/* v5: the type widens to 64 bits, and API events (the calls themselves:
+ * group, collective, p2p, kernel launch) come before the launch's events.
+ * mlprof asks for the launch's (group, coll, p2p), as of v1 to v4. */
+typedef struct {
+    uint64_t type;
+    void *parentObj;
+    int rank;
+    union {
+        struct {
+            int graphCaptured;
+            int groupDepth;
+        } groupApi;
+        struct {
+            const char *func;
+            size_t count;
+            const char *datatype;
+            int root;
+            void *stream;
+            _Bool graphCaptured;
+        } collApi;
+        struct {
+            const char *func;
+            size_t count;
+            const char *datatype;
+            void *stream;
+            _Bool graphCaptured;
+        } p2pApi;
+        struct {
+            void *stream;
+        } kernelLaunch;
+        struct {
+            uint64_t seqNumber;
+            const char *func;
+            const void *sendBuff;
+            void *recvBuff;
+            size_t count;
+            int root;
+            const char *datatype;
+            uint8_t nChannels;
+            uint8_t nWarps;
+            const char *algo;
+            const char *proto;
+            void *parentGroup;
+        } coll;
+        struct {
+            const char *func;
+            void *buff;
+            const char *datatype;
+            size_t count;
+            int peer;
+            uint8_t nChannels;
+            void *parentGroup;
+        } p2p;
+        nccl_proxy_op_descr proxyOp;
+        struct {
+            int step;
+        } proxyStep;
+        struct {
+            uint8_t channelId;
+            uint64_t pTimer;
+        } kernelCh;
+        struct {
+            int64_t id;
+            void *data;
+        } netPlugin;
+    };
+} nccl_descr_v5;
+
 /* recordEventState's arguments: v1 to v3 ... */
 typedef union {
     struct {
@@ -221,7 +289,7 @@ typedef union {
         int appendedProxyOps;
     } proxyCtrl;
 } nccl_state_args_v1;
-/* ... and v4, where the size moves to the step. */
+/* ... and v4 and v5, where the size moves to the step. */
 typedef union {
     struct {
         size_t transSize;
@@ -255,6 +323,10 @@ NCCL_PLUGIN_STRUCT(v4,
                    (void **context, int *eActivationMask, const char *commName, uint64_t commHash, int nNodes,
                     int nranks, int rank, nccl_logger logfn),
                    nccl_descr_v4, nccl_state_args_v4)
+NCCL_PLUGIN_STRUCT(v5,
+                   (void **context, uint64_t commId, int *eActivationMask, const char *commName, int nNodes,
+                    int nranks, int rank, nccl_logger logfn),
+                   nccl_descr_v5, nccl_state_args_v4)
 #undef NCCL_PLUGIN_STRUCT
 
 /* ------------------------------------------------ shared by both files */

@@ -1,7 +1,7 @@
 /*
  * nccl_plugin.c - mlprof as an NCCL profiler plugin: libmlprof_preload.so
- * exports ncclProfiler_v4, _v3, _v2 and _v1 (NCCL looks for the newest it
- * knows first), so NCCL_PROFILER_PLUGIN=/path/libmlprof_preload.so, which
+ * exports ncclProfiler_v5 down to _v1 (NCCL looks for the newest it knows
+ * first), so NCCL_PROFILER_PLUGIN=/path/libmlprof_preload.so, which
  * `mlprof run` sets unless the environment names another plugin, makes NCCL
  * hand mlprof its own events.
  *
@@ -140,6 +140,13 @@ static nccl_result init_v4(void **ctx, int *mask, const char *name, uint64_t has
     return init_any(4, ctx, mask, hash, 1, nranks);
 }
 
+static nccl_result init_v5(void **ctx, uint64_t id, int *mask, const char *name, int nnodes, int nranks, int rank,
+                           nccl_logger log)
+{
+    (void)name, (void)nnodes, (void)rank, (void)log;
+    return init_any(5, ctx, mask, id, 1, nranks);
+}
+
 static nccl_result finalize(void *ctx)
 {
     context *c = ctx;
@@ -156,7 +163,7 @@ static nccl_result finalize(void *ctx)
 /* ------------------------------------------------------------ events */
 
 /* What every version's start fills: the kind, and whether it is recorded. */
-static event *start(void *ctx, void **handle, int type, void *parent, int rank)
+static event *start(void *ctx, void **handle, uint64_t type, void *parent, int rank)
 {
     (void)parent;
     *handle = NULL;
@@ -242,6 +249,24 @@ static nccl_result start_v3(void *ctx, void **handle, nccl_descr_v3 *d) { START_
 
 static nccl_result start_v4(void *ctx, void **handle, nccl_descr_v4 *d)
 {
+    START_COMMON(d)
+    if (e->kind == K_COLL) {
+        e->func = d->coll.func, e->dtype = d->coll.datatype;
+        e->seq = d->coll.seqNumber, e->count = d->coll.count, e->root = d->coll.root;
+        e->algo = d->coll.algo, e->proto = d->coll.proto;
+    } else if (e->kind == K_P2P) {
+        e->func = d->p2p.func, e->dtype = d->p2p.datatype;
+        e->count = d->p2p.count, e->peer = d->p2p.peer;
+    }
+    return NCCL_OK;
+}
+
+/* v5: the type is 64 bits wide (only the launch's events are asked for). */
+static nccl_result start_v5(void *ctx, void **handle, nccl_descr_v5 *d)
+{
+    *handle = NULL;
+    if (d->type > NCCL_PROF_NET_PLUGIN)
+        return NCCL_OK;
     START_COMMON(d)
     if (e->kind == K_COLL) {
         e->func = d->coll.func, e->dtype = d->coll.datatype;
@@ -360,6 +385,7 @@ static nccl_result state_v4(void *handle, int state, nccl_state_args_v4 *args)
     return NCCL_OK;
 }
 
+EXPORT nccl_profiler_v5 ncclProfiler_v5 = {"mlprof", init_v5, start_v5, stop, state_v4, finalize};
 EXPORT nccl_profiler_v4 ncclProfiler_v4 = {"mlprof", init_v4, start_v4, stop, state_v4, finalize};
 EXPORT nccl_profiler_v3 ncclProfiler_v3 = {"mlprof", init_v3, start_v3, stop, state_v1, finalize};
 EXPORT nccl_profiler_v2 ncclProfiler_v2 = {"mlprof", init_v2, start_v2, stop, state_v1, finalize};
