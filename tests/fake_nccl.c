@@ -315,6 +315,7 @@ static int enqueue(comm *c, task t)
 int ncclGetUniqueId(ncclUniqueId *id);
 int ncclCommInitRank(comm **out, int nranks, ncclUniqueId id, int rank);
 int ncclCommDestroy(comm *c);
+int ncclCommSplit(comm *c, int color, int key, comm **out, void *config);
 int ncclCommCount(const comm *c, int *n);
 int ncclCommUserRank(const comm *c, int *r);
 int ncclGroupStart(void);
@@ -345,6 +346,21 @@ int ncclCommInitRank(comm **out, int nranks, ncclUniqueId id, int rank)
         c->hash = c->hash * 31 + (unsigned char)id.internal[i];
     plugin_open(c);
     *out = c;
+    return 0;
+}
+
+/* Every rank in the same color: the new communicator has the parent's ranks. */
+int ncclCommSplit(comm *c, int color, int key, comm **out, void *config)
+{
+    (void)key, (void)config;
+    comm *n = calloc(1, sizeof *n);
+    if (!n)
+        return 1;
+    n->rank = c->rank;
+    n->nranks = c->nranks;
+    n->hash = c->hash * 131 + (uint64_t)color + 1;
+    plugin_open(n);
+    *out = n;
     return 0;
 }
 

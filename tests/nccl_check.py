@@ -12,7 +12,8 @@ OpenMPI's variables, as a launcher would):
 - --nccl_proxy 1: the proxy operations and steps on the proxy thread;
 - --hooks without nccl: no plugin (its init refuses) and no span;
 - mlprof ranks on the two ranks' traces: every collective matched by
-  (comm, name, seq) across the ranks.
+  (comm, name, seq) across the ranks, on the world communicator and one
+  split from it (ncclCommSplit: the same id on both ranks).
 
 usage: nccl_check.py MLPROF RUN_NCCL OUTDIR
 """
@@ -40,7 +41,8 @@ COLLS = [("ncclAllReduce", "AllReduce", 4096, "ncclFloat32", 1024, 0, None),
          ("ncclBroadcast", "Broadcast", 1024, "ncclInt32", 256, 0, 0),
          ("ncclAllGather", "AllGather", 512, "ncclFloat64", 64, 0, None),
          ("ncclReduceScatter", "ReduceScatter", 64, "ncclBfloat16", 32, 0, None),
-         ("ncclReduce", "Reduce", 128, "ncclInt64", 16, 0, 1)]
+         ("ncclReduce", "Reduce", 128, "ncclInt64", 16, 0, 1),
+         ("ncclAllReduce", "AllReduce", 16, "ncclFloat16", 8, 0, None)]  # on the communicator split off
 
 
 def rank_env(rank, extra):
@@ -80,6 +82,7 @@ def nccl_spans(t, name=None):
 
 def check_calls(mode, traces, plugin):
     comms = set()
+    per_rank = {}
     for r, t in traces.items():
         spans = nccl_spans(t)
         names = [e["name"] for e in spans]
@@ -89,13 +92,21 @@ def check_calls(mode, traces, plugin):
         got = [(e["name"], e["args"].get("op"), e["args"].get("bytes"), e["args"].get("dtype"), e["args"].get("count"),
                 e["args"].get("seq"), e["args"].get("root")) for e in colls]
         check(got == COLLS, f"{mode}: rank {r}: collectives {got}")
-        for e in colls:
+        for i, e in enumerate(colls):
             a = e["args"]
-            check(a.get("rank") == r and a.get("comm_size") == 2 and isinstance(a.get("comm"), int),
+            # plugin v1-v3 learn the size from ncclCommInitRank's interposer, not from a split
+            size = None if plugin in (1, 2, 3) and i == len(COLLS) - 1 else 2
+            check(a.get("rank") == r and a.get("comm_size") == size and isinstance(a.get("comm"), int),
                   f"{mode}: rank {r}: {e['name']} args {a}")
             comms.add(a.get("comm"))
             if plugin and plugin > 1:
                 check(a.get("algo") == "RING" and a.get("proto") == "SIMPLE", f"{mode}: rank {r}: algo {a}")
+        per_rank[r] = [e["args"].get("comm") for e in colls]
+        # the interposer's split: its id is the one its calls carry (the plugin's is NCCL's commHash)
+        split = nccl_spans(t, "ncclCommSplit")
+        check(len(split) == 1 and (plugin or split[0]["args"].get("comm") == per_rank[r][-1])
+              and split[0]["args"].get("rank") == r and split[0]["args"].get("comm_size") == 2,
+              f"{mode}: rank {r}: ncclCommSplit {[e['args'] for e in split]}")
         p2p = sorted(nccl_spans(t, "ncclSend") + nccl_spans(t, "ncclRecv"), key=lambda e: e["name"])
         got = [(e["name"], e["args"].get("bytes"), e["args"].get("dtype"), e["args"].get("count"),
                 e["args"].get("peer"), e["args"].get("rank"), e["args"].get("comm") in comms) for e in p2p]
@@ -103,7 +114,7 @@ def check_calls(mode, traces, plugin):
                       ("ncclSend", 100, "ncclUint8", 100, 1 - r, r, True)], f"{mode}: rank {r}: p2p {got}")
         # a group per launch through the plugin (alone, a call is its own); the program's two by interposition
         groups = nccl_spans(t, "ncclGroup")
-        check(len(groups) == (6 if plugin else 2), f"{mode}: rank {r}: {len(groups)} groups")
+        check(len(groups) == (7 if plugin else 2), f"{mode}: rank {r}: {len(groups)} groups")
         for g in groups:  # each around its calls
             inside = [e for e in spans if e["tid"] == g["tid"] and e is not g and e["name"] != "ncclGroup"
                       and g["ts"] <= e["ts"] and e["ts"] + e["dur"] <= g["ts"] + g["dur"]]
@@ -111,19 +122,21 @@ def check_calls(mode, traces, plugin):
         init = nccl_spans(t, "ncclCommInitRank")
         check(len(init) == 1 and init[0]["args"].get("rank") == r and init[0]["args"].get("comm_size") == 2,
               f"{mode}: rank {r}: ncclCommInitRank {[e['args'] for e in init]}")
-        check(names.count("ncclAllReduce") == 2, f"{mode}: rank {r}: {names.count('ncclAllReduce')} AllReduce spans "
+        check(names.count("ncclAllReduce") == 3, f"{mode}: rank {r}: {names.count('ncclAllReduce')} AllReduce spans "
               "(the plugin and the interposer both recorded?)")
         od = t["otherData"].get("nccl")
         if plugin:
-            check(od == {"plugin_version": plugin, "communicators": 1, "events_lost": 0},
+            check(od == {"plugin_version": plugin, "communicators": 2, "events_lost": 0},
                   f"{mode}: rank {r}: otherData.nccl {od}")
         else:
             check(od is None, f"{mode}: rank {r}: otherData.nccl {od} without the plugin")
-    check(len(comms) == 1, f"{mode}: the ranks' comm ids {comms}, wanted one")
+    # one id per communicator, the same on both ranks
+    check(len(comms) == 2 and per_rank.get(0) == per_rank.get(1) and len(set(per_rank.get(0, [])[:6])) == 1,
+          f"{mode}: the ranks' comm ids {per_rank}")
 
 
 def check_ranks(mode, d, traces):
-    """mlprof ranks matches the six collectives across the two ranks."""
+    """mlprof ranks matches the seven collectives across the two ranks."""
     files = sorted(glob.glob(os.path.join(d, "job.json.parts", "trace.rank*.json")))
     p = subprocess.run([MLPROF, "ranks", *files, "--format", "json"], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
@@ -132,9 +145,9 @@ def check_ranks(mode, d, traces):
         return
     k = json.loads(p.stdout)
     c = k["collectives"]
-    check(c["matched"] == 6 and c["incomplete"] == 0 and c["on_one_rank_only"] == 0, f"{mode}: collectives {c}")
+    check(c["matched"] == 7 and c["incomplete"] == 0 and c["on_one_rank_only"] == 0, f"{mode}: collectives {c}")
     froms = {r["rank"]: (r["collectives_from"], r["collectives"]) for r in k["ranks"]}
-    check(froms == {0: ("mpi", 6), 1: ("mpi", 6)}, f"{mode}: per rank {froms}")
+    check(froms == {0: ("mpi", 7), 1: ("mpi", 7)}, f"{mode}: per rank {froms}")
     names = sorted({(x["name"], x["seq"], x["ranks"]) for x in c["by_skew"]})
     want = sorted({(n, s, 2) for n, _, _, _, _, s, _ in COLLS})
     check(names == want, f"{mode}: matched {names}")
@@ -154,7 +167,7 @@ def main():
         with open(os.path.join(d, "log0")) as f:
             log = f.read().splitlines()
         asked = [x for x in log if x.startswith("dlsym")]
-        check(asked == [f"dlsym ncclProfiler_v{v}"], f"plugin v{v}: the fake asked {asked}")
+        check(asked == [f"dlsym ncclProfiler_v{v}"] * 2, f"plugin v{v}: the fake asked {asked}")  # per communicator
         check(f"init v{v} rc 0 mask 7" in log and "finalize" in log, f"plugin v{v}: {log[:4]}")
         check_calls(f"plugin_v{v}", traces, v)
         check_ranks(f"plugin_v{v}", d, traces)
@@ -170,13 +183,13 @@ def main():
         ops = nccl_spans(t, "ncclProxyOp")
         steps = nccl_spans(t, "ncclProxyStep")
         app = {e["tid"] for e in nccl_spans(t, "ncclAllReduce")}
-        check(len(ops) == 8 and len(steps) == 16, f"proxy: rank {r}: {len(ops)} ops, {len(steps)} steps")
-        check(sorted(e["args"].get("bytes") for e in steps) == [1000] * 8 + [1001] * 8,
+        check(len(ops) == 9 and len(steps) == 18, f"proxy: rank {r}: {len(ops)} ops, {len(steps)} steps")
+        check(sorted(e["args"].get("bytes") for e in steps) == [1000] * 9 + [1001] * 9,
               f"proxy: rank {r}: step bytes {[e['args'] for e in steps[:2]]}")
         check(all(e["tid"] not in app for e in ops + steps), f"proxy: rank {r}: proxy events on the caller's thread")
-        check(sorted((e["args"]["send"], e["args"]["peer"]) for e in ops) == [(0, 1 - r)] + [(1, 1 - r)] * 7,
+        check(sorted((e["args"]["send"], e["args"]["peer"]) for e in ops) == [(0, 1 - r)] + [(1, 1 - r)] * 8,
               f"proxy: rank {r}: ops {[e['args'] for e in ops]}")
-        check(len(nccl_spans(t, "ncclAllReduce")) == 2, f"proxy: rank {r}: AllReduce spans")
+        check(len(nccl_spans(t, "ncclAllReduce")) == 3, f"proxy: rank {r}: AllReduce spans")
     # the hook off: the plugin refuses (NCCL goes on without it) and nothing is recorded
     global HOOKS
     saved, HOOKS = HOOKS, "blas"

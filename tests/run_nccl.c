@@ -5,7 +5,9 @@
  *   AllReduce x2 (1024 float32), Broadcast (256 int32, root 0),
  *   a group of Send and Recv (100 uint8, to and from the other rank),
  *   a group of AllGather (64 float64) and ReduceScatter (32 bfloat16),
- *   Reduce (16 int64, root 1).
+ *   Reduce (16 int64, root 1),
+ *   then on a communicator split from it (both ranks in color 7):
+ *   AllReduce (8 float16).
  * usage run_nccl RANK ID N: then N AllReduce calls more, and the mean time
  * of one said on stdout (the hook's cost per call, for the README; no test
  * reads it).
@@ -21,6 +23,7 @@ typedef struct {
 typedef void *ncclComm_t;
 int ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
 int ncclCommDestroy(ncclComm_t comm);
+int ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *out, void *config);
 int ncclGroupStart(void);
 int ncclGroupEnd(void);
 int ncclAllReduce(const void *s, void *r, size_t n, int dt, int op, ncclComm_t c, void *st);
@@ -66,6 +69,10 @@ int main(int argc, char **argv)
     ok(ncclReduceScatter(buf[0], buf[1], 32, BFLOAT16, 0, comm, NULL), "ncclReduceScatter");
     ok(ncclGroupEnd(), "ncclGroupEnd");
     ok(ncclReduce(buf[0], buf[1], 16, INT64, 0, 1, comm, NULL), "ncclReduce");
+    ncclComm_t sub;
+    ok(ncclCommSplit(comm, 7, rank, &sub, NULL), "ncclCommSplit");
+    ok(ncclAllReduce(buf[0], buf[1], 8, FLOAT16, 0, sub, NULL), "ncclAllReduce");
+    ok(ncclCommDestroy(sub), "ncclCommDestroy");
     if (argc == 4) {
         long n = atol(argv[3]);
         struct timespec a, b;
