@@ -5,8 +5,8 @@
  * and, when NCCL_PROFILER_PLUGIN names a library, the plugin driven as
  * NCCL's ext-profiler documentation describes it:
  *
- * - at each communicator's creation the library is opened (a path, or
- *   libnccl-profiler-NAME.so for a NAME; "none" or empty: no plugin), the
+ * - at each communicator's creation the library is opened (the name as
+ *   given, else libnccl-profiler-NAME.so; "none" or empty: no plugin), the
  *   newest ncclProfiler_vN it exports is taken, from FAKE_NCCL_PROFILER_VERSION
  *   (default 5) down to 1, and its init called (v4 and v5 with the
  *   communicator's name, hash, nodes, size and rank); a failing init disables it;
@@ -91,12 +91,13 @@ static void plugin_open(comm *c)
     const char *name = getenv("NCCL_PROFILER_PLUGIN");
     if (!name || !*name || strcmp(name, "none") == 0)
         return;
+    /* the name as given (a path), then libnccl-profiler-NAME.so, as NCCL's loader tries them */
     char path[4096];
-    if (strchr(name, '/'))
-        snprintf(path, sizeof path, "%s", name);
-    else
+    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
         snprintf(path, sizeof path, "libnccl-profiler-%s.so", name);
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
     if (!lib) {
         say("dlopen failed: %s", dlerror());
         return;
