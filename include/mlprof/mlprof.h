@@ -637,6 +637,21 @@ MLPROF_API int mlprof_set_clock(uint64_t (*fn)(void *user), void *user);
  * (or it is neither Open MPI nor an MPICH), MLPROF_ESTATE when MPI is not
  * initialized or already finalized, MLPROF_EIO when a message failed. */
 MLPROF_API int mlprof_dist_sync(void);
+/* One sample of this rank's clock against the reference rank's (rank 0),
+ * measured by the caller over its own communication (mlprof.dist.sync() does
+ * it over torch.distributed): at_ns is this rank's clock (mlprof_now_ns) at
+ * the measurement, offset_ns the reference's clock minus this one's there,
+ * bound_ns how far off the offset may be (half the round trip of a
+ * ping-pong), rtt_ns that round trip and exchanges how many were tried. The
+ * samples go in otherData.clock_sync as the mpi hook's do (the first gives the
+ * offset, the first and last the drift, the worst bound_ns the bound), and
+ * `mlprof merge` applies them. A trace takes the samples of one method and
+ * one rank: MLPROF_ESTATE for another; MLPROF_EINVAL for a method that is
+ * empty, longer than 31 bytes or has quotes or backslashes, or a rank outside
+ * 0..world_size-1. Up to 64 samples: the first is kept, the newest replaces
+ * the one before it. */
+MLPROF_API int mlprof_dist_clock_sample(const char *method, int rank, int world_size, uint64_t at_ns,
+                                        int64_t offset_ns, uint64_t bound_ns, uint64_t rtt_ns, int exchanges);
 
 /* The allocator the library uses for its own memory (never on the hot path).
  * Call before any other function; all three must be given. */

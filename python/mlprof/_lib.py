@@ -84,6 +84,8 @@ PROTOTYPES = {
     "mlprof_thread_set_name": (None, [c_char_p]),
     "mlprof_process_set_name": (None, [c_char_p]),
     "mlprof_now_ns": (c_uint64, []),
+    "mlprof_dist_sync": (c_int, []),
+    "mlprof_dist_clock_sample": (c_int, [c_char_p, c_int, c_int, c_uint64, c_int64, c_uint64, c_uint64, c_int]),
     "mlprof_step": (c_int, []),
     "mlprof_step_number": (c_uint64, []),
     "mlprof_on_trace_ready": (None, [c_void_p, c_void_p]),

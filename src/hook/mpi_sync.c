@@ -10,7 +10,9 @@
  * readings. Ranks on one host are measured like the others (nothing assumes
  * they share a clock). The samples, the offset at the first, the drift between
  * the first and the last and the worst bound go in otherData.clock_sync, where
- * `mlprof merge` reads them.
+ * `mlprof merge` reads them. Samples measured elsewhere (mlprof.dist.sync()
+ * over torch.distributed) come through mlprof_dist_clock_sample, the one
+ * writer of clock_sync.
  *
  * Part of libmlprof and of the preload library alike; MPI is reached only by
  * name (PMPI_*), so a program without MPI pays nothing.
@@ -149,20 +151,30 @@ mlprof__mpi_h mlprof__mpi_handle_at(const mlprof__mpi_abi *abi, const void *arra
 #define TAG_PONG 0x6d6c7032
 
 typedef struct sample {
-    uint64_t at_ns;  /* this rank's clock at the kept exchange's midpoint */
-    int64_t offset;  /* rank 0's clock minus this rank's there */
-    uint64_t rtt_ns; /* the kept exchange's round trip */
+    uint64_t at_ns;   /* this rank's clock at the kept exchange's midpoint */
+    int64_t offset;   /* rank 0's clock minus this rank's there */
+    uint64_t rtt_ns;  /* the kept exchange's round trip */
+    uint64_t bound_ns; /* how far the offset may be off: half the round trip, for a ping-pong */
     int exchanges;
 } sample;
 
+/* The samples, whoever measured them: the MPI ping-pong below, or a caller of
+ * mlprof_dist_clock_sample (mlprof.dist.sync() over torch.distributed). One
+ * writer of otherData.clock_sync for both, so that merge reads one format. */
 static struct {
-    pthread_mutex_t lock; /* the samples; the communicator is used by one thread at a time (collective) */
-    mlprof__mpi_h comm;   /* our duplicate of MPI_COMM_WORLD, 0 before */
-    int rank, size;
+    pthread_mutex_t lock; /* the samples and what describes them */
+    char method[32];      /* the samples' method ("mpi_pingpong"); "" before the first */
+    int rank, size;       /* the measuring rank and its world, as the method knows them */
     sample s[MAX_SAMPLES];
     int n;
+} C = {.lock = PTHREAD_MUTEX_INITIALIZER, .rank = -1};
+
+/* The MPI side: the communicator is used by one thread at a time (collective). */
+static struct {
+    mlprof__mpi_h comm; /* our duplicate of MPI_COMM_WORLD, 0 before */
+    int rank, size;
     int finalized;
-} S = {.lock = PTHREAD_MUTEX_INITIALIZER, .rank = -1};
+} S = {.rank = -1};
 
 typedef int send_fn(const void *, int, mlprof__mpi_h, int, int, mlprof__mpi_h);
 typedef int recv_fn(void *, int, mlprof__mpi_h, int, int, mlprof__mpi_h, void *);
@@ -243,11 +255,33 @@ static int take_sample(void)
         got.rtt_ns = 0;
         got.exchanges = EXCHANGES * (S.size - 1);
     }
-    pthread_mutex_lock(&S.lock);
-    if (S.n == MAX_SAMPLES) /* keep the first; the newest replaces the one before it */
-        S.n--;
-    S.s[S.n++] = got;
-    pthread_mutex_unlock(&S.lock);
+    return mlprof_dist_clock_sample("mpi_pingpong", S.rank, S.size, got.at_ns, got.offset, got.rtt_ns / 2,
+                                    got.rtt_ns, got.exchanges);
+}
+
+int mlprof_dist_clock_sample(const char *method, int rank, int world_size, uint64_t at_ns, int64_t offset_ns,
+                             uint64_t bound_ns, uint64_t rtt_ns, int exchanges)
+{
+    mlprof__ensure_init();
+    if (!method || !*method || strlen(method) >= sizeof C.method || strpbrk(method, "\"\\") || rank < 0 ||
+        world_size < 1 || rank >= world_size || exchanges < 0)
+        return mlprof__fail(MLPROF_EINVAL, "mlprof_dist_clock_sample: bad arguments (method \"%.40s\", rank %d of %d, "
+                                           "%d exchanges)", method ? method : "(null)", rank, world_size, exchanges);
+    pthread_mutex_lock(&C.lock);
+    if (C.n && (strcmp(C.method, method) != 0 || C.rank != rank || C.size != world_size)) {
+        pthread_mutex_unlock(&C.lock);
+        /* one trace, one alignment: samples of two methods would mix two references */
+        return mlprof__fail(MLPROF_ESTATE, "mlprof_dist_clock_sample: this trace's clock samples are %s's, rank %d "
+                                           "of %d; refused one of %s, rank %d of %d", C.method, C.rank, C.size,
+                            method, rank, world_size);
+    }
+    snprintf(C.method, sizeof C.method, "%s", method);
+    C.rank = rank;
+    C.size = world_size;
+    if (C.n == MAX_SAMPLES) /* keep the first; the newest replaces the one before it */
+        C.n--;
+    C.s[C.n++] = (sample){at_ns, offset_ns, rtt_ns, bound_ns, exchanges};
+    pthread_mutex_unlock(&C.lock);
     return MLPROF_OK;
 }
 
@@ -300,29 +334,29 @@ int mlprof_dist_sync(void)
 
 static void other_data(mlprof__sb *out)
 {
-    pthread_mutex_lock(&S.lock);
-    if (S.n == 0) {
-        pthread_mutex_unlock(&S.lock);
+    pthread_mutex_lock(&C.lock);
+    if (C.n == 0) {
+        pthread_mutex_unlock(&C.lock);
         return;
     }
-    const sample *first = &S.s[0], *last = &S.s[S.n - 1];
+    const sample *first = &C.s[0], *last = &C.s[C.n - 1];
     double drift = 0;
-    if (S.n > 1 && last->at_ns > first->at_ns)
+    if (C.n > 1 && last->at_ns > first->at_ns)
         drift = (double)(last->offset - first->offset) * 1e9 / (double)(last->at_ns - first->at_ns);
     uint64_t bound = 0;
-    mlprof__sb_printf(out, ",\"clock_sync\":{\"method\":\"mpi_pingpong\",\"reference_rank\":0,\"rank\":%d,"
-                           "\"world_size\":%d,\"samples\":[", S.rank, S.size);
-    for (int i = 0; i < S.n; i++) {
-        const sample *s = &S.s[i];
+    mlprof__sb_printf(out, ",\"clock_sync\":{\"method\":\"%s\",\"reference_rank\":0,\"rank\":%d,"
+                           "\"world_size\":%d,\"samples\":[", C.method, C.rank, C.size);
+    for (int i = 0; i < C.n; i++) {
+        const sample *s = &C.s[i];
         mlprof__sb_printf(out, "%s{\"at_ns\":%llu,\"offset_ns\":%lld,\"bound_ns\":%llu,\"rtt_ns\":%llu,\"exchanges\":%d}",
                           i ? "," : "", (unsigned long long)s->at_ns, (long long)s->offset,
-                          (unsigned long long)(s->rtt_ns / 2), (unsigned long long)s->rtt_ns, s->exchanges);
-        if (s->rtt_ns / 2 > bound)
-            bound = s->rtt_ns / 2;
+                          (unsigned long long)s->bound_ns, (unsigned long long)s->rtt_ns, s->exchanges);
+        if (s->bound_ns > bound)
+            bound = s->bound_ns;
     }
     mlprof__sb_printf(out, "],\"offset_ns\":%lld,\"drift_ppb\":%.0f,\"bound_ns\":%llu}", (long long)first->offset,
                       drift, (unsigned long long)bound);
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&C.lock);
 }
 
 /* The injected shift (test-only), so that a test can compute the true
@@ -369,8 +403,9 @@ static size_t flush(const mlprof__drain_info *d, mlprof__launch_point **points)
 static void after_fork(int running)
 {
     (void)running;
-    pthread_mutex_init(&S.lock, NULL);
-    S.n = 0;
+    pthread_mutex_init(&C.lock, NULL);
+    C.n = 0;
+    C.method[0] = '\0';
     S.comm = 0;
     mlprof__mpi_after_fork();
 }
