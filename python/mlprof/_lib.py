@@ -95,9 +95,28 @@ PROTOTYPES = {
 TRACE_READY = ctypes.CFUNCTYPE(None, c_char_p, c_int, c_void_p)
 
 
+def _preloaded():
+    """The preload library of `mlprof run`, when this process has it: the
+    bindings then drive the recorder that writes the run's trace, not a second
+    one of their own that nobody dumps."""
+    for path in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
+        if os.path.basename(path).startswith("libmlprof_preload") and os.path.exists(path):
+            try:
+                with open("/proc/self/maps") as maps:
+                    if any(line.rstrip().endswith(os.path.realpath(path)) for line in maps):
+                        return path
+            except OSError:
+                return None
+    return None
+
+
 def _candidates():
-    """Where libmlprof.so may be: LIBMLPROF_PATH, beside this package (an
-    installed copy), the build tree of the checkout, then the system's."""
+    """Where libmlprof.so may be: the preload library of `mlprof run` when it
+    is loaded, LIBMLPROF_PATH, beside this package (an installed copy), the
+    build tree of the checkout, then the system's."""
+    pre = _preloaded()
+    if pre:
+        yield pre
     env = os.environ.get("LIBMLPROF_PATH")
     if env:
         yield env
@@ -122,10 +141,14 @@ def load():
         except OSError as e:
             tried.append(f"{path} ({e})")
             continue
-        for name, (restype, argtypes) in PROTOTYPES.items():
-            fn = getattr(lib, name)
-            fn.restype = restype
-            fn.argtypes = argtypes
+        try:
+            for name, (restype, argtypes) in PROTOTYPES.items():
+                fn = getattr(lib, name)
+                fn.restype = restype
+                fn.argtypes = argtypes
+        except AttributeError as e:  # an older library than these bindings
+            tried.append(f"{path} ({e})")
+            continue
         lib.path = path
         return lib
     raise ImportError("mlprof: cannot find libmlprof.so (build it with `make`, or set LIBMLPROF_PATH); tried: "

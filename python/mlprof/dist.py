@@ -234,6 +234,9 @@ def _wrap(name, fn):
         if _c10d._rank_not_in_group(group):
             return fn(*a, **kw)  # torch warns and does nothing: neither numbered nor recorded
         g = _group(group)
+        if _lazy_sync[0] and kind == "coll" and g.size == _c10d.get_world_size():
+            _lazy_sync[0] = False  # the first collective of the world: every rank is here, at the same point
+            _sync_if_ready("first collective")
         me = _global_rank()
         peer = _arg(a, kw, rootspec[1], rootspec[0]) if rootspec else None
         if kind == "coll":
@@ -317,6 +320,7 @@ def _batch(fn, a, kw):
 # ----------------------------------------------------------- on and off
 
 _patched = []  # (module, name, original)
+_lazy_sync = [False]  # a clock sample is due at the first collective of the world group (run())
 _depth = [0]
 _patch_lock = threading.Lock()
 
@@ -377,6 +381,52 @@ def trace(clock_sync=True):
             _depth[0] -= 1
             if _depth[0] == 0:
                 _uninstall()
+
+
+def _on_destroy(original):
+    """destroy_process_group of the world, under run(): the last moment its group can carry a sample."""
+    def destroy(group=None):
+        if group is None and _c10d.is_initialized() and not _lazy_sync[0]:
+            _sync_if_ready("end")
+        return original(group)
+    destroy.__wrapped__ = original
+    return destroy
+
+
+def run(argv):
+    """python3 -m mlprof.dist SCRIPT [ARGS...] (or -m MODULE [ARGS...]): runs
+    an unmodified script with torch.distributed traced, for `mlprof run` and
+    torchrun (`mlprof run -- python3 -m mlprof.dist train.py`,
+    `torchrun --nproc-per-node 2 -m mlprof.dist train.py`). The clocks are
+    sampled at the first collective of the world group and when the script
+    calls destroy_process_group(), or ends with the group still up. Records
+    while mlprof records: under `mlprof run`, from the start."""
+    import runpy
+    import sys
+    if not argv or argv[0] in ("-h", "--help") or (argv[0] == "-m" and len(argv) < 2):
+        print("usage: python3 -m mlprof.dist SCRIPT [ARGS...] | -m MODULE [ARGS...]", file=sys.stderr)
+        return 2
+    module = argv[0] == "-m"
+    target = argv[1] if module else argv[0]
+    sys.argv = argv[1:] if module else argv[:]
+    if not module:
+        import os
+        sys.path[0] = os.path.dirname(os.path.abspath(target))
+    original = _c10d.destroy_process_group
+    _c10d.destroy_process_group = _dist.destroy_process_group = _on_destroy(original)
+    _lazy_sync[0] = True
+    try:
+        with trace(clock_sync=False):
+            if module:
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(target, run_name="__main__")
+            if _c10d.is_initialized() and not _lazy_sync[0]:
+                _sync_if_ready("end")
+    finally:
+        _c10d.destroy_process_group = _dist.destroy_process_group = original
+        _lazy_sync[0] = False
+    return 0
 
 
 def start(clock_sync=True):
@@ -457,3 +507,9 @@ def sync(group=None, exchanges=EXCHANGES):
                                           sample["at_ns"], sample["offset_ns"], sample["bound_ns"],
                                           sample["rtt_ns"], sample["exchanges"]))
     return sample
+
+
+if __name__ == "__main__":
+    import sys as _sys
+    from mlprof.dist import run as _run  # the package's module, which the script's spans go through
+    _sys.exit(_run(_sys.argv[1:]))

@@ -246,15 +246,26 @@ class _Steps:
 
 
 @contextlib.contextmanager
-def trace(model=None, name="model", memory=None, step_on=None):
+def trace(model=None, name="model", memory=None, step_on=None, distributed=None):
     """Traces every aten operator run inside, and, when model is given, its
     modules' forward and backward passes (named name.path). memory: record
     tensor storages (default: when profile_memory is on). step_on: an
     optimizer (or a list of them) whose step() marks the end of each training
-    step, as mlprof.step() does (ProfilerStep#N spans; the schedule key)."""
+    step, as mlprof.step() does (ProfilerStep#N spans; the schedule key).
+    distributed: torch.distributed's calls as spans and the ranks' clocks
+    measured, as mlprof.dist.trace() does (default: when the environment has
+    MLPROF_TORCH_DISTRIBUTED=1)."""
     from . import get_config
     if memory is None:
         memory = get_config("profile_memory") == "true" or get_config("profile_all") == "true"
+    if distributed is None:
+        import os
+        distributed = os.environ.get("MLPROF_TORCH_DISTRIBUTED", "") not in ("", "0")
+    if distributed:
+        from . import dist
+        with dist.trace(), trace(model, name, memory, step_on, distributed=False):
+            yield
+        return
     modules = _Modules(model, name) if model is not None else None
     if step_on is not None and not isinstance(step_on, (list, tuple)):
         step_on = [step_on]

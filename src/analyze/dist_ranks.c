@@ -178,13 +178,21 @@ static int prefix(const char *s, const char *p)
     return strncmp(s, p, strlen(p)) == 0;
 }
 
-/* mlprof's own communication spans: the mpi hook's, and the nccl hook's
- * (its interposer and NCCL profiler plugin), which carry the same comm and
- * seq; NCCL numbers each function's collectives apart, so its key has the
- * span's name too. */
+/* mlprof's own communication spans: the mpi hook's, the nccl hook's (its
+ * interposer and NCCL profiler plugin), which carry the same comm and seq
+ * (NCCL numbers each function's collectives apart, so its key has the span's
+ * name too), and torch.distributed's from mlprof.dist, with group and
+ * group_size for comm and comm_size (comm_arg). */
 static int is_mpi(const an_event *e)
 {
-    return strcasecmp(e->cat, "mpi") == 0 || strcasecmp(e->cat, "nccl") == 0;
+    return strcasecmp(e->cat, "mpi") == 0 || strcasecmp(e->cat, "nccl") == 0 ||
+           strcmp(e->cat, "torch.distributed") == 0;
+}
+
+static const an_arg *comm_arg(const an_trace *t, const an_event *e)
+{
+    const an_arg *a = an_event_arg(t, e, "comm");
+    return a ? a : an_event_arg(t, e, "group");
 }
 
 /* A CPU operator of torch.distributed: the op (nccl:all_reduce, gloo:...),
@@ -221,7 +229,7 @@ static int in_pids(const an_event *e, const int64_t *pids, size_t npids)
 /* MPI's collectives carry comm and seq; its point-to-point calls a peer too. */
 static int is_mpi_collective(const an_trace *t, const an_event *e)
 {
-    return is_mpi(e) && an_event_arg(t, e, "seq") && an_event_arg(t, e, "comm") && !an_event_arg(t, e, "peer");
+    return is_mpi(e) && an_event_arg(t, e, "seq") && comm_arg(t, e) && !an_event_arg(t, e, "peer");
 }
 
 /* "mpi comm ID": the communicator's id as its text, whatever its JSON type. */
@@ -282,14 +290,15 @@ static int collect_colls(const an_trace *t, const int64_t *pids, size_t npids, a
                 continue;
             char key[300];
             int nccl = strcasecmp(e->cat, "nccl") == 0;
-            comm_key(an_event_arg(t, e, "comm"), nccl ? "nccl" : "mpi", key, sizeof key);
+            comm_key(comm_arg(t, e), nccl ? "nccl" : strcasecmp(e->cat, "mpi") == 0 ? "mpi" : "torch", key,
+                     sizeof key);
             if (nccl) { /* "nccl comm ID NAME" */
                 size_t n = strlen(key);
                 snprintf(key + n, sizeof key - n, " %s", e->name);
             }
             const an_arg *seq = an_event_arg(t, e, "seq");
             c.seq = an_to_i64(an_arg_num(seq, 0));
-            c.comm_size = an_to_i64(an_event_num(t, e, (const char *const[]){"comm_size", NULL}, 0));
+            c.comm_size = an_to_i64(an_event_num(t, e, (const char *const[]){"comm_size", "group_size", NULL}, 0));
             if (an_dist_name_id(names, key, &c.key) != 0)
                 return -1;
         } else if (r->source == AN_DIST_SRC_KERNEL ? an_gpu_kind(e) != AN_GPU_COMM : !is_matched_op(e)) {
