@@ -1,0 +1,155 @@
+"""mlprof.dist on 2 ranks of torch.distributed (gloo, a file store: no port),
+each a process of its own: the spans of every collective and message with
+their exact bytes and the same group and seq on both ranks, `mlprof merge` of
+the two traces on one timeline, `mlprof ranks` matching the collectives, and
+the clock offset injected in rank 1 (the test-only clock_shift key) found by
+mlprof.dist.sync() within the bound it wrote."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+torch = pytest.importorskip("torch")
+if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+    pytest.skip("this torch has no torch.distributed with gloo", allow_module_level=True)
+import mlprof  # noqa: E402
+
+CLI = os.path.join(os.path.dirname(mlprof._lib.lib.path), "mlprof")
+SHIFT_NS, DRIFT_PPB = 50_000_000, 100_000  # rank 1's clock: 50 ms ahead, 100 ppm fast
+
+
+def spawn(tmp, args, shift=""):
+    """Runs the 2 ranks; their traces, by rank."""
+    store = os.path.join(tmp, "store")
+    procs = [subprocess.Popen(args(r, store, shift if r == 1 else ""), cwd=tmp, stdout=subprocess.PIPE,
+                              env=dict(os.environ, OMP_NUM_THREADS="1", RANK=str(r), WORLD_SIZE="2"),
+                              stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    for p in procs:
+        out = p.communicate(timeout=240)[0]
+        assert p.returncode == 0, out
+    return procs
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("dist"))
+    spawn(tmp, lambda r, store, shift: [sys.executable, os.path.join(HERE, "dist_worker.py"), str(r), "2", store,
+                                        tmp, shift],
+          f"{SHIFT_NS}:{DRIFT_PPB}")
+    paths = [os.path.join(tmp, f"rank{r}.json") for r in range(2)]
+    return tmp, paths, [json.load(open(p)) for p in paths]
+
+
+def spans(trace):
+    return [e for e in trace["traceEvents"] if e.get("cat") == "torch.distributed" and e.get("ph") == "X"]
+
+
+def test_collectives_and_messages(job):
+    _, _, traces = job
+    expect = [("all_reduce", 0, 4000), ("broadcast", 1, 600), ("all_gather", 2, 80), ("barrier", 3, 0),
+              ("reduce", 4, 40), ("all_reduce", 5, 16)]
+    groups = set()
+    for rank, t in enumerate(traces):
+        assert t["distributedInfo"]["rank"] == rank
+        s = spans(t)
+        colls = [e for e in s if e["name"] not in ("send", "recv", "isend", "irecv", "wait")]
+        assert [(e["name"], e["args"]["seq"], e["args"]["bytes"]) for e in colls] == expect
+        for e in colls:
+            assert e["args"]["group_size"] == 2 and e["args"]["rank"] == rank
+            groups.add(e["args"]["group"])
+        assert colls[0]["args"]["op"] == "SUM" and colls[0]["args"]["dtype"] == "float32"
+        assert colls[0]["args"]["count"] == 1000
+        assert colls[1]["args"]["root"] == 1 and colls[1]["args"]["dtype"] == "int32"
+        assert colls[4]["args"]["op"] == "MAX" and colls[4]["args"]["root"] == 0
+        # the async all_reduce: its call, then its wait with the same request
+        assert colls[5]["args"]["async"] == 1
+        wait = [e for e in s if e["name"] == "wait" and e["args"]["op"] == "all_reduce"]
+        assert len(wait) == 1 and wait[0]["args"]["request"] == colls[5]["args"]["request"]
+        assert "seq" not in wait[0]["args"] and wait[0]["ts"] >= colls[5]["ts"]
+        p2p = [(e["name"], e["args"]["peer"], e["args"]["tag"], e["args"]["seq"], e["args"]["bytes"])
+               for e in s if e["name"] in ("send", "recv", "isend", "irecv")]
+        if rank == 0:
+            assert p2p == [("send", 1, 0, 0, 56), ("isend", 1, 5, 0, 12)]
+        else:  # the receive from any source knows its peer and number once it has come
+            assert p2p == [("recv", 0, 0, 0, 56), ("irecv", 0, 5, 0, 12)]
+    assert len(groups) == 1  # the world's id, alike on both ranks
+
+
+def test_merge_one_timeline(job):
+    tmp, paths, traces = job
+    out = os.path.join(tmp, "merged.json")
+    r = subprocess.run([CLI, "merge", *paths, "-o", out], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    m = json.load(open(out))
+    merge = m["otherData"]["merge"]
+    assert merge["method"] == "clock sync" and merge["clock_sync"]["method"] == "torch_pingpong"
+    assert [i["rank"] for i in merge["inputs"]] == [0, 1]
+    pids = {e["pid"] for e in spans(m)}
+    assert len(pids) == 2 and len(spans(m)) == len(spans(traces[0])) + len(spans(traces[1]))
+    # rank 1's 50 ms are taken out: each collective's spans overlap or nearly so on the merged clock
+    by = {}
+    for e in spans(m):
+        if "seq" in e["args"] and e["name"] not in ("send", "recv", "isend", "irecv"):
+            by.setdefault(e["args"]["seq"], []).append(e)
+    assert len(by) == 6
+    for seq, (a, b) in by.items():
+        assert abs(a["ts"] - b["ts"]) < 0.5 * SHIFT_NS / 1000, (seq, a["ts"], b["ts"])
+
+
+def test_ranks_match_collectives(job):
+    _, paths, _ = job
+    r = subprocess.run([CLI, "ranks", *paths], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "collectives matched across ranks: 6" in r.stdout, r.stdout
+    assert "repeat another call" not in r.stderr
+
+
+def test_sync_recovers_injected_offset(job):
+    _, _, traces = job
+    cs0, cs1 = (t["otherData"]["clock_sync"] for t in traces)
+    assert cs0["offset_ns"] == 0 and cs0["rank"] == 0 and cs1["rank"] == 1
+    shift = traces[1]["otherData"]["clock_shift"]
+    assert (shift["offset_ns"], shift["drift_ppb"]) == (SHIFT_NS, DRIFT_PPB)
+    assert len(cs1["samples"]) == 3  # trace()'s start, sync(), trace()'s end
+    for s in cs1["samples"]:
+        # rank 1 read T = t + SHIFT + DRIFT * (t - start): rank 0's clock (unshifted, one host) was t then
+        T = s["at_ns"]
+        t = (T - SHIFT_NS + DRIFT_PPB * shift["start_ns"] / 1e9) / (1 + DRIFT_PPB / 1e9)
+        true = t - T
+        assert s["bound_ns"] == (s["rtt_ns"] + 1) // 2 and s["exchanges"] == 32
+        # within the bound, but for the drift inside one round trip and rounding
+        assert abs(s["offset_ns"] - true) <= s["bound_ns"] + DRIFT_PPB * s["rtt_ns"] / 1e9 + 2, (s, true)
+    assert cs1["bound_ns"] == max(s["bound_ns"] for s in cs1["samples"])
+
+
+def test_unmodified_script_under_mlprof_run(tmp_path):
+    """python3 -m mlprof.dist SCRIPT under mlprof run: no line of the script names mlprof."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo', init_method='file://' + sys.argv[1], rank=int(sys.argv[2]),"
+        " world_size=2)\n"
+        "dist.all_reduce(torch.ones(64))\n"
+        "dist.broadcast(torch.ones(8, dtype=torch.float64), src=0)\n"
+        "dist.destroy_process_group()\n")
+    job = str(tmp_path / "job.json")
+    python = os.path.join(HERE, "..", "..", "python")
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = python + (os.pathsep + old if old else "")
+    try:  # RANK and WORLD_SIZE as torchrun sets them: a trace per rank, merged by the last to finish
+        spawn(str(tmp_path), lambda r, store, _: [CLI, "run", "-q", "-o", job, "--", sys.executable, "-m",
+                                                   "mlprof.dist", str(script), store, str(r)])
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+    m = json.load(open(job))
+    got = sorted((e["args"]["rank"], e["name"], e["args"]["seq"], e["args"]["bytes"]) for e in spans(m))
+    assert got == [(0, "all_reduce", 0, 256), (0, "broadcast", 1, 64), (1, "all_reduce", 0, 256),
+                   (1, "broadcast", 1, 64)]
+    assert m["otherData"]["merge"]["method"] == "clock sync"
