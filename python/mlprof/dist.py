@@ -358,10 +358,11 @@ def _sync_if_ready(where):
 def trace(clock_sync=True):
     """Records torch.distributed's calls as spans while inside (nested and
     repeated uses are counted: the functions are put back when the last one
-    ends). clock_sync: take a clock sample (sync()) when it begins and when it
-    ends, both collective over the default group: every rank must enter and
-    leave trace() at the same point (a rank that leaves by an exception takes
-    none at the end)."""
+    ends). clock_sync: take a clock sample (sync()) when it begins (or, when
+    the default group is not up yet, at its first collective over the whole
+    world) and when it ends, collective over the default group: every rank
+    must enter and leave trace() at the same point (a rank that leaves by an
+    exception takes none at the end)."""
     if _c10d is None:
         raise RuntimeError("mlprof.dist: this torch has no torch.distributed")
     with _patch_lock:
@@ -369,7 +370,10 @@ def trace(clock_sync=True):
             _install()
         _depth[0] += 1
     if clock_sync:
-        _sync_if_ready("start")
+        if _c10d.is_initialized():
+            _sync_if_ready("start")
+        else:  # the group comes later: the sample is taken at its first collective
+            _lazy_sync[0] = True
     ok = False
     try:
         yield
@@ -381,6 +385,7 @@ def trace(clock_sync=True):
             _depth[0] -= 1
             if _depth[0] == 0:
                 _uninstall()
+                _lazy_sync[0] = False
 
 
 def _on_destroy(original):

@@ -153,3 +153,28 @@ def test_unmodified_script_under_mlprof_run(tmp_path):
     assert got == [(0, "all_reduce", 0, 256), (0, "broadcast", 1, 64), (1, "all_reduce", 0, 256),
                    (1, "broadcast", 1, 64)]
     assert m["otherData"]["merge"]["method"] == "clock sync"
+
+
+def test_torch_trace_distributed_before_init(tmp_path):
+    """mlprof.torch.trace(distributed=True) entered before the group exists: the
+    operators and the collectives, the first clock sample at the first collective."""
+    script = tmp_path / "early.py"
+    script.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {os.path.join(HERE, '..', '..', 'python')!r})\n"
+        "import torch, torch.distributed as dist, mlprof, mlprof.torch\n"
+        "rank = int(sys.argv[2])\n"
+        "mlprof.set_config(filename=os.path.join(os.path.dirname(sys.argv[1]), 'early%r.json'), rank=rank)\n"
+        "mlprof.set_state('run')\n"
+        "with mlprof.torch.trace(distributed=True):\n"
+        "    dist.init_process_group('gloo', init_method='file://' + sys.argv[1], rank=rank, world_size=2)\n"
+        "    t = torch.ones(16) * 2\n"
+        "    dist.all_reduce(t)\n"
+        "mlprof.dump()\n"
+        "dist.destroy_process_group()\n")
+    spawn(str(tmp_path), lambda r, store, _: [sys.executable, str(script), store, str(r)])
+    for r in range(2):
+        t = json.load(open(tmp_path / f"early{r}.json"))
+        assert [(e["name"], e["args"]["seq"], e["args"]["bytes"]) for e in spans(t)] == [("all_reduce", 0, 64)]
+        assert any(e.get("cat") == "aten" and e["name"] == "aten::mul" for e in t["traceEvents"])
+        assert len(t["otherData"]["clock_sync"]["samples"]) == 2  # the first collective's, trace()'s end
