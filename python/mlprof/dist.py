@@ -13,7 +13,8 @@ Each span has op (the reduction, "SUM"), bytes (what this rank sends: a
 root's whole buffer; what it receives when it only receives: broadcast off
 the root, recv), count (elements), dtype, group (an id every member computes
 alike: torch's name for the group and its ranks, hashed), group_size, rank
-(this process's global rank), seq (the group's collectives numbered from 0 in
+(this process's global rank), error (the exception's type, when the call
+raised: gloo has no reduce_scatter), seq (the group's collectives numbered from 0 in
 call order, the same on every member; for send/recv the messages of one
 (group, source, destination, tag) stream), and peer or root (global ranks).
 `mlprof ranks` matches the collectives across ranks by (group, seq).
@@ -276,7 +277,11 @@ def _wrap(name, fn):
                 request = _next_request()
                 _lib_.mlprof_arg_int(b"async", 1)
                 _lib_.mlprof_arg_int(b"request", request)
-            out = fn(*a, **kw)
+            try:
+                out = fn(*a, **kw)
+            except Exception as e:  # the call failed (gloo lacks reduce_scatter...): said on its span
+                _lib_.mlprof_arg_str(b"error", type(e).__name__.encode())
+                raise
             if name == "recv" and peer is None and isinstance(out, int) and out >= 0:
                 _lib_.mlprof_arg_int(b"peer", out)  # the sender, known now
                 _lib_.mlprof_arg_int(b"seq", _p2p_stream(g, me, out, False, _arg(a, kw, 3, "tag", 0)))

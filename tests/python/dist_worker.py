@@ -25,6 +25,18 @@ with mlprof.dist.trace():  # a clock sample here, one at sync() and one at the e
     assert [int(o[0]) for o in outs] == list(range(world))
     dist.barrier()                                                                 # seq 3: 0
     dist.reduce(torch.ones(5, dtype=torch.float64), dst=0, op=dist.ReduceOp.MAX)   # seq 4: 40
+    dist.gather(torch.ones(4), [torch.zeros(4) for _ in range(world)] if rank == 0 else None, dst=0)  # 5: 16
+    dist.scatter(torch.zeros(3, dtype=torch.int64),                                # 6: the root 48, others 24
+                 [torch.ones(3, dtype=torch.int64)] * world if rank == 0 else None, src=0)
+    dist.all_to_all_single(torch.zeros(2 * world), torch.ones(2 * world))         # 7: 16
+    for call in (lambda: dist.all_to_all([torch.zeros(2)] * world, [torch.ones(2)] * world),  # 8: 16
+                 lambda: dist.all_gather_into_tensor(torch.zeros(2 * world), torch.ones(2)),  # 9: 8
+                 lambda: dist.reduce_scatter(torch.zeros(2), [torch.ones(2)] * world),        # 10: 16
+                 lambda: dist.reduce_scatter_tensor(torch.zeros(2), torch.ones(2 * world))):  # 11: 16
+        try:  # gloo has none of these: each raises, on every rank alike
+            call()
+        except RuntimeError:
+            pass
     mlprof.dist.sync()
     if rank == 0:
         dist.send(torch.arange(7, dtype=torch.float64), dst=1)                     # 56 bytes
@@ -33,7 +45,7 @@ with mlprof.dist.trace():  # a clock sample here, one at sync() and one at the e
         got = torch.zeros(7, dtype=torch.float64)
         assert dist.recv(got) == 0 and got[6] == 6                                 # from any source
         dist.irecv(torch.zeros(3, dtype=torch.int32), src=0, tag=5).wait()
-    work = dist.all_reduce(torch.ones(4, dtype=torch.float32), async_op=True)      # seq 5: 16
+    work = dist.all_reduce(torch.ones(4, dtype=torch.float32), async_op=True)      # seq 12: 16
     work.wait()
 mlprof.dump()
 dist.destroy_process_group()

@@ -52,13 +52,19 @@ def spans(trace):
 def test_collectives_and_messages(job):
     _, _, traces = job
     expect = [("all_reduce", 0, 4000), ("broadcast", 1, 600), ("all_gather", 2, 80), ("barrier", 3, 0),
-              ("reduce", 4, 40), ("all_reduce", 5, 16)]
+              ("reduce", 4, 40), ("gather", 5, 16), ("scatter", 6, None), ("all_to_all_single", 7, 16),
+              ("all_to_all", 8, 16), ("all_gather_into_tensor", 9, 8), ("reduce_scatter", 10, 16),
+              ("reduce_scatter_tensor", 11, 16), ("all_reduce", 12, 16)]
     groups = set()
     for rank, t in enumerate(traces):
         assert t["distributedInfo"]["rank"] == rank
         s = spans(t)
         colls = [e for e in s if e["name"] not in ("send", "recv", "isend", "irecv", "wait")]
-        assert [(e["name"], e["args"]["seq"], e["args"]["bytes"]) for e in colls] == expect
+        want = [(n, q, b if b is not None else (48 if rank == 0 else 24)) for n, q, b in expect]  # scatter's root
+        assert [(e["name"], e["args"]["seq"], e["args"]["bytes"]) for e in colls] == want
+        assert [e["args"].get("error") for e in colls[8:12]] == ["RuntimeError"] * 4
+        assert "error" not in colls[7]["args"] and colls[10]["args"]["op"] == "SUM"
+        assert colls[5]["args"]["root"] == 0 and colls[6]["args"]["root"] == 0
         for e in colls:
             assert e["args"]["group_size"] == 2 and e["args"]["rank"] == rank
             groups.add(e["args"]["group"])
@@ -67,10 +73,10 @@ def test_collectives_and_messages(job):
         assert colls[1]["args"]["root"] == 1 and colls[1]["args"]["dtype"] == "int32"
         assert colls[4]["args"]["op"] == "MAX" and colls[4]["args"]["root"] == 0
         # the async all_reduce: its call, then its wait with the same request
-        assert colls[5]["args"]["async"] == 1
+        assert colls[12]["args"]["async"] == 1
         wait = [e for e in s if e["name"] == "wait" and e["args"]["op"] == "all_reduce"]
-        assert len(wait) == 1 and wait[0]["args"]["request"] == colls[5]["args"]["request"]
-        assert "seq" not in wait[0]["args"] and wait[0]["ts"] >= colls[5]["ts"]
+        assert len(wait) == 1 and wait[0]["args"]["request"] == colls[12]["args"]["request"]
+        assert "seq" not in wait[0]["args"] and wait[0]["ts"] >= colls[12]["ts"]
         p2p = [(e["name"], e["args"]["peer"], e["args"]["tag"], e["args"]["seq"], e["args"]["bytes"])
                for e in s if e["name"] in ("send", "recv", "isend", "irecv")]
         if rank == 0:
@@ -99,7 +105,7 @@ def test_merge_one_timeline(job):
     for e in spans(m):
         if "seq" in e["args"] and e["name"] not in ("send", "recv", "isend", "irecv"):
             by.setdefault(e["args"]["seq"], []).append(e)
-    assert sorted(by) == list(range(6)) and all(len(v) == 2 for v in by.values())
+    assert sorted(by) == list(range(13)) and all(len(v) == 2 for v in by.values())
     for seq in (0, 2, 3):
         a, b = by[seq]
         assert a["ts"] + a["dur"] + bound_us >= b["ts"] and b["ts"] + b["dur"] + bound_us >= a["ts"], (seq, a, b)
@@ -110,7 +116,7 @@ def test_ranks_match_collectives(job):
     _, paths, _ = job
     r = subprocess.run([CLI, "ranks", *paths], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert "collectives matched across ranks: 6" in r.stdout and "torch comm" in r.stdout, r.stdout
+    assert "collectives matched across ranks: 13" in r.stdout and "torch comm" in r.stdout, r.stdout
     assert "repeat another call" not in r.stderr
 
 
