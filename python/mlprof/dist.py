@@ -56,7 +56,7 @@ def _fnv(text):
 
 class _Group:
     """What a span says of its process group; seq counts its collectives."""
-    __slots__ = ("id", "size", "ranks", "seq", "streams")
+    __slots__ = ("id", "size", "ranks", "seq", "streams", "me", "consts")
 
     def __init__(self, pg):
         ranks = _group_ranks(pg)
@@ -67,6 +67,8 @@ class _Group:
         self.size = len(ranks)
         self.seq = 0
         self.streams = {}  # (src, dst, tag) -> messages sent or received so far
+        self.me = _c10d.get_rank()  # this process's global rank, fixed while the group lives
+        self.consts = [(b"group", self.id), (b"group_size", self.size), (b"rank", self.me)]
 
 
 def _group_name(pg):
@@ -91,6 +93,9 @@ def _group(group):
     pg = group if group is not None and group is not getattr(_c10d.GroupMember, "WORLD", None) else None
     if pg is None:
         pg = _c10d._get_default_group()
+    got = _groups.get(id(pg))  # the usual case, without the lock (a dict read is atomic)
+    if got is not None and got[0] is pg:
+        return got[1]
     with _groups_lock:
         got = _groups.get(id(pg))
         if got is None or got[0] is not pg:
@@ -238,7 +243,7 @@ def _wrap(name, fn):
         if _lazy_sync[0] and kind == "coll" and g.size == _c10d.get_world_size():
             _lazy_sync[0] = False  # the first collective of the world: every rank is here, at the same point
             _sync_if_ready("first collective")
-        me = _global_rank()
+        me = g.me
         peer = _arg(a, kw, rootspec[1], rootspec[0]) if rootspec else None
         if kind == "coll":
             seq = g.seq
@@ -257,7 +262,7 @@ def _wrap(name, fn):
         _lib_.mlprof_begin_dynamic(_DOMAIN, name.encode())
         _tls.inside = True
         try:
-            args = [(b"group", g.id), (b"group_size", g.size), (b"rank", me)]
+            args = list(g.consts)
             if oppos is not None:
                 args.append((b"op", _op_name(_arg(a, kw, oppos, "op", _dist.ReduceOp.SUM)).encode()))
             if peer is not None:
