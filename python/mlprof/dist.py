@@ -23,7 +23,10 @@ async_op=True (and isend/irecv) gives two spans: the call itself, which only
 issues the work (async=1, request=N), and "wait" around the returned work's
 wait() with the same request, op and group (not seq: the call is the one
 instance `mlprof ranks` matches): the time this rank waited for it. A work
-never waited for through wait() has no "wait" span.
+never waited for through wait() has no "wait" span. A receive from any source
+learns its peer and seq when the message has come: recv's on its span,
+irecv's on its wait (and one never waited for leaves its stream's later
+messages numbered one short on this rank).
 
 What is seen: the functions of torch.distributed called by name while tracing
 (dist.all_reduce, torch.distributed.distributed_c10d.all_reduce); not a
@@ -193,23 +196,50 @@ def _next_request():
         return _requests[0]
 
 
+def _any_source(g, me, tag, group):
+    """What an irecv from any source does once its work is done: its message
+    counted in the stream it came by, as the sender counted it; returns the
+    arguments the wait span gets (peer and seq)."""
+    def done(work):
+        try:
+            src = work._source_rank()
+        except (AttributeError, RuntimeError):
+            return []
+        if group is not None and group is not getattr(_c10d.GroupMember, "WORLD", None):
+            src = _c10d.get_global_rank(group, src)
+        return [(b"peer", src), (b"seq", _p2p_stream(g, me, src, False, tag))]
+    return done
+
+
 class _Work:
     """The work an async call returns, whose wait() is a span ("wait", with the
-    call's request, op, group and seq); everything else is the work's own."""
-    __slots__ = ("_work", "_args")
+    call's request, op and group; args None: no span, the call was not
+    recorded); everything else is the work's own. done: what to run once the
+    work is done (an irecv from any source numbers its message then)."""
+    __slots__ = ("_work", "_args", "_done")
 
-    def __init__(self, work, args):
+    def __init__(self, work, args, done=None):
         self._work = work
         self._args = args
+        self._done = done
+
+    def _finished(self):
+        done, self._done = self._done, None
+        return done(self._work) if done else []
 
     def wait(self, *a, **kw):
-        if not _lib_.mlprof_get_state():
-            return self._work.wait(*a, **kw)
+        if self._args is None or not _lib_.mlprof_get_state():
+            out = self._work.wait(*a, **kw)
+            self._finished()
+            return out
         _lib_.mlprof_begin_dynamic(_DOMAIN, b"wait")
         try:
             for k, v in self._args:
                 (_lib_.mlprof_arg_str if isinstance(v, bytes) else _lib_.mlprof_arg_int)(k, v)
-            return self._work.wait(*a, **kw)
+            out = self._work.wait(*a, **kw)
+            for k, v in self._finished():
+                _lib_.mlprof_arg_int(k, v)
+            return out
         finally:
             _lib_.mlprof_end_dynamic(_DOMAIN)
 
@@ -253,9 +283,14 @@ def _wrap(name, fn):
         if not _lib_.mlprof_get_state():
             _tls.inside = True
             try:
-                return fn(*a, **kw)
+                out = fn(*a, **kw)
             finally:
                 _tls.inside = False
+            if peer is None and name == "recv" and isinstance(out, int) and out >= 0:
+                _p2p_stream(g, me, out, False, _arg(a, kw, 3, "tag", 0))  # counted as the sender counts it
+            elif peer is None and name == "irecv" and out is not None:
+                out = _Work(out, None, _any_source(g, me, _arg(a, kw, 3, "tag", 0), group))
+            return out
         nbytes, count, dtype = _size(what(a, kw))
         is_async = name in ("isend", "irecv") or bool(kw.get("async_op", False))
         # record: the span, its arguments at once (so that they are the span's whatever it calls), the call
@@ -293,7 +328,9 @@ def _wrap(name, fn):
             if is_async and out is not None and not isinstance(out, (int, _Work)):
                 wait_args = [(b"request", request), (b"op", name.encode())] + \
                     [(k, v) for k, v in args if k in (b"group", b"peer", b"root")]
-                out = _Work(out, wait_args)
+                done = _any_source(g, me, _arg(a, kw, 3, "tag", 0), group) if name == "irecv" and peer is None \
+                    else None
+                out = _Work(out, wait_args, done)
             return out
         finally:
             _tls.inside = False

@@ -41,10 +41,14 @@ with mlprof.dist.trace():  # a clock sample here, one at sync() and one at the e
     if rank == 0:
         dist.send(torch.arange(7, dtype=torch.float64), dst=1)                     # 56 bytes
         dist.isend(torch.arange(3, dtype=torch.int32), dst=1, tag=5).wait()       # 12 bytes
+        dist.send(torch.ones(2), dst=1, tag=9)                                     # the stream (0, 1, 9): 0
+        dist.send(torch.ones(2), dst=1, tag=9)                                     # and 1
     else:
         got = torch.zeros(7, dtype=torch.float64)
         assert dist.recv(got) == 0 and got[6] == 6                                 # from any source
         dist.irecv(torch.zeros(3, dtype=torch.int32), src=0, tag=5).wait()
+        dist.irecv(torch.zeros(2), tag=9).wait()  # from any source: numbered when it has come, in its wait
+        dist.recv(torch.zeros(2), src=0, tag=9)   # the next of that stream
     work = dist.all_reduce(torch.ones(4, dtype=torch.float32), async_op=True)      # seq 12: 16
     work.wait()
 mlprof.dump()

@@ -77,12 +77,15 @@ def test_collectives_and_messages(job):
         wait = [e for e in s if e["name"] == "wait" and e["args"]["op"] == "all_reduce"]
         assert len(wait) == 1 and wait[0]["args"]["request"] == colls[12]["args"]["request"]
         assert "seq" not in wait[0]["args"] and wait[0]["ts"] >= colls[12]["ts"]
-        p2p = [(e["name"], e["args"]["peer"], e["args"]["tag"], e["args"]["seq"], e["args"]["bytes"])
+        p2p = [(e["name"], e["args"].get("peer"), e["args"]["tag"], e["args"].get("seq"), e["args"]["bytes"])
                for e in s if e["name"] in ("send", "recv", "isend", "irecv")]
         if rank == 0:
-            assert p2p == [("send", 1, 0, 0, 56), ("isend", 1, 5, 0, 12)]
-        else:  # the receive from any source knows its peer and number once it has come
-            assert p2p == [("recv", 0, 0, 0, 56), ("irecv", 0, 5, 0, 12)]
+            assert p2p == [("send", 1, 0, 0, 56), ("isend", 1, 5, 0, 12), ("send", 1, 9, 0, 8), ("send", 1, 9, 1, 8)]
+        else:  # a receive from any source knows its peer and number once it has come: recv's span, irecv's wait
+            assert p2p == [("recv", 0, 0, 0, 56), ("irecv", 0, 5, 0, 12), ("irecv", None, 9, None, 8),
+                           ("recv", 0, 9, 1, 8)]
+            waits = [e["args"] for e in s if e["name"] == "wait" and e["args"]["op"] == "irecv"]
+            assert [(w.get("peer"), w.get("seq")) for w in waits] == [(0, None), (0, 0)], waits
     assert len(groups) == 1  # the world's id, alike on both ranks
 
 
@@ -103,7 +106,7 @@ def test_merge_one_timeline(job):
     bound_us = merge["clock_sync"]["worst_bound_ns"] / 1000 + 0.002
     by = {}
     for e in spans(m):
-        if "seq" in e["args"] and e["name"] not in ("send", "recv", "isend", "irecv"):
+        if "seq" in e["args"] and e["name"] not in ("send", "recv", "isend", "irecv", "wait"):
             by.setdefault(e["args"]["seq"], []).append(e)
     assert sorted(by) == list(range(13)) and all(len(v) == 2 for v in by.values())
     for seq in (0, 2, 3):
