@@ -9,15 +9,19 @@ its process group, for `mlprof merge`.
         dist.all_reduce(t)
     mlprof.dump()
 
+An unmodified script: `python3 -m mlprof.dist train.py ARGS` (run()), under
+`mlprof run` or with MLPROF_AUTOSTART=1.
+
 Each span has op (the reduction, "SUM"), bytes (what this rank sends: a
 root's whole buffer; what it receives when it only receives: broadcast off
 the root, recv), count (elements), dtype, group (an id every member computes
 alike: torch's name for the group and its ranks, hashed), group_size, rank
-(this process's global rank), error (the exception's type, when the call
-raised: gloo has no reduce_scatter), seq (the group's collectives numbered from 0 in
-call order, the same on every member; for send/recv the messages of one
-(group, source, destination, tag) stream), and peer or root (global ranks).
-`mlprof ranks` matches the collectives across ranks by (group, seq).
+(this process's global rank), seq (the group's collectives numbered from 0
+in call order, the same on every member; for send/recv the messages of one
+(group, source, destination, tag) stream), peer or root (global ranks), tag,
+and error (the exception's type, when the call raised: gloo has no
+reduce_scatter). `mlprof ranks` matches the collectives across ranks by
+(group, seq).
 
 async_op=True (and isend/irecv) gives two spans: the call itself, which only
 issues the work (async=1, request=N), and "wait" around the returned work's
