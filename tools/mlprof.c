@@ -560,18 +560,18 @@ static size_t split_list(char *list, char **parts, size_t max)
 
 /* What the merge could not do as asked: a clock sync in some traces only,
  * ranks of the job that no trace is. */
-static void merge_warnings(an_trace *const *tp, size_t n, int method)
+static void merge_warnings(const an_merge_input *in, size_t n, int method)
 {
     size_t synced = 0;
     an_clock_sync cs;
     for (size_t i = 0; i < n; i++)
-        synced += (size_t)an_clock_sync_read(tp[i], &cs);
+        synced += (size_t)an_clock_sync_read(&in[i].view, &cs);
     if (synced && method != AN_ALIGN_CLOCK_SYNC && method != AN_ALIGN_GIVEN && method != AN_ALIGN_MARKER)
         fprintf(stderr, PROG " merge: warning: only %zu of %zu traces have a clock_sync: it is not applied\n",
                 synced, n);
     mlprof__sb missing;
     mlprof__sb_init(&missing);
-    long long world = an_merge_missing_ranks(tp, n, &missing);
+    long long world = an_merge_missing_ranks(in, n, &missing);
     if (world > 0 && missing.len)
         fprintf(stderr, PROG " merge: warning: rank%s %s of %lld missing (no trace says it is that rank)\n",
                 strchr(missing.data, ',') ? "s" : "", missing.data, world);
@@ -616,9 +616,8 @@ static int cmd_merge(int argc, char **argv)
     char *names_copy = names ? strdup(names) : NULL, *offsets_copy = offsets ? strdup(offsets) : NULL;
     char **labels = calloc(npaths + 1, sizeof *labels), **parts = calloc(npaths + 1, sizeof *parts);
     int64_t *off = calloc(npaths, sizeof *off);
-    an_trace *traces = calloc(npaths, sizeof *traces);
-    an_trace **tp = calloc(npaths, sizeof *tp);
-    if (!labels || !parts || !off || !traces || !tp || (names && !names_copy) || (offsets && !offsets_copy))
+    an_merge_input *sum = calloc(npaths, sizeof *sum);
+    if (!labels || !parts || !off || !sum || (names && !names_copy) || (offsets && !offsets_copy))
         return 1;
     if (names_copy) {
         if (split_list(names_copy, labels, npaths + 1) != npaths)
@@ -638,33 +637,37 @@ static int cmd_merge(int argc, char **argv)
         }
         mo.offsets = off;
     }
+    /* streamed: a first pass reads each trace for what the merge needs of it
+     * (clocks, ranks, pids, ids), the second reads each again and writes its
+     * events to the output; memory holds one trace at a time */
     int damaged = 0, rc = 0;
-    for (size_t i = 0; i < npaths && rc == 0; i++) {
-        tp[i] = &traces[i];
-        if (read_trace(&traces[i], paths[i], &damaged) != 0)
+    size_t made = 0;
+    for (; made < npaths && rc == 0; made++) {
+        an_trace t;
+        if (read_trace(&t, paths[made], &damaged) != 0)
             rc = 1;
+        else if (an_merge_summarize(&t, &mo, &sum[made]) != 0) {
+            fprintf(stderr, PROG " merge: out of memory\n");
+            rc = 1;
+        }
+        an_trace_free(&t);
     }
     if (rc == 0) {
-        mlprof__sb out;
-        mlprof__sb_init(&out);
         char err[600] = "";
         int method;
-        if (an_merge(tp, npaths, &mo, &out, &method, err, sizeof err) != 0) {
+        if (an_merge_stream(sum, npaths, &mo, output, &method, err, sizeof err) != 0) {
             fprintf(stderr, PROG " merge: %s\n", err[0] ? err : "out of memory");
             rc = 1;
         } else {
             if (method == AN_ALIGN_STARTS)
                 fprintf(stderr, PROG " merge: warning: the traces do not say they share a clock; their starts "
                                 "are lined up (give --offsets or --sync-marker to align them)\n");
-            merge_warnings(tp, npaths, method);
-            rc = write_output(output, &out);
+            merge_warnings(sum, npaths, method);
         }
-        mlprof__sb_free(&out);
     }
-    for (size_t i = 0; i < npaths; i++)
-        an_trace_free(&traces[i]);
-    free(traces);
-    free(tp);
+    for (size_t i = 0; i < made; i++)
+        an_merge_input_free(&sum[i]);
+    free(sum);
     free(labels);
     free(parts);
     free(off);

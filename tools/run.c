@@ -566,16 +566,33 @@ static unsigned long long other_number(const an_trace *t, const char *key)
     return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
 }
 
-static void print_bytes(unsigned long long b)
+/* What the summary says of the processes' traces, gathered as each is read
+ * for the merge (one at a time). */
+typedef struct parts_said {
+    unsigned long long dropped;
+    mlprof__sb peaks; /* "memory peak (...) of pid N: X in use" lines */
+} parts_said;
+
+static void note_part(parts_said *ps, const an_trace *t)
 {
-    mlprof__sb s;
-    mlprof__sb_init(&s);
-    mlprof__sb_bytes(&s, b);
-    fputs(s.data ? s.data : "", stdout);
-    mlprof__sb_free(&s);
+    ps->dropped += other_number(t, "dropped_events");
+    /* the peak of each process's memory, as its trace marks it */
+    for (size_t k = 0; k < t->nev; k++) {
+        const an_event *e = &t->ev[k];
+        if (e->ph != 'i' || strncmp(e->name, "memory peak (", 13) != 0)
+            continue;
+        for (uint32_t a = 0; a < e->nargs; a++) {
+            const an_arg *arg = &t->args[e->args + a];
+            if (strcmp(arg->key, "used") != 0)
+                continue;
+            mlprof__sb_printf(&ps->peaks, "%s of pid %lld: ", e->name, (long long)e->pid);
+            mlprof__sb_bytes(&ps->peaks, (unsigned long long)arg->inum);
+            mlprof__sb_puts(&ps->peaks, " in use\n");
+        }
+    }
 }
 
-static void summary(const run_options *o, const char *status, double wall, an_trace *const *parts, size_t n,
+static void summary(const run_options *o, const char *status, double wall, const parts_said *ps, size_t n,
                     an_trace *merged, const char *written, const char *parts_dir)
 {
     printf("\nmlprof run: %s %s after %.3f s; %zu process%s profiled\n", o->cmd[0], status, wall, n,
@@ -592,27 +609,9 @@ static void summary(const run_options *o, const char *status, double wall, an_tr
         }
         mlprof__sb_free(&table);
     }
-    unsigned long long dropped = 0;
-    int first = 1;
-    for (size_t i = 0; i < n; i++) {
-        dropped += other_number(parts[i], "dropped_events");
-        /* the peak of each process's memory, as its trace marks it */
-        for (size_t k = 0; k < parts[i]->nev; k++) {
-            const an_event *e = &parts[i]->ev[k];
-            if (e->ph != 'i' || strncmp(e->name, "memory peak (", 13) != 0)
-                continue;
-            for (uint32_t a = 0; a < e->nargs; a++) {
-                const an_arg *arg = &parts[i]->args[e->args + a];
-                if (strcmp(arg->key, "used") != 0)
-                    continue;
-                printf("%s%s of pid %lld: ", first ? "\n" : "", e->name, (long long)e->pid);
-                print_bytes((unsigned long long)arg->inum);
-                printf(" in use\n");
-                first = 0;
-            }
-        }
-    }
-    printf("dropped events: %llu%s\n", dropped, dropped ? " (raise --buffer_size)" : "");
+    if (ps->peaks.len)
+        printf("\n%s", ps->peaks.data);
+    printf("dropped events: %llu%s\n", ps->dropped, ps->dropped ? " (raise --buffer_size)" : "");
     if (written) /* never a path that was not written */
         printf("trace: %s\n", written);
     if (n)
@@ -621,11 +620,11 @@ static void summary(const run_options *o, const char *status, double wall, an_tr
 
 /* What the merge of a job's ranks says: the ranks no trace is, and the
  * clocks when the ranks' were not measured against each other. */
-static void rank_warnings(an_trace *const *tp, size_t n, int method)
+static void rank_warnings(const an_merge_input *in, size_t n, int method)
 {
     mlprof__sb missing;
     mlprof__sb_init(&missing);
-    long long world = an_merge_missing_ranks(tp, n, &missing);
+    long long world = an_merge_missing_ranks(in, n, &missing);
     if (world > 0 && missing.len)
         fprintf(stderr, PROG ": warning: no trace of rank%s %s (of %lld): the merged trace is without %s\n",
                 strchr(missing.data, ',') ? "s" : "", missing.data, world,
@@ -798,26 +797,41 @@ int mlprof_cmd_run(int argc, char **argv)
                 o.merge_timeout, strchr(not_done.data, ',') ? "them" : "it");
     mlprof__sb_free(&not_done);
 
+    /* streamed (an_merge_stream): each process's trace read once for what
+     * the merge and the summary need of it, then again to write its events;
+     * memory holds one of them at a time */
     char **paths = calloc(MAX_PARTS, sizeof *paths);
-    an_trace *traces = calloc(MAX_PARTS, sizeof *traces);
-    an_trace **tp = calloc(MAX_PARTS, sizeof *tp);
-    if (!paths || !traces || !tp)
+    an_merge_input *sum = calloc(MAX_PARTS, sizeof *sum);
+    if (!paths || !sum)
         return rc ? rc : 1;
+    parts_said said = {0, {0}};
+    mlprof__sb_init(&said.peaks);
+    an_merge_options mo;
+    memset(&mo, 0, sizeof mo);
+    /* one host's processes share its clock; ranks may be on several
+     * hosts, and have their clock sync measured: the merge chooses */
+    mo.same_clock = !j.ranked;
     size_t n = list_parts(parts_dir, &j, paths), used = 0;
+    int failed = 0, written = 0;
     for (size_t i = 0; i < n; i++) {
-        if (an_trace_read(&traces[used], paths[i]) != 0) {
-            if (!traces[used].partial) {
-                fprintf(stderr, PROG ": %s; left out\n", traces[used].error);
-                an_trace_free(&traces[used]);
+        an_trace t;
+        if (an_trace_read(&t, paths[i]) != 0) {
+            if (!t.partial) {
+                fprintf(stderr, PROG ": %s; left out\n", t.error);
+                an_trace_free(&t);
                 continue;
             }
-            fprintf(stderr, PROG ": warning: %s; using the %zu events read before it\n", traces[used].error,
-                    traces[used].nev);
+            fprintf(stderr, PROG ": warning: %s; using the %zu events read before it\n", t.error, t.nev);
         }
-        tp[used] = &traces[used];
-        used++;
+        if (an_merge_summarize(&t, &mo, &sum[used]) != 0) {
+            fprintf(stderr, PROG ": out of memory reading %s; left out\n", paths[i]);
+            failed = 1;
+        } else {
+            note_part(&said, &t);
+            used++;
+        }
+        an_trace_free(&t);
     }
-    int failed = 0, written = 0;
     an_trace merged;
     int have_merged = 0;
     if (!used && o.on_demand) {
@@ -827,42 +841,38 @@ int mlprof_cmd_run(int argc, char **argv)
                         "clear LD_PRELOAD?)\n");
         failed = 1;
     } else {
-        an_merge_options mo;
-        memset(&mo, 0, sizeof mo);
-        /* one host's processes share its clock; ranks may be on several
-         * hosts, and have their clock sync measured: the merge chooses */
-        mo.same_clock = !j.ranked;
-        mlprof__sb out;
-        mlprof__sb_init(&out);
         char err[600] = "";
         int method;
-        if (an_merge(tp, used, &mo, &out, &method, err, sizeof err) != 0) {
+        /* a file named "-" as before, not standard output (the summary's) */
+        if (an_merge_stream(sum, used, &mo, strcmp(output, "-") == 0 ? "./-" : output, &method, err,
+                            sizeof err) != 0) {
             fprintf(stderr, PROG ": merging the processes' traces: %s\n", err[0] ? err : "out of memory");
-            failed = 1;
-        } else if (mlprof__write_file_atomic(output, out.data, out.len) != MLPROF_OK) {
-            fprintf(stderr, PROG ": %s\n", mlprof_last_error());
             failed = 1;
         } else {
             if (j.ranked && j.world > 0) /* a rank's own output has the others' elsewhere */
-                rank_warnings(tp, used, method);
+                rank_warnings(sum, used, method);
             written = 1;
-            if (!o.quiet && an_trace_read_mem(&merged, output, out.data, out.len) == 0)
-                have_merged = 1;
-            else if (!o.quiet)
-                an_trace_free(&merged);
+            /* the table of where the time went is the merged trace's: read
+             * back when it is a file (not a FIFO, a terminal, /dev/null) */
+            struct stat ost;
+            if (!o.quiet && o.top && stat(output, &ost) == 0 && S_ISREG(ost.st_mode)) {
+                if (an_trace_read(&merged, output) == 0)
+                    have_merged = 1;
+                else
+                    an_trace_free(&merged);
+            }
         }
-        mlprof__sb_free(&out);
     }
     if (!o.quiet)
-        summary(&o, status, wall, tp, used, have_merged ? &merged : NULL, written ? output : NULL, parts_dir);
+        summary(&o, status, wall, &said, used, have_merged ? &merged : NULL, written ? output : NULL, parts_dir);
     if (have_merged)
         an_trace_free(&merged);
+    mlprof__sb_free(&said.peaks);
     for (size_t i = 0; i < used; i++)
-        an_trace_free(&traces[i]);
+        an_merge_input_free(&sum[i]);
     for (size_t i = 0; i < n; i++)
         free(paths[i]);
     free(paths);
-    free(traces);
-    free(tp);
+    free(sum);
     return rc ? rc : failed;
 }

@@ -13,7 +13,9 @@
  * offset and each input's distributedInfo and deviceProperties go into the
  * output.
  */
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,15 +45,16 @@ static int find_marker(const an_trace *t, const char *name, int64_t *ts)
     return found;
 }
 
-static int same_clock(an_trace *const *in, size_t n)
+static int same_clock(const an_merge_input *in, size_t n)
 {
     char host0[256], host[256], dom[64];
-    if (!an_other_data_str(in[0], "host", host0, sizeof host0))
+    if (!an_other_data_str(&in[0].view, "host", host0, sizeof host0))
         return 0;
     for (size_t i = 0; i < n; i++) {
-        if (!an_other_data_str(in[i], "host", host, sizeof host) || strcmp(host, host0) != 0)
+        if (!an_other_data_str(&in[i].view, "host", host, sizeof host) || strcmp(host, host0) != 0)
             return 0;
-        if (!an_other_data_str(in[i], "clock_domain", dom, sizeof dom) || strcmp(dom, "CLOCK_MONOTONIC") != 0)
+        if (!an_other_data_str(&in[i].view, "clock_domain", dom, sizeof dom) ||
+            strcmp(dom, "CLOCK_MONOTONIC") != 0)
             return 0;
     }
     return 1;
@@ -117,7 +120,121 @@ int64_t an_clock_sync_shift(const an_clock_sync *cs, int64_t t)
     return cs->offset_ns + (int64_t)llround(cs->drift_ppb * (double)(t - cs->at_ns) / 1e9);
 }
 
-int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, int64_t *offset, int *method,
+/* ------------------------------------------------ the first pass: summaries */
+
+static char *dup_or_null(const char *s, int *oom)
+{
+    if (!s)
+        return NULL;
+    char *d = mlprof__strdup(s);
+    *oom |= !d;
+    return d;
+}
+
+void an_merge_input_free(an_merge_input *s)
+{
+    mlprof__free((char *)s->view.path);
+    mlprof__free((char *)s->view.other_data);
+    mlprof__free((char *)s->view.distributed_info);
+    mlprof__free((char *)s->view.device_props);
+    mlprof__free(s->pids);
+    memset(s, 0, sizeof *s);
+}
+
+/* The largest magnitude of t's numeric link arguments, and which key (its
+ * place in k_link_keys) holds it: -1 when none. */
+static uint64_t max_link_id(const an_trace *t, int *key)
+{
+    const char *lk[sizeof k_link_keys / sizeof *k_link_keys];
+    int idx[sizeof k_link_keys / sizeof *k_link_keys];
+    size_t nlk = 0;
+    for (int k = 0; k_link_keys[k]; k++) {
+        const char *p = mlprof__map_get(&t->strings, k_link_keys[k], strlen(k_link_keys[k]));
+        if (p) {
+            lk[nlk] = p;
+            idx[nlk++] = k;
+        }
+    }
+    uint64_t max = 0;
+    *key = -1;
+    for (size_t a = 0; nlk && a < t->nargs; a++) {
+        const an_arg *g = &t->args[a];
+        if (g->type != AN_NUM || (!g->is_int && !isfinite(g->num)))
+            continue; /* NaN and infinities are written as null */
+        size_t k = 0;
+        while (k < nlk && lk[k] != g->key) /* interned: one pointer per key */
+            k++;
+        if (k == nlk)
+            continue;
+        double mag = g->is_int ? fabs((double)g->inum) : fabs(g->num);
+        uint64_t m = g->is_int ? (g->inum < 0 ? 0 - (uint64_t)g->inum : (uint64_t)g->inum)
+                     : mag < 9.2e18 ? (uint64_t)mag : UINT64_MAX;
+        if (m > max) {
+            max = m;
+            *key = idx[k];
+        }
+    }
+    return max;
+}
+
+/* Adds pid to s's list unless it is there. */
+static int add_pid(an_merge_input *s, size_t *cap, int64_t pid)
+{
+    for (size_t k = s->npids; k-- > 0;) {
+        if (s->pids[k] == pid)
+            return 0;
+    }
+    if (s->npids == *cap) {
+        size_t nc = *cap ? 2 * *cap : 8;
+        int64_t *p = mlprof__realloc(s->pids, nc * sizeof *p);
+        if (!p)
+            return -1;
+        s->pids = p;
+        *cap = nc;
+    }
+    s->pids[s->npids++] = pid;
+    return 0;
+}
+
+int an_merge_summarize(const an_trace *t, const an_merge_options *o, an_merge_input *s)
+{
+    memset(s, 0, sizeof *s);
+    int oom = 0;
+    s->view.path = dup_or_null(t->path ? t->path : "", &oom);
+    s->view.other_data = dup_or_null(t->other_data, &oom);
+    s->view.distributed_info = dup_or_null(t->distributed_info, &oom);
+    s->view.device_props = dup_or_null(t->device_props, &oom);
+    s->view.base_time_ns = t->base_time_ns;
+    s->view.system_clock = t->system_clock;
+    s->view.t_min = t->t_min;
+    s->view.t_max = t->t_max;
+    s->view.writer = t->writer ? t->writer : "";
+    s->view.format = t->format;
+    s->nev = t->nev;
+    s->rank = an_trace_rank(t);
+    if (o && o->sync_marker)
+        s->has_marker = find_marker(t, o->sync_marker, &s->marker_ts);
+    s->max_link = max_link_id(t, &s->max_link_key);
+    /* the pids in the order the output numbers them: events, then names */
+    size_t cap = 0;
+    int64_t last = 0;
+    int have_last = 0;
+    for (size_t k = 0; !oom && k < t->nev + t->nnames; k++) {
+        int64_t pid = k < t->nev ? t->ev[k].pid : t->names[k - t->nev].pid;
+        if (have_last && pid == last)
+            continue;
+        oom |= add_pid(s, &cap, pid) != 0;
+        last = pid;
+        have_last = 1;
+    }
+    if (oom) {
+        an_merge_input_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+int an_merge_offsets(const an_merge_input *in, size_t n, const an_merge_options *o, int64_t *offset, int *method,
                      char *err, size_t errlen)
 {
     for (size_t i = 0; i < n; i++)
@@ -132,14 +249,13 @@ int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, i
         *method = AN_ALIGN_MARKER;
         int64_t ref = 0;
         for (size_t i = 0; i < n; i++) {
-            int64_t ts = 0;
-            if (!find_marker(in[i], o->sync_marker, &ts)) {
-                snprintf(err, errlen, "%s has no event named \"%s\" to align on", in[i]->path, o->sync_marker);
+            if (!in[i].has_marker) {
+                snprintf(err, errlen, "%s has no event named \"%s\" to align on", in[i].view.path, o->sync_marker);
                 return -1;
             }
             if (i == 0)
-                ref = ts;
-            offset[i] = ref - ts;
+                ref = in[i].marker_ts;
+            offset[i] = ref - in[i].marker_ts;
         }
         return 0;
     }
@@ -148,11 +264,11 @@ int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, i
     size_t synced = 0;
     an_clock_sync cs;
     for (size_t i = 0; i < n; i++)
-        synced += (size_t)an_clock_sync_read(in[i], &cs);
+        synced += (size_t)an_clock_sync_read(&in[i].view, &cs);
     if (n && synced == n && !o->same_clock) {
         *method = AN_ALIGN_CLOCK_SYNC;
         for (size_t i = 0; i < n; i++) {
-            an_clock_sync_read(in[i], &cs);
+            an_clock_sync_read(&in[i].view, &cs);
             offset[i] = cs.offset_ns;
         }
         return 0;
@@ -163,16 +279,16 @@ int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, i
     }
     int system = 1;
     for (size_t i = 0; i < n; i++)
-        system &= on_system_clock(in[i]);
+        system &= on_system_clock(&in[i].view);
     if (system) { /* times since each one's base: the same clock once the bases are added */
         *method = AN_ALIGN_SYSTEM;
         for (size_t i = 0; i < n; i++)
-            offset[i] = in[i]->base_time_ns - in[0]->base_time_ns;
+            offset[i] = in[i].view.base_time_ns - in[0].view.base_time_ns;
         return 0;
     }
     *method = AN_ALIGN_STARTS;
     for (size_t i = 0; i < n; i++)
-        offset[i] = in[0]->t_min - in[i]->t_min;
+        offset[i] = in[0].view.t_min - in[i].view.t_min;
     return 0;
 }
 
@@ -217,23 +333,13 @@ static int is_link_key(const link_keys *lk, const char *key)
  * of them, so that input i's id v becomes v + i * step (v - i * step when v is
  * negative), apart from every other input's and still readable. 0 when that
  * does not fit in 64 bits (the offending key in *key). */
-static int64_t id_step(an_trace *const *in, size_t n, const char **key)
+static int64_t id_step(const an_merge_input *in, size_t n, const char **key)
 {
     uint64_t max = 0;
     for (size_t i = 0; i < n; i++) {
-        link_keys lk;
-        find_link_keys(in[i], &lk);
-        for (size_t a = 0; lk.n && a < in[i]->nargs; a++) {
-            const an_arg *g = &in[i]->args[a];
-            if (g->type != AN_NUM || !is_link_key(&lk, g->key) || (!g->is_int && !isfinite(g->num)))
-                continue; /* NaN and infinities are written as null */
-            double mag = g->is_int ? fabs((double)g->inum) : fabs(g->num);
-            uint64_t m = g->is_int ? (g->inum < 0 ? 0 - (uint64_t)g->inum : (uint64_t)g->inum)
-                         : mag < 9.2e18 ? (uint64_t)mag : UINT64_MAX;
-            if (m > max) {
-                max = m;
-                *key = g->key;
-            }
+        if (in[i].max_link > max) {
+            max = in[i].max_link;
+            *key = k_link_keys[in[i].max_link_key];
         }
     }
     uint64_t step = 10;
@@ -328,24 +434,31 @@ typedef struct pid_map {
     size_t input;
 } pid_map;
 
-static int64_t map_pid(pid_map *maps, size_t n, size_t input, int64_t pid)
+/* The output pid of pid in maps[0..n) (one input's, which are contiguous);
+ * *hint: the last one found, tried first, since events come in runs of one
+ * process. */
+static int64_t map_pid(const pid_map *maps, size_t n, size_t *hint, int64_t pid)
 {
+    if (*hint < n && maps[*hint].from == pid)
+        return maps[*hint].to;
     for (size_t k = 0; k < n; k++) {
-        if (maps[k].input == input && maps[k].from == pid)
+        if (maps[k].from == pid) {
+            *hint = k;
             return maps[k].to;
+        }
     }
     return pid;
 }
 
 /* order[i]: input i's place when the inputs with a rank come first, by rank,
  * then the others as given. */
-static void rank_order(an_trace *const *in, size_t n, size_t *order)
+static void rank_order(const an_merge_input *in, size_t n, size_t *order)
 {
     for (size_t i = 0; i < n; i++) {
-        long long ri = an_trace_rank(in[i]);
+        long long ri = in[i].rank;
         size_t before = 0;
         for (size_t j = 0; j < n; j++) {
-            long long rj = an_trace_rank(in[j]);
+            long long rj = in[j].rank;
             if (j == i)
                 continue;
             if (ri >= 0 ? rj >= 0 && (rj < ri || (rj == ri && j < i)) : rj >= 0 || j < i)
@@ -363,11 +476,11 @@ static long long world_size(const an_trace *t)
     return v ? strtoll(v, NULL, 10) : -1;
 }
 
-long long an_merge_missing_ranks(an_trace *const *in, size_t n, mlprof__sb *list)
+long long an_merge_missing_ranks(const an_merge_input *in, size_t n, mlprof__sb *list)
 {
     long long world = -1;
     for (size_t i = 0; i < n; i++) {
-        long long w = world_size(in[i]);
+        long long w = world_size(&in[i].view);
         if (w > world)
             world = w;
     }
@@ -377,7 +490,7 @@ long long an_merge_missing_ranks(an_trace *const *in, size_t n, mlprof__sb *list
     for (long long r = 0; r < world; r++) {
         int found = 0;
         for (size_t i = 0; i < n && !found; i++)
-            found = an_trace_rank(in[i]) == r;
+            found = in[i].rank == r;
         if (!found)
             mlprof__sb_printf(list, "%s%lld", missing++ ? "," : "", r);
     }
@@ -407,7 +520,7 @@ static void put_raw(mlprof__sb *out, const char *sep, const char *key, const cha
 
 /* otherData.merge: the method, the id step and each input's offset, pids,
  * rank and metadata. */
-static void put_merge_data(mlprof__sb *out, an_trace *const *in, size_t n, const an_merge_options *o,
+static void put_merge_data(mlprof__sb *out, const an_merge_input *in, size_t n, const an_merge_options *o,
                            const int64_t *offset, const an_clock_sync *cs, int method, int64_t step,
                            const pid_map *maps, size_t nmap)
 {
@@ -446,18 +559,18 @@ static void put_merge_data(mlprof__sb *out, an_trace *const *in, size_t n, const
     for (size_t i = 0; i < n; i++) {
         char host[256], buf[64];
         mlprof__sb_puts(out, i ? ",{\"path\":" : "{\"path\":");
-        mlprof__sb_json_str(out, in[i]->path, strlen(in[i]->path));
+        mlprof__sb_json_str(out, in[i].view.path, strlen(in[i].view.path));
         mlprof__sb_puts(out, ",\"label\":");
-        const char *label = input_label(in[i], o, i, buf, sizeof buf);
+        const char *label = input_label(&in[i].view, o, i, buf, sizeof buf);
         mlprof__sb_json_str(out, label, strlen(label));
-        if (an_other_data_str(in[i], "host", host, sizeof host)) {
+        if (an_other_data_str(&in[i].view, "host", host, sizeof host)) {
             mlprof__sb_puts(out, ",\"host\":");
             mlprof__sb_json_str(out, host, strlen(host));
         }
-        if (an_trace_rank(in[i]) >= 0)
-            mlprof__sb_printf(out, ",\"rank\":%lld", an_trace_rank(in[i]));
+        if (in[i].rank >= 0)
+            mlprof__sb_printf(out, ",\"rank\":%lld", in[i].rank);
         mlprof__sb_printf(out, ",\"offset_ns\":%lld,\"id_offset\":%lld,\"events\":%zu", (long long)offset[i],
-                          (long long)i * (long long)step, in[i]->nev);
+                          (long long)i * (long long)step, in[i].nev);
         if (cs[i].has) {
             mlprof__sb_puts(out, ",\"drift_ppb\":");
             mlprof__sb_double(out, cs[i].drift_ppb);
@@ -465,10 +578,10 @@ static void put_merge_data(mlprof__sb *out, an_trace *const *in, size_t n, const
             if (cs[i].bound_ns >= 0)
                 mlprof__sb_printf(out, ",\"bound_ns\":%lld", (long long)cs[i].bound_ns);
         }
-        if (in[i]->base_time_ns)
-            mlprof__sb_printf(out, ",\"baseTimeNanoseconds\":%lld", (long long)in[i]->base_time_ns);
-        put_raw(out, ",", "distributedInfo", in[i]->distributed_info);
-        put_raw(out, ",", "deviceProperties", in[i]->device_props);
+        if (in[i].view.base_time_ns)
+            mlprof__sb_printf(out, ",\"baseTimeNanoseconds\":%lld", (long long)in[i].view.base_time_ns);
+        put_raw(out, ",", "distributedInfo", in[i].view.distributed_info);
+        put_raw(out, ",", "deviceProperties", in[i].view.device_props);
         mlprof__sb_puts(out, ",\"pids\":{");
         int f = 1;
         for (size_t m = 0; m < nmap; m++) {
@@ -482,166 +595,285 @@ static void put_merge_data(mlprof__sb *out, an_trace *const *in, size_t n, const
     mlprof__sb_puts(out, "]}");
 }
 
-int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__sb *out, int *method_out,
-             char *err, size_t errlen)
+/* ------------------------------------------------- the second pass */
+
+/* Where the output goes: out, and when fd >= 0 the file it is flushed to
+ * every FLUSH_AT bytes, so that a merge of many large inputs holds a few MiB
+ * of it. */
+enum { FLUSH_AT = 4 << 20 };
+
+typedef struct writer {
+    mlprof__sb *out;
+    int fd;          /* -1: all of it kept in out */
+    const char *name; /* for messages */
+    int error;       /* errno of the write that failed, or 0 */
+    uint64_t written;
+} writer;
+
+static int flush(writer *w)
 {
+    if (w->fd < 0 || w->error || w->out->failed || !w->out->len)
+        return w->error || w->out->failed ? -1 : 0;
+    if (mlprof__write_all(w->fd, w->out->data, w->out->len) != 0) {
+        w->error = errno ? errno : EIO;
+        return -1;
+    }
+    w->written += w->out->len;
+    mlprof__sb_reset(w->out);
+    return 0;
+}
+
+/* Input i's trace for the second pass: the one given, or read again from
+ * its path (into *own) as the first pass read it. NULL with err set. */
+static const an_trace *second_read(const an_merge_input *s, an_trace *const *loaded, size_t i, an_trace *own,
+                                   char *err, size_t errlen)
+{
+    if (loaded)
+        return loaded[i];
+    /* a damaged file gives the events before the damage, as it did the first time */
+    if (an_trace_read(own, s->view.path) != 0 && !own->partial) {
+        snprintf(err, errlen, "%s", own->error);
+        an_trace_free(own);
+        return NULL;
+    }
+    if (own->nev != s->nev) {
+        snprintf(err, errlen, "%s changed while it was merged: %zu events, then %zu", s->view.path, s->nev,
+                 own->nev);
+        an_trace_free(own);
+        return NULL;
+    }
+    return own;
+}
+
+static void put_events(mlprof__sb *out, writer *w, const an_trace *t, size_t i, const pid_map *maps, size_t nm,
+                       const an_clock_sync *cs, int64_t offset, int64_t step, int *first)
+{
+    link_keys lk;
+    find_link_keys(t, &lk);
+    size_t hint = 0;
+    for (size_t k = 0; k < t->nev && !w->error; k++) {
+        const an_event *e = &t->ev[k];
+        if (e->ph == 'U')
+            continue;
+        begin_event(out, first);
+        mlprof__sb_puts(out, "{\"name\":");
+        mlprof__sb_json_str(out, e->name, strlen(e->name));
+        if (e->cat[0]) {
+            mlprof__sb_puts(out, ",\"cat\":");
+            mlprof__sb_json_str(out, e->cat, strlen(e->cat));
+        }
+        mlprof__sb_printf(out, ",\"ph\":\"%c\",\"pid\":%lld,\"tid\":%lld", e->ph,
+                          (long long)map_pid(maps, nm, &hint, e->pid), (long long)e->tid);
+        if (cs->has) { /* the drift too: each end moves by the shift at its own time */
+            int64_t b = e->ts + an_clock_sync_shift(cs, e->ts);
+            put_ts(out, ",\"ts\":", b);
+            if (e->ph == 'X')
+                put_ts(out, ",\"dur\":", e->ts + e->dur + an_clock_sync_shift(cs, e->ts + e->dur) - b);
+        } else {
+            put_ts(out, ",\"ts\":", e->ts + offset);
+            if (e->ph == 'X')
+                put_ts(out, ",\"dur\":", e->dur);
+        }
+        put_ids(out, e, i);
+        if (e->ph == 'f' && e->flow_enclosing)
+            mlprof__sb_puts(out, ",\"bp\":\"e\"");
+        if (e->ph == 'i')
+            mlprof__sb_printf(out, ",\"s\":\"%c\"", e->scope ? e->scope : 't');
+        put_args(out, t, e, &lk, i, step);
+        mlprof__sb_putc(out, '}');
+        if (out->len >= FLUSH_AT)
+            flush(w);
+    }
+}
+
+/* The merge, from the inputs' summaries; each input's events from
+ * loaded[i], or read again from its path when loaded is NULL. */
+static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, const an_merge_options *o,
+                 writer *w, int *method_out, char *err, size_t errlen)
+{
+    mlprof__sb *out = w->out;
     int64_t *offset = mlprof__calloc(n, sizeof *offset);
-    if (!offset)
-        return -1;
-    int method;
-    if (an_merge_offsets(in, n, o, offset, &method, err, errlen) != 0) {
-        mlprof__free(offset);
-        return -1;
-    }
     an_clock_sync *cs = mlprof__calloc(n, sizeof *cs);
-    size_t *order = mlprof__calloc(n, sizeof *order);
-    if (!cs || !order) {
-        mlprof__free(cs);
-        mlprof__free(order);
-        mlprof__free(offset);
-        return -1;
-    }
-    for (size_t i = 0; i < n && method == AN_ALIGN_CLOCK_SYNC; i++)
-        an_clock_sync_read(in[i], &cs[i]);
-    rank_order(in, n, order);
-    const char *big_key = "";
-    int64_t step = id_step(in, n, &big_key);
-    if (!step) {
-        snprintf(err, errlen, "the ids under \"%s\" are too large to keep %zu inputs' apart in 64 bits", big_key,
-                 n);
-        mlprof__free(cs);
-        mlprof__free(order);
-        mlprof__free(offset);
-        return -1;
-    }
-    /* every (input, pid) pair, given an output pid */
+    size_t *order = mlprof__calloc(n, sizeof *order), *map_at = mlprof__calloc(n + 1, sizeof *map_at);
     size_t nmap = 0, cap = 64;
     pid_map *maps = mlprof__malloc(cap * sizeof *maps);
+    int rc = offset && cs && order && map_at && maps ? 0 : -1;
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory");
+    int method = 0;
+    if (rc == 0 && an_merge_offsets(in, n, o, offset, &method, err, errlen) != 0)
+        rc = -1;
+    const char *big_key = "";
+    int64_t step = rc == 0 ? id_step(in, n, &big_key) : 0;
+    if (rc == 0 && !step) {
+        snprintf(err, errlen, "the ids under \"%s\" are too large to keep %zu inputs' apart in 64 bits", big_key,
+                 n);
+        rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i < n && method == AN_ALIGN_CLOCK_SYNC; i++)
+        an_clock_sync_read(&in[i].view, &cs[i]);
+    if (rc == 0)
+        rank_order(in, n, order);
+    /* every (input, pid) pair, given an output pid: one input's together */
     int64_t next_free = 1000000;
-    for (size_t i = 0; maps && i < n; i++) {
-        for (size_t k = 0; k < in[i]->nev + in[i]->nnames; k++) {
-            int64_t pid = k < in[i]->nev ? in[i]->ev[k].pid : in[i]->names[k - in[i]->nev].pid;
-            int known = 0, taken = 0;
-            for (size_t m = 0; m < nmap; m++) {
-                known |= maps[m].input == i && maps[m].from == pid;
-                taken |= maps[m].to == pid && maps[m].input != i;
-            }
-            if (known)
-                continue;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        map_at[i] = nmap;
+        for (size_t k = 0; rc == 0 && k < in[i].npids; k++) {
+            int64_t pid = in[i].pids[k];
+            int taken = 0;
+            for (size_t m = 0; m < map_at[i] && !taken; m++)
+                taken = maps[m].to == pid;
             if (nmap == cap) {
                 pid_map *p = mlprof__realloc(maps, 2 * cap * sizeof *maps);
-                if (!p)
+                if (!p) {
+                    snprintf(err, errlen, "out of memory");
+                    rc = -1;
                     break;
+                }
                 maps = p;
                 cap *= 2;
             }
             maps[nmap++] = (pid_map){pid, taken ? next_free++ : pid, i};
         }
     }
-    if (!maps) {
-        mlprof__free(cs);
-        mlprof__free(order);
-        mlprof__free(offset);
-        return -1;
-    }
+    map_at[n] = nmap;
     int first = 1;
-    mlprof__sb_puts(out, "{\"traceEvents\":[");
-    for (size_t i = 0; i < n; i++) {
-        const an_trace *t = in[i];
-        link_keys lk;
-        find_link_keys(t, &lk);
-        for (size_t k = 0; k < t->nev; k++) {
-            const an_event *e = &t->ev[k];
-            if (e->ph == 'U')
-                continue;
-            begin_event(out, &first);
-            mlprof__sb_puts(out, "{\"name\":");
-            mlprof__sb_json_str(out, e->name, strlen(e->name));
-            if (e->cat[0]) {
-                mlprof__sb_puts(out, ",\"cat\":");
-                mlprof__sb_json_str(out, e->cat, strlen(e->cat));
-            }
-            mlprof__sb_printf(out, ",\"ph\":\"%c\",\"pid\":%lld,\"tid\":%lld", e->ph,
-                              (long long)map_pid(maps, nmap, i, e->pid), (long long)e->tid);
-            if (cs[i].has) { /* the drift too: each end moves by the shift at its own time */
-                int64_t b = e->ts + an_clock_sync_shift(&cs[i], e->ts);
-                put_ts(out, ",\"ts\":", b);
-                if (e->ph == 'X')
-                    put_ts(out, ",\"dur\":", e->ts + e->dur + an_clock_sync_shift(&cs[i], e->ts + e->dur) - b);
-            } else {
-                put_ts(out, ",\"ts\":", e->ts + offset[i]);
-                if (e->ph == 'X')
-                    put_ts(out, ",\"dur\":", e->dur);
-            }
-            put_ids(out, e, i);
-            if (e->ph == 'f' && e->flow_enclosing)
-                mlprof__sb_puts(out, ",\"bp\":\"e\"");
-            if (e->ph == 'i')
-                mlprof__sb_printf(out, ",\"s\":\"%c\"", e->scope ? e->scope : 't');
-            put_args(out, t, e, &lk, i, step);
-            mlprof__sb_putc(out, '}');
+    if (rc == 0)
+        mlprof__sb_puts(out, "{\"traceEvents\":[");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        an_trace own;
+        const an_trace *t = second_read(&in[i], loaded, i, &own, err, errlen);
+        if (!t) {
+            rc = -1;
+            break;
         }
+        const pid_map *mine = maps + map_at[i];
+        size_t nm = map_at[i + 1] - map_at[i], hint = 0;
+        put_events(out, w, t, i, mine, nm, &cs[i], offset[i], step, &first);
         /* the tracks' names: each process says which input it came from */
         char buf[64];
-        const char *label_i = input_label(t, o, i, buf, sizeof buf);
-        for (size_t m = 0; m < nmap; m++) {
-            if (maps[m].input != i)
-                continue;
-            const char *pname = an_process_name(t, maps[m].from);
+        const char *label_i = input_label(&in[i].view, o, i, buf, sizeof buf);
+        for (size_t m = 0; m < nm; m++) {
+            const char *pname = an_process_name(t, mine[m].from);
             mlprof__sb label;
             mlprof__sb_init(&label);
             mlprof__sb_puts(&label, label_i);
             if (pname)
                 mlprof__sb_printf(&label, ": %s", pname);
             else
-                mlprof__sb_printf(&label, ": pid %lld", (long long)maps[m].from);
-            put_meta(out, &first, "process_name", maps[m].to, 0, "name", label.data, 0);
+                mlprof__sb_printf(&label, ": pid %lld", (long long)mine[m].from);
+            put_meta(out, &first, "process_name", mine[m].to, 0, "name", label.data, 0);
+            out->failed |= label.failed;
             /* the ranks in rank order, whatever the order of the inputs */
-            put_meta(out, &first, "process_sort_index", maps[m].to, 0, "sort_index", NULL,
-                     (int64_t)order[i] * 1000000 + (int64_t)m);
+            put_meta(out, &first, "process_sort_index", mine[m].to, 0, "sort_index", NULL,
+                     (int64_t)order[i] * 1000000 + (int64_t)(map_at[i] + m));
             mlprof__sb_free(&label);
         }
         for (size_t k = 0; k < t->nnames; k++) {
             if (t->names[k].tid != AN_PROCESS_TID)
-                put_meta(out, &first, "thread_name", map_pid(maps, nmap, i, t->names[k].pid), t->names[k].tid,
+                put_meta(out, &first, "thread_name", map_pid(mine, nm, &hint, t->names[k].pid), t->names[k].tid,
                          "name", t->names[k].name, 0);
         }
+        if (!loaded)
+            an_trace_free(&own);
+        if (flush(w) != 0)
+            rc = -1;
     }
-    mlprof__sb_printf(out, "\n],\n\"displayTimeUnit\":\"ms\",\n");
-    /* where PyTorch's tools look for them: the first input's, whose times these are */
-    const an_trace *t0 = in[0];
-    if (t0->base_time_ns)
-        mlprof__sb_printf(out, "\"baseTimeNanoseconds\":%lld,\n", (long long)t0->base_time_ns);
-    for (size_t i = 0; i < n; i++) {
-        if (in[i]->distributed_info) {
-            put_raw(out, "", "distributedInfo", in[i]->distributed_info);
-            mlprof__sb_puts(out, ",\n");
-            break;
+    if (rc == 0) {
+        mlprof__sb_printf(out, "\n],\n\"displayTimeUnit\":\"ms\",\n");
+        /* where PyTorch's tools look for them: the first input's, whose times these are */
+        if (in[0].view.base_time_ns)
+            mlprof__sb_printf(out, "\"baseTimeNanoseconds\":%lld,\n", (long long)in[0].view.base_time_ns);
+        for (size_t i = 0; i < n; i++) {
+            if (in[i].view.distributed_info) {
+                put_raw(out, "", "distributedInfo", in[i].view.distributed_info);
+                mlprof__sb_puts(out, ",\n");
+                break;
+            }
         }
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (in[i]->device_props) {
-            put_raw(out, "", "deviceProperties", in[i]->device_props);
-            mlprof__sb_puts(out, ",\n");
-            break;
+        for (size_t i = 0; i < n; i++) {
+            if (in[i].view.device_props) {
+                put_raw(out, "", "deviceProperties", in[i].view.device_props);
+                mlprof__sb_puts(out, ",\n");
+                break;
+            }
         }
+        mlprof__sb_printf(out, "\"otherData\":{\"mlprof_version\":\"%s\",", MLPROF_VERSION_STRING);
+        /* still one host's monotonic clock, unshifted: said as its inputs say it, so
+         * that this output merges with (or is compared to) other traces of that host
+         * on the shared clock, as mlprof run's per-rank files are */
+        char host[256];
+        if (method == AN_ALIGN_SHARED && same_clock(in, n) &&
+            an_other_data_str(&in[0].view, "host", host, sizeof host)) {
+            mlprof__sb_puts(out, "\"host\":");
+            mlprof__sb_json_str(out, host, strlen(host));
+            mlprof__sb_puts(out, ",\"clock_domain\":\"CLOCK_MONOTONIC\",");
+        }
+        put_merge_data(out, in, n, o, offset, cs, method, step, maps, nmap);
+        mlprof__sb_puts(out, "}\n}\n");
+        if (flush(w) != 0)
+            rc = -1;
     }
-    mlprof__sb_printf(out, "\"otherData\":{\"mlprof_version\":\"%s\",", MLPROF_VERSION_STRING);
-    /* still one host's monotonic clock, unshifted: said as its inputs say it, so
-     * that this output merges with (or is compared to) other traces of that host
-     * on the shared clock, as mlprof run's per-rank files are */
-    char host[256];
-    if (method == AN_ALIGN_SHARED && same_clock(in, n) && an_other_data_str(in[0], "host", host, sizeof host)) {
-        mlprof__sb_puts(out, "\"host\":");
-        mlprof__sb_json_str(out, host, strlen(host));
-        mlprof__sb_puts(out, ",\"clock_domain\":\"CLOCK_MONOTONIC\",");
+    if (rc == 0 && out->failed) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
     }
-    put_merge_data(out, in, n, o, offset, cs, method, step, maps, nmap);
-    mlprof__sb_puts(out, "}\n}\n");
+    if (w->error) /* said last: the cause of what failed */
+        snprintf(err, errlen, "cannot write %s: %s", w->name, strerror(w->error));
     *method_out = method;
     mlprof__free(cs);
     mlprof__free(order);
+    mlprof__free(map_at);
     mlprof__free(maps);
     mlprof__free(offset);
-    return out->failed ? -1 : 0;
+    return rc;
+}
+
+int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__sb *out, int *method, char *err,
+             size_t errlen)
+{
+    an_merge_input *s = mlprof__calloc(n ? n : 1, sizeof *s);
+    int rc = s ? 0 : -1;
+    size_t made = 0;
+    for (; rc == 0 && made < n; made++) {
+        if (an_merge_summarize(in[made], o, &s[made]) != 0)
+            rc = -1;
+    }
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory");
+    writer w = {out, -1, "", 0, 0};
+    if (rc == 0)
+        rc = merge(s, n, in, o, &w, method, err, errlen);
+    for (size_t i = 0; s && i < made; i++)
+        an_merge_input_free(&s[i]);
+    mlprof__free(s);
+    return rc;
+}
+
+int an_merge_stream(const an_merge_input *in, size_t n, const an_merge_options *o, const char *output,
+                    int *method, char *err, size_t errlen)
+{
+    mlprof__sb out;
+    mlprof__sb_init(&out);
+    mlprof__out file;
+    int to_stdout = !output || strcmp(output, "-") == 0;
+    writer w = {&out, 1, "standard output", 0, 0};
+    if (to_stdout) {
+        fflush(stdout); /* what was printed before comes first */
+    } else {
+        if (mlprof__out_open(&file, output) != MLPROF_OK) {
+            snprintf(err, errlen, "%s", mlprof_last_error());
+            return -1;
+        }
+        w.fd = file.fd;
+        w.name = file.path;
+    }
+    int rc = merge(in, n, NULL, o, &w, method, err, errlen);
+    mlprof__sb_free(&out);
+    /* a file is complete or absent: the temporary one removed on error */
+    if (!to_stdout && mlprof__out_commit(&file, rc == 0) != MLPROF_OK && rc == 0) {
+        snprintf(err, errlen, "%s", mlprof_last_error());
+        rc = -1;
+    }
+    return rc;
 }

@@ -34,6 +34,29 @@ typedef struct an_merge_options {
     int same_clock;             /* the inputs share a clock: no shift */
 } an_merge_options;
 
+/* What the merge needs of one input without its events, gathered by a
+ * first pass that reads each input once (an_merge_summarize): its clocks,
+ * rank and metadata, its pids, the largest of its link ids, where its sync
+ * marker is. view is a trace without events whose path, otherData,
+ * distributedInfo, deviceProperties, base time, clock and span are the
+ * input's (copies held here), for the functions that read those of a trace. */
+typedef struct an_merge_input {
+    an_trace view;
+    size_t nev;            /* its events, for a check that the second read is the same */
+    long long rank;        /* distributedInfo.rank, or -1 */
+    int has_marker;        /* the sync marker asked for is in it, at marker_ts */
+    int64_t marker_ts;
+    uint64_t max_link;     /* the largest magnitude of its numeric link arguments */
+    int max_link_key;      /* which key holds it (merge.c's list), or -1 */
+    int64_t *pids;         /* its distinct pids, in the order they first appear */
+    size_t npids;
+} an_merge_input;
+
+/* Fills s from t (o: NULL, or the options whose sync marker is looked for).
+ * Returns 0, or -1 when out of memory (s freed). */
+int an_merge_summarize(const an_trace *t, const an_merge_options *o, an_merge_input *s);
+void an_merge_input_free(an_merge_input *s);
+
 /* The shift of each input's times and how it was chosen (AN_ALIGN_*): given
  * offsets, then a sync marker, then the clock sync every input measured
  * (offset[i]: its offset at its first sample; an_merge adds the drift per
@@ -41,8 +64,9 @@ typedef struct an_merge_options {
  * host, CLOCK_MONOTONIC), then the real-time clock when every input says it is
  * on it (PyTorch's profiler traces; each one's baseTimeNanoseconds is added,
  * so that the times are those of the first input's base), else the starts
- * lined up. -1 with err set when an input lacks the marker. */
-int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, int64_t *offset, int *method,
+ * lined up. -1 with err set when an input lacks the marker (the summaries
+ * must then have been made with the marker's options). */
+int an_merge_offsets(const an_merge_input *in, size_t n, const an_merge_options *o, int64_t *offset, int *method,
                      char *err, size_t errlen);
 /* The merged trace as Chrome trace JSON: every input's events shifted (with
  * a clock sync, each end by the shift at its own time), pids that collide
@@ -56,13 +80,23 @@ int an_merge_offsets(an_trace *const *in, size_t n, const an_merge_options *o, i
  * above all of them (id_step in otherData.merge). Each input's rank,
  * distributedInfo, deviceProperties and baseTimeNanoseconds are kept in
  * otherData.merge.inputs; the first ones given are also at the top level,
- * where PyTorch's tools look for them. Returns 0, or -1 (err set, or out of
- * memory). */
+ * where PyTorch's tools look for them. The inputs are written one after
+ * another, in the order given. Returns 0, or -1 (err set, or out of
+ * memory). This one holds every input and the output in memory. */
 int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__sb *out, int *method, char *err,
              size_t errlen);
+/* The same output, streamed: in holds the summaries of a first pass
+ * (an_merge_summarize); each input is read again from its path, its events
+ * written and the trace freed before the next, so that memory holds one
+ * input and a few MiB of output. output: a path, written atomically (a
+ * temporary file renamed at the end; removed on any error), or NULL or "-"
+ * for standard output. An input that reads differently the second time
+ * (changed meanwhile) is an error. Returns 0, or -1 with err set. */
+int an_merge_stream(const an_merge_input *in, size_t n, const an_merge_options *o, const char *output,
+                    int *method, char *err, size_t errlen);
 
 /* The world size the inputs' distributedInfo gives (the largest), or -1;
  * the ranks below it that no input is, comma-separated, into list. */
-long long an_merge_missing_ranks(an_trace *const *in, size_t n, mlprof__sb *list);
+long long an_merge_missing_ranks(const an_merge_input *in, size_t n, mlprof__sb *list);
 
 #endif /* MLPROF_ANALYZE_MERGE_H */

@@ -28,8 +28,7 @@ typedef struct rank_in {
     long long rank;
     int rank_given;  /* from distributedInfo */
     mlprof__sb out;  /* its analysis */
-    an_trace clock;  /* only what an_merge_offsets reads: path, otherData, base, clock, span */
-    char *other_data;
+    an_merge_input clock; /* what an_merge_offsets reads: otherData, base, clock, span */
     const char *rank_from; /* NULL: distributedInfo or file order */
     long long world_size;  /* distributedInfo.world_size, or -1 */
     an_dist_rank d;  /* mlprof ranks: its summary (dist_ranks.h) */
@@ -227,15 +226,7 @@ static int read_one(ranks *rs, const char *path, const an_options *o, an_analysi
     r->rank = an_trace_rank(&t);
     r->rank_given = r->rank >= 0;
     r->world_size = world_size(&t);
-    r->other_data = t.other_data ? mlprof__strdup(t.other_data) : NULL;
-    r->clock.path = r->path;
-    r->clock.other_data = r->other_data;
-    r->clock.base_time_ns = t.base_time_ns;
-    r->clock.system_clock = t.system_clock;
-    r->clock.t_min = t.t_min;
-    r->clock.t_max = t.t_max;
-    r->clock.writer = "";
-    rc = !r->path || (t.other_data && !r->other_data) ? -1 : 0;
+    rc = !r->path || an_merge_summarize(&t, NULL, &r->clock) != 0 ? -1 : 0;
     /* one summary serves both: kernels' stragglers take its communication kernels */
     if (rc == 0 && (ro->stragglers || ro->dist))
         rc = an_dist_collect(&t, NULL, 0, &rs->names, ro->stragglers ? AN_DIST_SRC_KERNEL : AN_DIST_SRC_NONE,
@@ -325,13 +316,13 @@ static int find_stragglers(ranks *rs, stragglers *st, char *err, size_t errlen)
     mlprof__sb_init(&st->unmatched_json);
     mlprof__sb_init(&st->unmatched_text);
     size_t n = rs->n;
-    an_trace **clocks = mlprof__calloc(n, sizeof *clocks);
+    an_merge_input *clocks = mlprof__calloc(n, sizeof *clocks); /* copies of the ranks' (not owned) */
     int64_t *offset = mlprof__calloc(n, sizeof *offset);
     size_t *pos = mlprof__calloc(n, sizeof *pos), *count = mlprof__calloc(n, sizeof *count);
     st->late = mlprof__calloc(n, sizeof *st->late);
     int rc = clocks && offset && pos && count && st->late ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < n; i++)
-        clocks[i] = &rs->r[i].clock;
+        clocks[i] = rs->r[i].clock;
     an_merge_options mo = {NULL, NULL, NULL, 0};
     if (rc == 0 && an_merge_offsets(clocks, n, &mo, offset, &st->method, err, errlen) != 0)
         rc = -2;
@@ -609,7 +600,7 @@ static void ranks_free(ranks *rs)
 {
     for (size_t i = 0; i < rs->n; i++) {
         mlprof__free(rs->r[i].path);
-        mlprof__free(rs->r[i].other_data);
+        an_merge_input_free(&rs->r[i].clock);
         an_dist_rank_free(&rs->r[i].d);
         mlprof__sb_free(&rs->r[i].out);
     }
@@ -1030,7 +1021,7 @@ int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int c
         mlprof__sort(rs.r, rs.n, sizeof *rs.r, by_rank);
     }
     an_dist_input *in = rc == 0 ? mlprof__calloc(rs.n, sizeof *in) : NULL;
-    an_trace **clocks = rc == 0 ? mlprof__calloc(rs.n, sizeof *clocks) : NULL;
+    an_merge_input *clocks = rc == 0 ? mlprof__calloc(rs.n, sizeof *clocks) : NULL; /* not owned */
     int64_t *offset = rc == 0 ? mlprof__calloc(rs.n, sizeof *offset) : NULL;
     if (rc == 0 && (!in || !clocks || !offset)) {
         snprintf(err, errlen, "out of memory");
@@ -1038,7 +1029,7 @@ int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int c
     }
     if (rc == 0 && !merged) {
         for (size_t i = 0; i < rs.n; i++)
-            clocks[i] = &rs.r[i].clock;
+            clocks[i] = rs.r[i].clock;
         an_merge_options mo = {NULL, NULL, NULL, 0};
         int method = 0;
         rc = an_merge_offsets(clocks, rs.n, &mo, offset, &method, err, errlen);
@@ -1048,7 +1039,7 @@ int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int c
             int64_t worst = -1;
             for (size_t i = 0; i < rs.n; i++) {
                 an_clock_sync cs;
-                an_clock_sync_read(&rs.r[i].clock, &cs);
+                an_clock_sync_read(&rs.r[i].clock.view, &cs);
                 sync_times(&rs.r[i].d, &cs);
                 offset[i] = 0;
                 worst = cs.bound_ns > worst ? cs.bound_ns : worst;
