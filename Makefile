@@ -35,6 +35,7 @@ bench: build
 	@/usr/bin/python3 bench/bench_torch.py
 	@python3 bench/bench_analyze.py $(BUILD)/mlprof --mb $(BENCH_MB)
 	@python3 bench/bench_ranks.py $(BUILD)/mlprof --mb $$(( $(BENCH_MB) * 2 ))
+	@python3 bench/bench_merge.py $(BUILD)/mlprof
 	@python3 bench/bench_sqlite.py $(BUILD)/mlprof
 	@python3 bench/bench_mpi.py $(BUILD)/mlprof
 
