@@ -566,6 +566,10 @@ static unsigned long long other_number(const an_trace *t, const char *key)
     return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
 }
 
+/* The largest merged trace whose table the summary reads back: reading takes
+ * about three times its size. */
+#define MAX_TABLE_BYTES ((off_t)512 << 20)
+
 /* What the summary says of the processes' traces, gathered as each is read
  * for the merge (one at a time). */
 typedef struct parts_said {
@@ -853,10 +857,16 @@ int mlprof_cmd_run(int argc, char **argv)
                 rank_warnings(sum, used, method);
             written = 1;
             /* the table of where the time went is the merged trace's: read
-             * back when it is a file (not a FIFO, a terminal, /dev/null) */
+             * back when it is a file (not a FIFO, a terminal, /dev/null), and
+             * not one so large that reading it would undo the merge's
+             * bounded memory (a large job's ranks) */
             struct stat ost;
             if (!o.quiet && o.top && stat(output, &ost) == 0 && S_ISREG(ost.st_mode)) {
-                if (an_trace_read(&merged, output) == 0)
+                if (ost.st_size > MAX_TABLE_BYTES)
+                    fprintf(stderr, PROG ": note: the merged trace is %lld MiB: no table of where the time went "
+                                    "here (mlprof analyze %s gives it)\n",
+                            (long long)(ost.st_size >> 20), output);
+                else if (an_trace_read(&merged, output) == 0)
                     have_merged = 1;
                 else
                     an_trace_free(&merged);
