@@ -53,7 +53,7 @@ def rank_trace(path, rank, world, target):
     return len(lines)
 
 
-def run(argv, limit_fsize=None):
+def run(argv, limit_fsize=None, stdin=None):
     """Runs argv alone: (status, stdout, stderr, its peak RSS in bytes, from wait4)."""
     def limit():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG, as on a full disk
@@ -61,7 +61,7 @@ def run(argv, limit_fsize=None):
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_fsize, limit_fsize))
     # files, not pipes: the child is waited for with wait4, which gives its own peak
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(argv, stdout=out, stderr=err, preexec_fn=limit)
+        p = subprocess.Popen(argv, stdin=stdin, stdout=out, stderr=err, preexec_fn=limit)
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
@@ -144,6 +144,12 @@ def main():
     for extra in (["-o", "-"], []):
         rc, got, err, _ = run([MLPROF, "merge", *small, *extra])
         check(rc == 0 and got == want, "merge %s to standard output differs from the file (%d)" % (extra, rc))
+
+    # --- an input that cannot be read twice (standard input, a pipe): kept from the first read
+    with open(small[0], "rb") as f:
+        rc, got, err, _ = run([MLPROF, "merge", "/dev/stdin", small[1]], stdin=f)
+    check(rc == 0 and got == want.replace(small[0].encode(), b"/dev/stdin"),
+          "merge of standard input differs from the file's (%d %s)" % (rc, err))
 
     # --- a full disk: an error naming the file, no partial output, the old one kept
     full = os.path.join(OUT, "full.json")

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../src/analyze/analyze.h"
 #include "../src/analyze/augment.h"
@@ -646,20 +647,32 @@ static int cmd_merge(int argc, char **argv)
      * events to the output; memory holds one trace at a time */
     int damaged = 0, rc = 0;
     size_t made = 0;
-    for (; made < npaths && rc == 0; made++) {
+    an_trace **kept = calloc(npaths, sizeof *kept);
+    for (; made < npaths && rc == 0 && kept; made++) {
         an_trace t;
+        struct stat st;
         if (read_trace(&t, paths[made], &damaged) != 0)
             rc = 1;
         else if (an_merge_summarize(&t, &mo, &sum[made]) != 0) {
             fprintf(stderr, PROG " merge: out of memory\n");
             rc = 1;
+        } else if (stat(paths[made], &st) != 0 || !S_ISREG(st.st_mode)) {
+            /* a pipe (<(zcat ...)) or standard input is read once: kept whole */
+            kept[made] = malloc(sizeof t);
+            if (kept[made]) {
+                *kept[made] = t;
+                continue;
+            }
+            rc = 1;
         }
         an_trace_free(&t);
     }
+    if (!kept)
+        rc = 1;
     if (rc == 0) {
         char err[600] = "";
         int method;
-        if (an_merge_stream(sum, npaths, &mo, output, &method, err, sizeof err) != 0) {
+        if (an_merge_stream(sum, kept, npaths, &mo, output, &method, err, sizeof err) != 0) {
             fprintf(stderr, PROG " merge: %s\n", err[0] ? err : "out of memory");
             rc = 1;
         } else {
@@ -669,8 +682,13 @@ static int cmd_merge(int argc, char **argv)
             merge_warnings(sum, npaths, method);
         }
     }
-    for (size_t i = 0; i < made; i++)
+    for (size_t i = 0; i < made; i++) {
         an_merge_input_free(&sum[i]);
+        if (kept[i])
+            an_trace_free(kept[i]);
+        free(kept[i]);
+    }
+    free(kept);
     free(sum);
     free(labels);
     free(parts);

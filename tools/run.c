@@ -848,7 +848,7 @@ int mlprof_cmd_run(int argc, char **argv)
         char err[600] = "";
         int method;
         /* a file named "-" as before, not standard output (the summary's) */
-        if (an_merge_stream(sum, used, &mo, strcmp(output, "-") == 0 ? "./-" : output, &method, err,
+        if (an_merge_stream(sum, NULL, used, &mo, strcmp(output, "-") == 0 ? "./-" : output, &method, err,
                             sizeof err) != 0) {
             fprintf(stderr, PROG ": merging the processes' traces: %s\n", err[0] ? err : "out of memory");
             failed = 1;

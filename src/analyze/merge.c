@@ -11,7 +11,10 @@
  * system clock, since its baseTimeNanoseconds when it gives one), else the
  * starts of the traces lined up (which is said loudly). The method, every
  * offset and each input's distributedInfo and deviceProperties go into the
- * output.
+ * output. It streams: a first pass keeps a small summary of each input
+ * (an_merge_input), from which all of that is decided; a second reads each
+ * input again and writes its events to the output, flushed as it grows, so
+ * that memory holds one input at a time.
  */
 #include <errno.h>
 #include <math.h>
@@ -623,12 +626,13 @@ static int flush(writer *w)
     return 0;
 }
 
-/* Input i's trace for the second pass: the one given, or read again from
- * its path (into *own) as the first pass read it. NULL with err set. */
+/* Input i's trace for the second pass: the one given (loaded[i]), or read
+ * again from its path (into *own) as the first pass read it. NULL with err
+ * set. */
 static const an_trace *second_read(const an_merge_input *s, an_trace *const *loaded, size_t i, an_trace *own,
                                    char *err, size_t errlen)
 {
-    if (loaded)
+    if (loaded && loaded[i])
         return loaded[i];
     /* a damaged file gives the events before the damage, as it did the first time */
     if (an_trace_read(own, s->view.path) != 0 && !own->partial) {
@@ -691,6 +695,10 @@ static void put_events(mlprof__sb *out, writer *w, const an_trace *t, size_t i, 
 static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, const an_merge_options *o,
                  writer *w, int *method_out, char *err, size_t errlen)
 {
+    if (!n) {
+        snprintf(err, errlen, "no trace to merge");
+        return -1;
+    }
     mlprof__sb *out = w->out;
     int64_t *offset = mlprof__calloc(n, sizeof *offset);
     an_clock_sync *cs = mlprof__calloc(n, sizeof *cs);
@@ -774,7 +782,7 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
                 put_meta(out, &first, "thread_name", map_pid(mine, nm, &hint, t->names[k].pid), t->names[k].tid,
                          "name", t->names[k].name, 0);
         }
-        if (!loaded)
+        if (t == &own)
             an_trace_free(&own);
         if (flush(w) != 0)
             rc = -1;
@@ -850,8 +858,8 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
     return rc;
 }
 
-int an_merge_stream(const an_merge_input *in, size_t n, const an_merge_options *o, const char *output,
-                    int *method, char *err, size_t errlen)
+int an_merge_stream(const an_merge_input *in, an_trace *const *kept, size_t n, const an_merge_options *o,
+                    const char *output, int *method, char *err, size_t errlen)
 {
     mlprof__sb out;
     mlprof__sb_init(&out);
@@ -868,7 +876,7 @@ int an_merge_stream(const an_merge_input *in, size_t n, const an_merge_options *
         w.fd = file.fd;
         w.name = file.path;
     }
-    int rc = merge(in, n, NULL, o, &w, method, err, errlen);
+    int rc = merge(in, n, kept, o, &w, method, err, errlen);
     mlprof__sb_free(&out);
     /* a file is complete or absent: the temporary one removed on error */
     if (!to_stdout && mlprof__out_commit(&file, rc == 0) != MLPROF_OK && rc == 0) {

@@ -88,12 +88,13 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
 /* The same output, streamed: in holds the summaries of a first pass
  * (an_merge_summarize); each input is read again from its path, its events
  * written and the trace freed before the next, so that memory holds one
- * input and a few MiB of output. output: a path, written atomically (a
+ * input and a few MiB of output. kept: NULL, or per input the trace itself
+ * when it cannot be read twice (a pipe, standard input), else NULL. output: a path, written atomically (a
  * temporary file renamed at the end; removed on any error), or NULL or "-"
  * for standard output. An input that reads differently the second time
  * (changed meanwhile) is an error. Returns 0, or -1 with err set. */
-int an_merge_stream(const an_merge_input *in, size_t n, const an_merge_options *o, const char *output,
-                    int *method, char *err, size_t errlen);
+int an_merge_stream(const an_merge_input *in, an_trace *const *kept, size_t n, const an_merge_options *o,
+                    const char *output, int *method, char *err, size_t errlen);
 
 /* The world size the inputs' distributedInfo gives (the largest), or -1;
  * the ranks below it that no input is, comma-separated, into list. */
