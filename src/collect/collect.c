@@ -66,6 +66,7 @@ typedef struct open_span {
     unsigned hw_mask;
     /* a slice sink's (MLPROF__SINK_SLICES) view of a task */
     int begun;           /* its begin is in the stream */
+    int capped;          /* its begin found the trace at max_trace_size: left out, end too */
     size_t targs_begun;  /* typed arguments that went with the begin */
 } open_span;
 
@@ -141,6 +142,10 @@ static struct {
     int lost_errno;             /* why the last ones were lost */
     uint64_t unwritten;         /* events of this trace lost that way (otherData.unwritten_events) */
     uint64_t unwritten_said;    /* of them, those a dump has returned an error for */
+    /* max_trace_size: the stream reached it and takes no more events
+     * (trace_room); those left out since (otherData.capped_events) */
+    int capped;
+    uint64_t capped_events;
     uint64_t trace_drops_base;  /* mlprof__collect_dropped() when this trace began */
     uint64_t stats_drops_base;  /* ... and when the statistics were last reset */
     uint64_t frame_ids;
@@ -178,6 +183,7 @@ static struct {
 } C = {.spool_fd = -1, .wake = PTHREAD_COND_INITIALIZER};
 
 static void drain_all(int discard, int all_memory);
+static int trace_room(void);
 
 /* ------------------------------------------------------------ the sinks */
 
@@ -321,9 +327,13 @@ static mlprof__stats *stats_of(void)
     do {                                                              \
         mlprof__sink_out o_ = {(to), (in_tail)};                      \
         if (C.trace.e && C.trace.e->ops->op) {                        \
-            C.trace.e->ops->op(C.trace.st, &o_, (ev));                \
-            if (!(in_tail))                                           \
-                C.buf_events++;                                       \
+            if ((in_tail) || trace_room()) {                          \
+                C.trace.e->ops->op(C.trace.st, &o_, (ev));            \
+                if (!(in_tail))                                       \
+                    C.buf_events++;                                   \
+            } else {                                                  \
+                C.capped_events++;                                    \
+            }                                                         \
         }                                                             \
         o_.sb = NULL;                                                 \
         for (size_t i_ = 0; i_ < C.nfiles; i_++)                      \
@@ -561,6 +571,44 @@ static void spool_reset(void)
     C.spool_published = 0;
     mlprof__sb_reset(&C.buf);
     C.buf_events = 0;
+    C.capped = 0;
+    C.capped_events = 0;
+}
+
+/* The bytes of the trace's stream so far: spooled, compressed and waiting,
+ * and formatted and waiting (for gzip an upper bound of what they will take
+ * compressed, until a flush says). */
+static uint64_t stream_bytes(void) { return C.spool_size + C.zbuf.len + C.buf.len; }
+
+/* max_trace_size: whether the stream takes the next event. It stops at the
+ * first event that finds it at the cap or past it, so it passes the cap by
+ * the last event written at most (and a Perfetto slice begun before the cap
+ * still gets its end, written past it); the tail comes on top. Once stopped
+ * it stays so until the trace ends: a trace is whole up to a point in time,
+ * not riddled with holes. Said once on stderr; otherData counts the rest. */
+static int trace_room(void)
+{
+    uint64_t cap = mlprof__g.cfg.max_trace_size;
+    if (C.capped)
+        return 0;
+    if (!cap || stream_bytes() < cap)
+        return 1;
+    /* gzip: the plain bytes waiting are far more than they will take; a
+     * flush says how much room is really left (each one leaves less to
+     * compress, so few are needed; below 4 KiB waiting the estimate will do) */
+    if (C.compress && C.gz && !C.gz_failed && C.buf.len >= 4096) {
+        spool_flush();
+        if (stream_bytes() < cap)
+            return 1;
+    }
+    C.capped = 1;
+    char size[32];
+    bytes_text(cap, size, sizeof size);
+    mlprof__log(MLPROF_LOG_WARN,
+                "the trace reached max_trace_size=%llu (%s): the events after it are left out of it "
+                "(counted in otherData.capped_events)",
+                (unsigned long long)cap, size);
+    return 0;
 }
 
 /* ------------------------------------------------------------ tracks */
@@ -744,6 +792,10 @@ static void span_fill(mlprof__span_out *s, track *tr, const open_span *o, int fr
 /* Hands task o's begin to the slice sink (into the stream, or a tail). */
 static void hand_begin(track *tr, open_span *o, size_t depth, int tail, mlprof__sb *sb)
 {
+    if (!tail && !trace_room()) {
+        o->capped = 1; /* counted at its end, which is left out too */
+        return;
+    }
     mlprof__span_out s;
     span_fill(&s, tr, o, 0);
     s.depth = (uint32_t)depth;
@@ -773,7 +825,7 @@ static void hand_end(open_span *o, const mlprof__span_out *s, int tail, mlprof__
 static void flush_begin(track *tr)
 {
     span_stack *s = &tr->tasks;
-    if (C.slices && s->depth && !s->items[s->depth - 1].begun)
+    if (C.slices && s->depth && !s->items[s->depth - 1].begun && !s->items[s->depth - 1].capped)
         hand_begin(tr, &s->items[s->depth - 1], s->depth - 1, 0, &C.buf);
 }
 
@@ -784,7 +836,7 @@ static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns
                       size_t depth, int tail, mlprof__sb *sb)
 {
     mlprof__span_out s;
-    if (C.slices && !frame && !tail && !o->begun)
+    if (C.slices && !frame && !tail && !o->begun && !o->capped)
         hand_begin(tr, o, depth, 0, sb); /* closed by the profiler before its thread's next record */
     span_fill(&s, tr, o, frame);
     s.end_ns = end_ns < o->begin_ns ? o->begin_ns : end_ns;
@@ -796,14 +848,20 @@ static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns
     s.hw_mask = o->hw_mask;
     mlprof__sink_out out = {sb, tail};
     if (C.slices && !frame) {
-        if (!tail) {
+        if (!tail && o->begun) { /* past max_trace_size too: its begin is in the file */
             hand_end(o, &s, 0, sb);
             C.buf_events++;
+        } else if (!tail) {
+            C.capped_events++;
         }
     } else if (C.trace.e && C.trace.e->ops->span) {
-        C.trace.e->ops->span(C.trace.st, &out, &s);
-        if (!tail)
-            C.buf_events++;
+        if (tail || trace_room()) {
+            C.trace.e->ops->span(C.trace.st, &out, &s);
+            if (!tail)
+                C.buf_events++;
+        } else {
+            C.capped_events++;
+        }
     }
     out.sb = NULL;
     for (size_t i = 0; i < C.nfiles; i++)
@@ -855,6 +913,7 @@ static void push_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_
     o->child_ns = 0;
     o->hw_mask = 0;
     o->begun = 0;
+    o->capped = 0;
     o->targs_begun = 0;
     o->text = C.want_text;
     o->typed = C.want_typed;
@@ -1532,6 +1591,9 @@ static void make_meta(mlprof__trace_meta *m, char *pname, size_t pname_len, char
                       (unsigned long long)C.unmatched_ends, (unsigned long long)C.corrupt,
                       (unsigned long long)mlprof__g.cfg.buffer_size, mlprof__pool_chunk_size(),
                       finished ? "true" : "false");
+    if (mlprof__g.cfg.max_trace_size || C.capped_events)
+        mlprof__sb_printf(other, ",\"max_trace_size\":%llu,\"capped_events\":%llu",
+                          (unsigned long long)mlprof__g.cfg.max_trace_size, (unsigned long long)C.capped_events);
     MLPROF__FOR_MODULES(mod) {
         if (mod->other_data)
             mod->other_data(other);

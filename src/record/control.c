@@ -74,6 +74,8 @@ static const key_def g_keys[] = {
     {"level", T_INT, F(level), 0, 9, "an integer from 0 to 9"},
     {"buffer_size", T_SIZE, F(buffer_size), 65536, 68719476736.0,
      "a size in bytes from 64K to 64G, such as 1048576, 512K, 64M or 1G"},
+    {"max_trace_size", T_SIZE, F(max_trace_size), 0, 1e18,
+     "a size in bytes such as 1048576, 512K, 64M or 1G, or 0 for no limit"},
     {"stats_file", T_STR, F(stats_file), 0, 0, "a file path, or empty for none"},
     {"schedule", T_MODULE, F(schedule), 0, 0,
      "empty, or skip_first:N,wait:N,warmup:N,active:N,repeat:N (active at least 1; others default to 0)",

@@ -240,6 +240,7 @@ typedef struct mlprof__config {
     double dump_period;
     int level;
     uint64_t buffer_size;
+    uint64_t max_trace_size; /* bytes of events a trace's file takes at most; 0: no limit */
     int dump_at_exit;
     int autostart;
     char clock[16];
