@@ -67,6 +67,7 @@ typedef struct open_span {
     /* a slice sink's (MLPROF__SINK_SLICES) view of a task */
     int begun;           /* its begin is in the stream */
     int capped;          /* its begin found the trace at max_trace_size: left out, end too */
+    int cut;             /* began before the ring's start: shown from there, marked cut_by_ring */
     size_t targs_begun;  /* typed arguments that went with the begin */
 } open_span;
 
@@ -146,6 +147,14 @@ static struct {
      * (trace_room); those left out since (otherData.capped_events) */
     int capped;
     uint64_t capped_events;
+    /* mode=ring: records are decoded as their chunks are evicted, handing
+     * nothing to the sinks (evicting), so that the spans they open stay on
+     * the stacks; horizon_ns: the newest evicted record's time, the ring's
+     * start; overwritten: the events evicted (otherData.overwritten_events) */
+    int evicting;
+    uint64_t horizon_ns;
+    uint64_t overwritten;
+    int ring_said;
     uint64_t trace_drops_base;  /* mlprof__collect_dropped() when this trace began */
     uint64_t stats_drops_base;  /* ... and when the statistics were last reset */
     uint64_t frame_ids;
@@ -586,6 +595,40 @@ static uint64_t stream_bytes(void) { return C.spool_size + C.zbuf.len + C.buf.le
  * still gets its end, written past it); the tail comes on top. Once stopped
  * it stays so until the trace ends: a trace is whole up to a point in time,
  * not riddled with holes. Said once on stderr; otherData counts the rest. */
+static int trace_room(void);
+
+/* Ring mode: whether an event at ns is gone from the ring (decoded while
+ * its chunk is evicted, or older than the ring's start though its thread's
+ * chunk was kept): counted, not handed over. */
+static int ring_gone(uint64_t ns)
+{
+    if (C.evicting || (C.horizon_ns && ns < C.horizon_ns)) {
+        C.overwritten++;
+        return 1;
+    }
+    return 0;
+}
+
+static void span_typed_arg(open_span *o, const char *key, size_t key_len, int type, int64_t i, double d,
+                           const char *str, size_t str_len);
+
+/* Ring mode: a span that began before the ring's start is shown from there,
+ * marked (cut_by_ring: true): its begin was overwritten, its end was not. */
+static void ring_cut(open_span *o)
+{
+    if (o->cut || !C.horizon_ns || o->begin_ns >= C.horizon_ns)
+        return;
+    o->cut = 1;
+    o->begin_ns = C.horizon_ns;
+    if (o->text) {
+        if (o->args.len)
+            mlprof__sb_putc(&o->args, ',');
+        mlprof__sb_puts(&o->args, "\"cut_by_ring\":true");
+    }
+    if (o->typed)
+        span_typed_arg(o, "cut_by_ring", 11, MLPROF__ARG_INT, 1, 0, NULL, 0);
+}
+
 static int trace_room(void)
 {
     uint64_t cap = mlprof__g.cfg.max_trace_size;
@@ -792,6 +835,9 @@ static void span_fill(mlprof__span_out *s, track *tr, const open_span *o, int fr
 /* Hands task o's begin to the slice sink (into the stream, or a tail). */
 static void hand_begin(track *tr, open_span *o, size_t depth, int tail, mlprof__sb *sb)
 {
+    if (C.evicting)
+        return; /* handed over at its end, if that is kept */
+    ring_cut(o);
     if (!tail && !trace_room()) {
         o->capped = 1; /* counted at its end, which is left out too */
         return;
@@ -835,6 +881,9 @@ static void flush_begin(track *tr)
 static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns, int frame, int unfinished,
                       size_t depth, int tail, mlprof__sb *sb)
 {
+    if (!tail && ring_gone(end_ns))
+        return;
+    ring_cut(o);
     mlprof__span_out s;
     if (C.slices && !frame && !tail && !o->begun && !o->capped)
         hand_begin(tr, o, depth, 0, sb); /* closed by the profiler before its thread's next record */
@@ -914,6 +963,7 @@ static void push_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_
     o->hw_mask = 0;
     o->begun = 0;
     o->capped = 0;
+    o->cut = 0;
     o->targs_begun = 0;
     o->text = C.want_text;
     o->typed = C.want_typed;
@@ -976,6 +1026,8 @@ static void flush_instant(track *tr)
     if (!tr->instant_pending)
         return;
     tr->instant_pending = 0;
+    if (ring_gone(tr->inst_ns))
+        return;
     mlprof__instant_out e = {tr->inst_name, tr->inst_name_len, tr->inst_domain->name, tr->inst_ns, tr->inst_scope,
                              mlprof__g.pid, tr->tid, tr->inst_args.data, tr->inst_args.len, tr->inst_handle};
     TO_SINKS(instant, 0, &C.buf, &e);
@@ -1069,6 +1121,8 @@ static void counter_sample(track *tr, const mlprof__rec *r, int is_int)
 {
     const mlprof_counter *c = MLPROF__REC_PTR(r[0].b);
     uint64_t ns = mlprof__clock_to_ns(r[0].a);
+    if (ring_gone(ns))
+        return;
     int64_t iv = (int64_t)r[1].a;
     double v;
     if (is_int)
@@ -1348,6 +1402,134 @@ static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
     }
 }
 
+/* ------------------------------------------------ the flight recorder */
+
+static int ring_mode(void) { return strcmp(mlprof__g.cfg.mode, "ring") == 0; }
+
+/* Chunks the ring keeps: ring_size (half of the pool at most, so that
+ * threads write on while the collector evicts), or half of the pool. */
+static size_t ring_chunks(void)
+{
+    size_t count = mlprof__pool_chunk_count(), half = count / 2;
+    uint64_t want = mlprof__g.cfg.ring_size / mlprof__pool_chunk_size();
+    if (mlprof__g.cfg.ring_size && want > half && !C.ring_said) {
+        C.ring_said = 1;
+        mlprof__log(MLPROF_LOG_WARN,
+                    "ring_size=%llu is more than half of buffer_size=%llu: the ring keeps half of it "
+                    "(the other half takes what threads write while the oldest chunks are evicted)",
+                    (unsigned long long)mlprof__g.cfg.ring_size, (unsigned long long)mlprof__g.cfg.buffer_size);
+    }
+    if (!mlprof__g.cfg.ring_size || want > half)
+        want = half;
+    return want < 2 ? 2 : (size_t)want;
+}
+
+static int rec_timed(unsigned kind)
+{
+    return kind <= MLPROF__REC_MARK_DYN || kind == MLPROF__REC_SCOPE_PUSH || kind == MLPROF__REC_SCOPE_POP ||
+           kind == MLPROF__REC_MEM;
+}
+
+/* t's oldest chunk when it is sealed (the thread writes in a later one):
+ * its segment [*from, *to); NULL otherwise. */
+static mlprof__chunk *sealed_head(mlprof__thread *t, char **from, char **to)
+{
+    mlprof__chunk *c = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
+    if (!c || !__atomic_load_n(&c->next, __ATOMIC_ACQUIRE))
+        return NULL;
+    *from = t->consumed;
+    *to = c->final_end;
+    return c;
+}
+
+/* The time of the last timed record of [p, limit), 0 if none. */
+static uint64_t segment_last_ns(char *p, char *limit)
+{
+    uint64_t raw = 0;
+    while (p < limit) {
+        const mlprof__rec *r = (const mlprof__rec *)p;
+        size_t slots = record_slots(r);
+        if (slots > 1 && (size_t)(limit - p) >= 2 * sizeof *r)
+            slots = second_slot_ok(r, slots);
+        if (slots == 0 || (size_t)(limit - p) < slots * sizeof *r)
+            break;
+        if (rec_timed(MLPROF__REC_KIND(r->b)))
+            raw = r->a;
+        p += slots * sizeof *r;
+    }
+    return raw ? mlprof__clock_to_ns(raw) : 0;
+}
+
+/* Evicts t's sealed oldest chunk: decoded with nothing handed to the sinks
+ * (its events counted as overwritten; the spans it opens stay on the stack,
+ * to be shown cut at their end) and given back to the pool. */
+static void evict_head(mlprof__thread *t, track *tr, mlprof__chunk *c, char *p, char *limit)
+{
+    int cutting = 0;
+    C.evicting = 1;
+    while (tr && p < limit) {
+        const mlprof__rec *r = (const mlprof__rec *)p;
+        size_t slots = record_slots(r);
+        if (slots > 1 && (size_t)(limit - p) >= 2 * sizeof *r)
+            slots = second_slot_ok(r, slots);
+        if (slots == 0 || (size_t)(limit - p) < slots * sizeof *r) {
+            C.corrupt++;
+            break;
+        }
+        if (!before_cut(r, &cutting))
+            decode_one(tr, r);
+        else if (MLPROF__REC_KIND(r->b) == MLPROF__REC_MEM)
+            mem_record(tr, r, mlprof__clock_to_ns(r->a));
+        p += slots * sizeof *r;
+    }
+    C.evicting = 0;
+    if (tr && tr->last_ns > C.horizon_ns)
+        C.horizon_ns = tr->last_ns;
+    mlprof__chunk *next = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE);
+    t->consumed = next->data;
+    __atomic_store_n(&t->head, next, __ATOMIC_RELEASE);
+    mlprof__pool_put(c);
+}
+
+/* Ring mode: evicts the oldest chunks (by the time their thread's decoding
+ * reached, so that threads are evicted about together) while the pool holds
+ * more than the ring's size, or their records are older than ring_seconds.
+ * A thread's chunk in writing is never evicted. */
+static void ring_evict(void)
+{
+    if (!ring_mode() || !mlprof__pool_ready())
+        return;
+    files_prepare();
+    trace_prepare();
+    sinks_wants(); /* the spans that evicted records open keep the forms of arguments asked for */
+    size_t keep = ring_chunks(), count = mlprof__pool_chunk_count();
+    uint64_t now = mlprof__clock_to_ns(mlprof__clock_raw());
+    uint64_t age = (uint64_t)(mlprof__g.cfg.ring_seconds * 1e9);
+    uint64_t oldest = mlprof__g.cfg.ring_seconds > 0 && now > age ? now - age : 0;
+    for (;;) {
+        mlprof__thread *best = NULL;
+        track *best_tr = NULL;
+        mlprof__chunk *best_c = NULL;
+        char *from = NULL, *to = NULL;
+        for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+            char *f, *e;
+            mlprof__chunk *c = sealed_head(t, &f, &e);
+            if (!c)
+                continue;
+            track *tr = track_for(t);
+            if (!best || (tr && best_tr && tr->last_ns < best_tr->last_ns)) {
+                best = t, best_tr = tr, best_c = c, from = f, to = e;
+            }
+        }
+        if (!best)
+            return;
+        int over = count - mlprof__pool_free_count() > keep;
+        if (!over && (!oldest || segment_last_ns(from, to) >= oldest))
+            return;
+        evict_head(best, best_tr, best_c, from, to);
+    }
+}
+
 static void forget_thread(mlprof__thread *t)
 {
     track *tr = t->track;
@@ -1460,6 +1642,8 @@ static void drain_all(int discard, int all_memory)
     uint64_t watermark = all_memory ? UINT64_MAX : mlprof__clock_to_ns(mlprof__clock_raw());
     if (C.start_ns == 0)
         C.start_ns = mlprof__clock_monotonic_ns();
+    if (!discard)
+        ring_evict(); /* a dump writes the ring: what the collector had no time to evict goes first */
     mlprof__produced mine;
     mlprof__produced_init(&mine);
     mlprof__drain_info d = {discard, all_memory, watermark, &mine};
@@ -1591,6 +1775,12 @@ static void make_meta(mlprof__trace_meta *m, char *pname, size_t pname_len, char
                       (unsigned long long)C.unmatched_ends, (unsigned long long)C.corrupt,
                       (unsigned long long)mlprof__g.cfg.buffer_size, mlprof__pool_chunk_size(),
                       finished ? "true" : "false");
+    if (ring_mode() || C.overwritten)
+        mlprof__sb_printf(other, ",\"mode\":\"ring\",\"ring_size\":%llu,\"ring_seconds\":%g,\"ring_start_ns\":%llu"
+                          ",\"overwritten_events\":%llu",
+                          mlprof__pool_ready() ? (unsigned long long)(ring_chunks() * mlprof__pool_chunk_size()) : 0ull,
+                          mlprof__g.cfg.ring_seconds, (unsigned long long)C.horizon_ns,
+                          (unsigned long long)C.overwritten);
     if (mlprof__g.cfg.max_trace_size || C.capped_events)
         mlprof__sb_printf(other, ",\"max_trace_size\":%llu,\"capped_events\":%llu",
                           (unsigned long long)mlprof__g.cfg.max_trace_size, (unsigned long long)C.capped_events);
@@ -1756,6 +1946,7 @@ static void reset_trace(void)
     C.trace_drops_base = mlprof__collect_dropped();
     C.reported_drops = 0;
     C.unfinished = C.unmatched_ends = C.corrupt = 0;
+    C.horizon_ns = C.overwritten = 0;
     C.start_ns = 0;
     C.cut_raw = 0;
     MLPROF__FOR_MODULES(m) {
@@ -2117,7 +2308,7 @@ static void *continuous_main(void *arg)
     mlprof__ctl_lock();
     uint64_t next_dump = mlprof__clock_monotonic_ns() + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
     while (!C.thread_stop) {
-        if (!mlprof__g.cfg.continuous_dump) {
+        if (!mlprof__g.cfg.continuous_dump && !ring_mode()) {
             /* turned off while running: idle until it is on again
              * (mlprof__collect_start_continuous wakes it) or stopped */
             pthread_cond_wait(&C.wake, &mlprof__g.ctl_lock);
@@ -2128,10 +2319,12 @@ static void *continuous_main(void *arg)
         struct timespec ts;
         deadline_in(&ts, 10000000);
         pthread_cond_timedwait(&C.wake, &mlprof__g.ctl_lock, &ts);
-        if (C.thread_stop || !mlprof__g.cfg.continuous_dump)
+        if (C.thread_stop || (!mlprof__g.cfg.continuous_dump && !ring_mode()))
             continue;
         uint64_t now = mlprof__clock_monotonic_ns();
-        if (now >= next_dump) {
+        if (ring_mode()) {
+            ring_evict(); /* the ring is written at a dump only */
+        } else if (now >= next_dump) {
             if (mlprof__collect_dump(NULL, 0) != MLPROF_OK)
                 mlprof__log(MLPROF_LOG_ERROR, "continuous dump: %s", mlprof_last_error());
             next_dump = now + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
@@ -2147,7 +2340,10 @@ static void *continuous_main(void *arg)
 
 int mlprof__collect_start_continuous(void)
 {
-    if (!mlprof__g.cfg.continuous_dump)
+    /* ring mode: the thread evicts when a thread taking a chunk finds the
+     * pool past the ring's size (or every 10 ms for ring_seconds) */
+    mlprof__pool_set_high_water(ring_mode() ? ring_chunks() : 0);
+    if (!mlprof__g.cfg.continuous_dump && !ring_mode())
         return MLPROF_OK;
     if (C.thread_running) { /* idle since continuous_dump went off, or working */
         pthread_cond_broadcast(&C.wake);

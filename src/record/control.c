@@ -39,6 +39,7 @@ typedef enum {
     T_PROCESS, /* MXNet's profile_process: worker or server */
     T_FORMAT,  /* the trace's format */
     T_COMPRESS,
+    T_MODE,    /* normal or ring */
     T_RANK,    /* an integer from 0, or empty */
     T_RANGE    /* capture_range, checked by capture.c */
 } key_type;
@@ -76,6 +77,12 @@ static const key_def g_keys[] = {
      "a size in bytes from 64K to 64G, such as 1048576, 512K, 64M or 1G"},
     {"max_trace_size", T_SIZE, F(max_trace_size), 0, 1e18,
      "a size in bytes such as 1048576, 512K, 64M or 1G, or 0 for no limit"},
+    {"mode", T_MODE, F(mode), 0, 0,
+     "one of normal (record from start to stop), ring (keep the last ring_size bytes or ring_seconds of events, "
+     "written at a dump)"},
+    {"ring_size", T_SIZE, F(ring_size), 0, 68719476736.0,
+     "a size in bytes such as 4M, at most half of buffer_size, or 0 for half of buffer_size"},
+    {"ring_seconds", T_DOUBLE, F(ring_seconds), 0, 86400, "seconds from 0 (no limit by age) to 86400"},
     {"stats_file", T_STR, F(stats_file), 0, 0, "a file path, or empty for none"},
     {"schedule", T_MODULE, F(schedule), 0, 0,
      "empty, or skip_first:N,wait:N,warmup:N,active:N,repeat:N (active at least 1; others default to 0)",
@@ -149,6 +156,7 @@ static void config_defaults(mlprof__config *c)
     c->profile_symbolic = 1;
     c->profile_imperative = 1;
     strcpy(c->profile_process, "worker");
+    strcpy(c->mode, "normal");
     c->aggregate_stats = 1;
     c->dump_period = 1.0;
     c->level = 1;
@@ -295,6 +303,11 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
             *(char *)field = '\0';
         return MLPROF_OK;
     }
+    case T_MODE:
+        if (strcmp(value, "normal") && strcmp(value, "ring"))
+            break;
+        strcpy(field, value);
+        return MLPROF_OK;
     case T_PROCESS:
         /* mlprof profiles the process it is loaded in, whichever MXNet calls it */
         if (strcmp(value, "worker") && strcmp(value, "server"))
@@ -443,6 +456,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     case T_CLOCK:
     case T_FORMAT:
     case T_COMPRESS:
+    case T_MODE:
     case T_RANGE:
     case T_MODULE:
     case T_PROCESS:

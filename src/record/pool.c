@@ -57,6 +57,9 @@ static uint64_t g_tails_head; /* chunks whose tail an exited thread left */
 static uint32_t g_free_count; /* atomic: chunks in the free list (counted before the push) */
 static uint32_t g_fresh;      /* atomic: chunks below this index were handed out once */
 static int g_populate_off;    /* atomic: the kernel has no MADV_POPULATE_WRITE */
+/* atomic: chunks in use past which taking one wakes the collector (half the
+ * pool; the ring's size in ring mode, where the collector then evicts) */
+static uint32_t g_high;
 
 static char *chunk_base(uint32_t index) { return g_arena + (size_t)index * g_chunk_size; }
 
@@ -145,6 +148,7 @@ int mlprof__pool_init(uint64_t buffer_size)
     __atomic_store_n(&g_tails_head, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_free_count, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_fresh, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_high, (uint32_t)(count / 2), __ATOMIC_RELAXED);
     /* last: lock-free readers (mlprof_buffer_usage) see all of the above or nothing */
     __atomic_store_n(&g_arena, (char *)p, __ATOMIC_RELEASE);
     return MLPROF_OK;
@@ -167,6 +171,15 @@ static uint32_t chunks_in_use(void)
 }
 
 size_t mlprof__pool_free_count(void) { return g_chunk_count - chunks_in_use(); }
+
+void mlprof__pool_set_high_water(size_t chunks)
+{
+    if (!mlprof__pool_ready())
+        return;
+    if (chunks == 0 || chunks > g_chunk_count)
+        chunks = g_chunk_count / 2;
+    __atomic_store_n(&g_high, (uint32_t)chunks, __ATOMIC_RELAXED);
+}
 
 /* The index of a chunk never used, now the caller's; UINT32_MAX if none is left. */
 static uint32_t claim_fresh(void)
@@ -252,7 +265,7 @@ mlprof__chunk *mlprof__pool_get(size_t bytes)
     mlprof__chunk *c = bytes + TAIL_MIN <= g_chunk_size ? take_tail(bytes) : NULL;
     if (!c)
         c = take_whole();
-    if (c && mlprof__pool_free_count() * 2 < g_chunk_count)
+    if (c && chunks_in_use() > __atomic_load_n(&g_high, __ATOMIC_RELAXED))
         mlprof__wake();
     return c;
 }

@@ -241,6 +241,9 @@ typedef struct mlprof__config {
     int level;
     uint64_t buffer_size;
     uint64_t max_trace_size; /* bytes of events a trace's file takes at most; 0: no limit */
+    char mode[16];           /* "normal" or "ring" (the flight recorder, collect.c) */
+    uint64_t ring_size;      /* ring: bytes of records kept; 0: half of buffer_size */
+    double ring_seconds;     /* ring: age of the oldest records kept; 0: no limit */
     int dump_at_exit;
     int autostart;
     char clock[16];
@@ -341,6 +344,9 @@ size_t mlprof__pool_chunk_size(void);
 size_t mlprof__pool_chunk_count(void);
 /* Chunks neither held by threads nor waiting for the collector. */
 size_t mlprof__pool_free_count(void);
+/* Chunks in use past which a thread taking one wakes the collector
+ * (mlprof__wake); 0: half of the pool, as at the start. */
+void mlprof__pool_set_high_water(size_t chunks);
 /* The collector is done with a segment: its chunk goes back to the free list
  * once no other segment of it is in use. */
 void mlprof__pool_put(mlprof__chunk *c);
