@@ -30,6 +30,7 @@ check:
 BENCH_MB ?= 512
 bench: build
 	@$(BUILD)/bench_core
+	@$(BUILD)/bench_ring
 	@$(BUILD)/bench_write && $(BUILD)/bench_write --args 0 --formats json
 	@python3 bench/bench_run.py $(BUILD)/mlprof
 	@/usr/bin/python3 bench/bench_torch.py
