@@ -4,10 +4,11 @@
  * MLPROF_RING_SIZE, MLPROF_AUTOSTART...) and given mlprof by LD_PRELOAD
  * (libmlprof.so, or libmlprof_preload.so for its crash handler), reached
  * through dlsym as test_formats_crash does. Records a span "outer" around N
- * spans "work" (their number as argument i) and an instant "tick" every 100,
+ * spans "work" (their number as argument i) in spans "mid" of 1000 each (so
+ * that the ring's start cuts two levels), and an instant "tick" every 100,
  * far more than the ring holds, then dumps; with crash, dies of SIGSEGV
  * instead, the outer span still open; with threads, a second thread records
- * spans "side" all along. Prints "recorded K dropped D" first.
+ * spans "side" all along and 1000 more once the main thread is done. Prints "recorded K dropped D" first.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -47,10 +48,15 @@ static void *side(void *arg)
 {
     (void)arg;
     void *s = g.task_create(g_dom, "side");
-    while (!__atomic_load_n(&g_done, __ATOMIC_ACQUIRE)) {
+    /* on until the main thread is done, then 1000 more: the newest events
+     * of the process, which the ring keeps whatever the scheduling was */
+    long after = 0;
+    while (after < 1000) {
         g.begin(s);
         g.end(s);
         g_side++;
+        if (__atomic_load_n(&g_done, __ATOMIC_ACQUIRE))
+            after++;
     }
     return NULL;
 }
@@ -77,6 +83,7 @@ int main(int argc, char **argv)
     g_dom = g.domain_create("ring");
     void *outer = g.task_create(g_dom, "outer");
     void *work = g.task_create(g_dom, "work");
+    void *mid = g.task_create(g_dom, "mid");
     void *tick = g.marker_create(g_dom, "tick");
     pthread_t th;
     if (threads && pthread_create(&th, NULL, side, NULL) != 0)
@@ -84,12 +91,18 @@ int main(int argc, char **argv)
     long recorded = 1; /* the outer span */
     g.begin(outer);
     for (long i = 0; i < n; i++) {
+        if (i % 1000 == 0)
+            g.begin(mid);
         g.begin(work);
         g.arg_int("i", i);
         g.end(work);
         recorded++;
         if (i % 100 == 0) {
             g.mark(tick, 2 /* MLPROF_SCOPE_THREAD */);
+            recorded++;
+        }
+        if (i % 1000 == 999 || i == n - 1) {
+            g.end(mid);
             recorded++;
         }
     }

@@ -87,6 +87,9 @@ typedef struct track {
     span_stack frames;
     mlprof__scope_node *scope;
     uint64_t last_ns;
+    /* ring mode: an evicted chunk left spans open whose begins were not
+     * handed to a slice sink (any depth, not only the top) */
+    int unbegun;
     /* args go to the innermost open span, or to an instant just recorded */
     int instant_pending;
     const mlprof__handle *inst_handle; /* NULL for a run-time name */
@@ -152,7 +155,8 @@ static struct {
      * the stacks; horizon_ns: the newest evicted record's time, the ring's
      * start; overwritten: the events evicted (otherData.overwritten_events) */
     int evicting;
-    uint64_t horizon_ns;
+    uint64_t horizon_raw; /* on the raw clock: the calibration may change from drain to drain */
+    uint64_t horizon_ns;  /* the same as this drain converts it, like the records it decodes */
     uint64_t overwritten;
     int ring_said;
     uint64_t trace_drops_base;  /* mlprof__collect_dropped() when this trace began */
@@ -871,7 +875,15 @@ static void hand_end(open_span *o, const mlprof__span_out *s, int tail, mlprof__
 static void flush_begin(track *tr)
 {
     span_stack *s = &tr->tasks;
-    if (C.slices && s->depth && !s->items[s->depth - 1].begun && !s->items[s->depth - 1].capped)
+    if (!C.slices || !s->depth || C.evicting)
+        return;
+    if (tr->unbegun) { /* after an eviction: outermost first, so that slices nest */
+        tr->unbegun = 0;
+        for (size_t i = 0; i + 1 < s->depth; i++)
+            if (!s->items[i].begun && !s->items[i].capped)
+                hand_begin(tr, &s->items[i], i, 0, &C.buf);
+    }
+    if (!s->items[s->depth - 1].begun && !s->items[s->depth - 1].capped)
         hand_begin(tr, &s->items[s->depth - 1], s->depth - 1, 0, &C.buf);
 }
 
@@ -1466,6 +1478,7 @@ static uint64_t segment_last_ns(char *p, char *limit)
 static void evict_head(mlprof__thread *t, track *tr, mlprof__chunk *c, char *p, char *limit)
 {
     int cutting = 0;
+    uint64_t raw = 0;
     C.evicting = 1;
     while (tr && p < limit) {
         const mlprof__rec *r = (const mlprof__rec *)p;
@@ -1480,11 +1493,17 @@ static void evict_head(mlprof__thread *t, track *tr, mlprof__chunk *c, char *p, 
             decode_one(tr, r);
         else if (MLPROF__REC_KIND(r->b) == MLPROF__REC_MEM)
             mem_record(tr, r, mlprof__clock_to_ns(r->a));
+        if (rec_timed(MLPROF__REC_KIND(r->b)) && r->a > raw)
+            raw = r->a;
         p += slots * sizeof *r;
     }
     C.evicting = 0;
-    if (tr && tr->last_ns > C.horizon_ns)
-        C.horizon_ns = tr->last_ns;
+    if (raw > C.horizon_raw) {
+        C.horizon_raw = raw;
+        C.horizon_ns = mlprof__clock_to_ns(raw);
+    }
+    if (tr)
+        tr->unbegun = 1;
     mlprof__chunk *next = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE);
     t->consumed = next->data;
     __atomic_store_n(&t->head, next, __ATOMIC_RELEASE);
@@ -1502,7 +1521,7 @@ static void ring_evict(void)
     files_prepare();
     trace_prepare();
     sinks_wants(); /* the spans that evicted records open keep the forms of arguments asked for */
-    size_t keep = ring_chunks(), count = mlprof__pool_chunk_count();
+    size_t keep = ring_chunks();
     uint64_t now = mlprof__clock_to_ns(mlprof__clock_raw());
     uint64_t age = (uint64_t)(mlprof__g.cfg.ring_seconds * 1e9);
     uint64_t oldest = mlprof__g.cfg.ring_seconds > 0 && now > age ? now - age : 0;
@@ -1511,7 +1530,13 @@ static void ring_evict(void)
         track *best_tr = NULL;
         mlprof__chunk *best_c = NULL;
         char *from = NULL, *to = NULL;
+        /* the ring: every thread's chunks, the one it writes in included
+         * (never evicted), so a thread's newest events always count */
+        size_t held = 0;
         for (mlprof__thread *t = __atomic_load_n(&mlprof__g.threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+            for (mlprof__chunk *c = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE); c;
+                 c = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE))
+                held++;
             char *f, *e;
             mlprof__chunk *c = sealed_head(t, &f, &e);
             if (!c)
@@ -1523,7 +1548,7 @@ static void ring_evict(void)
         }
         if (!best)
             return;
-        int over = count - mlprof__pool_free_count() > keep;
+        int over = held > keep;
         if (!over && (!oldest || segment_last_ns(from, to) >= oldest))
             return;
         evict_head(best, best_tr, best_c, from, to);
@@ -1644,6 +1669,8 @@ static void drain_all(int discard, int all_memory)
         C.start_ns = mlprof__clock_monotonic_ns();
     if (!discard)
         ring_evict(); /* a dump writes the ring: what the collector had no time to evict goes first */
+    if (C.horizon_raw)
+        C.horizon_ns = mlprof__clock_to_ns(C.horizon_raw);
     mlprof__produced mine;
     mlprof__produced_init(&mine);
     mlprof__drain_info d = {discard, all_memory, watermark, &mine};
@@ -1946,7 +1973,7 @@ static void reset_trace(void)
     C.trace_drops_base = mlprof__collect_dropped();
     C.reported_drops = 0;
     C.unfinished = C.unmatched_ends = C.corrupt = 0;
-    C.horizon_ns = C.overwritten = 0;
+    C.horizon_raw = C.horizon_ns = C.overwritten = 0;
     C.start_ns = 0;
     C.cut_raw = 0;
     MLPROF__FOR_MODULES(m) {
