@@ -593,14 +593,6 @@ static void spool_reset(void)
  * compressed, until a flush says). */
 static uint64_t stream_bytes(void) { return C.spool_size + C.zbuf.len + C.buf.len; }
 
-/* max_trace_size: whether the stream takes the next event. It stops at the
- * first event that finds it at the cap or past it, so it passes the cap by
- * the last event written at most (and a Perfetto slice begun before the cap
- * still gets its end, written past it); the tail comes on top. Once stopped
- * it stays so until the trace ends: a trace is whole up to a point in time,
- * not riddled with holes. Said once on stderr; otherData counts the rest. */
-static int trace_room(void);
-
 /* Ring mode: whether an event at ns is gone from the ring (decoded while
  * its chunk is evicted, or older than the ring's start though its thread's
  * chunk was kept): counted, not handed over. */
@@ -633,6 +625,12 @@ static void ring_cut(open_span *o)
         span_typed_arg(o, "cut_by_ring", 11, MLPROF__ARG_INT, 1, 0, NULL, 0);
 }
 
+/* max_trace_size: whether the stream takes the next event. It stops at the
+ * first event that finds it at the cap or past it, so it passes the cap by
+ * the last event written at most (and a Perfetto slice begun before the cap
+ * still gets its end, written past it); the tail comes on top. Once stopped
+ * it stays so until the trace ends: a trace is whole up to a point in time,
+ * not riddled with holes. Said once on stderr; otherData counts the rest. */
 static int trace_room(void)
 {
     uint64_t cap = mlprof__g.cfg.max_trace_size;
