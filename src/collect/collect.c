@@ -90,6 +90,9 @@ typedef struct track {
     /* ring mode: an evicted chunk left spans open whose begins were not
      * handed to a slice sink (any depth, not only the top) */
     int unbegun;
+    /* ring mode: the time of the last record of its oldest chunk (hl_chunk) */
+    const mlprof__chunk *hl_chunk;
+    uint64_t hl_ns;
     /* args go to the innermost open span, or to an instant just recorded */
     int instant_pending;
     const mlprof__handle *inst_handle; /* NULL for a run-time name */
@@ -1508,10 +1511,12 @@ static void evict_head(mlprof__thread *t, track *tr, mlprof__chunk *c, char *p, 
     mlprof__pool_put(c);
 }
 
-/* Ring mode: evicts the oldest chunks (by the time their thread's decoding
- * reached, so that threads are evicted about together) while the pool holds
- * more than the ring's size, or their records are older than ring_seconds.
- * A thread's chunk in writing is never evicted. */
+/* Ring mode: evicts the oldest chunks while the threads hold more than the
+ * ring's size, or their records are older than ring_seconds. The oldest is
+ * the thread's oldest sealed chunk whose last record is the oldest: each
+ * eviction then moves the ring's start as little as it can (a chunk that
+ * began earliest may end latest, its thread having slept in it). A thread's
+ * chunk in writing is never evicted. */
 static void ring_evict(void)
 {
     if (!ring_mode() || !mlprof__pool_ready())
@@ -1528,6 +1533,7 @@ static void ring_evict(void)
         track *best_tr = NULL;
         mlprof__chunk *best_c = NULL;
         char *from = NULL, *to = NULL;
+        uint64_t best_ns = 0;
         /* the ring: every thread's chunks, the one it writes in included
          * (never evicted), so a thread's newest events always count */
         size_t held = 0;
@@ -1540,14 +1546,25 @@ static void ring_evict(void)
             if (!c)
                 continue;
             track *tr = track_for(t);
-            if (!best || (tr && best_tr && tr->last_ns < best_tr->last_ns)) {
+            uint64_t ns;
+            if (tr && tr->hl_chunk == c) {
+                ns = tr->hl_ns;
+            } else {
+                ns = segment_last_ns(f, e); /* once per chunk */
+                if (tr) {
+                    tr->hl_chunk = c;
+                    tr->hl_ns = ns;
+                }
+            }
+            if (!best || ns < best_ns) {
                 best = t, best_tr = tr, best_c = c, from = f, to = e;
+                best_ns = ns;
             }
         }
         if (!best)
             return;
         int over = held > keep;
-        if (!over && (!oldest || segment_last_ns(from, to) >= oldest))
+        if (!over && (!oldest || best_ns >= oldest))
             return;
         evict_head(best, best_tr, best_c, from, to);
     }
@@ -2141,9 +2158,11 @@ int mlprof__collect_dump(const char *to, int finished)
     uint64_t dropped = trace_dropped();
     if (dropped > C.reported_drops) {
         mlprof__log(MLPROF_LOG_WARN,
-                    "%llu events dropped because the buffers were full (buffer_size=%llu); "
-                    "raise buffer_size or turn on continuous_dump",
-                    (unsigned long long)dropped, (unsigned long long)mlprof__g.cfg.buffer_size);
+                    "%llu events dropped because the buffers were full (buffer_size=%llu); %s",
+                    (unsigned long long)dropped, (unsigned long long)mlprof__g.cfg.buffer_size,
+                    ring_mode() ? "the ring's collector fell behind the threads by half of buffer_size: raise "
+                                  "buffer_size (the ring stays ring_size)"
+                                : "raise buffer_size or turn on continuous_dump");
         C.reported_drops = dropped;
     }
     MLPROF__FOR_MODULES(m) {
