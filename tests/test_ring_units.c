@@ -7,7 +7,8 @@
  * - two threads recording at once into a 256 KiB ring while the collector's
  *   thread evicts beside them: overwritten + kept = recorded, and what a
  *   thread has kept is its last spans (the ring keeps the process's last
- *   events: a thread that ended earlier may have none left).
+ *   events: a thread that ended earlier may have none left);
+ * - mode=ring set while recording, and a mode that does not exist.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -138,6 +139,34 @@ static void two_threads(void)
     CHECK_OK(mlprof_clear());
 }
 
+/* mode=ring set while recording: the collector's thread starts evicting
+ * then, and the trace is the ring's from that point. */
+static void while_running(void)
+{
+    CHECK_OK(mlprof_set_config("mode", "normal"));
+    mlprof_span *c = mlprof_task_create(mlprof_domain_create("late"), "c");
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    CHECK_OK(mlprof_set_config("mode", "ring"));
+    char v[16];
+    CHECK_OK(mlprof_get_config("mode", v, sizeof v));
+    CHECK(strcmp(v, "ring") == 0, "mode reads %s", v);
+    writer(c);
+    char *json = NULL;
+    CHECK_OK(mlprof_dump_string(&json));
+    if (json) {
+        static long got[PER_THREAD];
+        size_t n = spans_named(json, "c", got, PER_THREAD);
+        uint64_t over = other_u64(json, "overwritten_events");
+        CHECK(n && got[n - 1] == PER_THREAD - 1 && got[0] == PER_THREAD - (long)n,
+              "the spans kept are not the last ones: %zu", n);
+        CHECK(over + n == PER_THREAD, "overwritten %llu + kept %zu != %d", (unsigned long long)over, n, PER_THREAD);
+        mlprof_free(json);
+    }
+    CHECK(mlprof_set_config("mode", "circular") == MLPROF_EVALUE, "mode=circular accepted");
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
+    CHECK_OK(mlprof_clear());
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -147,5 +176,6 @@ int main(int argc, char **argv)
     CHECK_OK(mlprof_set_config("dump_at_exit", "false"));
     by_age();
     two_threads();
+    while_running();
     return tu_finish("test_ring_units");
 }

@@ -379,6 +379,7 @@ static void config_commit(const mlprof__config *next)
     int clock_changed = strcmp(next->clock, mlprof__g.cfg.clock) != 0;
     int shift_changed = strcmp(next->clock_shift, mlprof__g.cfg.clock_shift) != 0;
     int continuous_was = mlprof__g.cfg.continuous_dump;
+    int ring_changed = strcmp(next->mode, mlprof__g.cfg.mode) != 0 || next->ring_size != mlprof__g.cfg.ring_size;
     /* under reg_lock too: handle and domain creation read the classes and
      * level there, from any thread (a capture's keys change from mlprof's) */
     pthread_mutex_lock(&mlprof__g.reg_lock);
@@ -390,7 +391,8 @@ static void config_commit(const mlprof__config *next)
         mlprof__clock_shift_set(next->clock_shift);
     mlprof__capture_configure();
     mlprof__update_flags();
-    if (!continuous_was && next->continuous_dump && mlprof__g.state == MLPROF_STATE_RUN)
+    /* the collector's thread evicts for the ring: started, or its mark moved */
+    if (((!continuous_was && next->continuous_dump) || ring_changed) && mlprof__g.state == MLPROF_STATE_RUN)
         mlprof__collect_start_continuous();
 }
 
