@@ -88,6 +88,9 @@ void mlprof__papi_after_fork(void);
 /* The sampler thread for these sources (ctl_lock held, as hw.h's). */
 int mlprof__sampler_start(const mlprof__hw_item *items, size_t n);
 void mlprof__sampler_stop(void);
+/* Recording is on / off: the sampler's rounds run only while it is on. */
+void mlprof__sampler_resume(void);
+void mlprof__sampler_pause(void);
 void mlprof__sampler_join(void);
 void mlprof__sampler_after_fork(int running);
 /* ,"sampler_period_s":..,"sampler_samples":..,"sampler_late":.. when it ran. */

@@ -36,6 +36,7 @@ static struct {
     size_t n;
     running_source s[MAX_SOURCES];
     uint64_t samples, skipped;
+    int active; /* recording is on (the module's resume, until its pause) */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void close_sources(int after_fork)
@@ -68,21 +69,27 @@ static void *sampler_main(void *arg)
     pthread_mutex_lock(&S.lock);
     uint64_t next = mlprof__clock_monotonic_ns() + S.period_ns;
     while (!S.stop && open) {
+        /* The thread starts before the state says running: rounds begin
+         * once recording is on (the module's resume), so that none is
+         * half in the trace, and the first comes a period after. */
+        if (!S.active) {
+            pthread_cond_wait(&S.wake, &S.lock);
+            next = mlprof__clock_monotonic_ns() + S.period_ns;
+            continue;
+        }
         struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
-        if (pthread_cond_timedwait(&S.wake, &S.lock, &ts) == 0 || S.stop)
-            continue; /* woken: asked to stop (or spuriously) */
+        if (pthread_cond_timedwait(&S.wake, &S.lock, &ts) == 0 || S.stop || !S.active)
+            continue; /* woken: asked to stop or to wait (or spuriously) */
         pthread_mutex_unlock(&S.lock);
-        /* The thread starts before the state says running, and a stop or
-         * a pause may come while it samples: a round that the trace may
-         * not hold (recording was off before or after it) is not counted,
-         * so that otherData's count is the trace's. */
+        /* a final dump and the exit stop this thread before recording
+         * stops; a stop or pause the program asks for while a round is
+         * under way may leave that round half in the trace */
         int counted = recording();
         uint64_t now = mlprof__clock_monotonic_ns();
         for (size_t i = 0; i < S.n; i++) {
             if (S.s[i].state)
                 S.s[i].src->sample(S.s[i].state, now);
         }
-        counted &= recording();
         pthread_mutex_lock(&S.lock);
         S.samples += (uint64_t)counted;
         next += S.period_ns;
@@ -148,7 +155,24 @@ int mlprof__sampler_start(const mlprof__hw_item *items, size_t n)
         return MLPROF_OK;
     add_sources(items, n);
     S.period_ns = (uint64_t)(mlprof__g.cfg.sampler_period * 1e9);
+    S.active = 0; /* a run starts: recording comes on after this (the module's resume) */
     return launch();
+}
+
+void mlprof__sampler_resume(void)
+{
+    pthread_mutex_lock(&S.lock);
+    S.active = 1;
+    if (S.running)
+        pthread_cond_signal(&S.wake);
+    pthread_mutex_unlock(&S.lock);
+}
+
+void mlprof__sampler_pause(void)
+{
+    pthread_mutex_lock(&S.lock);
+    S.active = 0;
+    pthread_mutex_unlock(&S.lock);
 }
 
 void mlprof__sampler_stop(void)
@@ -181,6 +205,7 @@ void mlprof__sampler_after_fork(int running)
         return;
     /* the thread stayed in the parent: what it had open is let go of here */
     S.running = 0;
+    S.active = running;
     close_sources(1);
     if (running && launch() != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "sampler in the forked child: %s", mlprof_last_error());
