@@ -597,8 +597,10 @@ def area_counters(prog, out):
     tc = x["spin"].get("task-clock")
     # the span's own CPU time, not the wall time it took (over it only by what
     # the hypervisor stole); under a heavy load task-clock was seen 8% short of
-    # the thread's CPU clock, so below it the bound is loose
-    check(tc is not None and 0.75 * cpu - 200000 <= tc <= 1.05 * cpu + 200000 + steal,
+    # the thread's CPU clock, and 15% over it (TSan, load 10 on 2 cores, no
+    # steal counted), so the bounds are loose both ways: a counter of wall time
+    # would still be caught on the loaded machines where it matters
+    check(tc is not None and 0.75 * cpu - 200000 <= tc <= 1.25 * cpu + 200000 + steal,
           f"task clock {tc} ns against {cpu} ns of thread CPU time ({steal} ns stolen by the hypervisor)")
     with open(os.path.join(out, "counters_stats.json")) as f:
         st = json.load(f)

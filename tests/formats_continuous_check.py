@@ -122,6 +122,13 @@ def run_continuous(exe, out, protoc, proto, mlprof, name, compress=None):
                 f = open(path, "rb")
             except FileNotFoundError:  # between a rename and our open
                 continue
+            # the file opened is the version read: a rename between the stat
+            # and the open would make the next one look like this one
+            st = os.fstat(f.fileno())
+            fid = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if fid == last_id:
+                f.close()
+                continue
             data = f.read()
             last_id = fid
             copies += 1
