@@ -1200,6 +1200,16 @@ static size_t second_slot_ok(const mlprof__rec *r, size_t slots)
     }
 }
 
+/* The slots of the record at r, which must end by limit; 0 when it cannot
+ * be framed there (corrupt, or cut by limit). */
+static size_t framed_slots(const mlprof__rec *r, const char *limit)
+{
+    size_t room = (size_t)(limit - (const char *)r), slots = record_slots(r);
+    if (slots > 1 && room >= 2 * sizeof *r)
+        slots = second_slot_ok(r, slots);
+    return room < slots * sizeof *r ? 0 : slots;
+}
+
 static void mem_record(track *tr, const mlprof__rec *r, uint64_t ns)
 {
     const char *op = NULL;
@@ -1384,10 +1394,8 @@ static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
         char *p = t->consumed;
         while (tr && p < limit) {
             const mlprof__rec *r = (const mlprof__rec *)p;
-            size_t slots = record_slots(r);
-            if (slots > 1 && (size_t)(limit - p) >= 2 * sizeof *r)
-                slots = second_slot_ok(r, slots);
-            if (slots == 0 || (size_t)(limit - p) < slots * sizeof *r) {
+            size_t slots = framed_slots(r, limit);
+            if (slots == 0) {
                 /* garbage: what follows in the segment cannot be framed */
                 C.corrupt++;
                 break;
@@ -1483,10 +1491,8 @@ static void evict_head(mlprof__thread *t, track *tr, mlprof__chunk *c, char *p, 
     C.evicting = 1;
     while (tr && p < limit) {
         const mlprof__rec *r = (const mlprof__rec *)p;
-        size_t slots = record_slots(r);
-        if (slots > 1 && (size_t)(limit - p) >= 2 * sizeof *r)
-            slots = second_slot_ok(r, slots);
-        if (slots == 0 || (size_t)(limit - p) < slots * sizeof *r) {
+        size_t slots = framed_slots(r, limit);
+        if (slots == 0) {
             C.corrupt++;
             break;
         }
