@@ -808,6 +808,23 @@ static char *put_len_bytes(char *p, unsigned field, const char *data, size_t n)
     return p + n;
 }
 
+/* Ends a debug annotation begun at at with two bytes kept for its tag and
+ * length (one byte of length, the usual case; moved up when it needs more);
+ * returns the end of the annotation. */
+static char *close_annotation(char *at, char *p)
+{
+    size_t n = (size_t)(p - at - 2);
+    at[0] = (char)TAG(4, WT_LEN);
+    if (n < 0x80) {
+        at[1] = (char)n;
+        return p;
+    }
+    size_t k = varint_size(n);
+    memmove(at + 1 + k, at + 2, n);
+    put_varint(at + 1, n);
+    return p + k - 1;
+}
+
 /* A number, true, false or null as the annotation's value (at most 11
  * bytes, or the text's length and 6): int_value when it is an integer that
  * int64 holds, uint_value when only uint64 does, else double_value; what is
@@ -912,16 +929,7 @@ static void put_args(pf_state *st, pf_seq *q, const char *args, size_t len)
         } else {
             p = put_word(p, m.val, m.val_len);
         }
-        size_t n = (size_t)(p - at - 2);
-        at[0] = (char)TAG(4, WT_LEN);
-        if (n < 0x80) {
-            at[1] = (char)n;
-        } else {
-            size_t k = varint_size(n);
-            memmove(at + 1 + k, at + 2, n);
-            put_varint(at + 1, n);
-            p += k - 1;
-        }
+        p = close_annotation(at, p);
     }
     set_end(ev, p);
 }
@@ -1013,16 +1021,7 @@ static void put_targs(pf_state *st, pf_seq *q, const mlprof__arg_out *a, size_t 
             else
                 p = put_len_bytes(p, 6, v, vlen);
         }
-        size_t len = (size_t)(p - at - 2);
-        at[0] = (char)TAG(4, WT_LEN);
-        if (len < 0x80) {
-            at[1] = (char)len;
-        } else {
-            size_t k = varint_size(len);
-            memmove(at + 1 + k, at + 2, len);
-            put_varint(at + 1, len);
-            p += k - 1;
-        }
+        p = close_annotation(at, p);
     }
     set_end(ev, p);
 }
