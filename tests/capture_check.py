@@ -13,6 +13,7 @@ cudaProfilerStart and mlprof run --on-demand over an unmodified program.
 
 usage: capture_check.py MLPROF CAPTURE_TARGET RUN_CAPTURE|none RUN_NVTX|none OUTDIR
 """
+import atexit
 import glob
 import json
 import os
@@ -66,6 +67,16 @@ def wait_for(path, what, seconds=120):
     return True
 
 
+started = []  # the targets: killed at exit, so that a failing check never leaves one running
+
+
+@atexit.register
+def kill_targets():
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+
+
 def start_target(tag, env, mode="loop", user=None, workdir=None):
     workdir = workdir or OUT
     seen = os.path.join(workdir, f"{tag}.seen")
@@ -74,6 +85,7 @@ def start_target(tag, env, mode="loop", user=None, workdir=None):
         if os.path.exists(f):
             os.unlink(f)
     p = subprocess.Popen([TARGET, seen, stop, mode], stdout=subprocess.PIPE, text=True, env=env, preexec_fn=user)
+    started.append(p)
     line = p.stdout.readline()
     check(line.startswith("ready "), f"{tag}: the target started ({line!r})")
     return p, seen, stop
@@ -166,12 +178,16 @@ else:
         nobody = pwd.getpwnam("nobody")
     except KeyError:
         nobody = None
+    def as_nobody():
+        os.setgid(nobody.pw_gid)
+        os.setuid(nobody.pw_uid)
     if nobody is None:
         print("SKIP another user: no user nobody")
+    elif subprocess.run(["/bin/sh", "-c", 'test -x "$0" && test -x "$1"', MLPROF, TARGET],
+                        preexec_fn=as_nobody).returncode != 0:
+        # a checkout in a private folder (a mktemp -d, a home) is out of another user's reach
+        print("SKIP another user: nobody cannot run the build's programs from this folder")
     else:
-        def as_nobody():
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
         c = capture(pid, "--duration", "100ms", user=as_nobody, env=dict(base_env, XDG_RUNTIME_DIR=""))
         check(c.returncode == 6, f"another user's capture of our process: status {c.returncode}, 6 expected")
         # and the process's own check (SO_PEERCRED): root asks nobody's process
