@@ -1175,16 +1175,47 @@ def area_steps(prog, out):
             stats = f.read()
         m = re.search(r"^\s*work\s+(\d+)", stats, re.M)
         check(m is not None and m.group(1) == "2", f"cycle {c}: the statistics count its two steps' spans:\n{stats}")
+        per = re.findall(r"^== Step (\d+): \S+ \S+ ==\n(?:.*\n)*?\s*work\s+(\d+)", stats, re.M)
+        check(per == [(str(k), "1") for k in active], f"cycle {c}: per-step rows of its active steps: {per}\n{stats}")
 
     # no schedule: each step is a ProfilerStep#N span around its work
     run(prog, out, "plain")
     t = load(os.path.join(out, "plain.json"))
     check(step_spans(t) == [(k, f"ProfilerStep#{k}") for k in range(5)], f"plain steps: {step_spans(t)}")
+    with open(os.path.join(out, "plain_stats.txt")) as f:
+        stats = f.read()
+    per = re.findall(r"^== Step (\d+): \S+ \S+ ==\n(?:.*\n)*?\s*work\s+(\d+)", stats, re.M)
+    check(per == [(str(k), "1") for k in range(5)], f"plain: one row group a step, one work each: {per}\n{stats}")
     works = sorted(events(t, "X", "work"), key=lambda e: e["args"]["step"])
     steps = sorted((e for e in events(t, "X") if e["name"].startswith("ProfilerStep")), key=lambda e: e["args"]["step"])
     for w, st in zip(works, steps):
         check(st["ts"] <= w["ts"] and w["ts"] + w["dur"] <= st["ts"] + st["dur"] and st["tid"] == w["tid"],
               f"step {st['args']['step']} holds its work: {st} {w}")
+
+    # per-step rows in the statistics: the last stats_steps steps, the rest in the totals
+    run(prog, out, "per_step")
+    with open(os.path.join(out, "per_step_stats.json")) as f:
+        st = json.load(f)
+
+    def rows(doc, domain, kind):
+        return {r["name"]: r for d in doc["domains"] if d["name"] == domain for r in d[kind]}
+
+    check(rows(st, "steps", "durations")["work"]["count"] == 30, f"the totals hold every step: {st['domains']}")
+    check([s["step"] for s in st["steps"]] == [2, 3, 4] and st["steps_folded"] == 2,
+          f"the last three steps, two folded: {[s['step'] for s in st['steps']]} {st.get('steps_folded')}")
+    for s in st["steps"]:
+        k = s["step"]
+        work = rows(s, "steps", "durations").get("work", {})
+        check(work.get("count") == 2 * (k + 1), f"step {k}: its own work from both threads: {work}")
+        marks = rows(s, "mlprof", "durations")
+        check(list(marks) == [f"ProfilerStep#{k}"] and marks[f"ProfilerStep#{k}"]["count"] == 1,
+              f"step {k}: its own step span: {list(marks)}")
+        check(s["end_ns"] is not None and s["end_ns"] > s["begin_ns"] > 0, f"step {k}: its times: {s}")
+    pt = load(os.path.join(out, "per_step.json"))
+    for s in st["steps"]:
+        span = next(e for e in events(pt, "X") if e["name"] == f"ProfilerStep#{s['step']}")
+        check(abs(span["dur"] * 1000 - (s["end_ns"] - s["begin_ns"])) < 2000,
+              f"step {s['step']}: the rows' times are the step span's: {span['dur']} us vs {s}")
 
     # back to back cycles, %c in the name
     p = run(prog, out, "back_to_back")

@@ -4,7 +4,8 @@
  * schedules. Each mode runs in a process of its own; check_trace.py's
  * area_steps reads the traces back with a JSON parser.
  *
- * usage: test_steps OUTDIR schedule|plain|back_to_back|stopped|bad */
+ * usage: test_steps OUTDIR schedule|plain|back_to_back|stopped|bad|per_step */
+#include <pthread.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -61,10 +62,44 @@ static void mode_schedule(void)
 static void mode_plain(void)
 {
     setup("plain.json", "");
+    CHECK_OK(mlprof_set_config("stats_file", tu_path("plain_stats.txt")));
     CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
     loop(5);
     CHECK_OK(mlprof_dump(1));
     CHECK(g_ready_calls == 0, "no callback without a schedule");
+}
+
+/* step i's work: i + 1 spans "work" */
+static void *step_work(void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    for (int j = 0; j <= i; j++) {
+        mlprof_begin(g_work);
+        mlprof_arg_int("step", i);
+        mlprof_end(g_work);
+    }
+    return NULL;
+}
+
+/* per-step rows: 5 steps, step i with i + 1 spans on the main thread and
+ * as many on a thread of its own; stats_steps 3 keeps the last three steps'
+ * rows and folds the first two into the totals */
+static void mode_per_step(void)
+{
+    setup("per_step.json", "");
+    CHECK_OK(mlprof_set_config("stats_file", tu_path("per_step_stats.json")));
+    CHECK_OK(mlprof_set_config("stats_steps", "3"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    for (int i = 0; i < 5; i++) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, step_work, (void *)(intptr_t)i) == 0, "thread");
+        step_work((void *)(intptr_t)i);
+        pthread_join(t, NULL);
+        CHECK_OK(mlprof_step());
+    }
+    CHECK_OK(mlprof_dump(1));
+    CHECK(mlprof_set_config("stats_steps", "-1") == MLPROF_EVALUE && strstr(mlprof_last_error(), "stats_steps"),
+          "a bad stats_steps is refused, naming the key: %s", mlprof_last_error());
 }
 
 /* no wait, no warmup, two cycles back to back, %c in the name */
@@ -129,7 +164,7 @@ int main(int argc, char **argv)
         const char *name;
         void (*fn)(void);
     } modes[] = {{"schedule", mode_schedule}, {"plain", mode_plain}, {"back_to_back", mode_back_to_back},
-                 {"stopped", mode_stopped},   {"bad", mode_bad}};
+                 {"stopped", mode_stopped},   {"bad", mode_bad},     {"per_step", mode_per_step}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         if (strcmp(mode, modes[i].name) == 0) {
             modes[i].fn();
@@ -138,6 +173,6 @@ int main(int argc, char **argv)
             return tu_finish(label);
         }
     }
-    fprintf(stderr, "usage: test_steps OUTDIR schedule|plain|back_to_back|stopped|bad\n");
+    fprintf(stderr, "usage: test_steps OUTDIR schedule|plain|back_to_back|stopped|bad|per_step\n");
     return 2;
 }

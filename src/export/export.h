@@ -45,13 +45,15 @@ void mlprof__stats_reset(mlprof__stats *st);
  * or NULL for run-time names. */
 /* hw: sums of the span's counter arguments (perf.c's order), hw_mask which
  * of them it had. */
-void mlprof__stats_duration(mlprof__stats *st, const void *id, const char *domain, const char *name,
-                            size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns, const int64_t *hw,
-                            unsigned hw_mask);
+/* ts_ns: when the event happened (a span's begin), which picks its step's
+ * rows (stats_steps). */
+void mlprof__stats_duration(mlprof__stats *st, uint64_t ts_ns, const void *id, const char *domain,
+                            const char *name, size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns,
+                            const int64_t *hw, unsigned hw_mask);
 void mlprof__stats_counter(mlprof__stats *st, const void *id, const char *domain, const char *name,
                            double value, uint64_t ts_ns);
-void mlprof__stats_marker(mlprof__stats *st, const void *id, const char *domain, const char *name,
-                          size_t name_len);
+void mlprof__stats_marker(mlprof__stats *st, uint64_t ts_ns, const void *id, const char *domain,
+                          const char *name, size_t name_len);
 
 /* What the report says beside the rows. */
 typedef struct mlprof__stats_info {

@@ -5,6 +5,10 @@
  * count. Printed as a table in the units a person reads, or as JSON in ns.
  * The sink mlprof__stats_sink keeps them (its state is an mlprof__stats) and
  * writes stats_file at each dump; mlprof_dumps reads them too.
+ *
+ * A program that marks training steps (mlprof_step) also gets the rows of
+ * each step, the last stats_steps of them, after the whole trace's: events
+ * count in the step their time falls in (steps.c keeps the steps' times).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -35,36 +39,74 @@ typedef struct by_id {
     row *r;
 } by_id;
 
-struct mlprof__stats {
+/* Rows of one scope: the whole trace, or one step. */
+typedef struct table {
     by_id *ids;
     size_t ids_cap, ids_count;
     mlprof__map index; /* "kind\x1f domain \x1f name" -> row */
     row **rows;
     size_t nrows, cap;
+} table;
+
+/* The rows of one training step (steps.c's ranges): events go to the step
+ * their time falls in. */
+typedef struct group {
+    uint64_t run, step;
+    uint64_t begin_ns, end_ns; /* as steps.c says; 0: the run's start, under way */
+    table t;
+} group;
+
+/* The statistics: a table per step, the last stats_steps of them, and one
+ * for the rest (older steps folded into it, and events no step holds). A
+ * program without mlprof_step has one step, 0, and pays nothing more. The
+ * whole trace's rows are their sum, made when they are written. */
+struct mlprof__stats {
+    table rest;
+    group **groups; /* by (run, step) */
+    size_t ngroups, gcap;
+    uint64_t folded; /* steps folded into rest */
+    uint64_t first_run, first_step; /* the first step an event fell in (+1; 0: none yet) */
+    /* the last step found: valid while steps.c's generation stays */
+    uint64_t gen, lo, hi;
+    group *last;
 };
+
+static void table_init(table *t) { memset(t, 0, sizeof *t), mlprof__map_init(&t->index); }
+
+static void table_free(table *t)
+{
+    for (size_t i = 0; i < t->nrows; i++) {
+        mlprof__free(t->rows[i]->domain);
+        mlprof__free(t->rows[i]->name);
+        mlprof__free(t->rows[i]);
+    }
+    mlprof__free(t->rows);
+    mlprof__free(t->ids);
+    mlprof__map_free(&t->index);
+    table_init(t);
+}
 
 mlprof__stats *mlprof__stats_new(void)
 {
     mlprof__stats *st = mlprof__calloc(1, sizeof *st);
     if (st)
-        mlprof__map_init(&st->index);
+        table_init(&st->rest);
     return st;
 }
 
 void mlprof__stats_reset(mlprof__stats *st)
 {
-    for (size_t i = 0; i < st->nrows; i++) {
-        mlprof__free(st->rows[i]->domain);
-        mlprof__free(st->rows[i]->name);
-        mlprof__free(st->rows[i]);
+    table_free(&st->rest);
+    for (size_t i = 0; i < st->ngroups; i++) {
+        table_free(&st->groups[i]->t);
+        mlprof__free(st->groups[i]);
     }
-    mlprof__free(st->rows);
-    mlprof__free(st->ids);
-    st->ids = NULL;
-    st->ids_cap = st->ids_count = 0;
-    mlprof__map_free(&st->index);
-    st->rows = NULL;
-    st->nrows = st->cap = 0;
+    mlprof__free(st->groups);
+    st->groups = NULL;
+    st->ngroups = st->gcap = 0;
+    st->folded = 0;
+    st->first_run = st->first_step = 0;
+    st->last = NULL;
 }
 
 void mlprof__stats_free(mlprof__stats *st)
@@ -95,7 +137,7 @@ static char *row_key(char *buf, size_t n, int kind, const char *domain, const ch
     return key;
 }
 
-static row *get_row(mlprof__stats *st, int kind, const char *domain, const char *name,
+static row *get_row(table *st, int kind, const char *domain, const char *name,
                     size_t name_len)
 {
     char buf[256];
@@ -142,7 +184,7 @@ static by_id *id_slot(by_id *ids, size_t cap, const void *id)
 }
 
 /* The row of handle `id`, found by address, or by name the first time. */
-static row *get_row_id(mlprof__stats *st, const void *id, int kind, const char *domain,
+static row *get_row_id(table *st, const void *id, int kind, const char *domain,
                        const char *name, size_t name_len)
 {
     if (!id)
@@ -175,11 +217,130 @@ static row *get_row_id(mlprof__stats *st, const void *id, int kind, const char *
     return r;
 }
 
-void mlprof__stats_duration(mlprof__stats *st, const void *id, const char *domain, const char *name,
-                            size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns, const int64_t *hw,
-                            unsigned hw_mask)
+/* ---------------------------------------------------------- the steps */
+
+/* Adds src's sums into dst (a row of the same kind and name). */
+static void row_add(row *dst, const row *src)
 {
-    row *r = get_row_id(st, id, frame ? MLPROF__STAT_FRAME : MLPROF__STAT_DURATION, domain, name,
+    dst->count += src->count;
+    dst->total += src->total;
+    dst->self += src->self;
+    if (src->min < dst->min)
+        dst->min = src->min;
+    if (src->max > dst->max)
+        dst->max = src->max;
+    dst->vsum += src->vsum;
+    if (src->vmin < dst->vmin)
+        dst->vmin = src->vmin;
+    if (src->vmax > dst->vmax)
+        dst->vmax = src->vmax;
+    if (src->count && src->last_ns >= dst->last_ns) {
+        dst->vlast = src->vlast;
+        dst->last_ns = src->last_ns;
+    }
+    for (int i = 0; i < MLPROF__HW_KNOWN; i++)
+        dst->hw[i] += src->hw[i];
+    dst->hw_mask |= src->hw_mask;
+}
+
+/* Adds every row of src into dst; -1 when memory ran out. */
+static int table_add(table *dst, const table *src)
+{
+    for (size_t i = 0; i < src->nrows; i++) {
+        const row *r = src->rows[i];
+        row *d = get_row(dst, r->kind, r->domain, r->name, strlen(r->name));
+        if (!d)
+            return -1;
+        row_add(d, r);
+    }
+    return 0;
+}
+
+static int before(const group *g, uint64_t run, uint64_t step)
+{
+    return g->run < run || (g->run == run && g->step < step);
+}
+
+/* The group of (run, step), made if need be; NULL when it is older than
+ * the groups kept (its events go to the rest) or memory ran out. */
+static group *find_group(mlprof__stats *st, uint64_t run, uint64_t step, uint64_t keep)
+{
+    size_t i = st->ngroups;
+    while (i > 0 && !before(st->groups[i - 1], run, step)) /* from the end: most events are recent */
+        i--;
+    /* groups[i..] are at or after (run, step), those before it before */
+    if (i < st->ngroups && st->groups[i]->run == run && st->groups[i]->step == step)
+        return st->groups[i];
+    if (st->ngroups >= keep && i == 0)
+        return NULL;
+    if (st->ngroups == st->gcap) {
+        size_t cap = st->gcap ? st->gcap * 2 : 8;
+        group **gs = mlprof__realloc(st->groups, cap * sizeof *gs);
+        if (!gs)
+            return NULL;
+        st->groups = gs;
+        st->gcap = cap;
+    }
+    group *g = mlprof__calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->run = run;
+    g->step = step;
+    table_init(&g->t);
+    memmove(st->groups + i + 1, st->groups + i, (st->ngroups - i) * sizeof *st->groups);
+    st->groups[i] = g;
+    st->ngroups++;
+    while (st->ngroups > keep) { /* the oldest step goes into the rest */
+        group *old = st->groups[0];
+        if (table_add(&st->rest, &old->t) != 0)
+            break; /* kept whole rather than lost */
+        if (old == st->last)
+            st->last = NULL;
+        table_free(&old->t);
+        mlprof__free(old);
+        memmove(st->groups, st->groups + 1, (st->ngroups - 1) * sizeof *st->groups);
+        st->ngroups--;
+        st->folded++;
+    }
+    return g;
+}
+
+/* The table an event at ts_ns counts in: its step's, or the rest. Looked up
+ * again only when its time leaves the last step found or a step ends. */
+static table *pick(mlprof__stats *st, uint64_t ts_ns)
+{
+    uint64_t keep = mlprof__g.cfg.stats_steps;
+    if (!keep)
+        return &st->rest;
+    uint64_t gen = mlprof__steps_gen();
+    if (st->last && gen == st->gen && ts_ns >= st->lo && ts_ns < st->hi)
+        return &st->last->t;
+    mlprof__step_range r;
+    if (!mlprof__steps_find(ts_ns, &r))
+        return &st->rest;
+    if (!st->first_step || r.run < st->first_run || (r.run == st->first_run && r.step + 1 < st->first_step)) {
+        st->first_run = r.run;
+        st->first_step = r.step + 1;
+    }
+    group *g = find_group(st, r.run, r.step, keep);
+    if (!g)
+        return &st->rest;
+    g->begin_ns = r.begin_ns;
+    g->end_ns = r.end_ns;
+    st->gen = gen;
+    st->lo = r.begin_ns;
+    st->hi = r.until_ns;
+    st->last = g;
+    return &g->t;
+}
+
+/* ------------------------------------------------------------ the rows */
+
+void mlprof__stats_duration(mlprof__stats *st, uint64_t ts_ns, const void *id, const char *domain,
+                            const char *name, size_t name_len, int frame, uint64_t dur_ns, uint64_t self_ns,
+                            const int64_t *hw, unsigned hw_mask)
+{
+    row *r = get_row_id(pick(st, ts_ns), id, frame ? MLPROF__STAT_FRAME : MLPROF__STAT_DURATION, domain, name,
                         name_len);
     if (!r)
         return;
@@ -200,7 +361,7 @@ void mlprof__stats_duration(mlprof__stats *st, const void *id, const char *domai
 void mlprof__stats_counter(mlprof__stats *st, const void *id, const char *domain, const char *name,
                            double value, uint64_t ts_ns)
 {
-    row *r = get_row_id(st, id, MLPROF__STAT_COUNTER, domain, name, strlen(name));
+    row *r = get_row_id(pick(st, ts_ns), id, MLPROF__STAT_COUNTER, domain, name, strlen(name));
     if (!r)
         return;
     r->count++;
@@ -215,10 +376,10 @@ void mlprof__stats_counter(mlprof__stats *st, const void *id, const char *domain
         r->vmax = value;
 }
 
-void mlprof__stats_marker(mlprof__stats *st, const void *id, const char *domain, const char *name,
-                          size_t name_len)
+void mlprof__stats_marker(mlprof__stats *st, uint64_t ts_ns, const void *id, const char *domain,
+                          const char *name, size_t name_len)
 {
-    row *r = get_row_id(st, id, MLPROF__STAT_MARKER, domain, name, name_len);
+    row *r = get_row_id(pick(st, ts_ns), id, MLPROF__STAT_MARKER, domain, name, name_len);
     if (r)
         r->count++;
 }
@@ -266,7 +427,7 @@ static int compare_rows(const void *pa, const void *pb)
     return strcmp(a->r->name, b->r->name);
 }
 
-static row **sorted_rows(const mlprof__stats *st, int sort_by, int ascending)
+static row **sorted_rows(const table *st, int sort_by, int ascending)
 {
     size_t n = st->nrows ? st->nrows : 1;
     keyed *tmp = mlprof__malloc(n * sizeof *tmp);
@@ -506,14 +667,9 @@ static void hw_table(mlprof__sb *out, row **rows, size_t n, const char *domain, 
     }
 }
 
-static void format_table(row **rows, size_t n, mlprof__sb *out, int sort_by, int ascending,
-                         const mlprof__stats_info *info)
+/* The domains' tables of these rows. */
+static void table_body(row **rows, size_t n, mlprof__sb *out)
 {
-    static const char *const sorts[] = {"total", "avg", "min", "max", "count", "self"};
-    mlprof__sb_printf(out, "mlprof %s statistics (sorted by %s, %s)\n", MLPROF_VERSION_STRING,
-                      sorts[sort_by], ascending ? "ascending" : "descending");
-    if (n == 0)
-        mlprof__sb_puts(out, "\n  (no events recorded)\n");
     const char *domain = NULL;
     int kind = -1;
     size_t w = 24;
@@ -535,6 +691,83 @@ static void format_table(row **rows, size_t n, mlprof__sb *out, int sort_by, int
     }
     if (domain)
         hw_table(out, rows, n, domain, w);
+}
+
+/* ---------------------------------------------------- rows of each step */
+
+/* The steps whose events are in the totals only: those before the oldest
+ * step kept (of its run; steps of earlier runs, as folded). */
+static uint64_t steps_folded(const mlprof__stats *st)
+{
+    if (!st->ngroups || !st->first_step)
+        return st->folded;
+    const group *g = st->groups[0];
+    return g->run == st->first_run ? g->step + 1 - st->first_step : st->folded;
+}
+
+/* The per-step rows are shown when the program marked steps: more than one
+ * step, or one that mlprof_step ended or that is not the first. */
+static int has_steps(const mlprof__stats *st)
+{
+    return st->ngroups > 1 || steps_folded(st) ||
+           (st->ngroups == 1 && (st->groups[0]->step != 0 || st->groups[0]->end_ns != 0));
+}
+
+/* A step's bounds as the trace shows them: step 0 began with the run. */
+static uint64_t group_begin(const group *g)
+{
+    uint64_t run = __atomic_load_n(&mlprof__g.run_ns, __ATOMIC_RELAXED);
+    return g->begin_ns ? g->begin_ns : run;
+}
+
+static int many_runs(const mlprof__stats *st)
+{
+    return st->ngroups > 1 && st->groups[0]->run != st->groups[st->ngroups - 1]->run;
+}
+
+static void steps_table(const mlprof__stats *st, mlprof__sb *out, int sort_by, int ascending)
+{
+    mlprof__sb_printf(out, "\nPer step (the last %zu step%s", st->ngroups, st->ngroups == 1 ? "" : "s");
+    uint64_t folded = steps_folded(st);
+    if (folded)
+        mlprof__sb_printf(out, "; %llu older step%s counted in the totals only, stats_steps keeps more",
+                          (unsigned long long)folded, folded == 1 ? " is" : "s are");
+    mlprof__sb_puts(out, ")\n");
+    int runs = many_runs(st);
+    for (size_t i = 0; i < st->ngroups; i++) {
+        const group *g = st->groups[i];
+        mlprof__sb_printf(out, "\n== Step %llu", (unsigned long long)g->step);
+        if (runs)
+            mlprof__sb_printf(out, " of run %llu", (unsigned long long)g->run);
+        uint64_t begin = group_begin(g);
+        if (!g->end_ns) {
+            mlprof__sb_puts(out, ": under way when written");
+        } else if (begin && g->end_ns >= begin) {
+            mlprof__sb_puts(out, ": ");
+            mlprof__sb_duration(out, g->end_ns - begin);
+        }
+        mlprof__sb_puts(out, " ==\n");
+        row **rows = sorted_rows(&g->t, sort_by, ascending);
+        if (!rows) {
+            out->failed = 1;
+            return;
+        }
+        table_body(rows, g->t.nrows, out);
+        mlprof__free(rows);
+    }
+}
+
+static void format_table(const mlprof__stats *st, row **rows, size_t n, mlprof__sb *out, int sort_by,
+                         int ascending, const mlprof__stats_info *info)
+{
+    static const char *const sorts[] = {"total", "avg", "min", "max", "count", "self"};
+    mlprof__sb_printf(out, "mlprof %s statistics (sorted by %s, %s)\n", MLPROF_VERSION_STRING,
+                      sorts[sort_by], ascending ? "ascending" : "descending");
+    if (n == 0)
+        mlprof__sb_puts(out, "\n  (no events recorded)\n");
+    table_body(rows, n, out);
+    if (has_steps(st))
+        steps_table(st, out, sort_by, ascending);
     if (info && info->dropped_events)
         mlprof__sb_printf(out, "\nWARNING: %llu events were dropped (buffers full); totals are low.\n",
                           (unsigned long long)info->dropped_events);
@@ -596,16 +829,11 @@ static void json_row(mlprof__sb *out, const row *r)
     mlprof__sb_putc(out, '}');
 }
 
-static void format_json(row **rows, size_t n, mlprof__sb *out, int sort_by, int ascending,
-                        const mlprof__stats_info *info)
+/* "domains":[...] of these rows. */
+static void json_domains(row **rows, size_t n, mlprof__sb *out)
 {
-    static const char *const sorts[] = {"total", "avg", "min", "max", "count", "self"};
     static const char *const groups[] = {"durations", "frames", "counters", "markers"};
-    mlprof__sb_printf(out, "{\"mlprof_version\":\"%s\",\"time_unit\":\"ns\",\"sort_by\":\"%s\",\"ascending\":%s",
-                      MLPROF_VERSION_STRING, sorts[sort_by], ascending ? "true" : "false");
-    mlprof__sb_printf(out, ",\"dropped_events\":%llu,\"unfinished_spans\":%llu,\"domains\":[",
-                      (unsigned long long)(info ? info->dropped_events : 0),
-                      (unsigned long long)(info ? info->unfinished_spans : 0));
+    mlprof__sb_puts(out, "\"domains\":[");
     size_t i = 0;
     while (i < n) {
         const char *domain = rows[i]->domain;
@@ -631,6 +859,46 @@ static void format_json(row **rows, size_t n, mlprof__sb *out, int sort_by, int 
             i++;
     }
     mlprof__sb_putc(out, ']');
+}
+
+/* "steps":[{"step":N,"run":R,"begin_ns":..,"end_ns":..|null,"domains":[..]},..],"steps_folded":N */
+static void json_steps(const mlprof__stats *st, mlprof__sb *out, int sort_by, int ascending)
+{
+    mlprof__sb_puts(out, ",\"steps\":[");
+    for (size_t i = 0; i < st->ngroups; i++) {
+        const group *g = st->groups[i];
+        mlprof__sb_printf(out, "%s{\"step\":%llu,\"run\":%llu,\"begin_ns\":%llu,\"end_ns\":", i ? "," : "",
+                          (unsigned long long)g->step, (unsigned long long)g->run,
+                          (unsigned long long)group_begin(g));
+        if (g->end_ns)
+            mlprof__sb_u64(out, g->end_ns);
+        else
+            mlprof__sb_puts(out, "null");
+        mlprof__sb_putc(out, ',');
+        row **rows = sorted_rows(&g->t, sort_by, ascending);
+        if (!rows) {
+            out->failed = 1;
+            return;
+        }
+        json_domains(rows, g->t.nrows, out);
+        mlprof__free(rows);
+        mlprof__sb_putc(out, '}');
+    }
+    mlprof__sb_printf(out, "],\"steps_folded\":%llu", (unsigned long long)steps_folded(st));
+}
+
+static void format_json(const mlprof__stats *st, row **rows, size_t n, mlprof__sb *out, int sort_by,
+                        int ascending, const mlprof__stats_info *info)
+{
+    static const char *const sorts[] = {"total", "avg", "min", "max", "count", "self"};
+    mlprof__sb_printf(out, "{\"mlprof_version\":\"%s\",\"time_unit\":\"ns\",\"sort_by\":\"%s\",\"ascending\":%s",
+                      MLPROF_VERSION_STRING, sorts[sort_by], ascending ? "true" : "false");
+    mlprof__sb_printf(out, ",\"dropped_events\":%llu,\"unfinished_spans\":%llu,",
+                      (unsigned long long)(info ? info->dropped_events : 0),
+                      (unsigned long long)(info ? info->unfinished_spans : 0));
+    json_domains(rows, n, out);
+    if (has_steps(st))
+        json_steps(st, out, sort_by, ascending);
     if (info && info->extra) {
         mlprof__sb_putc(out, ',');
         mlprof__sb_puts(out, info->extra);
@@ -638,19 +906,42 @@ static void format_json(row **rows, size_t n, mlprof__sb *out, int sort_by, int 
     mlprof__sb_puts(out, "}\n");
 }
 
+/* The whole trace's rows: the rest and every step's, summed (no copy when
+ * one table holds them all). NULL when memory ran out. */
+static const table *whole(const mlprof__stats *st, table *tmp)
+{
+    if (st->ngroups == 0)
+        return &st->rest;
+    if (st->ngroups == 1 && st->rest.nrows == 0)
+        return &st->groups[0]->t;
+    table_init(tmp);
+    if (table_add(tmp, &st->rest) != 0)
+        return NULL;
+    for (size_t i = 0; i < st->ngroups; i++) {
+        if (table_add(tmp, &st->groups[i]->t) != 0)
+            return NULL;
+    }
+    return tmp;
+}
+
 void mlprof__stats_format(const mlprof__stats *st, mlprof__sb *out, int format, int sort_by,
                           int ascending, const mlprof__stats_info *info)
 {
-    row **rows = sorted_rows(st, sort_by, ascending);
+    table tmp;
+    table_init(&tmp);
+    const table *all = whole(st, &tmp);
+    row **rows = all ? sorted_rows(all, sort_by, ascending) : NULL;
     if (!rows) {
         out->failed = 1;
+        table_free(&tmp);
         return;
     }
     if (format == MLPROF_FORMAT_JSON)
-        format_json(rows, st->nrows, out, sort_by, ascending, info);
+        format_json(st, rows, all->nrows, out, sort_by, ascending, info);
     else
-        format_table(rows, st->nrows, out, sort_by, ascending, info);
+        format_table(st, rows, all->nrows, out, sort_by, ascending, info);
     mlprof__free(rows);
+    table_free(&tmp);
 }
 
 /* ----------------------------------------------------------- the report */
@@ -684,14 +975,14 @@ static void stats_destroy(void *st) { mlprof__stats_free(st); }
 static void stats_span(void *st, const mlprof__sink_out *out, const mlprof__span_out *s)
 {
     if (counting(out))
-        mlprof__stats_duration(st, s->id, s->domain, s->name, s->name_len, s->kind == MLPROF__OUT_FRAME,
+        mlprof__stats_duration(st, s->begin_ns, s->id, s->domain, s->name, s->name_len, s->kind == MLPROF__OUT_FRAME,
                                s->end_ns - s->begin_ns, s->self_ns, s->hw_mask ? s->hw : NULL, s->hw_mask);
 }
 
 static void stats_instant(void *st, const mlprof__sink_out *out, const mlprof__instant_out *e)
 {
     if (counting(out))
-        mlprof__stats_marker(st, e->id, e->domain, e->name, e->name_len);
+        mlprof__stats_marker(st, e->ts_ns, e->id, e->domain, e->name, e->name_len);
 }
 
 /* The program's counters are rows; the series modules produce with their own

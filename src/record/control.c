@@ -84,6 +84,8 @@ static const key_def g_keys[] = {
      "a size in bytes such as 4M, at most half of buffer_size, or 0 for half of buffer_size"},
     {"ring_seconds", T_DOUBLE, F(ring_seconds), 0, 86400, "seconds from 0 (no limit by age) to 86400"},
     {"stats_file", T_STR, F(stats_file), 0, 0, "a file path, or empty for none"},
+    {"stats_steps", T_INT, F(stats_steps), 0, 1000000,
+     "an integer from 0 (no per-step rows) to 1000000: the last steps whose rows the statistics keep"},
     {"schedule", T_MODULE, F(schedule), 0, 0,
      "empty, or skip_first:N,wait:N,warmup:N,active:N,repeat:N (active at least 1; others default to 0)",
      SIZE(schedule), 0},
@@ -158,6 +160,7 @@ static void config_defaults(mlprof__config *c)
     strcpy(c->profile_process, "worker");
     strcpy(c->mode, "normal");
     c->aggregate_stats = 1;
+    c->stats_steps = 100;
     c->dump_period = 1.0;
     c->level = 1;
     c->buffer_size = 64u << 20;

@@ -236,6 +236,7 @@ typedef struct mlprof__config {
     char profile_process[16];                                   /* "worker" or "server": this process */
     char gpu_memory_profile_filename_prefix[MLPROF__PATH_MAX]; /* memory_csv "auto" goes to PREFIX-pid_PID.csv */
     int aggregate_stats;
+    int stats_steps; /* stats.c: per-step rows for the last stats_steps steps; 0 none */
     int continuous_dump;
     double dump_period;
     int level;
@@ -308,6 +309,18 @@ void mlprof__steps_internal(int on);
 /* The cycle of the schedule whose files are written now, or -1; *has_many:
  * the schedule has more than one cycle (its files need their number). */
 int mlprof__steps_cycle(int *has_many);
+/* For the statistics' per-step rows: the step of this run whose time holds
+ * ts_ns (mlprof_now_ns's clock). A step runs from begin_ns (0 for step 0:
+ * from the run's start) to end_ns (its mlprof_step; 0 while under way), and
+ * what happens before the next one begins (until_ns; UINT64_MAX for the step
+ * under way) is its own. 0 when ts_ns is older than the steps kept. */
+typedef struct mlprof__step_range {
+    uint64_t run, step, begin_ns, end_ns, until_ns;
+} mlprof__step_range;
+int mlprof__steps_find(uint64_t ts_ns, mlprof__step_range *out);
+/* Changes whenever a step ends or a run starts: a range found before stays
+ * true while it does not. */
+uint64_t mlprof__steps_gen(void);
 
 /* Makes sure the library is initialized (environment, config file, fork and
  * exit handlers). Safe to call often: one load when done. */

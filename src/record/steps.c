@@ -61,6 +61,77 @@ static struct {
 /* Set while this thread changes the state for the schedule. */
 static __thread int g_internal;
 
+/* Where the recent steps of this run began and ended, for the statistics'
+ * per-step rows: the stats sink looks each event up by its time, on the
+ * collector's thread, seconds at most after it happened, so the last
+ * STEP_RING steps are enough. Its own lock: mlprof_step holds S.lock while
+ * it waits for a dump, and that dump's sinks look steps up. */
+#define STEP_RING 4096
+static struct {
+    pthread_mutex_t lock;
+    uint64_t gen;    /* changes at each boundary and run start (atomic) */
+    uint64_t run;    /* runs started: each numbers its steps from 0 */
+    uint64_t ended;  /* steps ended in this run; the last STEP_RING are kept */
+    uint64_t begin[STEP_RING], end[STEP_RING];
+    uint64_t cur_begin; /* the step under way (number `ended`) began; 0: with the run */
+} B = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void ranges_reset(void)
+{
+    pthread_mutex_lock(&B.lock);
+    B.run++;
+    B.ended = 0;
+    B.cur_begin = 0;
+    __atomic_add_fetch(&B.gen, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&B.lock);
+}
+
+/* Step k (of this run) ran from begin to end; the next begins at next. */
+static void ranges_step(uint64_t k, uint64_t begin, uint64_t end, uint64_t next)
+{
+    pthread_mutex_lock(&B.lock);
+    B.begin[k % STEP_RING] = k == 0 ? 0 : begin; /* step 0 holds all before the first boundary */
+    B.end[k % STEP_RING] = end;
+    B.ended = k + 1;
+    B.cur_begin = next;
+    __atomic_add_fetch(&B.gen, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&B.lock);
+}
+
+uint64_t mlprof__steps_gen(void) { return __atomic_load_n(&B.gen, __ATOMIC_ACQUIRE); }
+
+int mlprof__steps_find(uint64_t ts_ns, mlprof__step_range *out)
+{
+    int found = 1;
+    pthread_mutex_lock(&B.lock);
+    out->run = B.run;
+    if (ts_ns >= B.cur_begin) {
+        out->step = B.ended;
+        out->begin_ns = B.cur_begin;
+        out->end_ns = 0;
+        out->until_ns = UINT64_MAX;
+    } else {
+        uint64_t lo = B.ended > STEP_RING ? B.ended - STEP_RING : 0, hi = B.ended; /* steps lo..hi-1 */
+        if (ts_ns < B.begin[lo % STEP_RING]) {
+            found = 0;
+        } else {
+            while (hi - lo > 1) { /* the last step that began at or before ts_ns */
+                uint64_t mid = lo + (hi - lo) / 2;
+                if (B.begin[mid % STEP_RING] <= ts_ns)
+                    lo = mid;
+                else
+                    hi = mid;
+            }
+            out->step = lo;
+            out->begin_ns = B.begin[lo % STEP_RING];
+            out->end_ns = B.end[lo % STEP_RING];
+            out->until_ns = lo + 1 < B.ended ? B.begin[(lo + 1) % STEP_RING] : B.cur_begin;
+        }
+    }
+    pthread_mutex_unlock(&B.lock);
+    return found;
+}
+
 /* ------------------------------------------------------------- parsing */
 
 /* "skip_first:1,wait:1,warmup:1,active:3,repeat:2" (any order, each at most
@@ -155,6 +226,7 @@ int mlprof__steps_hold(void)
      * ctl_lock held by the thread that starts it) */
     __atomic_store_n(&S.step, 0, __ATOMIC_RELAXED);
     S.begin_ns = 0; /* the run's start, once it has one */
+    ranges_reset();
     schedule s;
     char why[256];
     if (!mlprof__g.cfg.schedule[0] || parse(mlprof__g.cfg.schedule, &s, why, sizeof why) != 0)
@@ -225,6 +297,8 @@ int mlprof_step(void)
     uint64_t now = mlprof_now_ns(), k = __atomic_load_n(&S.step, __ATOMIC_RELAXED);
     int rc = MLPROF_OK, saved = -1;
     char path[MLPROF__PATH_MAX + 64] = "";
+    /* step k ends now, for the statistics of the dump a schedule makes below */
+    ranges_step(k, S.begin_ns, now, now);
     int armed = __atomic_load_n(&S.armed, __ATOMIC_RELAXED);
     if (armed && !mlprof__g.cfg.schedule[0]) { /* the key was emptied: plain steps from now on */
         armed = 0;
