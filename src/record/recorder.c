@@ -398,7 +398,77 @@ static inline int observed(void)
     return MLPROF_UNLIKELY(__atomic_load_n(&mlprof__obs_count, __ATOMIC_ACQUIRE) != 0);
 }
 
+/*
+ * The usual span begin or end as one leaf function, so that nothing is
+ * saved on the stack and no call is made: recording, no capture trigger
+ * armed, the thread registered, the asymmetric fence, the TSC clock, no
+ * observer, and room in the chunk. It does what enter, put2 and leave do
+ * in that case. 1: done (the event recorded, or recording stopped under
+ * it); 0: nothing done, the caller goes the whole way (once a chunk, at
+ * most, after reading the clock).
+ */
+static inline __attribute__((always_inline)) int put_span_fast(const mlprof_span *span, unsigned kind)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    int flag = __atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED);
+    mlprof__thread *t = t_self;
+    if (MLPROF_UNLIKELY((flag & (MLPROF__ACTIVE_RECORDING | MLPROF__ACTIVE_TRIGGER)) != MLPROF__ACTIVE_RECORDING ||
+                        !t || !handle_on((const mlprof__handle *)span) ||
+                        !__atomic_load_n(&g_fence_asym, __ATOMIC_RELAXED) ||
+                        mlprof__clock_mode != MLPROF__CLOCK_TSC ||
+                        __atomic_load_n(&mlprof__obs_count, __ATOMIC_ACQUIRE) != 0))
+        return 0;
+    unsigned n = t->inside;
+    __atomic_store_n(&t->inside, n + 1, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (MLPROF_UNLIKELY(!(__atomic_load_n(&mlprof_active_flag, __ATOMIC_SEQ_CST) & MLPROF__ACTIVE_RECORDING))) {
+        leave(t, n);
+        return 1; /* stopped meanwhile */
+    }
+    uint64_t ts = __builtin_ia32_rdtsc();
+    READ_BEFORE_WINDOW(ts);
+    if (MLPROF_UNLIKELY(__atomic_load_n(&t->busy, __ATOMIC_RELAXED))) { /* a handler inside a record: dropped */
+        leave(t, n);
+        return 0;
+    }
+    window_open(t); /* before the position is read: a handler that comes now drops its event */
+    char *p = t->pos;
+    if (MLPROF_UNLIKELY((uintptr_t)t->end - (uintptr_t)p < sizeof(mlprof__rec))) {
+        window_close(t);
+        leave(t, n);
+        return 0;
+    }
+    mlprof__rec *r = (mlprof__rec *)p;
+    r->a = ts;
+    r->b = MLPROF__REC_B(kind, 0, span);
+    publish(t, sizeof *r);
+    leave(t, n);
+    return 1;
+#else
+    (void)span;
+    (void)kind;
+    return 0;
+#endif
+}
+
+static __attribute__((noinline)) void begin_slow(mlprof_span *span);
+static __attribute__((noinline)) void end_slow(mlprof_span *span);
+
 void mlprof_begin(mlprof_span *span)
+{
+    if (MLPROF_LIKELY(put_span_fast(span, MLPROF__REC_BEGIN)))
+        return;
+    begin_slow(span);
+}
+
+void mlprof_end(mlprof_span *span)
+{
+    if (MLPROF_LIKELY(put_span_fast(span, MLPROF__REC_END)))
+        return;
+    end_slow(span);
+}
+
+static void begin_slow(mlprof_span *span)
 {
     mlprof__thread *in;
     unsigned depth;
@@ -416,7 +486,7 @@ void mlprof_begin(mlprof_span *span)
     leave(in, depth);
 }
 
-void mlprof_end(mlprof_span *span)
+static void end_slow(mlprof_span *span)
 {
     mlprof__thread *in;
     unsigned depth;
