@@ -8,10 +8,16 @@
  *   thread evicts beside them: overwritten + kept = recorded, and what a
  *   thread has kept is its last spans (the ring keeps the process's last
  *   events: a thread that ended earlier may have none left);
- * - mode=ring set while recording, and a mode that does not exist.
+ * - mode=ring set while recording, and a mode that does not exist;
+ * - the quick eviction (only the spans the ring cuts decoded) gives the
+ *   trace the full decode of every evicted record gives, byte for byte, on
+ *   a run with nested and run-time-named spans, frames, arguments given
+ *   late, instants with arguments, counters and spans left open.
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,9 +173,156 @@ static void while_running(void)
     CHECK_OK(mlprof_clear());
 }
 
+/* A run on the hand-moved clock, with ring_seconds=1: what is evicted is
+ * what is older than a second at the dump, whenever the collector runs. */
+static char *structured_run(int full)
+{
+    CHECK_OK(mlprof_set_clock(tu_clock, NULL));
+    CHECK_OK(mlprof_set_config("mode", "ring"));
+    CHECK_OK(mlprof_set_config("ring_size", "0"));
+    CHECK_OK(mlprof_set_config("ring_seconds", "1"));
+    CHECK_OK(mlprof_set_config("ring_full_decode", full ? "true" : "false"));
+    mlprof_domain *d = mlprof_domain_create("quick");
+    mlprof_span *outer = mlprof_task_create(d, "outer"), *mid = mlprof_task_create(d, "mid"),
+                *work = mlprof_task_create(d, "work"), *frame = mlprof_frame_create(d, "frame");
+    mlprof_marker *tick = mlprof_marker_create(d, "tick");
+    mlprof_counter *ctr = mlprof_counter_create(d, "ctr");
+    uint64_t t = 1000000000ull;
+    tu_set_now(t);
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    mlprof_begin(outer);
+    mlprof_arg_str("what", "the whole run");
+    for (long i = 0; i < 20000; i++) {
+        tu_set_now(t += 100000); /* 0.1 ms a step: 2 s in all */
+        if (i % 500 == 0)
+            mlprof_begin(frame);
+        if (i % 50 == 0) {
+            mlprof_begin(mid);
+            mlprof_arg_int("m", i / 50);
+        }
+        mlprof_begin(work);
+        mlprof_arg_int("i", i);
+        mlprof_arg_double("x", (double)i / 4);
+        tu_set_now(t += 10000);
+        mlprof_begin_dynamic(d, i % 3 ? "dyn_a" : "dyn_b");
+        mlprof_arg_str("s", i % 2 ? "odd" : "even");
+        mlprof_end_dynamic(d);
+        if (i % 10 == 0) {
+            mlprof_mark(tick, MLPROF_SCOPE_THREAD);
+            mlprof_arg_int("t", i);
+        }
+        if (i % 7 == 0)
+            mlprof_counter_set(ctr, i);
+        mlprof_end(work);
+        if (i % 50 == 25)
+            mlprof_arg_int("late", i); /* to mid, after its children */
+        if (i % 50 == 49)
+            mlprof_end(mid);
+        if (i % 500 == 499)
+            mlprof_end(frame);
+    }
+    tu_set_now(t += 100000);
+    char *json = NULL;
+    CHECK_OK(mlprof_dump_string(&json)); /* outer still open */
+    mlprof_end(outer);
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
+    CHECK_OK(mlprof_clear());
+    CHECK_OK(mlprof_set_config("ring_seconds", "0"));
+    CHECK_OK(mlprof_set_clock(NULL, NULL));
+    return json;
+}
+
+/* One structured run in a fresh process (test_ring_units OUTDIR full|quick),
+ * so that both runs' chunks begin alike; its trace to OUTDIR/quick_MODE.json. */
+static int structured_main(const char *mode)
+{
+    char *json = structured_run(strcmp(mode, "full") == 0);
+    char name[64];
+    snprintf(name, sizeof name, "quick_%s.json", mode);
+    FILE *f = fopen(tu_path(name), "w");
+    CHECK(f && json, "%s: cannot write", name);
+    if (f && json)
+        fputs(json, f);
+    if (f)
+        fclose(f);
+    mlprof_free(json);
+    return tu_finish(mode);
+}
+
+/* Replaces in s (in place) every "KEY":pid by "KEY":0, for KEY pid and tid:
+ * the two runs are two processes. */
+static void forget_pid(char *s, pid_t pid)
+{
+    static const char *const keys[] = {"\"pid\":", "\"tid\":"};
+    for (int k = 0; k < 2; k++) {
+        char needle[48];
+        int n = snprintf(needle, sizeof needle, "%s%d", keys[k], (int)pid);
+        for (char *p = strstr(s, needle); p; p = strstr(p, needle)) {
+            char next = p[n];
+            if (next >= '0' && next <= '9') { /* a longer number */
+                p += n;
+                continue;
+            }
+            size_t klen = strlen(keys[k]);
+            p[klen] = '0';
+            memmove(p + klen + 1, p + n, strlen(p + n) + 1);
+            p += klen + 1;
+        }
+    }
+}
+
+static char *structured_child(const char *self, const char *mode)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", self, tu_path(""), mode, (char *)NULL);
+        _exit(127);
+    }
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the %s run failed: status %d", mode, status);
+    char name[64];
+    snprintf(name, sizeof name, "quick_%s.json", mode);
+    char *json = tu_read_file(tu_path(name));
+    if (json)
+        forget_pid(json, pid);
+    return json;
+}
+
+/* The trace less what differs between two runs: from "otherData" on, all
+ * but overwritten_events and ring_start_ns. */
+static void compare_quick(const char *self)
+{
+    char *full = structured_child(self, "full"), *quick = structured_child(self, "quick");
+    if (full && quick) {
+        const char *fo = strstr(full, "\"otherData\""), *qo = strstr(quick, "\"otherData\"");
+        CHECK(fo && qo, "otherData in both");
+        if (fo && qo) {
+            size_t fl = (size_t)(fo - full), ql = (size_t)(qo - quick);
+            size_t same = 0;
+            while (same < fl && same < ql && full[same] == quick[same])
+                same++;
+            CHECK(fl == ql && same == fl, "the events differ from byte %zu: full \"%.200s\" quick \"%.200s\"", same,
+                  full + (same > 100 ? same - 100 : 0), quick + (same > 100 ? same - 100 : 0));
+            uint64_t fover = other_u64(full, "overwritten_events"), qover = other_u64(quick, "overwritten_events");
+            CHECK(fover == qover && fover > 0 && fover != UINT64_MAX, "overwritten: full %llu, quick %llu",
+                  (unsigned long long)fover, (unsigned long long)qover);
+            CHECK(other_u64(full, "ring_start_ns") == other_u64(quick, "ring_start_ns"), "ring_start_ns differs");
+            CHECK(strstr(quick, "\"cut_by_ring\":true") && strstr(quick, "\"what\":\"the whole run\""),
+                  "the outer span is cut, with its argument");
+            printf("quick eviction: %zu bytes of events as the full decode's, %llu overwritten\n", fl,
+                   (unsigned long long)qover);
+        }
+    }
+    free(full);
+    free(quick);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
+    if (argc > 2)
+        return structured_main(argv[2]);
     CHECK_OK(mlprof_set_config("filename", tu_path("ring_units.json")));
     CHECK_OK(mlprof_set_config("buffer_size", "16M"));
     CHECK_OK(mlprof_set_config("stats_file", ""));
@@ -177,5 +330,6 @@ int main(int argc, char **argv)
     by_age();
     two_threads();
     while_running();
+    compare_quick(argv[0]);
     return tu_finish("test_ring_units");
 }

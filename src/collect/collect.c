@@ -1517,6 +1517,229 @@ static void evict_head(mlprof__thread *t, track *tr, mlprof__chunk *c, char *p, 
     mlprof__pool_put(c);
 }
 
+/*
+ * Ring mode's quick eviction: what evict_head does, without decoding every
+ * record into the stacks. A thread recording flat out writes a record in a
+ * few ns; a full decode takes several times that, so a collector decoding
+ * what it evicts falls behind one such thread and the pool runs dry. Here a
+ * walk keeps only where each span of the chunk began, on light stacks above
+ * the thread's real ones, and counts what it overwrites: a span whose end is
+ * in the chunk, an instant, a counter sample. Only the spans still open at
+ * the chunk's end (a few: they are cut by the ring) are decoded, from their
+ * begin and their arguments, onto the real stacks, as evict_head would have
+ * left them. Ends of spans begun in earlier chunks, scopes and memory
+ * records are applied as decoding does.
+ */
+typedef struct skim_span {
+    const mlprof__rec *begin;  /* its begin record */
+    const void *handle;        /* its handle, or NULL: a run-time name... */
+    const void *domain;        /* ...of this domain */
+} skim_span;
+
+typedef struct skim_arg {
+    uint32_t span; /* index in the spans */
+    const mlprof__rec *r;
+} skim_arg;
+
+static struct {
+    skim_span *spans;
+    uint32_t *tasks, *frames; /* light stacks: indexes in spans */
+    skim_arg *args;
+    size_t cap; /* of each: records in a chunk at most */
+} K;
+
+static int skim_reserve(size_t records)
+{
+    if (records <= K.cap)
+        return 0;
+    skim_span *spans = mlprof__realloc(K.spans, records * sizeof *spans);
+    if (spans)
+        K.spans = spans;
+    uint32_t *tasks = mlprof__realloc(K.tasks, records * sizeof *tasks);
+    if (tasks)
+        K.tasks = tasks;
+    uint32_t *frames = mlprof__realloc(K.frames, records * sizeof *frames);
+    if (frames)
+        K.frames = frames;
+    skim_arg *args = mlprof__realloc(K.args, records * sizeof *args);
+    if (args)
+        K.args = args;
+    if (!spans || !tasks || !frames || !args)
+        return -1;
+    K.cap = records;
+    return 0;
+}
+
+static int skim_match(const skim_span *k, const void *h, const void *dyn_domain)
+{
+    return h ? k->handle == h : (k->handle == NULL && k->domain == dyn_domain);
+}
+
+/* An end on a light stack (depth *n) above real stack s: ends the innermost
+ * match as end_span does, counting what it closes as overwritten. */
+static void skim_end(track *tr, span_stack *s, uint32_t *light, size_t *n, const mlprof__rec *r, int frame)
+{
+    const void *h = MLPROF__REC_KIND(r->b) == MLPROF__REC_END ? MLPROF__REC_PTR(r->b) : NULL;
+    const void *dom = h ? NULL : MLPROF__REC_PTR(r->b);
+    size_t i = *n;
+    while (i > 0 && !skim_match(&K.spans[light[i - 1]], h, dom))
+        i--;
+    if (i > 0) { /* begun in this chunk: it and the spans left open above it */
+        C.unfinished += *n - i;
+        C.overwritten += *n - i + 1;
+        *n = i - 1;
+        return;
+    }
+    size_t j = s->depth;
+    while (j > 0 && !(h ? s->items[j - 1].handle == h
+                        : (s->items[j - 1].handle == NULL && s->items[j - 1].domain == dom)))
+        j--;
+    if (j > 0) { /* begun before: the light stack is left open above it */
+        C.unfinished += *n;
+        C.overwritten += *n;
+        *n = 0;
+    }
+    end_span(tr, s, h, (mlprof_domain *)dom, mlprof__clock_to_ns(r->a), frame); /* evicting: counted */
+}
+
+static void evict_skim(mlprof__thread *t, track *tr, mlprof__chunk *c, char *p, char *limit)
+{
+    size_t nspans = 0, ntasks = 0, nframes = 0, nargs = 0;
+    int cutting = 0, to_frame = tr->arg_to_frame;
+    const mlprof__rec *mark = NULL; /* an instant of this chunk whose arguments may follow */
+    uint64_t raw = 0;
+    C.evicting = 1;
+    while (p < limit) {
+        const mlprof__rec *r = (const mlprof__rec *)p;
+        size_t slots = framed_slots(r, limit);
+        if (slots == 0) {
+            C.corrupt++;
+            break;
+        }
+        p += slots * sizeof *r;
+        unsigned kind = MLPROF__REC_KIND(r->b);
+        int arg = kind == MLPROF__REC_ARG_I || kind == MLPROF__REC_ARG_F || kind == MLPROF__REC_ARG_S;
+        if (before_cut(r, &cutting)) {
+            if (kind == MLPROF__REC_MEM)
+                mem_record(tr, r, mlprof__clock_to_ns(r->a));
+            continue;
+        }
+        if (rec_timed(kind) && r->a > raw)
+            raw = r->a;
+        if (arg) {
+            const char *text = (const char *)(r + 1);
+            if (tr->instant_pending) { /* the last chunk's instant */
+                add_arg(tr, kind, r, text);
+            } else if (!mark) {
+                size_t *n = to_frame && (nframes || tr->frames.depth) ? &nframes : &ntasks;
+                uint32_t *light = n == &nframes ? K.frames : K.tasks;
+                if (*n) {
+                    K.args[nargs].span = light[*n - 1];
+                    K.args[nargs++].r = r;
+                } else {
+                    tr->arg_to_frame = to_frame;
+                    add_arg(tr, kind, r, text); /* the real stack's top: as decoding does */
+                }
+            }
+            continue;
+        }
+        if (tr->instant_pending)
+            flush_instant(tr); /* evicting: counted */
+        if (mark) {
+            C.overwritten++;
+            mark = NULL;
+        }
+        switch (kind) {
+        case MLPROF__REC_BEGIN:
+        case MLPROF__REC_BEGIN_DYN: {
+            const mlprof__handle *h = kind == MLPROF__REC_BEGIN ? MLPROF__REC_PTR(r->b) : NULL;
+            int frame = h && h->kind == MLPROF__SPAN_FRAME;
+            K.spans[nspans] = (skim_span){r, h, h ? NULL : MLPROF__REC_PTR(r->b)};
+            if (frame)
+                K.frames[nframes++] = (uint32_t)nspans;
+            else
+                K.tasks[ntasks++] = (uint32_t)nspans;
+            nspans++;
+            to_frame = frame;
+            break;
+        }
+        case MLPROF__REC_END: {
+            const mlprof__handle *h = MLPROF__REC_PTR(r->b);
+            if (h->kind == MLPROF__SPAN_FRAME)
+                skim_end(tr, &tr->frames, K.frames, &nframes, r, 1);
+            else
+                skim_end(tr, &tr->tasks, K.tasks, &ntasks, r, 0);
+            to_frame = 0;
+            break;
+        }
+        case MLPROF__REC_END_DYN:
+            skim_end(tr, &tr->tasks, K.tasks, &ntasks, r, 0);
+            to_frame = 0;
+            break;
+        case MLPROF__REC_MARK:
+        case MLPROF__REC_MARK_DYN:
+            mark = r;
+            break;
+        case MLPROF__REC_COUNTER_I:
+        case MLPROF__REC_COUNTER_F:
+            C.overwritten++;
+            break;
+        case MLPROF__REC_SCOPE_PUSH:
+        case MLPROF__REC_SCOPE_POP:
+            tr->scope = MLPROF__REC_PTR(r->b);
+            break;
+        case MLPROF__REC_MEM:
+            mem_record(tr, r, mlprof__clock_to_ns(r->a));
+            break;
+        default:
+            C.corrupt++;
+            break;
+        }
+    }
+    /* the spans still open: decoded onto the real stacks, outermost first,
+     * with their arguments */
+    for (int f = 0; f < 2; f++) {
+        uint32_t *light = f ? K.frames : K.tasks;
+        size_t n = f ? nframes : ntasks;
+        for (size_t i = 0; i < n; i++) {
+            decode_one(tr, K.spans[light[i]].begin);
+            for (size_t a = 0; a < nargs; a++) {
+                if (K.args[a].span == light[i]) {
+                    tr->arg_to_frame = f;
+                    add_arg(tr, MLPROF__REC_KIND(K.args[a].r->b), K.args[a].r, (const char *)(K.args[a].r + 1));
+                }
+            }
+        }
+    }
+    tr->arg_to_frame = to_frame;
+    if (mark) { /* its arguments may go on in the next chunk: left pending, as decoding does */
+        decode_one(tr, mark);
+        for (const char *q = (const char *)(mark + framed_slots(mark, limit)); q < limit;) {
+            const mlprof__rec *r = (const mlprof__rec *)q;
+            size_t slots = framed_slots(r, limit);
+            if (!slots)
+                break;
+            decode_one(tr, r);
+            q += slots * sizeof *r;
+        }
+    }
+    C.evicting = 0;
+    if (raw) {
+        uint64_t ns = mlprof__clock_to_ns(raw);
+        if (ns > tr->last_ns)
+            tr->last_ns = ns;
+        if (raw > C.horizon_raw) {
+            C.horizon_raw = raw;
+            C.horizon_ns = ns;
+        }
+    }
+    tr->unbegun = 1;
+    mlprof__chunk *next = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE);
+    t->consumed = next->data;
+    __atomic_store_n(&t->head, next, __ATOMIC_RELEASE);
+    mlprof__pool_put(c);
+}
+
 /* Ring mode: evicts the oldest chunks while the threads hold more than the
  * ring's size, or their records are older than ring_seconds. The oldest is
  * the thread's oldest sealed chunk whose last record is the oldest: each
@@ -1572,7 +1795,10 @@ static void ring_evict(void)
         int over = held > keep;
         if (!over && (!oldest || best_ns >= oldest))
             return;
-        evict_head(best, best_tr, best_c, from, to);
+        if (best_tr && !mlprof__g.cfg.ring_full_decode && skim_reserve((size_t)(to - from) / sizeof(mlprof__rec)) == 0)
+            evict_skim(best, best_tr, best_c, from, to);
+        else
+            evict_head(best, best_tr, best_c, from, to);
     }
 }
 
@@ -1687,7 +1913,7 @@ static void drain_all(int discard, int all_memory)
     mlprof__clock_sync();
     uint64_t watermark = all_memory ? UINT64_MAX : mlprof__clock_to_ns(mlprof__clock_raw());
     if (C.start_ns == 0)
-        C.start_ns = mlprof__clock_monotonic_ns();
+        C.start_ns = mlprof_now_ns(); /* the events' clock: a custom one, shifted */
     if (!discard)
         ring_evict(); /* a dump writes the ring: what the collector had no time to evict goes first */
     if (C.horizon_raw)
@@ -2180,7 +2406,7 @@ int mlprof__collect_dump(const char *to, int finished)
     mlprof__sb_init(&other);
     mlprof__trace_meta meta;
     make_meta(&meta, pname, sizeof pname, host, sizeof host, &other, finished, dropped,
-              mlprof__clock_monotonic_ns());
+              mlprof_now_ns()); /* open spans end here: the events' clock */
     /* the first error is the one returned, with its message */
     char msg[1024] = "";
     int rc = write_trace(path, &meta);
@@ -2240,7 +2466,7 @@ int mlprof__collect_dump_string(char **out)
     mlprof__sb_init(&other);
     mlprof__trace_meta meta;
     make_meta(&meta, pname, sizeof pname, host, sizeof host, &other, 0, trace_dropped(),
-              mlprof__clock_monotonic_ns());
+              mlprof_now_ns());
     mlprof__sb sb;
     mlprof__sb_init(&sb);
     if (C.spool_size && read_spool(&sb) != 0) {

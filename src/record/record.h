@@ -245,6 +245,7 @@ typedef struct mlprof__config {
     char mode[16];           /* "normal" or "ring" (the flight recorder, collect.c) */
     uint64_t ring_size;      /* ring: bytes of records kept; 0: half of buffer_size */
     double ring_seconds;     /* ring: age of the oldest records kept; 0: no limit */
+    int ring_full_decode;    /* ring: decode every evicted record (collect.c's evict_head), not only the cut spans */
     int dump_at_exit;
     int autostart;
     char clock[16];
