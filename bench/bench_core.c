@@ -9,8 +9,9 @@
  *    the functions as their peer); two rdtsc and two
  *    clock_gettime(MONOTONIC) calls as the floors;
  *  - a pair while the process waits for an on-demand capture (on_demand=on,
- *    its listener thread idle), and while a capture_range span of another
- *    name is armed, each against the stopped pair;
+ *    its listener thread idle), in a schedule's wait step, and while a
+ *    capture_range span of another name is armed, each against the stopped
+ *    pair;
  *  - the first fill: pairs into chunks never used, in fresh processes, with
  *    the default configuration and with continuous_dump (whose collector keeps
  *    chunks faulted in ahead), against the same process's steady pairs;
@@ -335,7 +336,7 @@ static void two_threads(void)
 
 /* ------------------------------------------------------------------ main */
 
-enum { M_DISABLED, M_FILTERED, M_FILTERED_CALL, M_TSC, M_CGT, M_ON_DEMAND, M_ARMED, M_ENABLED, M_MEM, M_OBSERVED, M_COUNTERS, M_RSS, M_PAPI,
+enum { M_DISABLED, M_FILTERED, M_FILTERED_CALL, M_TSC, M_CGT, M_ON_DEMAND, M_ARMED, M_WAIT_STEP, M_ENABLED, M_MEM, M_OBSERVED, M_COUNTERS, M_RSS, M_PAPI,
        M_SAMPLED, M_COUNT };
 /* What the counters and sampler keys are set to for the methods that measure them. */
 static const char *const k_counters_of[M_COUNT] = {[M_COUNTERS] = "task-clock,page-faults", [M_RSS] = "rss",
@@ -372,8 +373,10 @@ static void run_method(int m, int r)
         mlprof_set_config("on_demand", "1");
     if (m == M_ARMED) /* a span trigger armed: other spans stop at their handle, as filtered ones */
         mlprof_set_config("capture_range", "span:bench_never_begun");
+    if (m == M_WAIT_STEP) /* a schedule's wait step: started, and the schedule keeps it stopped */
+        mlprof_set_config("schedule", "wait:1000000000,active:1");
     g_unmeasured[0] = '\0';
-    mlprof_set_state(recording_method(m) ? MLPROF_STATE_RUN : MLPROF_STATE_STOP);
+    mlprof_set_state(recording_method(m) || m == M_WAIT_STEP ? MLPROF_STATE_RUN : MLPROF_STATE_STOP);
     int n = slow_method(m) ? PAIRS / 20 : PAIRS;
     double c0 = thread_cpu_ns();
     double t0 = now_ns();
@@ -391,6 +394,10 @@ static void run_method(int m, int r)
         mlprof_set_config("on_demand", "0");
     if (m == M_ARMED)
         mlprof_set_config("capture_range", "");
+    if (m == M_WAIT_STEP) {
+        mlprof_set_state(MLPROF_STATE_STOP);
+        mlprof_set_config("schedule", "");
+    }
     if (m == M_ENABLED) /* the peer of the two threads' figure */
         g_enabled_cpu[r] = (thread_cpu_ns() - c0) / n;
     if (g_unmeasured[0] && !g_not_measured[m][0])
@@ -513,6 +520,7 @@ int main(int argc, char **argv)
     stat2 filtered = stats_of(g_round[M_FILTERED], ROUNDS), tsc = stats_of(g_round[M_TSC], ROUNDS);
     stat2 cgt = stats_of(g_round[M_CGT], ROUNDS), mem = stats_of(g_round[M_MEM], ROUNDS);
     stat2 on_demand = stats_of(g_round[M_ON_DEMAND], ROUNDS), armed = stats_of(g_round[M_ARMED], ROUNDS);
+    stat2 wait_step = stats_of(g_round[M_WAIT_STEP], ROUNDS);
     stat2 mem_collect = stats_of(g_mem_collect, ROUNDS);
     stat2 enabled_cpu = stats_of(g_enabled_cpu, ROUNDS);
     stat2 t_cpu[2], t_wall[2];
@@ -552,6 +560,10 @@ int main(int argc, char **argv)
     printf("%-34s %8.2f x   (min over min %.2f x; on_demand=on, recording nothing until captured)\n",
            "on-demand waiting / stopped", disabled.median > 0 ? on_demand.median / disabled.median : 0,
            disabled.min > 0 ? on_demand.min / disabled.min : 0);
+    print_stat("pair, in a schedule's wait step", wait_step, "ns");
+    printf("%-34s %8.2f x   (min over min %.2f x; schedule=wait:N,active:1, outside the active steps)\n",
+           "wait step / stopped", disabled.median > 0 ? wait_step.median / disabled.median : 0,
+           disabled.min > 0 ? wait_step.min / disabled.min : 0);
     print_stat("pair, capture_range span armed", armed, "ns");
     printf("%-34s %8.2f x   (capture_range=span:OTHER waiting: the macros stop at the handle)\n", "armed / stopped",
            disabled.median > 0 ? armed.median / disabled.median : 0);
@@ -595,7 +607,7 @@ int main(int argc, char **argv)
            "threads2_cpu_ns=%.2f,%.2f bytes_per_event=%.2f mem_pair_ns=%.2f mem_pair_bytes=%.1f "
            "mem_collect_ns=%.2f observed_ns=%.2f counters2_ns=%.2f rss_ns=%.2f papi1_ns=%.2f sampled_ns=%.2f "
            "start_plain_us=%.0f start_init_us=%.0f start_run_us=%.0f start_dump_us=%.0f load=%.2f "
-           "on_demand_ns=%.2f capture_armed_ns=%.2f\n",
+           "on_demand_ns=%.2f capture_armed_ns=%.2f wait_step_ns=%.2f\n",
            enabled.median, enabled.min, disabled.median, filtered.median, filtered_call.median, tsc.median, cgt.median, ff[0].median,
            ff[1].median, t_cpu[0].median, t_cpu[1].median, bytes_per_event, mem.median, bytes_per_mem_pair,
            mem_collect.median, stats_of(g_round[M_OBSERVED], ROUNDS).median,
@@ -603,7 +615,8 @@ int main(int argc, char **argv)
            g_not_measured[M_RSS][0] ? -1.0 : stats_of(g_round[M_RSS], ROUNDS).median,
            g_not_measured[M_PAPI][0] ? -1.0 : stats_of(g_round[M_PAPI], ROUNDS).median,
            g_not_measured[M_SAMPLED][0] ? -1.0 : stats_of(g_round[M_SAMPLED], ROUNDS).median, st[0].median,
-           st[1].median, st[2].median, st[3].median, load[0], on_demand.median, armed.median);
+           st[1].median, st[2].median, st[3].median, load[0], on_demand.median, armed.median,
+           wait_step.median);
     remove_dir(dir);
     return 0;
 }
