@@ -249,26 +249,25 @@ static int structured_main(const char *mode)
     return tu_finish(mode);
 }
 
-/* Replaces in s (in place) every "KEY":pid by "KEY":0, for KEY pid and tid:
- * the two runs are two processes. */
+/* Replaces in s (in place, one pass) every "pid":PID and "tid":PID by
+ * "pid":0 and "tid":0: the two runs are two processes. */
 static void forget_pid(char *s, pid_t pid)
 {
-    static const char *const keys[] = {"\"pid\":", "\"tid\":"};
-    for (int k = 0; k < 2; k++) {
-        char needle[48];
-        int n = snprintf(needle, sizeof needle, "%s%d", keys[k], (int)pid);
-        for (char *p = strstr(s, needle); p; p = strstr(p, needle)) {
-            char next = p[n];
-            if (next >= '0' && next <= '9') { /* a longer number */
-                p += n;
-                continue;
-            }
-            size_t klen = strlen(keys[k]);
-            p[klen] = '0';
-            memmove(p + klen + 1, p + n, strlen(p + n) + 1);
-            p += klen + 1;
+    char num[24];
+    size_t nlen = (size_t)snprintf(num, sizeof num, "%d", (int)pid);
+    char *w = s;
+    for (const char *r = s; *r;) {
+        if ((strncmp(r, "\"pid\":", 6) == 0 || strncmp(r, "\"tid\":", 6) == 0) && strncmp(r + 6, num, nlen) == 0 &&
+            !(r[6 + nlen] >= '0' && r[6 + nlen] <= '9')) {
+            memmove(w, r, 6);
+            w[6] = '0';
+            w += 7;
+            r += 6 + nlen;
+        } else {
+            *w++ = *r++;
         }
     }
+    *w = '\0';
 }
 
 static char *structured_child(const char *self, const char *mode)
