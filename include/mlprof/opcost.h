@@ -9,7 +9,8 @@
  *   - Products (GEMM, GEMV, convolution, attention's two products) count
  *     their multiply-adds only. A bias, or C accumulated with beta != 0, adds
  *     its bytes (read) but no FLOPs: one add per output is under 1/K of the
- *     product (PyTorch's FLOP counter and cuBLAS count the same).
+ *     product (PyTorch's FLOP counter and cuBLAS count the same). So does a
+ *     bias's gradient in a convolution's backward pass.
  *   - No activation is counted inside another operator: a ReLU is an
  *     elementwise operator of its own.
  *   - exp, log, sqrt, rsqrt, tanh, erf and a divide count 1 FLOP each.

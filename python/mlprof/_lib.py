@@ -16,6 +16,11 @@ class MemInfo(ctypes.Structure):
         "reserves", "releases", "unknown_frees", "double_frees", "unknown_releases", "implicit_frees")]
 
 
+class OpCost(ctypes.Structure):
+    """mlprof_opcost (mlprof/opcost.h), field for field."""
+    _fields_ = [("flops", c_int64), ("bytes", c_int64)]
+
+
 # name: (restype, argtypes); pointers to handles are opaque void pointers
 PROTOTYPES = {
     "mlprof_version": (c_uint, []),
@@ -89,6 +94,11 @@ PROTOTYPES = {
     "mlprof_step": (c_int, []),
     "mlprof_step_number": (c_uint64, []),
     "mlprof_on_trace_ready": (None, [c_void_p, c_void_p]),
+    "mlprof_opcost_op": (c_int, [c_char_p, c_char_p, c_char_p, c_char_p, c_char_p, ctypes.POINTER(OpCost)]),
+    "mlprof_opcost_gemm": (c_int, [c_int64] * 7 + [c_int, ctypes.POINTER(OpCost)]),
+    "mlprof_opcost_conv": (c_int, [c_int, c_int, ctypes.POINTER(c_int64), ctypes.POINTER(c_int64),
+                                   ctypes.POINTER(c_int64), c_int64, c_int, ctypes.POINTER(OpCost)]),
+    "mlprof_opcost_type_size": (c_int, [c_char_p]),
 }
 
 # mlprof_trace_ready_fn: void (*)(const char *trace_path, int cycle, void *user)

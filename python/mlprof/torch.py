@@ -1,7 +1,8 @@
 """PyTorch op tracing: every aten operator a model runs, forward and
 backward, as a span (domain "aten", named "aten::addmm") with its input
-shapes and dtypes, and FLOPs for the matrix products, convolutions and
-attention; and each module's forward and backward as spans named by its path
+shapes and dtypes, and FLOPs and bytes as mlprof/opcost.h counts them (the
+matrix products, convolutions, attention, elementwise operators, reductions
+and normalizations: mlprof_opcost_op, the analyzer's formulas); and each module's forward and backward as spans named by its path
 in the model ("model.layer1.0.conv1", "... (backward)"), in which the
 operators nest.
 
@@ -25,7 +26,8 @@ outside the traced code, and views kept only by torch's internals, are not
 seen: this is what torch lets Python observe.
 """
 import contextlib
-import math
+import ctypes
+import json
 import weakref
 
 import torch
@@ -50,42 +52,52 @@ def _tensors(args):
             yield from (t for t in a if isinstance(t, torch.Tensor))
 
 
-def _numel(shape):
-    return math.prod(shape) if shape else 1
+def _arg_shape(a):
+    """An argument's shape as mlprof_opcost_op reads PyTorch's "Input Dims":
+    a tensor's dimensions, a list of tensors nested, [] for anything else."""
+    if isinstance(a, torch.Tensor):
+        return list(a.shape)
+    if isinstance(a, (list, tuple)) and a and all(isinstance(t, torch.Tensor) for t in a):
+        return [list(t.shape) for t in a]
+    return []
+
+
+def _scalar_text(a):
+    """A non-tensor argument as PyTorch's "Concrete Inputs" writes it."""
+    if a is None or isinstance(a, torch.Tensor):
+        return ""
+    if isinstance(a, (list, tuple)):
+        return "[" + ", ".join(_scalar_text(x) for x in a) + "]"
+    return str(a)
+
+
+def cost(name, args, out, kwargs=None, schema=None):
+    """(FLOPs, bytes) of one operator call, as mlprof/opcost.h counts them
+    (an FMA is 2 FLOPs; bias and activations not counted; bytes are every
+    input read and every output written once); None for what is unknown.
+    The arguments go to the C library by position, as PyTorch's profiler
+    records them, so that a trace of either gives the same counts."""
+    kwargs = kwargs or {}
+    values = list(args)
+    if schema is not None:  # keyword arguments at their place in the signature
+        for i, a in enumerate(schema.arguments):
+            if i >= len(values):
+                values.append(kwargs.get(a.name))
+    shapes = [_arg_shape(a) for a in values]
+    types = [str(a.dtype).replace("torch.", "") if isinstance(a, torch.Tensor) else "" for a in values]
+    outs = [t for t in _tensors(out if isinstance(out, (tuple, list)) else [out])]
+    c = _lib.OpCost()
+    found = _lib_.mlprof_opcost_op(
+        name.encode(), json.dumps(shapes).encode(), json.dumps(types).encode(),
+        json.dumps([list(t.shape) for t in outs]).encode() if outs else None,
+        json.dumps([_scalar_text(a) for a in values]).encode(), ctypes.byref(c))
+    return (c.flops if found & 1 else None, c.bytes if found & 2 else None)
 
 
 def flops(name, args, out):
     """The FLOPs of one operator call (multiply-adds counted as two), or None
     for operators this does not count."""
-    try:
-        if name == "aten::mm":
-            (m, k), (_, n) = args[0].shape, args[1].shape
-            return 2 * m * k * n
-        if name in ("aten::addmm", "aten::baddbmm") or name == "aten::bmm":
-            a, b = (args[0], args[1]) if name == "aten::bmm" else (args[1], args[2])
-            batch = a.shape[0] if a.dim() == 3 else 1
-            m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-            return 2 * batch * m * k * n
-        if name in ("aten::convolution", "aten::_convolution", "aten::mkldnn_convolution",
-                    "aten::thnn_conv2d", "aten::_slow_conv2d_forward"):
-            weight = args[1]
-            transposed = bool(args[6]) if name in ("aten::convolution", "aten::_convolution") else False
-            result = out[0] if isinstance(out, (tuple, list)) else out
-            per_out = _numel(list(weight.shape[1:]))
-            if transposed:  # each input element meets the weights once
-                return 2 * args[0].numel() * per_out
-            return 2 * result.numel() * per_out
-        if name == "aten::convolution_backward":
-            grad_out, weight = args[0], args[2]
-            mask = args[-1] if isinstance(args[-1], (list, tuple)) else (True, True, False)
-            one = 2 * grad_out.numel() * _numel(list(weight.shape[1:]))
-            return one * (int(bool(mask[0])) + int(bool(mask[1])))
-        if name.startswith("aten::_scaled_dot_product") and name.endswith("attention"):
-            q, k = args[0], args[1]  # [B.., L, E] x [B.., S, E]: QK^T and the product with V
-            return 4 * _numel(list(q.shape[:-1])) * k.shape[-2] * q.shape[-1]
-    except (AttributeError, IndexError, TypeError, ValueError):
-        return None
-    return None
+    return cost(name, args, out)[0]
 
 
 def _storage(t):
@@ -147,9 +159,11 @@ class _Ops(TorchDispatchMode):
                 dtypes = [str(a.dtype).replace("torch.", "") for a in args if isinstance(a, torch.Tensor)]
                 _lib_.mlprof_arg_str(b"dtypes", ",".join(dtypes).encode())
             out = func(*args, **kwargs)
-            f = flops(name, args, out)
-            if f:
-                _lib_.mlprof_arg_int(b"flops", int(f))
+            f, b = cost(name, args, out, kwargs, func._schema)
+            if f is not None:
+                _lib_.mlprof_arg_int(b"flops", f)
+            if b is not None:
+                _lib_.mlprof_arg_int(b"bytes", b)
             if self.memory:
                 self.memory.returned(out, name)
             return out

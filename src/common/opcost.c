@@ -728,7 +728,8 @@ static int cost_conv(const op_info *op, const args *s, const args *outs, mlprof_
 /* convolution_backward(grad_output, input, weight, bias_sizes, stride,
  * padding, dilation, transposed, output_padding, groups, output_mask): the
  * passes that output_mask asks for (data and filter when not given), and the
- * bias gradient as a sum of grad_output over all but its channels. */
+ * bias gradient's bytes (a sum of grad_output into its channels; its adds,
+ * like a bias's, are not counted). */
 static int cost_conv_backward(const op_info *op, const args *s, mlprof_opcost *cost)
 {
     const arg *dy = operand(s, 0), *x = operand(s, 1), *w = operand(s, 2);
@@ -764,7 +765,7 @@ static int cost_conv_backward(const op_info *op, const args *s, mlprof_opcost *c
         int64_t n = numel(&c, dy);
         if (mlprof_opcost_reduce(n, dy->dims[1], s->elem, 0, &one) != 0)
             return 0;
-        sum.flops = add(&c, sum.flops, one.flops);
+        /* a bias's work is not counted in FLOPs (opcost.h), only what it moves */
         sum.bytes = add(&c, sum.bytes, one.bytes);
     }
     if (c.bad)

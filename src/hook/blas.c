@@ -3,9 +3,10 @@
  * entry points cblas_sgemm, cblas_dgemm, cblas_sgemv, cblas_dgemv and the
  * Fortran ones sgemm_, dgemm_, sgemv_, dgemv_ (which PyTorch and LAPACK
  * call). Each call becomes a span in domain "blas" named after the entry
- * point, with its shape (M, N, K), transposes, element type, FLOPs (2MNK for
- * a GEMM, 2MN for a GEMV) and the bytes it must move at the least (each
- * matrix and vector once; the output twice when beta is not 0).
+ * point, with its shape (M, N, K), transposes, element type, FLOPs and the
+ * bytes it must move at the least, as mlprof/opcost.h counts them (2MNK for
+ * a GEMM, 2MN for a GEMV; each matrix and vector once, the output read too
+ * when beta is not 0).
  *
  * A BLAS call made by a BLAS call (netlib's cblas_sgemm calls sgemm_) is not
  * a span of its own: the depth on the thread says so.
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 
 #include "hook.h"
+#include "mlprof/opcost.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -57,8 +59,11 @@ static void gemm_span(int f, int64_t m, int64_t n, int64_t k, char ta, char tb, 
     mlprof_arg_int("K", k);
     mlprof_arg_str("trans", trans);
     mlprof_arg_str("dtype", elem == 4 ? "float32" : "float64");
-    mlprof_arg_int("flops", 2 * m * n * k);
-    mlprof_arg_int("bytes", elem * (m * k + k * n + (beta ? 2 : 1) * m * n));
+    mlprof_opcost c;
+    if (mlprof_opcost_gemm(1, m, n, k, elem, elem, elem, beta ? MLPROF_OPCOST_ACCUMULATE : 0, &c) == 0) {
+        mlprof_arg_int("flops", c.flops);
+        mlprof_arg_int("bytes", c.bytes);
+    }
 }
 
 /* A GEMV of an m x n matrix: x has n elements and y m (the other way
@@ -72,8 +77,11 @@ static void gemv_span(int f, int64_t m, int64_t n, char t, int64_t elem, int bet
     mlprof_arg_int("N", n);
     mlprof_arg_str("trans", trans);
     mlprof_arg_str("dtype", elem == 4 ? "float32" : "float64");
-    mlprof_arg_int("flops", 2 * m * n);
-    mlprof_arg_int("bytes", elem * (m * n + in + (beta ? 2 : 1) * out));
+    mlprof_opcost c;
+    if (mlprof_opcost_gemv(out, in, elem, beta ? MLPROF_OPCOST_ACCUMULATE : 0, &c) == 0) {
+        mlprof_arg_int("flops", c.flops);
+        mlprof_arg_int("bytes", c.bytes);
+    }
 }
 
 static void done(int span, int f)

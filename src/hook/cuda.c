@@ -16,7 +16,8 @@
  * cuBLAS (hook "cublas"): cublasSgemm_v2, cublasDgemm_v2, cublasGemmEx, the
  *   strided batched forms and cublasLtMatmul (its shapes, types and batch
  *   read back from its layouts and descriptor) - spans with M, N, K, batch,
- *   types, FLOPs (2MNK per matrix) and the bytes of the matrices.
+ *   types, FLOPs (2MNK per matrix) and the bytes of the matrices
+ *   (mlprof/opcost.h).
  *
  * These are CPU-side times: what the call cost the thread (a launch, a
  * wait). What the GPU did is CUPTI's part. A program built with nvcc links
@@ -32,6 +33,7 @@
 
 #include "../record/capture.h"
 #include "hook.h"
+#include "mlprof/opcost.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -350,8 +352,12 @@ static int gemm_span(int f, int ta, int tb, int64_t m, int64_t n, int64_t k, int
     mlprof_arg_str("dtype", data_name(at));
     if (ct != at)
         mlprof_arg_str("out_dtype", data_name(ct));
-    mlprof_arg_int("flops", 2 * m * n * k * batch);
-    mlprof_arg_int("bytes", batch * (data_size(at) * m * k + data_size(bt) * k * n + data_size(ct) * m * n));
+    /* beta is not read (it may be a device pointer): C counted once, as written */
+    mlprof_opcost c;
+    if (mlprof_opcost_gemm(batch, m, n, k, data_size(at), data_size(bt), data_size(ct), 0, &c) == 0) {
+        mlprof_arg_int("flops", c.flops);
+        mlprof_arg_int("bytes", c.bytes);
+    }
     return 1;
 }
 

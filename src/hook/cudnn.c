@@ -2,8 +2,9 @@
  * cudnn.c - cuDNN calls as spans (mlprof run, hook "cudnn"): the
  * convolutions (forward, backward data, backward filter) with the shapes of
  * their input, filter and output, padding, stride, dilation, groups, type
- * and FLOPs (2 x output elements x multiply-adds per output element, the
- * same work in the three directions); batch normalization (inference,
+ * FLOPs and bytes (mlprof/opcost.h: 2 x output elements x multiply-adds
+ * per output element, the same work in the three directions; the output
+ * read too when beta is not 0); batch normalization (inference,
  * training, backward), softmax and pooling with their input shape; and
  * cudnnBackendExecute, through which cuDNN 9's graph API (PyTorch 2)
  * runs, as a span of its own without shapes (an execution plan would have to
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 
 #include "hook.h"
+#include "mlprof/opcost.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_DIMS 8
@@ -75,14 +77,6 @@ static int filter_shape(const void *desc, shape *s)
     return desc && get && get(desc, MAX_DIMS, &s->type, &format, &s->n, s->dims) == 0 && s->n > 0 && s->n <= MAX_DIMS;
 }
 
-static int64_t count(const shape *s)
-{
-    int64_t c = 1;
-    for (int i = 0; i < s->n; i++)
-        c *= s->dims[i];
-    return c;
-}
-
 static void arg_dims(const char *key, const int *dims, int n)
 {
     char text[MAX_DIMS * 12 + 3];
@@ -96,8 +90,18 @@ static void arg_dims(const char *key, const int *dims, int n)
 
 static int wanted(void) { return mlprof__busy == 0 && (mlprof_active_flag & 1) && mlprof__hook_on(MLPROF__HOOK_CUDNN); }
 
-/* A convolution's span: x the input, w the filter, y the output (or their gradients). */
-static int conv_span(int f, const void *x, const void *w, const void *conv, const void *y)
+/* Whether the output is added to: cuDNN's beta, a host float (a host double
+ * for double data), nonzero. */
+static int accumulates(const void *beta, int type)
+{
+    if (!beta)
+        return 0;
+    return type == 1 ? *(const double *)beta != 0 : *(const float *)beta != 0;
+}
+
+/* A convolution's span: x the input, w the filter, y the output (or their
+ * gradients); beta says whether what it writes is added to. */
+static int conv_span(int f, const void *x, const void *w, const void *conv, const void *y, const void *beta)
 {
     if (!wanted())
         return 0;
@@ -126,16 +130,20 @@ static int conv_span(int f, const void *x, const void *w, const void *conv, cons
     int g = 1;
     if (conv && groups && groups(conv, &g) == 0 && g > 1)
         mlprof_arg_int("groups", g);
-    if (have_w && have_y) {
-        /* filter [K, C/G, R, S...]: C/G x R x S multiply-adds per output element */
-        int64_t macs = 1;
-        for (int i = 1; i < ws.n; i++)
-            macs *= ws.dims[i];
-        mlprof_arg_int("flops", 2 * count(&ys) * macs);
-    }
-    if (have_x && have_w && have_y) {
+    if (have_x && have_w && have_y && xs.n == ws.n && xs.n == ys.n) {
+        /* filter [K, C/G, R, S...]: the same multiply-adds in the three passes */
+        int64_t x64[MAX_DIMS], w64[MAX_DIMS], y64[MAX_DIMS];
+        for (int i = 0; i < xs.n; i++)
+            x64[i] = xs.dims[i], w64[i] = ws.dims[i], y64[i] = ys.dims[i];
         int64_t elem = xs.type == 1 ? 8 : xs.type == 2 || xs.type == 9 ? 2 : xs.type == 3 ? 1 : 4;
-        mlprof_arg_int("bytes", elem * (count(&xs) + count(&ws) + count(&ys)));
+        int pass = f == F_CONV_FWD ? MLPROF_CONV_FORWARD : f == F_CONV_BWD_DATA ? MLPROF_CONV_BACKWARD_DATA
+                                                                               : MLPROF_CONV_BACKWARD_FILTER;
+        mlprof_opcost c;
+        if (mlprof_opcost_conv(pass, xs.n, x64, w64, y64, elem,
+                               accumulates(beta, xs.type) ? MLPROF_OPCOST_ACCUMULATE : 0, &c) == 0) {
+            mlprof_arg_int("flops", c.flops);
+            mlprof_arg_int("bytes", c.bytes);
+        }
     }
     return 1;
 }
@@ -192,7 +200,7 @@ EXPORT backend_fn cudnnBackendExecute;
 EXPORT int cudnnConvolutionForward(void *h, const void *alpha, desc xd, const void *x, desc wd, const void *w,
                                    desc cd, int algo, void *ws, size_t wsn, const void *beta, desc yd, void *y)
 {
-    int span = conv_span(F_CONV_FWD, xd, wd, cd, yd);
+    int span = conv_span(F_CONV_FWD, xd, wd, cd, yd, beta);
     if (span)
         mlprof_arg_int("algo", algo);
     return done(F_CONV_FWD, span,
@@ -202,7 +210,7 @@ EXPORT int cudnnConvolutionForward(void *h, const void *alpha, desc xd, const vo
 EXPORT int cudnnConvolutionBackwardData(void *h, const void *alpha, desc wd, const void *w, desc dyd, const void *dy,
                                         desc cd, int algo, void *ws, size_t wsn, const void *beta, desc dxd, void *dx)
 {
-    int span = conv_span(F_CONV_BWD_DATA, dxd, wd, cd, dyd);
+    int span = conv_span(F_CONV_BWD_DATA, dxd, wd, cd, dyd, beta);
     if (span)
         mlprof_arg_int("algo", algo);
     return done(F_CONV_BWD_DATA, span,
@@ -214,7 +222,7 @@ EXPORT int cudnnConvolutionBackwardFilter(void *h, const void *alpha, desc xd, c
                                           const void *dy, desc cd, int algo, void *ws, size_t wsn, const void *beta,
                                           desc dwd, void *dw)
 {
-    int span = conv_span(F_CONV_BWD_FILTER, xd, dwd, cd, dyd);
+    int span = conv_span(F_CONV_BWD_FILTER, xd, dwd, cd, dyd, beta);
     if (span)
         mlprof_arg_int("algo", algo);
     return done(F_CONV_BWD_FILTER, span,

@@ -8,7 +8,7 @@
  * implementation ("jit:avx2"), the bytes of those tensors, and for
  * convolution, inner product and matmul the FLOPs: 2 x (elements of the
  * destination) x (multiply-adds per destination element), which is also the
- * work of their backward passes.
+ * work of their backward passes (mlprof/opcost.h's formulas).
  *
  * Everything comes from the primitive descriptor. In oneDNN 2.x (Debian 12's
  * libdnnl.so.2) a memory descriptor is a struct that starts with ndims, the
@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "hook.h"
+#include "mlprof/opcost.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -120,21 +121,47 @@ static void arg_shape(const char *key, const dnnl_md_head *md)
     mlprof_arg_str(key, text);
 }
 
-/* Multiply-adds per output element of the kinds that have them, or 0. */
-static int64_t macs_per_output(int kind, const dnnl_md_head *src, const dnnl_md_head *wei)
+/* The FLOPs and bytes (mlprof/opcost.h) of a convolution, inner product or
+ * matmul, whose backward passes do the same work on the same shapes; 0 for
+ * other kinds or shapes that do not fit. A convolution of mixed types
+ * (int8 in, int32 out) gets its bytes from the caller, tensor by tensor. */
+static int product_cost(int kind, int prop, const dnnl_md_head *src, const dnnl_md_head *wei,
+                        const dnnl_md_head *dst, mlprof_opcost *c, int *bytes_ok)
 {
-    int64_t m = 1;
+    if (!src || !wei || !dst)
+        return 0;
+    int64_t es = elem_size(src->data_type), ew = elem_size(wei->data_type), ed = elem_size(dst->data_type);
+    int nd = src->ndims;
+    *bytes_ok = 1;
     switch (kind) {
-    case K_CONVOLUTION:
-    case K_INNER_PRODUCT:
-        if (!wei)
+    case K_CONVOLUTION: {
+        /* weights [OC, IC, K...], or [G, OC/G, IC/G, K...] with groups: as [OC, IC/G, K...] */
+        if (nd < 3 || dst->ndims != nd || (wei->ndims != nd && wei->ndims != nd + 1))
             return 0;
-        /* weights [OC, IC, K...], or [G, OC/G, IC/G, K...] with groups */
-        for (int i = src && wei->ndims > src->ndims ? 2 : 1; i < wei->ndims; i++)
-            m *= wei->dims[i];
-        return m;
-    case K_MATMUL:
-        return src ? src->dims[src->ndims - 1] : 0; /* K of [.., M, K] x [.., K, N] */
+        int64_t w[12];
+        int grouped = wei->ndims == nd + 1;
+        w[0] = grouped ? wei->dims[0] * wei->dims[1] : wei->dims[0];
+        memcpy(w + 1, wei->dims + 1 + grouped, sizeof(int64_t) * (size_t)(nd - 1));
+        int pass = prop == 160 ? MLPROF_CONV_BACKWARD_DATA : prop == 192 ? MLPROF_CONV_BACKWARD_FILTER
+                                                                         : MLPROF_CONV_FORWARD;
+        *bytes_ok = es == ew && es == ed;
+        return mlprof_opcost_conv(pass, nd, src->dims, w, dst->dims, es, 0, c) == 0;
+    }
+    case K_INNER_PRODUCT: /* src [N, IC, ...] x weights [OC, IC, ...]: a GEMM of K = IC x ... */
+        if (nd < 2 || wei->ndims != nd || wei->dims[0] <= 0)
+            return 0;
+        return mlprof_opcost_gemm(1, src->dims[0], wei->dims[0], elements(wei) / wei->dims[0], es, ew, ed, 0, c) == 0;
+    case K_MATMUL: { /* [.., M, K] x [.., K, N]; weights shared by the batch fold into M */
+        if (nd < 2 || wei->ndims < 2 || dst->ndims < 2)
+            return 0;
+        int64_t m = src->dims[nd - 2], k = src->dims[nd - 1], n = wei->dims[wei->ndims - 1];
+        if (m <= 0 || n <= 0)
+            return 0;
+        int64_t batch = elements(dst) / (m * n);
+        if (elements(wei) == k * n)
+            return mlprof_opcost_gemm(1, batch * m, n, k, es, ew, ed, 0, c) == 0;
+        return mlprof_opcost_gemm(batch, m, n, k, es, ew, ed, 0, c) == 0;
+    }
     default:
         return 0;
     }
@@ -176,10 +203,14 @@ static void describe(const void *prim)
         arg_shape("dst_shape", dst);
         bytes += elements(dst) * elem_size(dst->data_type);
     }
-    int64_t macs = macs_per_output(kind, src, wei);
-    if (macs && dst)
-        mlprof_arg_int("flops", 2 * elements(dst) * macs);
-    if (bytes)
+    mlprof_opcost c;
+    int bytes_ok;
+    if (product_cost(kind, prop, src, wei, dst, &c, &bytes_ok)) {
+        mlprof_arg_int("flops", c.flops);
+        if (bytes_ok)
+            bytes = c.bytes;
+    }
+    if (bytes) /* other kinds: each tensor read or written once, as opcost counts */
         mlprof_arg_int("bytes", bytes);
 }
 
