@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "analyze.h"
+#include "cost.h"
 #include "gpu.h"
 
 static const char *const k_flops_keys[] = {"flops", "FLOPs", "flop", "computation", NULL};
@@ -797,6 +798,7 @@ static void put_misses_json(mlprof__sb *out, const filter *f)
 /* The argument keys every event is asked for, interned once per table. */
 typedef struct arg_keys {
     an_keyset flops, bytes, in, out, both;
+    an_cost_keys cost; /* for the counts computed from shapes */
 } arg_keys;
 
 static void arg_keys_init(const an_trace *t, arg_keys *k)
@@ -808,6 +810,7 @@ static void arg_keys_init(const an_trace *t, arg_keys *k)
     an_keyset_init(t, k_in_keys, &k->in);
     an_keyset_init(t, k_out_keys, &k->out);
     an_keyset_init(t, both_keys, &k->both);
+    an_cost_keys_init(t, &k->cost);
 }
 
 /* The input and output shapes of e (interned), from their own arguments or
@@ -842,11 +845,17 @@ static void group_add(an_trace *t, const arg_keys *keys, group *g, const an_even
     g->total_min = e->dur < g->total_min ? e->dur : g->total_min;
     g->total_max = e->dur > g->total_max ? e->dur : g->total_max;
     double f = an_arg_num(an_event_arg_in(t, e, &keys->flops), NAN);
+    double b = an_arg_num(an_event_arg_in(t, e, &keys->bytes), NAN);
+    if (isnan(f) || isnan(b)) { /* not recorded: from the shapes, where opcost knows the operator */
+        double cf, cb;
+        an_event_cost(t, &keys->cost, e, &cf, &cb);
+        f = isnan(f) ? cf : f;
+        b = isnan(b) ? cb : b;
+    }
     if (!isnan(f)) {
         g->flops += f;
         g->flops_n++;
     }
-    double b = an_arg_num(an_event_arg_in(t, e, &keys->bytes), NAN);
     if (!isnan(b)) {
         g->bytes += b;
         g->bytes_n++;
