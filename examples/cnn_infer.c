@@ -23,6 +23,7 @@
 #define _XOPEN_SOURCE 700 /* realpath, clock_gettime */
 
 #include <mlprof/mlprof.h>
+#include <mlprof/opcost.h>
 
 #include <errno.h>
 #include <limits.h>
@@ -523,47 +524,62 @@ static struct shape layer_out_shape(const struct layer_spec *spec, struct shape 
     return out;
 }
 
-/* FLOPs and bytes follow the usual roofline conventions: a GEMM is 2*M*N*K;
- * elementwise operators count one op per element they compute. */
+/* FLOPs and bytes as mlprof/opcost.h counts them, the same formulas as the
+ * interposers, mlprof.torch and the analyzer: a GEMM or convolution is
+ * 2*M*N*K (the bias read, its adds not counted); elementwise operators count
+ * their FLOPs per element computed; every tensor is read or written once. */
+static void set_cost(struct op_args *a, int rc, mlprof_opcost c)
+{
+    a->flops = rc == 0 ? c.flops : 0;
+    a->bytes = rc == 0 ? c.bytes : 0;
+}
+
 static void layer_cost(struct layer *l)
 {
     int64_t in = (int64_t)shape_elems(l->in), out = (int64_t)shape_elems(l->out);
     int64_t f = (int64_t)sizeof(float);
     int64_t n = l->in.n, hw = (int64_t)l->out.h * l->out.w;
-    int64_t cout = l->out.c, wts = (int64_t)l->k * cout;
+    int64_t cout = l->out.c;
+    mlprof_opcost c = {0, 0};
+    int rc;
 
     shape_format(l->in, l->args.in_shape, sizeof l->args.in_shape);
     shape_format(l->out, l->args.out_shape, sizeof l->args.out_shape);
     switch (l->spec->kind) {
     case OP_CONV: {
+        int64_t x[4] = {n, l->in.c, l->in.h, l->in.w}, w[4] = {cout, l->in.c, 3, 3};
+        int64_t y[4] = {n, cout, l->out.h, l->out.w};
+        rc = mlprof_opcost_conv(MLPROF_CONV_FORWARD, 4, x, w, y, f, MLPROF_OPCOST_BIAS, &c);
+        set_cost(&l->args, rc, c);
+        /* im2col copies the input into k x (n*h*w) columns: no FLOPs */
         int64_t col = n * l->k * hw;
-        l->args.flops = 2 * n * cout * hw * l->k;
-        l->args.bytes = (in + wts + cout + out) * f;
         l->im2col_args = l->args;
         snprintf(l->im2col_args.out_shape, sizeof l->im2col_args.out_shape,
                  "[%d,%d,%lld]", l->in.n, l->k, (long long)hw);
-        l->im2col_args.flops = 0;
-        l->im2col_args.bytes = (in + col) * f;
+        rc = mlprof_opcost_elementwise(col, in, 0, f, &c);
+        set_cost(&l->im2col_args, rc, c);
+        /* the GEMM: weights [cout x k] by the columns [k x n*h*w] */
         l->gemm_args = l->args;
         memcpy(l->gemm_args.in_shape, l->im2col_args.out_shape, sizeof l->gemm_args.in_shape);
-        l->gemm_args.bytes = (col + wts + out) * f;
+        rc = mlprof_opcost_gemm(1, cout, n * hw, l->k, f, f, f, 0, &c);
+        set_cost(&l->gemm_args, rc, c);
         break;
     }
     case OP_FC:
-        l->args.flops = 2 * n * cout * l->k;
-        l->args.bytes = (in + wts + cout + out) * f;
+        rc = mlprof_opcost_gemm(1, n, cout, l->k, f, f, f, MLPROF_OPCOST_BIAS, &c);
+        set_cost(&l->args, rc, c);
         break;
-    case OP_RELU: /* in place: one max per element */
-        l->args.flops = in;
-        l->args.bytes = 2 * in * f;
+    case OP_RELU: /* in place: one max per element, read and written */
+        rc = mlprof_opcost_elementwise(in, in, 1, f, &c);
+        set_cost(&l->args, rc, c);
         break;
-    case OP_POOL: /* a max of four values is three compares */
-        l->args.flops = 3 * out;
-        l->args.bytes = (in + out) * f;
+    case OP_POOL: /* each output a max of four values: three compares */
+        rc = mlprof_opcost_elementwise(out, in, 3, f, &c);
+        set_cost(&l->args, rc, c);
         break;
-    case OP_SOFTMAX: /* max, subtract, exp, sum, divide */
-        l->args.flops = 5 * in;
-        l->args.bytes = 2 * in * f;
+    case OP_SOFTMAX:
+        rc = mlprof_opcost_softmax(in, f, &c);
+        set_cost(&l->args, rc, c);
         break;
     }
 }
