@@ -226,10 +226,54 @@ static void by_name(void)
           "type sizes");
 }
 
+/* Every cut and every one-byte change of the texts above: no count from a
+ * broken text is required, only that the parser stays inside it (ASan) and
+ * never returns a negative count. */
+static void damaged(void)
+{
+    static const char *const texts[][4] = {
+        {"aten::conv2d", "[[8,64,56,56],[128,32,3,3],[],[],[],[],[]]",
+         "[\"c10::Half\",\"c10::Half\",\"\",\"ScalarList\",\"ScalarList\",\"ScalarList\",\"Scalar\"]",
+         "[\"\",\"\",\"\",\"[2, 2]\",\"[1, 1]\",\"[1, 1]\",\"2\"]"},
+        {"aten::sum", "[[5,128],[],[],[]]", "[\"float\",\"ScalarList\",\"Scalar\",\"\"]", "[\"\",\"[-1]\",\"True\",\"\"]"},
+        {"aten::native_layer_norm", "[[2048, 1, 742], [], [1, 742], [1, 742], []]",
+         "[\"float\", \"\", \"float\", \"float\", \"Scalar\"]", NULL},
+        {"aten::matmul", "[[4,1,8,16],[3,16,2]]", "float32,float32", NULL},
+    };
+    static const char flips[] = "[],\"0-9 x";
+    int bad = 0;
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
+        for (int which = 1; which < 4; which++) {
+            const char *orig = texts[t][which];
+            if (!orig)
+                continue;
+            size_t len = strlen(orig);
+            for (size_t cut = 0; cut <= len; cut++) {
+                for (size_t f = 0; f <= sizeof flips - 1; f++) {
+                    char *buf = malloc(len + 1); /* exactly sized: ASan sees a read past the end */
+                    memcpy(buf, orig, len + 1);
+                    if (f == sizeof flips - 1)
+                        buf[cut] = '\0'; /* cut short */
+                    else if (cut < len)
+                        buf[cut] = flips[f];
+                    const char *arg[4] = {texts[t][0], texts[t][1], texts[t][2], texts[t][3]};
+                    arg[which] = buf;
+                    mlprof_opcost k = {0, 0};
+                    if (mlprof_opcost_op(arg[0], arg[1], arg[2], NULL, arg[3], &k) && (k.flops < 0 || k.bytes < 0))
+                        bad++;
+                    free(buf);
+                }
+            }
+        }
+    }
+    CHECK(bad == 0, "%d damaged texts gave a negative count", bad);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
     formulas();
     by_name();
+    damaged();
     return tu_finish("opcost");
 }

@@ -666,7 +666,9 @@ static int cost_linear(const args *s, mlprof_opcost *cost)
 /* A convolution's output size along one dimension (PyTorch's formula). */
 static int64_t conv_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil, int64_t outpad, int transposed)
 {
-    if (stride <= 0 || dil <= 0)
+    const int64_t big = (int64_t)1 << 31; /* no real convolution comes near; keeps the sums below exact */
+    if (stride <= 0 || dil <= 0 || pad < 0 || outpad < 0 || in > big || k > big || stride > big || pad > big ||
+        dil > big || outpad > big)
         return -1;
     if (transposed)
         return (in - 1) * stride - 2 * pad + dil * (k - 1) + outpad + 1;
@@ -700,7 +702,10 @@ static int cost_conv(const op_info *op, const args *s, const args *outs, mlprof_
         int64_t groups = 1;
         if (scalar_ints(s, p->groups, &groups, 1, 1) || groups <= 0)
             return 0;
-        y[1] = transposed ? w->dims[1] * groups : w->dims[0]; /* transposed weights: [C, K/G, R..] */
+        count c = {0};
+        y[1] = transposed ? mul(&c, w->dims[1], groups) : w->dims[0]; /* transposed weights: [C, K/G, R..] */
+        if (c.bad)
+            return 0;
         for (int i = 0; i < sp; i++) {
             if (same) /* PyTorch allows "same" with stride 1 only: the input's size */
                 y[2 + i] = stride[i] == 1 ? x->dims[2 + i] : -1;
