@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include <mlprof/mlprof.h>
+#include <mlprof/opcost.h>
 
 #define TILE 16
 
@@ -141,7 +142,11 @@ int main(int argc, char **argv)
         mlprof_end(copy_span);
 
         mlprof_begin(gemm_span);
-        mlprof_arg_int("flops", 2LL * n * n * n);
+        mlprof_opcost cost; // n^3 FMAs: 2 n^3 FLOPs; A and B read, C written (mlprof/opcost.h)
+        if (mlprof_opcost_gemm(1, n, n, n, sizeof(float), sizeof(float), sizeof(float), 0, &cost) == 0) {
+            mlprof_arg_int("flops", cost.flops);
+            mlprof_arg_int("bytes", cost.bytes);
+        }
         {
             MLPROF_GPU_REGION("gemm", stream);
             gemm_kernel<<<tiles, tile, 0, stream>>>(copy, b, c, n);
