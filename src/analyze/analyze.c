@@ -831,7 +831,7 @@ static void event_shapes(an_trace *t, const arg_keys *keys, const an_event *e, c
     }
 }
 
-static void group_add(an_trace *t, const arg_keys *keys, group *g, const an_event *e)
+static void group_add(an_trace *t, arg_keys *keys, group *g, const an_event *e)
 {
     if (!g->count) {
         g->first = e;

@@ -10,9 +10,18 @@
 
 #include "trace.h"
 
-/* The argument keys read, interned once per trace. */
+/* The last counts computed, by their texts (interned: one pointer per
+ * text): a trace repeats the same calls, and a count is parsed once. */
+#define AN_COST_CACHE 128
+typedef struct an_cost_memo {
+    const char *name, *in, *types, *out, *scalars;
+    double flops, bytes;
+} an_cost_memo;
+
+/* The argument keys read, interned once per trace, and the memo. */
 typedef struct an_cost_keys {
     an_keyset in, types, out, scalars;
+    an_cost_memo memo[AN_COST_CACHE];
 } an_cost_keys;
 
 void an_cost_keys_init(const an_trace *t, an_cost_keys *k);
@@ -20,6 +29,6 @@ void an_cost_keys_init(const an_trace *t, an_cost_keys *k);
  * and values (PyTorch's "Input Dims", "Input type", "Concrete Inputs";
  * mlprof.torch's input_shapes and dtypes); NAN for what is not known (an
  * operator opcost does not know, no shapes, no types for the bytes). */
-void an_event_cost(const an_trace *t, const an_cost_keys *k, const an_event *e, double *flops, double *bytes);
+void an_event_cost(const an_trace *t, an_cost_keys *k, const an_event *e, double *flops, double *bytes);
 
 #endif /* MLPROF_ANALYZE_COST_H */
