@@ -2,8 +2,8 @@
 backward, as a span (domain "aten", named "aten::addmm") with its input
 shapes and dtypes, and FLOPs and bytes as mlprof/opcost.h counts them (the
 matrix products, convolutions, attention, elementwise operators, reductions
-and normalizations: mlprof_opcost_op, the analyzer's formulas); and each module's forward and backward as spans named by its path
-in the model ("model.layer1.0.conv1", "... (backward)"), in which the
+and normalizations: the analyzer's and the interposers' formulas); and each
+module's forward and backward as spans named by its path in the model ("model.layer1.0.conv1", "... (backward)"), in which the
 operators nest.
 
     import mlprof, mlprof.torch
@@ -79,18 +79,21 @@ def cost(name, args, out, kwargs=None, schema=None):
     records them, so that a trace of either gives the same counts."""
     kwargs = kwargs or {}
     values = list(args)
-    if schema is not None:  # keyword arguments at their place in the signature
-        for i, a in enumerate(schema.arguments):
-            if i >= len(values):
-                values.append(kwargs.get(a.name))
-    shapes = [_arg_shape(a) for a in values]
-    types = [str(a.dtype).replace("torch.", "") if isinstance(a, torch.Tensor) else "" for a in values]
-    outs = [t for t in _tensors(out if isinstance(out, (tuple, list)) else [out])]
+    try:
+        if schema is not None:  # keyword arguments at their place in the signature
+            for i, a in enumerate(schema.arguments):
+                if i >= len(values):
+                    values.append(kwargs.get(a.name))
+        shapes = [_arg_shape(a) for a in values]
+        types = [str(a.dtype).replace("torch.", "") if isinstance(a, torch.Tensor) else "" for a in values]
+        outs = [t for t in _tensors(out if isinstance(out, (tuple, list)) else [out])]
+        texts = (json.dumps(shapes), json.dumps(types), json.dumps([list(t.shape) for t in outs]) if outs else None,
+                 json.dumps([_scalar_text(a) for a in values]))
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return None, None  # a tensor without a shape to give (never an error in the traced program)
     c = _lib.OpCost()
-    found = _lib_.mlprof_opcost_op(
-        name.encode(), json.dumps(shapes).encode(), json.dumps(types).encode(),
-        json.dumps([list(t.shape) for t in outs]).encode() if outs else None,
-        json.dumps([_scalar_text(a) for a in values]).encode(), ctypes.byref(c))
+    found = _lib_.mlprof_opcost_op(name.encode(), *(t.encode() if t is not None else None for t in texts),
+                                   ctypes.byref(c))
     return (c.flops if found & 1 else None, c.bytes if found & 2 else None)
 
 

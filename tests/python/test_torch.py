@@ -91,6 +91,14 @@ def test_shapes_and_flops(traced):
     assert addmm["input_shapes"] == "[[10],[4,512],[512,10]]" and addmm["flops"] == 2 * 4 * 512 * 10
     assert sorted(a["flops"] for a in by["aten::mm"]) == [2 * 4 * 10 * 512] * 2
     assert by["aten::convolution_backward"][0]["flops"] == 2 * 2 * (4 * 8 * 8 * 8) * 27
+    # bytes (mlprof/opcost.h): each input read and the output written once, float32:
+    # bias 10, 4x512, 512x10 in; 4x10 out
+    assert addmm["bytes"] == 4 * (10 + 4 * 512 + 512 * 10 + 4 * 10)
+    # x, w, bias in; 4x8x8x8 out
+    assert conv["bytes"] == 4 * (4 * 3 * 8 * 8 + 8 * 27 + 8 + 4 * 8 * 8 * 8)
+    # relu: one FLOP per element; a transpose (not in opcost's table) has no count at all
+    assert by["aten::relu"][0]["flops"] == 4 * 8 * 8 * 8
+    assert all("flops" not in a and "bytes" not in a for a in by["aten::t"])
 
 
 def test_modules_nest(traced):
