@@ -32,6 +32,8 @@
 extern "C" {
 #endif
 
+/* The result: two counts, and it stays so (a struct the caller fills in
+ * place, without a size field: a further count would be a new function). */
 typedef struct mlprof_opcost {
     int64_t flops; /* floating-point operations, an FMA counting 2 */
     int64_t bytes; /* the least bytes read and written */
