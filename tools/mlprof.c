@@ -14,10 +14,12 @@
 
 #include "../src/analyze/analyze.h"
 #include "../src/analyze/augment.h"
+#include "../src/analyze/ceilings.h"
 #include "../src/analyze/dist_ranks.h"
 #include "../src/analyze/gpu.h"
 #include "../src/analyze/merge.h"
 #include "../src/analyze/ranks.h"
+#include "../src/analyze/roofline.h"
 #include "../src/analyze/sequences.h"
 #include "../src/analyze/sqlite.h"
 #include "capture.h"
@@ -41,6 +43,8 @@ static void usage(FILE *out)
             "  augment TRACE -o OUT  the trace with launch queue and copy bandwidth counters\n"
             "  sequences TRACE the kernel sequences that recur on the GPU streams\n"
             "  export --sqlite OUT.db TRACE  the trace as an SQLite database to query\n"
+            "  ceilings        this machine's peak FLOP/s and memory bandwidth, measured\n"
+            "  roofline TRACE  every operator against those ceilings (table and SVG)\n"
             "  run -- CMD      profile an unmodified program (and what it starts)\n"
             "  capture PID     capture a running process that waits for it (run --on-demand)\n"
             "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
@@ -1185,6 +1189,229 @@ static int cmd_export(int argc, char **argv)
     return rc != 0 ? 1 : 0;
 }
 
+static void ceilings_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " ceilings [options]\n"
+            "\n"
+            "Measures this machine's ceilings: the peak FLOP/s of FMA kernels (fp64, fp32;\n"
+            "the widest vectors the CPU has: AVX-512, AVX2+FMA, else scalar) on one thread\n"
+            "and on all the threads this process may use (pinned), and the bandwidth of a\n"
+            "STREAM triad (24 bytes, 2 FLOPs per element) at each cache level sysfs lists\n"
+            "and DRAM, plus a curve of working sets doubling from 8 KiB. Each rate is\n"
+            "measured several times: min, median, max and spread are shown; roofs use max.\n"
+            "The result is cached in $XDG_CACHE_HOME/mlprof/ceilings-HASH.json (else\n"
+            "~/.cache/mlprof/), HASH of the CPU model and the thread count, and reused.\n"
+            "No GPU ceilings: CUDA kernels are left out.\n"
+            "\n"
+            "  --refresh          measure even when cached (and cache the new result)\n"
+            "  --json             the ceilings as JSON (the cache file's format)\n"
+            "  -o, --output FILE  write there instead of standard output\n"
+            "  --repeats N        measurements per rate (default 5; implies --refresh)\n"
+            "  --max-size BYTES   the DRAM working set (default 4x the last-level cache, 64\n"
+            "                     MiB to 1 GiB, at most a quarter of free memory; implies\n"
+            "                     --refresh; K, M, G suffixes)\n"
+            "Exit status: 0 done, 1 the measurement or the output failed, 2 a mistake on\n"
+            "the command line.\n");
+}
+
+/* "64M", "1G", "1048576": bytes, or -1. */
+static double parse_size(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v > 0) || !isfinite(v))
+        return -1;
+    double k = *end == 'K' || *end == 'k' ? 1024.0 : *end == 'M' ? 1048576.0 : *end == 'G' ? 1073741824.0 : 1;
+    if (k != 1)
+        end++;
+    if (*end == 'i')
+        end++;
+    if (*end == 'B')
+        end++;
+    return *end ? -1 : v * k;
+}
+
+static int cmd_ceilings(int argc, char **argv)
+{
+    const char *cmd = "ceilings", *output = NULL, *v;
+    int refresh = 0, json = 0;
+    ce_options co;
+    ce_options_default(&co);
+    co.progress = stderr;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            ceilings_usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--refresh") == 0) {
+            refresh = 1;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--output", "-o"))) {
+            output = v;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--repeats", NULL))) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (end == v || *end || n < 1 || n > 63)
+                bad_usage(cmd, "--repeats: expected a count from 1 to 63, got \"%s\"", v);
+            co.repeats = (int)n;
+            refresh = 1;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--max-size", NULL))) {
+            if ((co.max_bytes = parse_size(v)) < 65536)
+                bad_usage(cmd, "--max-size: expected a size of 64K or more such as 256M, got \"%s\"", v);
+            refresh = 1;
+        } else {
+            bad_usage(cmd, "unknown option \"%s\"", argv[i]);
+        }
+    }
+    ce_ceilings c;
+    char from[4096], err[700];
+    if (ce_get(&c, &co, refresh, from, sizeof from, err, sizeof err) != 0) {
+        fprintf(stderr, PROG " ceilings: %s\n", err);
+        return 1;
+    }
+    mlprof__sb out;
+    mlprof__sb_init(&out);
+    if (json) {
+        ce_write_json(&c, &out);
+    } else {
+        ce_print(&c, &out);
+        if (from[0])
+            mlprof__sb_printf(&out, "\ncached in %s (--refresh measures again)\n", from);
+    }
+    int rc = out.failed ? 1 : write_output(output, &out);
+    mlprof__sb_free(&out);
+    return rc;
+}
+
+static void roofline_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " roofline TRACE [-o roofline.svg] [--ceilings FILE] [options]\n"
+            "\n"
+            "Places every operator of TRACE (grouped as analyze groups them) by its\n"
+            "arithmetic intensity (FLOPs per byte, from its events' \"flops\" and \"bytes\"\n"
+            "arguments) and its attained FLOP/s (FLOPs over its total time, children\n"
+            "included) against this machine's ceilings (" PROG " ceilings): the cached\n"
+            "ones, else measured now, or those of --ceilings FILE. Writes an SVG (log-log\n"
+            "axes, every level's bandwidth slope and every peak, points sized by their\n"
+            "share of time, hover for details) and prints a table: time, FLOPs, bytes,\n"
+            "intensity, attained, roof, %% of roof, memory- or compute-bound.\n"
+            "An operator's roof is the peak of its precision (its \"dtype\" argument;\n"
+            "fp32 when it has none, and the table says so) or its intensity times the\n"
+            "bandwidth of the level its bytes per call fit in, whichever is lower.\n"
+            "Operators without FLOPs or bytes are listed as not placed.\n"
+            "\n"
+            "  -o, --output FILE  the SVG (default roofline.svg)\n"
+            "  --ceilings FILE    ceilings from this file (" PROG " ceilings --json)\n"
+            "  --refresh          measure the ceilings again\n"
+            "  --one-thread       the one-thread roofs (default: all threads')\n"
+            "  --format F         the table as table (default) or json\n"
+            "  and analyze's --aggregate-by, --type, --name, --min-time, --max-time\n"
+            "Exit status: 0 done, 1 the trace or the ceilings file is unreadable, no\n"
+            "operator could be placed, or the SVG could not be written, 2 a mistake on\n"
+            "the command line.\n");
+}
+
+static int cmd_roofline(int argc, char **argv)
+{
+    const char *cmd = "roofline", *path = NULL, *svg_path = NULL, *ceil_path = NULL, *v;
+    int refresh = 0;
+    an_options o;
+    an_options_default(&o);
+    rf_options ro = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            roofline_usage(stdout);
+            return 0;
+        }
+        if (common_option(cmd, argc, argv, &i, &o, &svg_path))
+            continue;
+        if ((v = option_value(cmd, argc, argv, &i, "--ceilings", NULL)))
+            ceil_path = v;
+        else if (strcmp(arg, "--refresh") == 0)
+            refresh = 1;
+        else if (strcmp(arg, "--one-thread") == 0)
+            ro.one_thread = 1;
+        else if (arg[0] == '-' && arg[1])
+            bad_usage(cmd, "unknown option \"%s\"", arg);
+        else if (!path)
+            path = arg;
+        else
+            bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
+    }
+    if (!path)
+        bad_usage(cmd, "%s", "which trace? (mlprof roofline TRACE)");
+    if (o.format == AN_CSV)
+        bad_usage(cmd, "%s", "--format: table or json");
+    if (ceil_path && refresh)
+        bad_usage(cmd, "%s", "--ceilings and --refresh: choose one");
+    char err[700];
+    if (an_options_check(&o, err, sizeof err) != 0)
+        bad_usage(cmd, "%s", err);
+    if (!svg_path)
+        svg_path = "roofline.svg";
+
+    ce_ceilings c;
+    char from[4096];
+    if (ceil_path) {
+        if (ce_read(&c, ceil_path, err, sizeof err) != 0) {
+            fprintf(stderr, PROG " roofline: --ceilings: %s\n", err);
+            return 1;
+        }
+        snprintf(from, sizeof from, "%s", ceil_path);
+    } else {
+        ce_options co;
+        ce_options_default(&co);
+        co.progress = stderr;
+        if (ce_get(&c, &co, refresh, from, sizeof from, err, sizeof err) != 0) {
+            fprintf(stderr, PROG " roofline: the ceilings: %s\n", err);
+            return 1;
+        }
+    }
+    ro.ceilings = from[0] ? from : NULL;
+
+    an_trace t;
+    int damaged = 0;
+    if (read_trace(&t, path, &damaged) != 0) {
+        an_trace_free(&t);
+        return 1;
+    }
+    mlprof__sb table, svg, notes;
+    mlprof__sb_init(&table);
+    mlprof__sb_init(&svg);
+    mlprof__sb_init(&notes);
+    size_t placed = 0;
+    int rc = rf_roofline(&t, &o, &c, &ro, &table, &svg, &notes, &placed);
+    if (rc != 0) {
+        fprintf(stderr, PROG " roofline: out of memory\n");
+        rc = 1;
+    } else {
+        rc = write_output(NULL, &table);
+        if (!placed) {
+            fprintf(stderr,
+                    PROG " roofline: %s: no operator carries both FLOPs and bytes (arguments \"flops\" and "
+                         "\"bytes\", or FLOPs/flop/computation and memory/Bytes): nothing to place, no SVG written\n",
+                    path);
+            rc = 1;
+        } else if (mlprof__write_file_atomic(svg_path, svg.data, svg.len) != MLPROF_OK) {
+            fprintf(stderr, PROG " roofline: %s\n", mlprof_last_error());
+            rc = 1;
+        } else {
+            fprintf(stderr, PROG " roofline: wrote %s\n", svg_path);
+        }
+    }
+    print_notes(cmd, &notes);
+    mlprof__sb_free(&table);
+    mlprof__sb_free(&svg);
+    mlprof__sb_free(&notes);
+    an_trace_free(&t);
+    return rc != 0 || damaged ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1214,6 +1441,10 @@ int main(int argc, char **argv)
         return cmd_augment(argc - 1, argv + 1);
     if (strcmp(cmd, "sequences") == 0)
         return cmd_sequences(argc - 1, argv + 1);
+    if (strcmp(cmd, "ceilings") == 0)
+        return cmd_ceilings(argc - 1, argv + 1);
+    if (strcmp(cmd, "roofline") == 0)
+        return cmd_roofline(argc - 1, argv + 1);
     if (strcmp(cmd, "export") == 0)
         return cmd_export(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)

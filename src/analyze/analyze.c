@@ -1450,6 +1450,41 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
     return rc == 0 && !out->failed ? 0 : -1;
 }
 
+int an_group_rows(an_trace *t, const an_options *o, an_group_row **rows, size_t *n, mlprof__sb *notes)
+{
+    group_table tab;
+    *rows = NULL;
+    *n = 0;
+    int rc = build_table(t, o, &tab);
+    an_group_row *r = rc == 0 && tab.n ? mlprof__calloc(tab.n, sizeof *r) : NULL;
+    if (tab.n && !r)
+        rc = -1;
+    for (size_t i = 0; rc == 0 && i < tab.n; i++) {
+        const group *g = &tab.groups[i];
+        r[i].name = an_intern(t, g->key, strlen(g->key));
+        if (!r[i].name)
+            rc = -1;
+        r[i].first = g->first;
+        r[i].count = g->count;
+        r[i].self_ns = g->self_sum;
+        r[i].total_ns = g->total_sum;
+        r[i].flops = g->flops;
+        r[i].flops_n = g->flops_n;
+        r[i].bytes = g->bytes;
+        r[i].bytes_n = g->bytes_n;
+    }
+    if (rc == 0 && notes && table_notes(t, o, &tab, 1, notes) != 0)
+        rc = -1;
+    if (rc == 0) {
+        *rows = r;
+        *n = tab.n;
+    } else {
+        mlprof__free(r);
+    }
+    table_free(&tab);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ diff */
 
 typedef struct diff_row {

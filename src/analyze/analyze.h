@@ -50,6 +50,23 @@ int an_options_check(const an_options *o, char *errbuf, size_t len);
  * memory). */
 int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out);
 
+/* One group of the operator table, for analyses built on it (the
+ * roofline): its name (interned in the trace), its first event, and sums
+ * over its events. flops_n, bytes_n: how many of them carry FLOPs, bytes. */
+typedef struct an_group_row {
+    const char *name;
+    const an_event *first;
+    uint64_t count, flops_n, bytes_n;
+    int64_t self_ns, total_ns; /* sums */
+    double flops, bytes;       /* sums over the events that carry them */
+} an_group_row;
+
+/* The groups of an_analyze (the same filters and --aggregate-by), in the
+ * trace's order of first appearance: *rows (free with mlprof__free), *n.
+ * notes (when not NULL) receives what the filters and keys found wanting, as
+ * for an_analyze. Returns 0, or -1 (out of memory). */
+int an_group_rows(an_trace *t, const an_options *o, an_group_row **rows, size_t *n, mlprof__sb *notes);
+
 /* An analysis of one trace: an_analyze, an_kernels' command... */
 typedef int (*an_analysis_fn)(an_trace *t, const an_options *o, mlprof__sb *out);
 
