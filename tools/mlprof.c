@@ -1355,11 +1355,19 @@ static int cmd_roofline(int argc, char **argv)
     if (!svg_path)
         svg_path = "roofline.svg";
 
+    /* the trace first: a missing one is said before a measurement of seconds */
+    an_trace t;
+    int damaged = 0;
+    if (read_trace(&t, path, &damaged) != 0) {
+        an_trace_free(&t);
+        return 1;
+    }
     ce_ceilings c;
     char from[4096];
     if (ceil_path) {
         if (ce_read(&c, ceil_path, err, sizeof err) != 0) {
             fprintf(stderr, PROG " roofline: --ceilings: %s\n", err);
+            an_trace_free(&t);
             return 1;
         }
         snprintf(from, sizeof from, "%s", ceil_path);
@@ -1369,17 +1377,12 @@ static int cmd_roofline(int argc, char **argv)
         co.progress = stderr;
         if (ce_get(&c, &co, refresh, from, sizeof from, err, sizeof err) != 0) {
             fprintf(stderr, PROG " roofline: the ceilings: %s\n", err);
+            an_trace_free(&t);
             return 1;
         }
     }
     ro.ceilings = from[0] ? from : NULL;
 
-    an_trace t;
-    int damaged = 0;
-    if (read_trace(&t, path, &damaged) != 0) {
-        an_trace_free(&t);
-        return 1;
-    }
     mlprof__sb table, svg, notes;
     mlprof__sb_init(&table);
     mlprof__sb_init(&svg);

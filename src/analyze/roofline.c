@@ -157,12 +157,15 @@ static void format_table(mlprof__sb *out, const an_trace *t, const ce_ceilings *
         mlprof__sb_printf(out, "note: %d operator%s no dtype argument: the fp32 roof is used\n", assumed,
                           assumed == 1 ? " has" : "s have");
     mlprof__sb_puts(out, "\n");
+    if (!placed)
+        mlprof__sb_puts(out, "(no operator placed: none carries both FLOPs and bytes)\n");
     int w = 10;
     for (size_t i = 0; i < n; i++)
         if (!ops[i].why_not && (int)strlen(ops[i].g->name) > w)
             w = (int)strlen(ops[i].g->name);
     w = w > 40 ? 40 : w;
-    mlprof__sb_printf(out, "%-*s %7s %11s %6s %12s %11s %9s %15s %15s %9s  %s\n", w, "operator", "count", "time",
+    if (placed)
+        mlprof__sb_printf(out, "%-*s %7s %11s %6s %12s %11s %9s %15s %15s %9s  %s\n", w, "operator", "count", "time",
                       "share", "FLOPs", "bytes", "AI F/B", "attained", "roof", "% of roof", "bound");
     for (size_t i = 0; i < n; i++) {
         const op *p = &ops[i];

@@ -1,0 +1,216 @@
+"""mlprof roofline on the demo CNN's trace: every operator analyze groups with
+FLOPs and bytes is a point, the others are listed as not placed; against a
+ceilings file given with --ceilings (deterministic) the SVG parses, its points
+and roofs sit where the axes say, and no point is above its roof; against
+this machine's measured ceilings no point is above its roof by more than
+the measurement's spread. A trace without FLOPs, a missing trace and a bad
+ceilings file give clear errors and a non-zero status.
+
+usage: roofline_check.py MLPROF CNN_INFER OUT_DIR [SANITIZER]"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+from analyze_util import check, command, failures
+
+mlprof_bin, cnn, out = sys.argv[1], sys.argv[2], sys.argv[3]
+sanitized = len(sys.argv) > 4 and sys.argv[4] not in ("", "OFF")
+shutil.rmtree(out, ignore_errors=True)
+os.makedirs(out)
+os.environ["XDG_CACHE_HOME"] = os.path.join(out, "cache")
+mlprof = command(mlprof_bin)
+SVG = "{http://www.w3.org/2000/svg}"
+
+trace = os.path.join(out, "x.json")
+p = subprocess.run([cnn, "--batches", "6"], env=dict(os.environ, MLPROF_FILENAME=trace), capture_output=True,
+                   text=True, timeout=600)
+check(p.returncode == 0 and os.path.exists(trace), f"cnn_infer: exit {p.returncode}\n{p.stderr}")
+
+# A ceilings file with round figures, far above what a CPU reaches on one
+# core of a loaded machine, so that every op is under its roof.
+fixed = {
+    "format": "mlprof-ceilings-1", "cpu": "test CPU", "threads": 2, "isa": "avx512f",
+    "measured": "2026-01-01T00:00:00Z", "repeats": 5, "pinned": True, "note": "",
+    "compute": [
+        {"what": "fp64", "threads": 1, "min": 4e11, "median": 4.5e11, "max": 5e11},
+        {"what": "fp64", "threads": 2, "min": 9e11, "median": 9.5e11, "max": 1e12},
+        {"what": "fp32", "threads": 1, "min": 9e11, "median": 9.5e11, "max": 1e12},
+        {"what": "fp32", "threads": 2, "min": 1.8e12, "median": 1.9e12, "max": 2e12},
+    ],
+    "levels": [
+        {"what": "L1", "threads": 2, "bytes": 49152, "cache_bytes": 49152, "min": 3e12, "median": 3.5e12, "max": 4e12},
+        {"what": "L2", "threads": 2, "bytes": 2097152, "cache_bytes": 2097152, "min": 1e12, "median": 1.1e12,
+         "max": 1.2e12},
+        {"what": "L3", "threads": 2, "bytes": 16777216, "cache_bytes": 33554432, "min": 4e11, "median": 4.5e11,
+         "max": 5e11},
+        {"what": "DRAM", "threads": 2, "bytes": 268435456, "min": 1e11, "median": 1.1e11, "max": 1.2e11},
+    ],
+    "curve": [],
+}
+fixed_path = os.path.join(out, "fixed.json")
+with open(fixed_path, "w") as f:
+    json.dump(fixed, f)
+
+# ---- what analyze groups: the rows with FLOPs and bytes are the points
+rows = json.loads(mlprof("analyze", trace, "--format", "json", "-t", "0").stdout)["rows"]
+with_both = {r["name"] for r in rows if (r.get("flops") or 0) > 0 and (r.get("bytes") or 0) > 0}
+check(len(with_both) >= 8, f"the demo CNN has FLOPs and bytes on its operators: {sorted(with_both)}")
+
+svg_path = os.path.join(out, "fixed.svg")
+p = mlprof("roofline", trace, "--ceilings", fixed_path, "-o", svg_path, "--format", "json")
+r = json.loads(p.stdout)
+placed = {o["name"]: o for o in r["placed"]}
+check(set(placed) == with_both, f"placed {sorted(placed)}, analyze has FLOPs and bytes on {sorted(with_both)}")
+check(len(r["placed"]) + len(r["not_placed"]) == len(rows),
+      f"{len(r['placed'])} placed + {len(r['not_placed'])} not placed != {len(rows)} analyze rows")
+check({o["name"] for o in r["not_placed"]} == {x["name"] for x in rows} - with_both, "the not placed are the rest")
+check(any(o["name"] == "im2col" and "0 FLOPs" in o["reason"] for o in r["not_placed"]),
+      f"im2col (0 FLOPs) is listed as not placed: {r['not_placed']}")
+
+peaks = {(c["what"], c["threads"]): c["max"] for c in fixed["compute"]}
+bws = [(lv["what"], lv["cache_bytes"] if "cache_bytes" in lv else 0, lv["max"]) for lv in fixed["levels"]]
+for o in r["placed"]:
+    check(o["precision"] == "fp32" and o["precision_from"] == "float32", f"{o['name']}: dtype float32: {o}")
+    # the roof: the precision's peak, or the intensity times the bandwidth
+    # of the level the bytes per call fit in
+    per_call = o["bytes"] / o["count"]
+    level = next((lv for lv in bws if lv[1] and per_call <= lv[1]), bws[-1])
+    want = min(peaks[("fp32", 2)], o["ai"] * level[2])
+    check(math.isclose(o["roof"], want, rel_tol=1e-4), f"{o['name']}: roof {o['roof']:.4g}, wanted {want:.4g}")
+    check(o["bound"] == ("memory" if o["ai"] * level[2] < peaks[("fp32", 2)] else "compute"),
+          f"{o['name']}: bound {o['bound']}")
+    check(math.isclose(o["ai"], o["flops"] / o["bytes"], rel_tol=1e-4), f"{o['name']}: AI")
+    check(o["attained"] <= o["roof"], f"{o['name']}: attained {o['attained']:.3g} above the fixed roof")
+
+# ---- the picture: parses, one point per placed op, where the axes say
+root = ET.parse(svg_path).getroot()
+x0, x1 = (float(v) for v in root.get("data-x-range").split())
+y0, y1 = (float(v) for v in root.get("data-y-range").split())
+px0, py0, px1, py1 = (float(v) for v in root.get("data-plot").split())
+
+
+def to_px(ai, flops):
+    x = px0 + (math.log10(ai) - math.log10(x0)) / (math.log10(x1) - math.log10(x0)) * (px1 - px0)
+    y = py1 - (math.log10(flops) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)) * (py1 - py0)
+    return x, y
+
+
+circles = [c for c in root.iter(SVG + "circle") if "op" in (c.get("class") or "").split()]
+check(len(circles) == len(with_both), f"{len(circles)} points in the SVG, {len(with_both)} ops with FLOPs and bytes")
+names = set()
+for c in circles:
+    title = c.find(SVG + "title").text
+    name = title.split("\n")[0]
+    names.add(name)
+    for word in ("count", "time", "FLOPs", "bytes", "intensity", "attained", "% of the roof", "-bound"):
+        check(word in title, f"{name}: the hover text lacks \"{word}\": {title!r}")
+    o = placed.get(name)
+    if not o:
+        continue
+    x, y = to_px(float(c.get("data-ai")), float(c.get("data-attained")))
+    check(abs(x - float(c.get("cx"))) < 0.05 and abs(y - float(c.get("cy"))) < 0.05, f"{name}: not where the axes say")
+    _, roof_y = to_px(o["ai"], o["roof"])
+    check(float(c.get("cy")) >= roof_y - 0.05, f"{name}: drawn above its roof")
+check(names == with_both, f"points named {sorted(names)}")
+roofs = [ln for ln in root.iter(SVG + "line") if "roof" in (ln.get("class") or "").split()]
+compute = {ln.get("data-what"): ln for ln in roofs if "compute" in ln.get("class")}
+check(set(compute) == {"fp32", "fp64"}, f"compute roofs drawn: {sorted(compute)}")
+for what, ln in compute.items():
+    _, y = to_px(1, peaks[(what, 2)])
+    check(abs(float(ln.get("y1")) - y) < 0.05 and abs(float(ln.get("y2")) - y) < 0.05, f"the {what} roof's height")
+memory = [ln for ln in roofs if "memory" in ln.get("class")]
+check({ln.get("data-what") for ln in memory} == {"L1", "L2", "L3", "DRAM"}, "a slope per level")
+for ln in memory:
+    bw = float(ln.get("data-bandwidth"))
+    for end in ("1", "2"):
+        # a point of the slope: y = bw * x, back from pixels to values
+        fx = (float(ln.get("x" + end)) - px0) / (px1 - px0)
+        fy = (py1 - float(ln.get("y" + end))) / (py1 - py0)
+        ai = 10 ** (math.log10(x0) + fx * (math.log10(x1) - math.log10(x0)))
+        fl = 10 ** (math.log10(y0) + fy * (math.log10(y1) - math.log10(y0)))
+        check(math.isclose(fl, ai * bw, rel_tol=1e-3), f"the {ln.get('data-what')} slope is off y = bw x")
+texts = "".join(t.text or "" for t in root.iter(SVG + "text"))
+for word in ("arithmetic intensity", "FLOP/s", "fp32 peak", "L1", "DRAM", "memory-bound", "compute-bound",
+             "not placed"):
+    check(word in texts, f"the SVG has no text \"{word}\"")
+check(root.find(f".//{SVG}g[@id='legend']") is not None, "a legend")
+labels = [t for t in root.iter(SVG + "text") if t.get("class") == "label"]
+check(len(labels) >= len(circles) // 2, f"{len(labels)} labels for {len(circles)} points")
+
+# ---- the table: every placed op a row, the not placed named
+p = mlprof("roofline", trace, "--ceilings", fixed_path, "-o", os.path.join(out, "t.svg"))
+for word in ("operator", "AI", "attained", "% of roof", "bound", "not placed (", "im2col (0 FLOPs"):
+    check(word in p.stdout, f"the table has no \"{word}\":\n{p.stdout}")
+for name in with_both:
+    check(any(line.startswith(name + " ") for line in p.stdout.splitlines()), f"no table row for {name}")
+
+# ---- grouped as analyze groups: --aggregate-by the same keys
+for by in ("type", "name,thread"):
+    rows_by = json.loads(mlprof("analyze", trace, "--format", "json", "-t", "0", "--aggregate-by", by).stdout)["rows"]
+    r_by = json.loads(mlprof("roofline", trace, "--ceilings", fixed_path, "-o", os.path.join(out, "b.svg"),
+                             "--format", "json", "--aggregate-by", by).stdout)
+    check(len(r_by["placed"]) + len(r_by["not_placed"]) == len(rows_by), f"--aggregate-by {by}: row counts")
+
+# ---- dtype: fp64 from the argument; none: fp32, said so
+small = {"traceEvents": [
+    {"name": "daxpy", "ph": "X", "ts": 0, "dur": 100, "pid": 1, "tid": 1,
+     "args": {"flops": 2000, "bytes": 24000, "dtype": "float64"}},
+    {"name": "mystery", "ph": "X", "ts": 200, "dur": 100, "pid": 1, "tid": 1, "args": {"flops": 5e6, "bytes": 1e4}},
+    {"name": "idle", "ph": "X", "ts": 400, "dur": 10, "pid": 1, "tid": 1},
+]}
+small_path = os.path.join(out, "small.json")
+json.dump(small, open(small_path, "w"))
+r = json.loads(mlprof("roofline", small_path, "--ceilings", fixed_path, "-o", os.path.join(out, "s.svg"),
+                      "--format", "json").stdout)
+by_name = {o["name"]: o for o in r["placed"]}
+check(by_name.get("daxpy", {}).get("precision") == "fp64", f"daxpy is fp64: {by_name.get('daxpy')}")
+check(by_name.get("mystery", {}).get("precision") == "fp32" and by_name["mystery"]["precision_from"] is None,
+      f"mystery has no dtype: fp32 assumed: {by_name.get('mystery')}")
+check(math.isclose(by_name.get("mystery", {}).get("roof", 0), 2e12), "mystery (AI 500) is under the fp32 peak")
+check([o["name"] for o in r["not_placed"]] == ["idle"], f"idle is not placed: {r['not_placed']}")
+p = mlprof("roofline", small_path, "--ceilings", fixed_path, "-o", os.path.join(out, "s.svg"))
+check("fp32 assumed" in p.stdout and "no dtype" in p.stdout, f"the table says fp32 was assumed:\n{p.stdout}")
+
+# ---- errors
+bare = os.path.join(out, "bare.json")
+json.dump({"traceEvents": [{"name": "a", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]}, open(bare, "w"))
+bare_svg = os.path.join(out, "bare.svg")
+p = mlprof("roofline", bare, "--ceilings", fixed_path, "-o", bare_svg, expect=1)
+check(bare in p.stderr and "no operator carries both FLOPs and bytes" in p.stderr, f"no FLOPs: {p.stderr}")
+check(not os.path.exists(bare_svg), "no SVG for a trace without FLOPs")
+missing = os.path.join(out, "nope.json")
+p = mlprof("roofline", missing, "-o", bare_svg, expect=1)
+check(missing in p.stderr and "measuring" not in p.stderr, f"a missing trace is named, before measuring: {p.stderr}")
+for text, what in (("{", "end"), ('{"format": "other"}', "format"), ("[1,2]", ""),
+                   (json.dumps(dict(fixed, compute=[{"what": "fp32", "threads": 1, "min": 3, "median": 2, "max": 1}])),
+                    "min <= median")):
+    bad = os.path.join(out, "bad.json")
+    open(bad, "w").write(text)
+    p = mlprof("roofline", trace, "--ceilings", bad, "-o", bare_svg, expect=1)
+    check(bad in p.stderr and what in p.stderr, f"a bad ceilings file ({text[:30]}): {p.stderr}")
+mlprof("roofline", expect=2)
+mlprof("roofline", trace, "--bogus", expect=2)
+
+# ---- against this machine's measured ceilings: no point above its roof by
+# more than the measurement's spread (remeasured once when load blurs it)
+size = ["--max-size", "64M"] if sanitized else []
+mlprof("ceilings", *size, "--refresh")
+for attempt in range(2):
+    r = json.loads(mlprof("roofline", trace, "-o", os.path.join(out, "measured.svg"), "--format", "json").stdout)
+    above = [o for o in r["placed"] if o["attained"] > o["roof"] * (1 + o["spread"])]
+    if not above:
+        break
+    print(f"retry: above their roofs: {[(o['name'], o['percent_of_roof']) for o in above]}")
+    mlprof("ceilings", *size, "--refresh")
+check(not above, f"above their measured roofs by more than the spread: {above}")
+check(len(r["placed"]) == len(with_both), "the measured roofline places the same operators")
+ET.parse(os.path.join(out, "measured.svg"))
+
+if failures:
+    print(f"{len(failures)} failures", file=sys.stderr)
+    sys.exit(1)
+print("roofline: ok")
