@@ -31,6 +31,19 @@
 #define CE_FORMAT "mlprof-ceilings-1"
 #define CE_ACC 12 /* accumulators: FMA latency 4-5 cycles times 2 ports, with room */
 
+/* Twelve named accumulators, each step written out: an array indexed in a
+ * loop may be kept in memory, and a store-load on every FMA is a chain of
+ * its own. STEP(i) is one FMA on accumulator i. */
+#define CE_DECLARE(T, init)                                                                                \
+    T x0 = init(0), x1 = init(1), x2 = init(2), x3 = init(3), x4 = init(4), x5 = init(5), x6 = init(6),     \
+      x7 = init(7), x8 = init(8), x9 = init(9), x10 = init(10), x11 = init(11)
+#define CE_ROUND(F)                                                                                        \
+    do {                                                                                                   \
+        x0 = F(x0); x1 = F(x1); x2 = F(x2); x3 = F(x3); x4 = F(x4); x5 = F(x5);                            \
+        x6 = F(x6); x7 = F(x7); x8 = F(x8); x9 = F(x9); x10 = F(x10); x11 = F(x11);                        \
+    } while (0)
+#define CE_SUM(ADD) ADD(ADD(ADD(ADD(x0, x1), ADD(x2, x3)), ADD(ADD(x4, x5), ADD(x6, x7))), ADD(ADD(x8, x9), ADD(x10, x11)))
+
 /* ------------------------------------------------------------- kernels */
 
 /* Each kernel runs iters rounds of CE_ACC independent FMA chains and returns
@@ -40,17 +53,19 @@
 #ifdef CE_X86
 __attribute__((target("avx512f"))) static double fma_avx512_f64(long iters)
 {
-    __m512d acc[CE_ACC];
-    for (int k = 0; k < CE_ACC; k++)
-        acc[k] = _mm512_set1_pd(1.0 + k * 1e-3);
     const __m512d m = _mm512_set1_pd(0.999999), c = _mm512_set1_pd(1e-6);
+#define INIT(k) _mm512_set1_pd(1.0 + (k) * 1e-3)
+#define STEP(x) _mm512_fmadd_pd(x, m, c)
+#define ADD(a, b) _mm512_add_pd(a, b)
+    CE_DECLARE(__m512d, INIT);
     for (long i = 0; i < iters; i++)
-        for (int k = 0; k < CE_ACC; k++)
-            acc[k] = _mm512_fmadd_pd(acc[k], m, c);
-    double out[8], sum = 0;
-    for (int k = 1; k < CE_ACC; k++)
-        acc[0] = _mm512_add_pd(acc[0], acc[k]);
-    _mm512_storeu_pd(out, acc[0]);
+        CE_ROUND(STEP);
+    double out[8];
+    _mm512_storeu_pd(out, CE_SUM(ADD));
+#undef INIT
+#undef STEP
+#undef ADD
+    double sum = 0;
     for (int j = 0; j < 8; j++)
         sum += out[j];
     return sum;
@@ -58,18 +73,19 @@ __attribute__((target("avx512f"))) static double fma_avx512_f64(long iters)
 
 __attribute__((target("avx512f"))) static double fma_avx512_f32(long iters)
 {
-    __m512 acc[CE_ACC];
-    for (int k = 0; k < CE_ACC; k++)
-        acc[k] = _mm512_set1_ps(1.0f + (float)k * 1e-3f);
     const __m512 m = _mm512_set1_ps(0.9999f), c = _mm512_set1_ps(1e-4f);
+#define INIT(k) _mm512_set1_ps(1.0f + (float)(k) * 1e-3f)
+#define STEP(x) _mm512_fmadd_ps(x, m, c)
+#define ADD(a, b) _mm512_add_ps(a, b)
+    CE_DECLARE(__m512, INIT);
     for (long i = 0; i < iters; i++)
-        for (int k = 0; k < CE_ACC; k++)
-            acc[k] = _mm512_fmadd_ps(acc[k], m, c);
+        CE_ROUND(STEP);
     float out[16];
+    _mm512_storeu_ps(out, CE_SUM(ADD));
+#undef INIT
+#undef STEP
+#undef ADD
     double sum = 0;
-    for (int k = 1; k < CE_ACC; k++)
-        acc[0] = _mm512_add_ps(acc[0], acc[k]);
-    _mm512_storeu_ps(out, acc[0]);
     for (int j = 0; j < 16; j++)
         sum += out[j];
     return sum;
@@ -77,17 +93,19 @@ __attribute__((target("avx512f"))) static double fma_avx512_f32(long iters)
 
 __attribute__((target("avx2,fma"))) static double fma_avx2_f64(long iters)
 {
-    __m256d acc[CE_ACC];
-    for (int k = 0; k < CE_ACC; k++)
-        acc[k] = _mm256_set1_pd(1.0 + k * 1e-3);
     const __m256d m = _mm256_set1_pd(0.999999), c = _mm256_set1_pd(1e-6);
+#define INIT(k) _mm256_set1_pd(1.0 + (k) * 1e-3)
+#define STEP(x) _mm256_fmadd_pd(x, m, c)
+#define ADD(a, b) _mm256_add_pd(a, b)
+    CE_DECLARE(__m256d, INIT);
     for (long i = 0; i < iters; i++)
-        for (int k = 0; k < CE_ACC; k++)
-            acc[k] = _mm256_fmadd_pd(acc[k], m, c);
-    double out[4], sum = 0;
-    for (int k = 1; k < CE_ACC; k++)
-        acc[0] = _mm256_add_pd(acc[0], acc[k]);
-    _mm256_storeu_pd(out, acc[0]);
+        CE_ROUND(STEP);
+    double out[4];
+    _mm256_storeu_pd(out, CE_SUM(ADD));
+#undef INIT
+#undef STEP
+#undef ADD
+    double sum = 0;
     for (int j = 0; j < 4; j++)
         sum += out[j];
     return sum;
@@ -95,18 +113,19 @@ __attribute__((target("avx2,fma"))) static double fma_avx2_f64(long iters)
 
 __attribute__((target("avx2,fma"))) static double fma_avx2_f32(long iters)
 {
-    __m256 acc[CE_ACC];
-    for (int k = 0; k < CE_ACC; k++)
-        acc[k] = _mm256_set1_ps(1.0f + (float)k * 1e-3f);
     const __m256 m = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-4f);
+#define INIT(k) _mm256_set1_ps(1.0f + (float)(k) * 1e-3f)
+#define STEP(x) _mm256_fmadd_ps(x, m, c)
+#define ADD(a, b) _mm256_add_ps(a, b)
+    CE_DECLARE(__m256, INIT);
     for (long i = 0; i < iters; i++)
-        for (int k = 0; k < CE_ACC; k++)
-            acc[k] = _mm256_fmadd_ps(acc[k], m, c);
+        CE_ROUND(STEP);
     float out[8];
+    _mm256_storeu_ps(out, CE_SUM(ADD));
+#undef INIT
+#undef STEP
+#undef ADD
     double sum = 0;
-    for (int k = 1; k < CE_ACC; k++)
-        acc[0] = _mm256_add_ps(acc[0], acc[k]);
-    _mm256_storeu_ps(out, acc[0]);
     for (int j = 0; j < 8; j++)
         sum += out[j];
     return sum;
@@ -140,29 +159,31 @@ __attribute__((target("avx2,fma"))) static void triad_avx2(double *a, const doub
  * whether or not the compiler fuses it). */
 static double fma_scalar_f64(long iters)
 {
-    double acc[CE_ACC];
-    for (int k = 0; k < CE_ACC; k++)
-        acc[k] = 1.0 + k * 1e-3;
+#define INIT(k) (1.0 + (k) * 1e-3)
+#define STEP(x) ((x) * 0.999999 + 1e-6)
+#define ADD(a, b) ((a) + (b))
+    CE_DECLARE(double, INIT);
     for (long i = 0; i < iters; i++)
-        for (int k = 0; k < CE_ACC; k++)
-            acc[k] = acc[k] * 0.999999 + 1e-6;
-    double sum = 0;
-    for (int k = 0; k < CE_ACC; k++)
-        sum += acc[k];
+        CE_ROUND(STEP);
+    double sum = CE_SUM(ADD);
+#undef INIT
+#undef STEP
+#undef ADD
     return sum;
 }
 
 static double fma_scalar_f32(long iters)
 {
-    float acc[CE_ACC];
-    for (int k = 0; k < CE_ACC; k++)
-        acc[k] = 1.0f + (float)k * 1e-3f;
+#define INIT(k) (1.0f + (float)(k) * 1e-3f)
+#define STEP(x) ((x) * 0.9999f + 1e-4f)
+#define ADD(a, b) ((a) + (b))
+    CE_DECLARE(float, INIT);
     for (long i = 0; i < iters; i++)
-        for (int k = 0; k < CE_ACC; k++)
-            acc[k] = acc[k] * 0.9999f + 1e-4f;
-    double sum = 0;
-    for (int k = 0; k < CE_ACC; k++)
-        sum += acc[k];
+        CE_ROUND(STEP);
+    double sum = CE_SUM(ADD);
+#undef INIT
+#undef STEP
+#undef ADD
     return sum;
 }
 

@@ -186,7 +186,11 @@ static void format_table(mlprof__sb *out, const an_trace *t, const ce_ceilings *
         mlprof__sb_putc(out, ' ');
         put_cell_si(out, p->roof, "FLOP/s", 15);
         mlprof__sb_printf(out, " %8.1f%%  %s (%s)%s\n", p->pct, p->memory_bound ? "memory" : "compute",
-                          p->memory_bound ? p->level->what : p->prec, p->prec_src ? "" : " [fp32 assumed]");
+                          p->memory_bound ? p->level->what : p->prec,
+                          !p->prec_src               ? " [fp32 assumed]"
+                          : strstr(p->prec_src, "16") || strcasestr(p->prec_src, "half")
+                              ? " [no 16-bit roof measured: fp32's]"
+                              : "");
     }
     if (placed < n) {
         mlprof__sb_printf(out, "\nnot placed (%zu):", n - placed);
@@ -304,13 +308,15 @@ static int overlaps(const box *a, const box *b)
 /* The label of each point, where it hides no other label, no other point
  * and stays in the plot; a point whose label fits nowhere keeps its hover
  * text only. Returns how many were left unlabelled. */
-static size_t put_labels(mlprof__sb *out, op **pts, size_t n)
+static size_t put_labels(mlprof__sb *out, op **pts, size_t n, const box *also, size_t nalso)
 {
-    box *taken = mlprof__calloc(2 * n + 1, sizeof *taken);
+    box *taken = mlprof__calloc(2 * n + nalso + 1, sizeof *taken);
     if (!taken)
         return n;
     size_t ntaken = 0, unlabelled = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < nalso; i++)
+        taken[ntaken++] = also[i];
+    for (size_t i = 0; i < n; i++) /* point i's circle is taken[nalso + i] */
         taken[ntaken++] = (box){pts[i]->x - pts[i]->r, pts[i]->y - pts[i]->r, pts[i]->x + pts[i]->r,
                                 pts[i]->y + pts[i]->r};
     for (size_t i = 0; i < n; i++) {
@@ -332,7 +338,7 @@ static size_t put_labels(mlprof__sb *out, op **pts, size_t n)
                 continue;
             int clash = 0;
             for (size_t j = 0; j < ntaken && !clash; j++)
-                clash = j != i && overlaps(&b, &taken[j]);
+                clash = j != nalso + i && overlaps(&b, &taken[j]);
             if (clash)
                 continue;
             taken[ntaken++] = b;
@@ -414,10 +420,10 @@ static void put_svg(mlprof__sb *out, const an_trace *t, const ce_ceilings *c, co
     mlprof__sb_puts(out, "<style>\n"
                          " .grid{stroke:#ddd;stroke-width:1} .minor{stroke:#f0f0f0;stroke-width:1}\n"
                          " .tick{font-size:12px;fill:#444} .axis{font-size:14px;fill:#222}\n"
-                         " .roof{stroke-width:2.2;fill:none} .rooflabel{font-size:12px}\n"
+                         " .roof{stroke-width:2.2;fill:none} .rooflabel{font-size:12px;paint-order:stroke;stroke:white;stroke-width:3px}\n"
                          " .op{fill-opacity:.65;stroke:#333;stroke-width:.8} .op:hover{fill-opacity:1;stroke-width:2}\n"
                          " .memory{fill:#1f77b4} .compute{fill:#d62728}\n"
-                         " .label{font-size:11px;fill:#222} .legend{font-size:12px;fill:#222}\n"
+                         " .label{font-size:11px;fill:#222;paint-order:stroke;stroke:white;stroke-width:3px} .legend{font-size:12px;fill:#222}\n"
                          "</style>\n");
     mlprof__sb_printf(out, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", SVG_W, SVG_H);
     mlprof__sb_puts(out, "<text x=\"110\" y=\"30\" font-size=\"18\" fill=\"#111\">Roofline: ");
@@ -555,7 +561,6 @@ static void put_svg(mlprof__sb *out, const an_trace *t, const ce_ceilings *c, co
         mlprof__sb_puts(out, "</title></line>\n");
     }
     mlprof__sb_puts(out, "</g>\n");
-    mlprof__free(busy);
 
     /* the points, the largest drawn first (the small stay visible on top) */
     op **pts = mlprof__calloc(nplaced + 1, sizeof *pts);
@@ -573,9 +578,11 @@ static void put_svg(mlprof__sb *out, const an_trace *t, const ce_ceilings *c, co
     for (size_t i = 0; i < np; i++)
         put_point(out, pts[i], all, c);
     mlprof__sb_puts(out, "</g>\n<g id=\"labels\">\n");
-    size_t unlabelled = pts ? put_labels(out, pts, np) : 0;
+    /* the slopes' labels come after the points' boxes in busy */
+    size_t unlabelled = pts && busy ? put_labels(out, pts, np, busy + nplaced, nbusy - nplaced) : 0;
     mlprof__sb_puts(out, "</g>\n");
     mlprof__free(pts);
+    mlprof__free(busy);
 
     /* the legend, right of the plot */
     int lx = PX1 + 20, ly = PY0 + 10;
@@ -645,9 +652,37 @@ static void put_svg(mlprof__sb *out, const an_trace *t, const ce_ceilings *c, co
 
 /* ------------------------------------------------------------- driver */
 
-int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *c, const rf_options *ro, mlprof__sb *table,
-                mlprof__sb *svg, mlprof__sb *notes, size_t *placed)
+/* What all threads reach is at least what one reaches: a figure of all
+ * threads measured below one thread's (another program had a core) is
+ * raised to it. Returns how many were. */
+static int raise_to_one_thread(ce_ceilings *c)
 {
+    int raised = 0;
+    ce_point *lists[2] = {c->compute, c->levels};
+    size_t counts[2] = {c->ncompute, c->nlevels};
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; i < counts[l]; i++) {
+            ce_point *all = &lists[l][i];
+            if (all->threads == 1)
+                continue;
+            for (size_t k = 0; k < counts[l]; k++) {
+                const ce_point *one = &lists[l][k];
+                if (one->threads == 1 && strcmp(one->what, all->what) == 0 && one->s.max > all->s.max) {
+                    all->s.max = one->s.max;
+                    all->s.median = fmax(all->s.median, one->s.median);
+                    all->s.min = fmax(all->s.min, one->s.min);
+                    raised++;
+                }
+            }
+        }
+    return raised;
+}
+
+int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, const rf_options *ro,
+                mlprof__sb *table, mlprof__sb *svg, mlprof__sb *notes, size_t *placed)
+{
+    ce_ceilings eff = *measured, *c = &eff;
+    int raised = ro->one_thread ? 0 : raise_to_one_thread(c);
     an_group_row *rows;
     size_t n;
     *placed = 0;
@@ -673,6 +708,10 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *c, const rf
     for (size_t i = 0; i < n; i++)
         ops[i].share = !ops[i].why_not && time > 0 ? (double)rows[i].total_ns / time : 0;
     mlprof__sort(ops, n, sizeof *ops, by_time);
+    if (raised && notes)
+        mlprof__sb_printf(notes, "%d all-thread ceiling%s measured below the one-thread one (a loaded machine?): "
+                                 "raised to it (mlprof ceilings --refresh measures again)\n", raised,
+                          raised == 1 ? " was" : "s were");
     if (o->format == AN_JSON)
         format_json(table, t, c, ro, ops, n);
     else

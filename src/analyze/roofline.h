@@ -22,7 +22,9 @@ typedef struct rf_options {
  * bytes per call fit in (DRAM past the last cache); its compute roof the
  * peak of the precision its dtype argument names (fp32 when it names none,
  * and the table says so). table receives the table; svg (when not NULL) the
- * picture; notes the analyzer's notes. *placed receives how many were placed
+ * picture; notes the analyzer's notes, and a line when an all-thread
+ * ceiling measured below its one-thread one (a loaded machine) was raised to
+ * it. *placed receives how many were placed
  * (0: nothing to draw, svg is then left empty). Returns 0, or -1 (out of
  * memory). */
 int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *c, const rf_options *ro, mlprof__sb *table,
