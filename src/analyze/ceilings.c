@@ -29,6 +29,7 @@
 #include "json.h"
 
 #define CE_FORMAT "mlprof-ceilings-1"
+#define CE_MAX_THREADS 1048576 /* threads, repeats: a count read from a file stays an int */
 #define CE_ACC 12 /* accumulators: FMA latency 4-5 cycles times 2 ports, with room */
 
 /* Twelve named accumulators, each step written out: an array indexed in a
@@ -741,6 +742,8 @@ static int read_point(an_input *in, ce_point *p, mlprof__sb *key, mlprof__sb *st
                 return -1;
             if (!(v >= 0) || !isfinite(v))
                 return an_input_fail(in, "\"%s\" must not be negative", k);
+            if (k[0] == 't' && (!is_int || v < 1 || v > CE_MAX_THREADS))
+                return an_input_fail(in, "\"threads\" must be a count from 1 to %d", CE_MAX_THREADS);
             if (k[0] == 't')
                 p->threads = (int)v;
             else if (k[0] == 'b')
@@ -826,6 +829,8 @@ static int read_body(an_input *in, ce_ceilings *c, mlprof__sb *key, mlprof__sb *
                 return an_input_fail(in, "\"%s\" must be a positive number", name);
             if (an_json_number(in, &v, &iv, &is_int) != 0)
                 return -1;
+            if (!is_int || v < 1 || v > CE_MAX_THREADS)
+                return an_input_fail(in, "\"%s\" must be a count from 1 to %d", name, CE_MAX_THREADS);
             if (name[0] == 't')
                 c->threads = (int)v;
             else
@@ -855,6 +860,23 @@ static int read_body(an_input *in, ce_ceilings *c, mlprof__sb *key, mlprof__sb *
     return 0;
 }
 
+/* Reads the ceilings from an opened input, which it closes. */
+static int read_input(ce_ceilings *c, an_input *in, char *err, size_t len)
+{
+    mlprof__sb key, str;
+    mlprof__sb_init(&key);
+    mlprof__sb_init(&str);
+    int rc = read_body(in, c, &key, &str);
+    if (rc == 0 && an_json_peek(in) != -1)
+        rc = an_input_fail(in, "text after the ceilings object");
+    if (rc != 0)
+        snprintf(err, len, "%s", in->error[0] ? in->error : "cannot read the ceilings");
+    mlprof__sb_free(&key);
+    mlprof__sb_free(&str);
+    an_input_close(in);
+    return rc;
+}
+
 int ce_read(ce_ceilings *c, const char *path, char *err, size_t len)
 {
     memset(c, 0, sizeof *c);
@@ -863,18 +885,18 @@ int ce_read(ce_ceilings *c, const char *path, char *err, size_t len)
         snprintf(err, len, "%s", in.error);
         return -1;
     }
-    mlprof__sb key, str;
-    mlprof__sb_init(&key);
-    mlprof__sb_init(&str);
-    int rc = read_body(&in, c, &key, &str);
-    if (rc == 0 && an_json_peek(&in) != -1)
-        rc = an_input_fail(&in, "text after the ceilings object");
-    if (rc != 0)
-        snprintf(err, len, "%s", in.error[0] ? in.error : "cannot read the ceilings");
-    mlprof__sb_free(&key);
-    mlprof__sb_free(&str);
-    an_input_close(&in);
-    return rc;
+    return read_input(c, &in, err, len);
+}
+
+int ce_read_mem(ce_ceilings *c, const char *name, const void *data, size_t n, char *err, size_t len)
+{
+    memset(c, 0, sizeof *c);
+    an_input in;
+    if (an_input_open_mem(&in, name, data, n) != 0) {
+        snprintf(err, len, "%s", in.error);
+        return -1;
+    }
+    return read_input(c, &in, err, len);
 }
 
 static int make_dirs(char *path)

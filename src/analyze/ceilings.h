@@ -76,6 +76,8 @@ int ce_cache_path(const char *cpu, int threads, char *buf, size_t len);
  * file and the member on bad input). ce_read returns 0, or -1 with err set. */
 void ce_write_json(const ce_ceilings *c, mlprof__sb *out);
 int ce_read(ce_ceilings *c, const char *path, char *err, size_t len);
+/* The same from n bytes of memory read as the file called name. */
+int ce_read_mem(ce_ceilings *c, const char *name, const void *data, size_t n, char *err, size_t len);
 /* Writes the JSON to path (atomically; the folder is made). 0 or -1 + err. */
 int ce_save(const ce_ceilings *c, const char *path, char *err, size_t len);
 

@@ -1,5 +1,6 @@
 /*
- * fuzz_trace.c - the trace reader and every analysis on arbitrary bytes: no
+ * fuzz_trace.c - the trace reader and every analysis on arbitrary bytes (and
+ * the same bytes as a ceilings file, and the roofline against fixed ones): no
  * input may crash, hang, leak or read out of bounds. Built with libFuzzer
  * (clang -fsanitize=fuzzer) in the ASan suite, and with replay.c as a plain
  * program that runs the kept corpus in every suite.
@@ -11,6 +12,7 @@
 #include "../../src/analyze/dist_ranks.h"
 #include "../../src/analyze/gpu.h"
 #include "../../src/analyze/merge.h"
+#include "../../src/analyze/roofline.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -81,6 +83,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     an_dist_rank_free(&dr);
     an_dist_names_free(&names);
+    /* the bytes as a ceilings file; the roofline against them when they
+     * read, else against round figures, to a table, JSON and a picture */
+    ce_ceilings c;
+    if (ce_read_mem(&c, "fuzz-ceilings.json", data, size, err, sizeof err) != 0) {
+        memset(&c, 0, sizeof c);
+        c.threads = 2;
+        c.compute[c.ncompute++] = (ce_point){"fp32", 2, 0, 0, {1e11, 1.5e11, 2e11}};
+        c.compute[c.ncompute++] = (ce_point){"fp64", 1, 0, 0, {4e10, 5e10, 6e10}};
+        c.levels[c.nlevels++] = (ce_point){"L1", 2, 32768, 49152, {1e11, 2e11, 3e11}};
+        c.levels[c.nlevels++] = (ce_point){"DRAM", 2, 1 << 26, 0, {1e10, 1.1e10, 1.2e10}};
+    }
+    mlprof__sb svg;
+    mlprof__sb_init(&svg);
+    mlprof__sb_init(&notes);
+    rf_options ro = {0, "fuzz-ceilings.json"};
+    size_t placed;
+    an_options_default(&o);
+    for (int f = AN_TABLE; f <= AN_JSON; f++) {
+        o.format = f;
+        rf_roofline(&t, &o, &c, &ro, &out, &svg, &notes, &placed);
+        mlprof__sb_reset(&out);
+        mlprof__sb_reset(&svg);
+        ro.one_thread = 1;
+    }
+    mlprof__sb_free(&svg);
+    mlprof__sb_free(&notes);
     mlprof__sb_free(&out);
     an_trace_free(&t);
     return 0;
