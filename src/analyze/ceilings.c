@@ -229,8 +229,11 @@ static double now_s(void)
 }
 
 /* One measurement job run by n threads at once, `repeats` times: each
- * repeat starts on a barrier and ends on one, and the main thread times
- * the span between (so the slowest thread sets the rate). */
+ * repeat starts on a barrier and ends on one. Its time runs from the first
+ * thread's start to the last one's end, as the threads read the clock: the
+ * slowest thread sets the rate, and a main thread that is preempted between
+ * the barrier and its clock cannot shorten it (it did, on a loaded machine:
+ * rates 4x the median). */
 typedef struct job {
     int nthreads, repeats;
     pthread_barrier_t start, end;
@@ -253,6 +256,7 @@ typedef struct worker {
     job *j;
     int index;
     pthread_t th;
+    double t0[64], t1[64]; /* each repeat's start and end, on this thread */
 } worker;
 
 static void *worker_main(void *arg)
@@ -293,10 +297,12 @@ static void *worker_main(void *arg)
     double sink = 0;
     for (int r = 0; r < j->repeats; r++) {
         pthread_barrier_wait(&j->start);
+        w->t0[r] = now_s();
         if (j->fma)
             sink += j->fma(j->iters);
         else if (a && b && c)
             j->triad(a, b, c, j->n, j->passes);
+        w->t1[r] = now_s();
         pthread_barrier_wait(&j->end);
     }
     if (a && b && c)
@@ -356,13 +362,19 @@ static int job_run(job *j, double *secs)
     if (rc == 0) {
         for (int r = 0; r < j->repeats; r++) {
             pthread_barrier_wait(&j->start);
-            double t0 = now_s();
             pthread_barrier_wait(&j->end);
-            secs[r] = now_s() - t0;
         }
     }
     for (int k = 0; k < started; k++)
         pthread_join(w[k].th, NULL);
+    for (int r = 0; rc == 0 && r < j->repeats; r++) {
+        double first = w[0].t0[r], last = w[0].t1[r];
+        for (int k = 1; k < j->nthreads; k++) {
+            first = w[k].t0[r] < first ? w[k].t0[r] : first;
+            last = w[k].t1[r] > last ? w[k].t1[r] : last;
+        }
+        secs[r] = last - first;
+    }
     pthread_barrier_destroy(&j->start);
     pthread_barrier_destroy(&j->end);
     pthread_mutex_destroy(&j->gate_mu);
