@@ -147,6 +147,14 @@ for word in ("operator", "AI", "attained", "% of roof", "bound", "not placed (",
     check(word in p.stdout, f"the table has no \"{word}\":\n{p.stdout}")
 for name in with_both:
     check(any(line.startswith(name + " ") for line in p.stdout.splitlines()), f"no table row for {name}")
+check("measured at load" not in p.stderr, f"no load note for ceilings without a load: {p.stderr}")
+
+# ---- ceilings measured on a busy machine: said, since they may be low
+busy_path = os.path.join(out, "busy.json")
+with open(busy_path, "w") as f:
+    json.dump(dict(fixed, load=3.5), f)
+p = mlprof("roofline", trace, "--ceilings", busy_path, "-o", os.path.join(out, "busy.svg"))
+check("measured at load 3.5 on 2 CPUs" in p.stderr, f"no note of the load the ceilings were measured at: {p.stderr}")
 
 # ---- grouped as analyze groups: --aggregate-by the same keys
 for by in ("type", "name,thread"):

@@ -588,6 +588,8 @@ int ce_measure(ce_ceilings *c, const ce_options *o, char *err, size_t len)
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(c->when, sizeof c->when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    double load[1];
+    c->load = getloadavg(load, 1) == 1 ? load[0] : -1;
     if (o->repeats < 1 || o->repeats > 63) {
         snprintf(err, len, "repeats: %d is outside 1 to 63", o->repeats);
         return -1;
@@ -704,6 +706,8 @@ void ce_write_json(const ce_ceilings *c, mlprof__sb *out)
     mlprof__sb_json_str(out, c->cpu, strlen(c->cpu));
     mlprof__sb_printf(out, ",\"threads\":%d,\"isa\":\"%s\",\"measured\":\"%s\",\"repeats\":%d,\"pinned\":%s",
                       c->threads, c->isa, c->when, c->repeats, c->pinned ? "true" : "false");
+    if (c->load >= 0)
+        mlprof__sb_printf(out, ",\"load\":%.2f", c->load);
     mlprof__sb_puts(out, ",\"note\":");
     mlprof__sb_json_str(out, c->note, strlen(c->note));
     mlprof__sb_puts(out, ",\n\"units\":{\"compute\":\"FLOP/s\",\"levels\":\"bytes/s\",\"curve\":\"bytes/s\"}");
@@ -850,6 +854,16 @@ static int read_body(an_input *in, ce_ceilings *c, mlprof__sb *key, mlprof__sb *
         } else if (strcmp(k, "pinned") == 0) {
             c->pinned = an_json_peek(in) == 't';
             rc = an_json_skip(in, NULL);
+        } else if (strcmp(k, "load") == 0) {
+            double v;
+            int64_t iv;
+            int is_int;
+            int ch = an_json_peek(in);
+            if (!(ch >= '0' && ch <= '9'))
+                return an_input_fail(in, "\"load\" must be a number from 0");
+            if (an_json_number(in, &v, &iv, &is_int) != 0)
+                return -1;
+            c->load = v;
         } else {
             rc = an_json_skip(in, NULL);
         }
@@ -1003,12 +1017,21 @@ static void put_stat_row(mlprof__sb *out, const ce_stat *s, const char *unit)
     mlprof__sb_printf(out, "  %5.1f%%\n", spread);
 }
 
+void ce_load_note(const ce_ceilings *c, mlprof__sb *out)
+{
+    if (c->load > 0.5 * c->threads)
+        mlprof__sb_printf(out, "note: measured at load %.1f on %d CPU%s: other work shared the machine and the rates "
+                               "may be low (mlprof ceilings --refresh on a quiet machine measures again)\n",
+                          c->load, c->threads, c->threads == 1 ? "" : "s");
+}
+
 void ce_print(const ce_ceilings *c, mlprof__sb *out)
 {
     mlprof__sb_printf(out, "%s, %d thread%s (%s), %s kernels, measured %s, %d times each\n", c->cpu, c->threads,
                       c->threads == 1 ? "" : "s", c->pinned ? "pinned" : "not pinned", c->isa, c->when, c->repeats);
     if (c->note[0])
         mlprof__sb_printf(out, "note: %s\n", c->note);
+    ce_load_note(c, out);
     mlprof__sb_puts(out, "\npeak (FMA, an FMA is 2 FLOPs)  threads          min         median            max"
                          "  spread\n");
     for (size_t i = 0; i < c->ncompute; i++) {

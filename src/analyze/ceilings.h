@@ -41,6 +41,7 @@ typedef struct ce_ceilings {
     int repeats;    /* measurements per rate */
     int pinned;     /* 1 when the threads could be pinned to their CPUs */
     char note[256]; /* what the measurement could not do as asked, or "" */
+    double load;    /* the 1-minute load average when measured, -1 unknown: other work lowers the rates */
     ce_point compute[CE_MAX_COMPUTE];
     size_t ncompute;
     ce_point levels[CE_MAX_LEVELS]; /* each level with 1 thread and all threads */
@@ -58,6 +59,10 @@ typedef struct ce_options {
 } ce_options;
 
 void ce_options_default(ce_options *o);
+
+/* A note (into out, with a newline) when c was measured on a busy machine:
+ * a load average above half its threads. Nothing otherwise. */
+void ce_load_note(const ce_ceilings *c, mlprof__sb *out);
 
 /* This machine's CPU model and the number of CPUs this process may use. */
 void ce_machine(char *cpu, size_t len, int *threads);

@@ -708,6 +708,8 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
     for (size_t i = 0; i < n; i++)
         ops[i].share = !ops[i].why_not && time > 0 ? (double)rows[i].total_ns / time : 0;
     mlprof__sort(ops, n, sizeof *ops, by_time);
+    if (notes)
+        ce_load_note(c, notes);
     if (raised && notes)
         mlprof__sb_printf(notes, "%d all-thread ceiling%s measured below the one-thread one (a loaded machine?): "
                                  "raised to it (mlprof ceilings --refresh measures again)\n", raised,
