@@ -220,3 +220,16 @@ int cudaEventDestroy(void *event)
     free(event);
     return 0;
 }
+
+/* --------------------------------------------- cuDNN's workspace query */
+/* A size the test can predict: 1 KiB per image of x per algorithm number
+ * plus one (the op profiler's cudnn_workspace). */
+int cudnnGetConvolutionForwardWorkspaceSize(void *h, const fake_desc *xd, const fake_desc *wd, const fake_desc *cd,
+                                            const fake_desc *yd, int algo, size_t *size)
+{
+    (void)h, (void)wd, (void)cd, (void)yd;
+    if (algo < 0)
+        return 3; /* CUDNN_STATUS_BAD_PARAM */
+    *size = (size_t)xd->dims[0] * 1024 * (size_t)(algo + 1);
+    return 0;
+}

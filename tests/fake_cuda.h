@@ -54,6 +54,8 @@ int cudaEventDestroy(void *event);
 /* the fake's own: work "on the GPU" takes ms more before the next event completes */
 void fake_cuda_gpu_busy(double ms);
 int fake_cuda_events_alive(void);
+int cudnnGetConvolutionForwardWorkspaceSize(void *h, const fake_desc *xd, const fake_desc *wd, const fake_desc *cd,
+                                            const fake_desc *yd, int algo, size_t *size);
 int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *a, int lda,
                    const float *b, int ldb, const float *beta, float *c, int ldc);
 int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *a, int at, int lda,

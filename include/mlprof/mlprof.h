@@ -610,6 +610,115 @@ MLPROF_API mlprof_gpu_region *mlprof_gpu_region_begin_with(const char *name, voi
  * MLPROF_EIO (CUDA refused the event; the region is dropped). */
 MLPROF_API int mlprof_gpu_region_end(mlprof_gpu_region *region);
 
+/* ---------------------------------------------------------- the op profiler */
+
+/*
+ * One operator measured in isolation (RAF's op profiler): mlprof_op_profile
+ * runs a call on its inputs, warms it up for warmup_ms, then times repeats
+ * until the measurement is stable (the interquartile range of the repeats,
+ * divided by their median, at most `stability`, once min_repeats are in) or
+ * max_repeats or budget_ms is reached (budget_ms stops it even below
+ * min_repeats, after one repeat at least). Each repeat runs the call `inner`
+ * times back to back, inner chosen after the warm-up so that a repeat lasts
+ * at least min_repeat_us and a thousand times the clock's resolution and
+ * the cost of reading it; a repeat's time divided by inner is one sample.
+ *
+ * setup and teardown, when given, run before and after each repeat (and
+ * around the warm-up and the workspace run), untimed: fresh inputs, or a
+ * state to restore. cold_cache writes over a buffer twice the size of the
+ * last-level cache (from sysfs) before each repeat, and makes inner 1, so
+ * that every timed call starts with the caches holding none of its data.
+ *
+ * GPU mode (gpu != 0): each repeat is timed with two CUDA events recorded on
+ * stream (NULL: the default stream) around the calls, the time the device
+ * took; the process's own CUDA runtime is used (MLPROF_EUNSUPPORTED without
+ * one). With a cuDNN handle and the four descriptors of a forward
+ * convolution, cudnn_workspace is what cudnnGetConvolutionForwardWorkspaceSize
+ * asks for with cudnn_algo (-1 when not asked or refused).
+ *
+ * The workspace: one more call, untimed, after the warm-up, while the memory
+ * profiler accounts the memory of workspace_device: the highest memory used
+ * during the call, less what was in use before it or after it, whichever is
+ * more (the inputs, and the outputs it leaves), is what the call needed
+ * beyond them. The memory profiler sees mlprof_mem_alloc/free, and, under
+ * `mlprof run` (the preload library with the malloc hook), every malloc;
+ * workspace_from says which (MLPROF_OP_WS_*). It records only while running
+ * with profile_memory on: otherwise workspace is -1. Every thread's memory
+ * counts (what other threads allocate meanwhile too); one workspace run at a
+ * time in the process (others wait).
+ *
+ * key, when not NULL or "", names the call in the cache (op name, shapes,
+ * dtypes, device, options: what makes two calls the same is the caller's to
+ * say): a key seen before returns the result kept, with `cached` set,
+ * without running anything. Thread-safe; the call itself may run on several
+ * threads at once if they profile at the same time.
+ *
+ * The call returns 0; anything else stops the profile with MLPROF_EIO (the
+ * call's number in mlprof_last_error). Errors: MLPROF_EINVAL (no call, bad
+ * options), MLPROF_EUNSUPPORTED (GPU mode without CUDA), MLPROF_ENOMEM.
+ */
+typedef struct mlprof_op_call {
+    int (*fn)(void *user);                 /* one call of the op */
+    /* instead of fn: n calls in a row, for a caller whose loop is cheaper in
+     * its own language (Python); n is at least 1 */
+    int (*fn_n)(void *user, uint64_t n);
+    int (*setup)(void *user);    /* before each repeat, untimed; may be NULL */
+    int (*teardown)(void *user); /* after each repeat, untimed; may be NULL */
+    void *user;
+} mlprof_op_call;
+
+typedef struct mlprof_op_options {
+    double warmup_ms;     /* 10 */
+    uint32_t min_repeats; /* 10 */
+    uint32_t max_repeats; /* 1000 (at most 100000) */
+    double budget_ms;     /* 2000 */
+    double stability;     /* 0.05: IQR / median at most this is stable */
+    double min_repeat_us; /* 100: a repeat lasts at least this */
+    double confidence;    /* 0.95: level of the median's confidence interval */
+    int cold_cache;       /* 0 */
+    uint64_t flush_bytes; /* 0: twice the last-level cache (sysfs; 64 MiB if unknown) */
+    int workspace;        /* 1: measure the workspace */
+    int workspace_device; /* MLPROF_DEVICE_CPU */
+    int gpu;              /* 0: host clock; 1: CUDA events on stream */
+    void *stream;
+    void *cudnn_handle, *cudnn_x, *cudnn_w, *cudnn_conv, *cudnn_y; /* cudnnConvolutionForward's */
+    int cudnn_algo;
+} mlprof_op_options;
+
+/* Where the workspace figure came from. */
+#define MLPROF_OP_WS_MEMPROF 1u /* the memory profiler was recording (mlprof_mem_*) */
+#define MLPROF_OP_WS_MALLOC 2u  /* ... and the malloc interposer of mlprof run was on */
+
+typedef struct mlprof_op_result {
+    double median_us, min_us, max_us, mean_us; /* per call */
+    double q1_us, q3_us, iqr_us;
+    double ci_low_us, ci_high_us; /* confidence interval of the median, from order statistics */
+    double ci_level;              /* its coverage (binomial, exact; 0 with too few repeats) */
+    uint32_t repeats;
+    uint64_t inner;    /* calls per repeat */
+    int stable;        /* iqr_us / median_us <= stability */
+    int cached;        /* returned from the cache, nothing run */
+    int64_t workspace; /* bytes; -1 not measured */
+    unsigned workspace_from;  /* MLPROF_OP_WS_* */
+    int64_t cudnn_workspace;  /* bytes; -1 not asked */
+} mlprof_op_result;
+
+/* The defaults above. */
+MLPROF_API void mlprof_op_options_init(mlprof_op_options *opt);
+/* Profiles call (opt NULL: the defaults) into *res. */
+MLPROF_API int mlprof_op_profile(const char *key, const mlprof_op_call *call, const mlprof_op_options *opt,
+                                 mlprof_op_result *res);
+/* The statistics alone, from samples (microseconds each, n >= 1, left
+ * unsorted): what mlprof_op_profile fills except repeats, inner, cached and
+ * the workspace, with the interval at `confidence`. For callers that time
+ * themselves. MLPROF_EINVAL for n 0 or NULL pointers. */
+MLPROF_API int mlprof_op_stats(const double *samples_us, uint32_t n, double confidence, double stability,
+                               mlprof_op_result *res);
+/* Empties the cache, and how many results it holds (RAF's ResetCache and
+ * GetCacheSize). */
+MLPROF_API void mlprof_op_cache_reset(void);
+MLPROF_API size_t mlprof_op_cache_size(void);
+
 /* ---------------------------------------------------------- threads, process */
 
 /* Names the calling thread (up to 63 bytes) and the process in the trace. */

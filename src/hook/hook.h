@@ -59,6 +59,10 @@ void *mlprof__hook_real_cached(void **slot, const char *name, int required);
 
 /* Per-file set-up, run by the preload library's constructor. */
 void mlprof__hook_malloc_init(void);
+/* Set by mlprof__hook_malloc_init: this copy of the library stands in front of
+ * malloc, so the memory profiler sees every allocation while the malloc hook
+ * is on (the op profiler says so about its workspace). */
+extern int mlprof__malloc_interposed;
 void mlprof__hook_blas_init(void);
 void mlprof__hook_dnnl_init(void);
 void mlprof__hook_cuda_init(void);

@@ -94,6 +94,7 @@ void mlprof__hook_malloc_init(void)
 {
     resolve();
     mlprof_set_allocator(own_malloc, own_realloc, own_free);
+    __atomic_store_n(&mlprof__malloc_interposed, 1, __ATOMIC_RELEASE);
 }
 
 /* ------------------------------------------------------ recording */

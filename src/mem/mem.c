@@ -564,6 +564,8 @@ static void apply_one(const mem_op *o, mlprof__produced *out)
     mem_trace_op *t = trace_slot(d);
     if (t)
         *t = (mem_trace_op){o->ns, bytes, d->used, d->allocated, o->scope, o->opname, tag, o->kind};
+    if (M->win_open && d->used > d->win_peak)
+        d->win_peak = d->used;
     if (d->used > d->peak_used) {
         d->peak_used = d->used;
         d->peak_seq = seq;
@@ -760,6 +762,32 @@ void mlprof__mem_reset(void)
     }
     M->late = M->history_dropped = 0;
     M->warned_problems = M->warned_late = M->warned_dropped = 0;
+}
+
+void mlprof__mem_window_open(void)
+{
+    mem_state *M = &mlprof__mem;
+    for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
+        if (M->devs[i])
+            M->devs[i]->win_peak = M->devs[i]->used;
+    }
+    M->win_open = 1; /* a device first seen in the window starts at 0, its win_peak too */
+}
+
+void mlprof__mem_window_close(int device, uint64_t *used, uint64_t *peak)
+{
+    mem_state *M = &mlprof__mem;
+    M->win_open = 0;
+    const mem_device *d = device >= 0 && device <= MLPROF_DEVICE_MAX ? M->devs[device] : NULL;
+    *used = d ? d->used : 0;
+    *peak = d ? d->win_peak : 0;
+}
+
+int mlprof__mem_used(int device, uint64_t *used)
+{
+    const mem_device *d = device >= 0 && device <= MLPROF_DEVICE_MAX ? mlprof__mem.devs[device] : NULL;
+    *used = d ? d->used : 0;
+    return d != NULL;
 }
 
 int mlprof__mem_info(int device, mlprof_mem_info *info, size_t size)

@@ -51,6 +51,15 @@ void mlprof__mem_warn(void);
  * blocks are forgotten, live ones kept (so that their frees still match). */
 void mlprof__mem_reset(void);
 int mlprof__mem_info(int device, mlprof_mem_info *info, size_t size);
+/* The op profiler's workspace window (src/record/op_profile.c): open starts
+ * every device's window peak at its memory used now; while open, accounting
+ * raises it with used; close ends it and gives one device's used and window
+ * peak (0 and 0 for a device never seen). Opened right after a drain, closed
+ * right after another, so that it covers what was recorded between them. */
+void mlprof__mem_window_open(void);
+void mlprof__mem_window_close(int device, uint64_t *used, uint64_t *peak);
+/* The device's memory used now (0 for a device never seen; returns whether seen). */
+int mlprof__mem_used(int device, uint64_t *used);
 /* The device's memory trace as text (mlprof_mem_trace's format) into out.
  * MLPROF_EINVAL for a bad device. */
 int mlprof__mem_trace_text(int device, mlprof__sb *out);

@@ -56,6 +56,7 @@ typedef struct mem_device {
     char series_alloc[64];
     uint64_t used, allocated, reserved, direct;
     uint64_t peak_used, peak_allocated;
+    uint64_t win_peak;           /* highest used since mlprof__mem_window_open */
     uint64_t peak_seq;           /* operation number of the peak of used */
     uint64_t peak_ns, peak_alloc_ns;
     pid_t peak_tid;              /* the thread whose operation made the peak of used */
@@ -100,6 +101,7 @@ typedef struct mem_state {
     uint64_t seq;      /* operations accounted */
     uint64_t last_ns;  /* time of the last operation accounted */
     uint64_t late;     /* operations that came after later ones were accounted */
+    int win_open;      /* the op profiler's workspace window is open */
     uint64_t history_dropped;
     uint64_t warned_problems, warned_late, warned_dropped;
     mlprof__map names; /* interned tags and op names */
