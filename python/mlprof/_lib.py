@@ -21,6 +21,34 @@ class OpCost(ctypes.Structure):
     _fields_ = [("flops", c_int64), ("bytes", c_int64)]
 
 
+# mlprof_op_call's functions: int (*)(void *user) and int (*)(void *user, uint64_t n)
+OP_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
+OP_FN_N = ctypes.CFUNCTYPE(c_int, c_void_p, c_uint64)
+
+
+class OpCall(ctypes.Structure):
+    """mlprof_op_call."""
+    _fields_ = [("fn", OP_FN), ("fn_n", OP_FN_N), ("setup", OP_FN), ("teardown", OP_FN), ("user", c_void_p)]
+
+
+class OpOptions(ctypes.Structure):
+    """mlprof_op_options, field for field."""
+    _fields_ = [("warmup_ms", c_double), ("min_repeats", ctypes.c_uint32), ("max_repeats", ctypes.c_uint32),
+                ("budget_ms", c_double), ("stability", c_double), ("min_repeat_us", c_double),
+                ("confidence", c_double), ("cold_cache", c_int), ("flush_bytes", c_uint64), ("workspace", c_int),
+                ("workspace_device", c_int), ("gpu", c_int), ("stream", c_void_p), ("cudnn_handle", c_void_p),
+                ("cudnn_x", c_void_p), ("cudnn_w", c_void_p), ("cudnn_conv", c_void_p), ("cudnn_y", c_void_p),
+                ("cudnn_algo", c_int)]
+
+
+class OpResult(ctypes.Structure):
+    """mlprof_op_result, field for field."""
+    _fields_ = [(name, c_double) for name in (
+        "median_us", "min_us", "max_us", "mean_us", "q1_us", "q3_us", "iqr_us", "ci_low_us", "ci_high_us",
+        "ci_level")] + [("repeats", ctypes.c_uint32), ("inner", c_uint64), ("stable", c_int), ("cached", c_int),
+                        ("workspace", c_int64), ("workspace_from", c_uint), ("cudnn_workspace", c_int64)]
+
+
 # name: (restype, argtypes); pointers to handles are opaque void pointers
 PROTOTYPES = {
     "mlprof_version": (c_uint, []),
@@ -99,6 +127,13 @@ PROTOTYPES = {
     "mlprof_opcost_conv": (c_int, [c_int, c_int, ctypes.POINTER(c_int64), ctypes.POINTER(c_int64),
                                    ctypes.POINTER(c_int64), c_int64, c_int, ctypes.POINTER(OpCost)]),
     "mlprof_opcost_type_size": (c_int, [c_char_p]),
+    "mlprof_op_options_init": (None, [ctypes.POINTER(OpOptions)]),
+    "mlprof_op_profile": (c_int, [c_char_p, ctypes.POINTER(OpCall), ctypes.POINTER(OpOptions),
+                                  ctypes.POINTER(OpResult)]),
+    "mlprof_op_stats": (c_int, [ctypes.POINTER(c_double), ctypes.c_uint32, c_double, c_double,
+                                ctypes.POINTER(OpResult)]),
+    "mlprof_op_cache_reset": (None, []),
+    "mlprof_op_cache_size": (c_size_t, []),
 }
 
 # mlprof_trace_ready_fn: void (*)(const char *trace_path, int cycle, void *user)

@@ -295,3 +295,80 @@ def trace(model=None, name="model", memory=None, step_on=None, distributed=None)
             modules.remove()
         if steps:
             steps.remove()
+
+
+def _call_workspace(fn, args, device):
+    """Bytes that one fn(*args) allocated beyond its inputs and outputs at
+    its peak, from torch's own bookkeeping: on CUDA the caching allocator's
+    peak statistics, on the CPU the allocation events of torch's profiler
+    (profile_memory), added up in time order. None where neither says."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        out = fn(*args)
+        torch.cuda.synchronize(device)
+        peak, after = torch.cuda.max_memory_allocated(device), torch.cuda.memory_allocated(device)
+        del out
+        return max(0, peak - max(before, after))
+    if device.type != "cpu":
+        return None
+    with torch.autograd.profiler.profile(profile_memory=True) as prof:
+        out = fn(*args)
+    del out
+    try:  # one "[memory]" event per allocation (+bytes) and free (-bytes)
+        events = [e for e in prof.kineto_results.events()
+                  if e.name() == "[memory]" and str(e.device_type()).endswith("CPU")]
+    except AttributeError:  # a torch without kineto's results
+        return None
+    live = peak = 0
+    for e in sorted(events, key=lambda e: e.start_us()):  # stable: same-microsecond events keep their order
+        live += e.nbytes()
+        peak = max(peak, live)
+    return max(0, peak - max(0, live))
+
+
+def profile_op(fn, *args, key=None, **options):
+    """mlprof.op.profile for a torch function on tensors, e.g.
+    profile_op(torch.nn.functional.conv2d, x, w): the same dict. On CUDA the
+    repeats are timed with CUDA events on the current stream (or, where the
+    CUDA runtime cannot be reached from C, on the host around a synchronize);
+    workspace_size comes from mlprof's memory profiler when it records, and
+    otherwise from torch's allocator (see _call_workspace). key=True makes a
+    key of the function's name, the tensors' shapes, dtypes and device, and
+    the options."""
+    from . import op as _op
+    tensors = list(_tensors(args))
+    device = tensors[0].device if tensors else torch.device("cpu")
+    if key is True:
+        name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+        parts = [f"{tuple(t.shape)}:{str(t.dtype).replace('torch.', '')}" for t in tensors]
+        key = f"{getattr(fn, '__module__', '')}.{name}({','.join(parts)});{device};{sorted(options.items())}"
+    if device.type == "cuda":
+        options.setdefault("gpu", True)
+        options.setdefault("stream", torch.cuda.current_stream(device).cuda_stream)
+        options.setdefault("workspace_device", f"cuda:{device.index or 0}")
+    with torch.no_grad():
+        try:
+            res = _op.profile(fn, *args, key=key, **options)
+        except _op.MlprofError as e:
+            if not (options.get("gpu") and e.name == "MLPROF_EUNSUPPORTED"):
+                raise
+            # no runtime reachable from C: host time, each repeat waited for
+            sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
+            host = dict(options, gpu=False, stream=None)
+            res = _op.profile(fn, *args, key=key, setup=sync, sync=sync, **host)
+        if res["workspace_size"] is None and options.get("workspace", True):
+            if res["cached"] and key in _TORCH_WORKSPACE:
+                res["workspace_size"] = _TORCH_WORKSPACE[key]
+            else:
+                res["workspace_size"] = _call_workspace(fn, args, device)
+                if key:
+                    _TORCH_WORKSPACE[key] = res["workspace_size"]
+            res["workspace_from"] = ["torch"] if res["workspace_size"] is not None else []
+    return res
+
+
+# key -> the workspace measured through torch, for cache hits (the C cache
+# keeps what the memory profiler saw, here nothing)
+_TORCH_WORKSPACE = {}
