@@ -105,12 +105,16 @@ static double quantile(const double *x, uint32_t n, double p)
  * samples for that (n <= 5 at 95%), the range, with its smaller coverage. */
 static void median_ci(const double *x, uint32_t n, double level, mlprof_op_result *r)
 {
-    double lnorm = lgamma((double)n + 1) - (double)n * log(2.0);
+    /* log P(B = j), from j = 0 up in logs (2^-n underflows past n = 1074);
+     * no lgamma, whose sign goes to a global (signgam) that threads share */
+    double lpmf = -(double)n * log(2.0);
     double cdf = 0; /* P(B <= j) */
     uint32_t best = UINT32_MAX;
     double best_cover = 0;
     for (uint32_t j = 0; 2 * j + 1 < n || (n == 1 && j == 0); j++) {
-        cdf += exp(lnorm - lgamma((double)j + 1) - lgamma((double)(n - j) + 1));
+        if (j > 0)
+            lpmf += log((double)(n - j + 1)) - log((double)j);
+        cdf += exp(lpmf);
         double cover = 1 - 2 * cdf;
         if (cover < level)
             break;
@@ -452,6 +456,19 @@ static int warm_and_calibrate(runner *r, uint64_t *inner)
  * no workspace for the inner one (it would wait for itself). */
 static pthread_mutex_t g_ws_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int t_in_window;
+static pthread_mutex_t g_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+
+/* A thread of the parent's may have held either lock at a fork (the
+ * workspace lock around a whole call): the child's are free. A window left
+ * open then only keeps raising a peak that the next open starts again. */
+static void op_after_fork(void)
+{
+    pthread_mutex_init(&g_ws_lock, NULL);
+    pthread_mutex_init(&g_cache_lock, NULL);
+    t_in_window = 0;
+}
+static void op_fork_setup(void) { pthread_atfork(NULL, NULL, op_after_fork); }
 
 static int measure_workspace(runner *r, mlprof_op_result *res)
 {
@@ -506,7 +523,6 @@ static void cudnn_workspace(const mlprof_op_options *o, mlprof_op_result *res)
 
 /* ---------------------------------------------------------------- cache */
 
-static pthread_mutex_t g_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static mlprof__map g_cache; /* key -> mlprof_op_result (ours) */
 
 static int cache_get(const char *key, mlprof_op_result *res)
@@ -541,6 +557,7 @@ static void cache_put(const char *key, const mlprof_op_result *res)
 
 void mlprof_op_cache_reset(void)
 {
+    pthread_once(&g_fork_once, op_fork_setup);
     pthread_mutex_lock(&g_cache_lock);
     for (size_t i = 0; i < g_cache.cap; i++) {
         if (g_cache.slots[i].key)
@@ -606,6 +623,7 @@ int mlprof_op_profile(const char *key, const mlprof_op_call *call, const mlprof_
                       mlprof_op_result *res)
 {
     mlprof__ensure_init();
+    pthread_once(&g_fork_once, op_fork_setup);
     if (!call || (!call->fn && !call->fn_n) || !res)
         return mlprof__fail(MLPROF_EINVAL, "mlprof_op_profile: no call (fn or fn_n) or no result");
     mlprof_op_options defaults;
