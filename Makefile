@@ -34,6 +34,7 @@ bench: build
 	@$(BUILD)/bench_write && $(BUILD)/bench_write --args 0 --formats json
 	@python3 bench/bench_run.py $(BUILD)/mlprof
 	@/usr/bin/python3 bench/bench_torch.py
+	@/usr/bin/python3 bench/bench_op.py
 	@python3 bench/bench_analyze.py $(BUILD)/mlprof --mb $(BENCH_MB)
 	@python3 bench/bench_ranks.py $(BUILD)/mlprof --mb $$(( $(BENCH_MB) * 2 ))
 	@python3 bench/bench_merge.py $(BUILD)/mlprof
