@@ -330,13 +330,15 @@ def _call_workspace(fn, args, device):
 
 def profile_op(fn, *args, key=None, **options):
     """mlprof.op.profile for a torch function on tensors, e.g.
-    profile_op(torch.nn.functional.conv2d, x, w): the same dict. On CUDA the
-    repeats are timed with CUDA events on the current stream (or, where the
-    CUDA runtime cannot be reached from C, on the host around a synchronize);
-    workspace_size comes from mlprof's memory profiler when it records, and
-    otherwise from torch's allocator (see _call_workspace). key=True makes a
-    key of the function's name, the tensors' shapes, dtypes and device, and
-    the options."""
+    profile_op(torch.nn.functional.conv2d, x, w): the same dict, run under
+    torch.no_grad() (an operator, not a training step). On CUDA the repeats
+    are timed with CUDA events on the current stream (or, where the CUDA
+    runtime cannot be reached from C, on the host around a synchronize).
+    workspace_size: on the CPU under `mlprof run` with the malloc hook and
+    profile_memory, what mlprof's memory profiler saw (every heap allocation,
+    torch's object headers included); otherwise torch's own figures (see
+    _call_workspace). key=True makes a key of the function's name, the
+    tensors' shapes, dtypes and device, and the options."""
     from . import op as _op
     tensors = list(_tensors(args))
     device = tensors[0].device if tensors else torch.device("cpu")
@@ -358,9 +360,13 @@ def profile_op(fn, *args, key=None, **options):
             sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
             host = dict(options, gpu=False, stream=None)
             res = _op.profile(fn, *args, key=key, setup=sync, sync=sync, **host)
-        if res["workspace_size"] is None and options.get("workspace", True):
-            if res["cached"] and key in _TORCH_WORKSPACE:
-                res["workspace_size"] = _TORCH_WORKSPACE[key]
+        # mlprof's memory profiler sees torch's CPU allocations only through the
+        # malloc hook of `mlprof run` (c10 calls posix_memalign), and never the
+        # blocks of the CUDA caching allocator: torch's own figures otherwise
+        seen = device.type == "cpu" and "malloc" in res["workspace_from"]
+        if not seen and options.get("workspace", True):
+            if res["cached"]:  # a hit runs nothing
+                res["workspace_size"] = _TORCH_WORKSPACE.get(key, res["workspace_size"])
             else:
                 res["workspace_size"] = _call_workspace(fn, args, device)
                 if key:
