@@ -152,3 +152,40 @@ def test_agrees_with_blocked_autorange(name):
         pytest.skip(f"{name}: the machine is too noisy for a 5% comparison (torch's own rounds spread "
                     f"{min(s for _, s in tries):.0%} or more)")
     pytest.fail(f"{name}: ratios {[round(r, 4) for r, _ in tries]} are not within 5% of blocked_autorange")
+
+
+PRELOAD_SCRIPT = r"""
+import ctypes, sys
+import mlprof, mlprof.op, mlprof.torch, torch
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+mlprof.set_state("run")
+r = mlprof.op.profile(lambda: libc.free(libc.malloc(777777)), warmup_ms=1, max_repeats=20)
+t = mlprof.torch.profile_op(lambda a: (a * a).sum(), torch.randn(1000, 250), warmup_ms=1, max_repeats=20)
+mlprof.set_state("stop")
+print("RESULT", r["workspace_size"], ",".join(r["workspace_from"]), t["workspace_size"],
+      ",".join(t["workspace_from"]))
+"""
+
+
+def test_workspace_malloc_hook(tmp_path):
+    """Under the preload library of `mlprof run` with the malloc hook, a
+    plain malloc in the call is seen: exact for a malloc through ctypes, and
+    torch's temporary (with the few hundred bytes of torch's own objects)."""
+    lib = os.environ.get("LIBMLPROF_PATH") or mlprof._lib.lib.path
+    preload = os.path.join(os.path.dirname(os.path.abspath(lib)), "libmlprof_preload.so")
+    if not os.path.exists(preload):
+        pytest.skip(f"no preload library beside {lib}")
+    import subprocess
+    env = dict(os.environ, LD_PRELOAD=preload, MLPROF_HOOKS="malloc", MLPROF_PROFILE_MEMORY="1",
+               MLPROF_FILENAME=str(tmp_path / "pre.json"),
+               PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "python"))
+    env.pop("LIBMLPROF_PATH", None)
+    out = subprocess.run([sys.executable, "-c", PRELOAD_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")][0].split()
+    assert line[1] == "777777" and line[2] == "memory_profiler,malloc", line
+    assert 1000000 <= int(line[3]) < 1000000 + 16384 and line[4] == "memory_profiler,malloc", line
