@@ -396,8 +396,41 @@ static void *profiler_thread(void *arg)
     return NULL;
 }
 
+/* Workspace runs from two threads while both also time repeats that
+ * allocate: one window at a time, and each sees at least its own scratch
+ * (the other thread's blocks may fall in it too). */
+static void *workspace_thread(void *arg)
+{
+    (void)arg;
+    ws_op w = {NULL, 0};
+    mlprof_op_call call = {.fn = with_scratch, .teardown = ws_teardown, .user = &w};
+    mlprof_op_options o = opts();
+    o.warmup_ms = 0;
+    o.min_repeats = 3;
+    o.max_repeats = 5;
+    for (int i = 0; i < 5; i++) {
+        mlprof_op_result r;
+        if (mlprof_op_profile(NULL, &call, &o, &r) != MLPROF_OK || r.workspace < (int64_t)SCRATCH ||
+            !(r.workspace_from & MLPROF_OP_WS_MEMPROF))
+            return (void *)1;
+    }
+    return NULL;
+}
+
 static void threads(void)
 {
+    CHECK_OK(mlprof_set_config("filename", tu_path("op_threads.json")));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    pthread_t ws[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&ws[i], NULL, workspace_thread, NULL);
+    for (int i = 0; i < 2; i++) {
+        void *rc;
+        pthread_join(ws[i], &rc);
+        CHECK(rc == NULL, "workspace thread %d failed", i);
+    }
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
+
     pthread_t t[3];
     for (int i = 0; i < 3; i++)
         pthread_create(&t[i], NULL, profiler_thread, (void *)(intptr_t)i);
