@@ -35,30 +35,43 @@ def ops():
 
 
 def main(rounds=5):
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.2f}")
-    print(f"{'op':32} {'mlprof us':>10} {'[95% CI]':>21} {'reps':>5} {'s':>5}   {'Timer us':>9} {'s':>5}"
-          f"  {'ratio':>6}  {'workspace':>10}")
+    import resource
+
+    def preempted():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.2f} on "
+          f"{os.cpu_count()} CPUs; medians of {rounds} interleaved rounds [lowest, highest round]; "
+          f"preempted: involuntary switches per timed repeat or block")
+    print(f"{'op':30} {'mlprof us':>9} {'[rounds]':>19} {'pre':>5} {'s':>5}  {'Timer us':>9} {'[rounds]':>19}"
+          f" {'pre':>5} {'s':>5}  {'ratio':>6} {'workspace':>9}")
     worst = 1.0
     for name, fn, args in ops():
         env = {"fn": fn, **{f"a{i}": a for i, a in enumerate(args)}}
         timer = Timer(f"fn({', '.join(f'a{i}' for i in range(len(args)))})", globals=env,
                       num_threads=torch.get_num_threads())
         ours, theirs, t_ours, t_theirs, last = [], [], 0.0, 0.0, None
+        pre_ours = pre_theirs = reps = blocks = 0
         for r in range(rounds):
-            t0 = time.perf_counter()
+            t0, p0 = time.perf_counter(), preempted()
             last = mlprof.torch.profile_op(fn, *args, budget_ms=500)
-            t1 = time.perf_counter()
-            theirs.append(timer.blocked_autorange(min_run_time=0.5).median * 1e6)
+            t1, p1 = time.perf_counter(), preempted()
+            m = timer.blocked_autorange(min_run_time=0.5)
             t_theirs += time.perf_counter() - t1
+            pre_theirs += preempted() - p1
+            pre_ours += p1 - p0
             t_ours += t1 - t0
+            reps += last["repeats"]
+            blocks += len(m.times)
             ours.append(last["median"])
+            theirs.append(m.median * 1e6)
         m_ours, m_theirs = statistics.median(ours), statistics.median(theirs)
         ratio = m_ours / m_theirs
         worst = max(worst, ratio, 1 / ratio)
-        lo, hi = last["ci"]
         ws = last["workspace_size"]
-        print(f"{name:32} {m_ours:10.2f} [{lo:9.2f},{hi:9.2f}] {last['repeats']:5} {t_ours / rounds:5.2f}"
-              f"   {m_theirs:9.2f} {t_theirs / rounds:5.2f}  {ratio:6.3f}  {ws if ws is not None else '-':>10}")
+        print(f"{name:30} {m_ours:9.2f} [{min(ours):8.2f},{max(ours):8.2f}] {pre_ours / reps:5.2f} {t_ours / rounds:5.2f}"
+              f"  {m_theirs:9.2f} [{min(theirs):8.2f},{max(theirs):8.2f}] {pre_theirs / blocks:5.2f}"
+              f" {t_theirs / rounds:5.2f}  {ratio:6.3f} {ws if ws is not None else '-':>9}")
 
     # warm against cold: a sum over 32 MiB, read once per call
     x = torch.randn(8 << 20)
