@@ -51,8 +51,7 @@ def traced(tmp_path):
     with profile() as p:
         run_model(model, x)
     # on the model's thread only: torch's profiler records every thread of
-    # the process, and under a heavy load it was seen counting an aten::sum
-    # that the run did not make (3 against the run's 2)
+    # the process
     events = [e for e in p.events() if e.name.startswith("aten::")]
     threads = {e.thread for e in events if e.name == "aten::convolution"}
     theirs = collections.Counter(e.name for e in events if e.thread in threads)
@@ -72,9 +71,13 @@ def test_operators_match_torch_profiler(traced):
     t, theirs = traced
     ours = collections.Counter(e["name"] for e in spans(t, "aten"))
     # the compute and the autograd operators, one for one
-    for name in ("aten::convolution", "aten::relu", "aten::addmm", "aten::t", "aten::mm", "aten::sum",
+    for name in ("aten::convolution", "aten::relu", "aten::addmm", "aten::t", "aten::mm",
                  "aten::threshold_backward", "aten::convolution_backward"):
         assert ours[name] == theirs.get(name), (name, ours[name], theirs.get(name))
+    # torch 1.13's own profiler (without Kineto) records loss.sum() twice in
+    # about one process in ten: an empty aten::sum beside the one holding its
+    # as_strided and fill_, both without a parent; the run makes two sums
+    assert ours["aten::sum"] == 2 and theirs.get("aten::sum") in (2, 3), (ours["aten::sum"], theirs.get("aten::sum"))
     # and nothing torch does not know (detach is below what its profiler records)
     assert all(name in theirs or name == "aten::detach" for name in ours), ours
 
