@@ -1,7 +1,8 @@
 /*
  * capture.c - `mlprof capture PID`: asks a running process that waits for
  * captures (on_demand=on, `mlprof run --on-demand`) to record for a while or
- * for a number of frames, waits for the trace and prints its path. The
+ * for a number of frames, waits for the trace and prints its path; with
+ * --flush, asks a flight recorder (mode=ring) to write its ring now. The
  * process's side is src/record/capture.c; they speak over its Unix socket,
  * RUNTIME_DIR/PID.sock, a few text lines each way. Only libc: this command
  * does not start the library in its own process.
@@ -28,7 +29,7 @@
 
 /* Exit statuses; the process sends back 1, 2, 5 and 6 with its errors. */
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_NO_PROCESS = 3, EXIT_NOT_WAITING = 4, EXIT_BUSY = 5,
-       EXIT_DENIED = 6 };
+       EXIT_DENIED = 6, EXIT_NO_RING = 7 };
 
 #define MAX_TARGETS 256
 
@@ -37,6 +38,7 @@ static void capture_usage(FILE *out)
     fprintf(out,
             "usage: mlprof capture PID [--duration T | --steps N | --frames NAME:N] [-o FILE]\n"
             "                          [--config K=V,...] [--tree]\n"
+            "       mlprof capture PID --flush [-o FILE] [--tree]\n"
             "\n"
             "Captures a running process that waits for it (started by 'mlprof run --on-demand',\n"
             "or with on_demand=on / MLPROF_ON_DEMAND=1): it records for T, for the next N\n"
@@ -46,7 +48,13 @@ static void capture_usage(FILE *out)
             "disabled costs. Each capture is a file of its own: the process's filename with\n"
             ".captureN before its extension (N counts the process's captures), or %%c in the\n"
             "filename replaced by N.\n"
+            "With --flush, a flight recorder (started by 'mlprof run --mode ring', or with\n"
+            "mode=ring) writes the events its ring holds now (the last ring_size bytes or\n"
+            "ring_seconds) and records on: its filename with .flushN (N counts its flushes\n"
+            "and its dump_signal dumps), or -o FILE. The next flush, the crash or the exit\n"
+            "writes what came after this one.\n"
             "\n"
+            "  --flush                write the ring of a process in ring mode, now\n"
             "  --duration T           how long: 5s (default), 500ms, 2m, or seconds (1.5)\n"
             "  --frames NAME:N        from the next begin of NAME to the end of its Nth pass\n"
             "                         (passes counted on the thread where the first began)\n"
@@ -56,14 +64,17 @@ static void capture_usage(FILE *out)
             "  --config K=V,...       configuration keys for this capture only, such as\n"
             "                         level=2,counters=cycles,instructions\n"
             "  --tree                 also the process's descendants that wait for captures\n"
-            "                         (with -o, FILE gets .%%p before its extension)\n"
+            "                         (with --flush: those in ring mode; with -o, FILE gets\n"
+            "                         .%%p before its extension)\n"
             "\n"
             "Only the process's own user may capture it. Exit status: 0 captured, 1 the\n"
             "capture failed (the process says why: its file could not be written...) or\n"
             "the process ended first, 2 a mistake on the command line (or a --config key\n"
             "the process refused), 3 no such process, 4 the process does not wait for\n"
-            "captures (no mlprof, on_demand off, or a stale socket), 5 a capture of it is\n"
-            "already running, 6 another user's process.\n");
+            "captures (no mlprof, on_demand off, or a stale socket; --flush: no ring mode\n"
+            "recording in it), 5 a capture of it is\n"
+            "already running, 6 another user's process, 7 (--flush) the process is not\n"
+            "in ring mode (it has no ring to write).\n");
 }
 
 static void capture_bad_usage(const char *fmt, const char *arg)
@@ -100,6 +111,7 @@ typedef struct target {
     int fd;
     int done, code;
     int send_errno; /* the request could not be sent (the answer may still say why) */
+    int skipped;    /* --tree --flush: not in ring mode, left out */
     char comm[64];
     char line[8192];
     size_t len;
@@ -196,6 +208,9 @@ static int say(const target *t, int code, const char *fmt, const char *a, const 
 
 /* Connects to the process's socket. Returns 0, or the exit status (said on
  * standard error unless quiet_if_not_waiting and the process does not wait). */
+static int g_flush;      /* --flush: the process's ring is asked for, not a capture */
+static int g_tree_flush; /* ... of a tree: processes not in ring mode are left out */
+
 static int connect_target(target *t, int quiet_if_not_waiting)
 {
     comm_of(t->pid, t->comm, sizeof t->comm);
@@ -219,6 +234,14 @@ static int connect_target(target *t, int quiet_if_not_waiting)
         if (strcmp(t->comm, "mlprof") == 0)
             return say(t, EXIT_NOT_WAITING, "is the mlprof command itself: give the pid of the program it runs "
                        "(mlprof run --on-demand prints it), or --tree%s%s", "", "");
+        if (g_flush && has_mlprof(t->pid))
+            return say(t, EXIT_NOT_WAITING,
+                       "has mlprof but no flight recorder to flush: it is not recording in ring mode (start it "
+                       "with 'mlprof run --mode ring' or mode=ring)%s%s", kids, "");
+        if (g_flush)
+            return say(t, EXIT_NOT_WAITING,
+                       "is not profiled by mlprof (no libmlprof in it): start it with 'mlprof run --mode ring -- "
+                       "CMD'%s%s", kids, "");
         if (has_mlprof(t->pid))
             return say(t, EXIT_NOT_WAITING,
                        "has mlprof but does not wait for captures: start it with on_demand=on "
@@ -308,6 +331,11 @@ static void handle_line(target *t, const char *line, int print_progress, const c
         if (end != line + 6 && c > 0 && c < 100)
             code = (int)c;
         msg = *end == ' ' ? end + 1 : end;
+    }
+    if (g_flush && code == EXIT_NO_RING && g_tree_flush) { /* a descendant that is no flight recorder */
+        t->code = EXIT_OK;
+        t->skipped = 1;
+        return;
     }
     t->code = say(t, code, "%s%s", msg, "");
 }
@@ -432,6 +460,8 @@ int mlprof_cmd_capture(int argc, char **argv)
         }
         if (strcmp(a, "--tree") == 0) {
             tree = 1;
+        } else if (strcmp(a, "--flush") == 0) {
+            g_flush = 1;
         } else if (option(argc, argv, &i, "--duration", NULL, &v)) {
             if (!(duration_ms = parse_duration(v)))
                 capture_bad_usage("--duration: expected a time such as 5s, 500ms or 2m, got \"%s\"", v);
@@ -475,7 +505,11 @@ int mlprof_cmd_capture(int argc, char **argv)
         capture_bad_usage("expected a process id, got \"%s\"", pid_arg);
     if (!!frames + !!duration_ms + !!steps > 1)
         capture_bad_usage("%s", "--duration, --steps and --frames: one of them");
-    if (!frames && !duration_ms && !steps)
+    if (g_flush && (frames || duration_ms || steps || config[0]))
+        capture_bad_usage("%s", "--flush writes the ring as it is now: no --duration, --steps, --frames or "
+                                "--config with it");
+    g_tree_flush = g_flush && tree;
+    if (!frames && !duration_ms && !steps && !g_flush)
         duration_ms = 5000;
     if (strchr(config, '\n') || (output && strchr(output, '\n')) || (frames && strchr(frames, '\n')))
         capture_bad_usage("%s", "no line breaks in options, please");
@@ -502,7 +536,9 @@ int mlprof_cmd_capture(int argc, char **argv)
         }
         char request[3 * PATH_MAX], path[PATH_MAX * 2 + 16];
         int len = snprintf(request, sizeof request, "mlprof-capture 1\n");
-        if (frames)
+        if (g_flush)
+            len += snprintf(request + len, sizeof request - (size_t)len, "flush 1\n");
+        else if (frames)
             len += snprintf(request + len, sizeof request - (size_t)len, "frames %s\n", frames);
         else if (steps)
             len += snprintf(request + len, sizeof request - (size_t)len, "steps %ld\n", steps);
@@ -527,13 +563,20 @@ int mlprof_cmd_capture(int argc, char **argv)
         n++;
     }
     if (tree && !n && !status) {
-        fprintf(stderr, PROG ": neither process %ld nor any of its %d descendant%s waits for captures (start them "
-                        "with 'mlprof run --on-demand' or on_demand=on)\n", pid, skipped - 1, skipped == 2 ? "" : "s");
-        return EXIT_NOT_WAITING;
+        if (g_flush)
+            fprintf(stderr, PROG ": neither process %ld nor any of its %d descendant%s records in ring mode (start "
+                            "them with 'mlprof run --mode ring' or mode=ring)\n", pid, skipped - 1,
+                    skipped == 2 ? "" : "s");
+        else
+            fprintf(stderr, PROG ": neither process %ld nor any of its %d descendant%s waits for captures (start "
+                            "them with 'mlprof run --on-demand' or on_demand=on)\n", pid, skipped - 1,
+                    skipped == 2 ? "" : "s");
+        return g_flush ? EXIT_NO_RING : EXIT_NOT_WAITING;
     }
     if (skipped)
-        fprintf(stderr, PROG ": %d process%s of the tree of %ld do%s not wait for captures: left out\n", skipped,
-                skipped == 1 ? "" : "es", pid, skipped == 1 ? "es" : "");
+        fprintf(stderr, PROG ": %d process%s of the tree of %ld do%s not %s: left out\n", skipped,
+                skipped == 1 ? "" : "es", pid, skipped == 1 ? "es" : "",
+                g_flush ? "answer flushes" : "wait for captures");
     char what[300];
     if (frames)
         snprintf(what, sizeof what, "the next %s passes of %.*s", strrchr(frames, ':') + 1,
@@ -563,6 +606,20 @@ int mlprof_cmd_capture(int argc, char **argv)
                 if (t->code && !status)
                     status = t->code;
             }
+        }
+    }
+    if (g_tree_flush) { /* the tree's processes that answered without a ring */
+        size_t ringless = 0, flushed = 0;
+        for (size_t i = 0; i < n; i++) {
+            ringless += targets[i].skipped;
+            flushed += targets[i].done && !targets[i].skipped && targets[i].code == EXIT_OK;
+        }
+        if (ringless)
+            fprintf(stderr, PROG ": %zu process%s of the tree of %ld record%s but not in ring mode: left out\n",
+                    ringless, ringless == 1 ? "" : "es", pid, ringless == 1 ? "s" : "");
+        if (!flushed && !status && ringless) {
+            fprintf(stderr, PROG ": no process of the tree of %ld is in ring mode: nothing flushed\n", pid);
+            return EXIT_NO_RING;
         }
     }
     return status;

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -371,6 +372,8 @@ static int is_part(const char *name, const job *j)
 {
     size_t n = strlen(name);
     if (!(strncmp(name, "trace.", 6) == 0 && n > 11 && strcmp(name + n - 5, ".json") == 0))
+        return 0;
+    if (strstr(name, ".flush")) /* a flight recorder's flush: a snapshot asked for, not the process's trace */
         return 0;
     if (!j->ranked)
         return 1;
@@ -736,6 +739,11 @@ int mlprof_cmd_run(int argc, char **argv)
     default_key("memory_svg", "");
     default_key("continuous_dump", "1");
     default_key("dump_period", "30");
+    char mode[16] = "";
+    mlprof_get_config("mode", mode, sizeof mode);
+    int ring = strcmp(mode, "ring") == 0;
+    if (ring) /* a flight recorder writes its ring on kill -USR2, unless the program handles USR2 itself */
+        default_key("dump_signal", "USR2");
     if (gpu_runtime) /* CUPTI writes the calls; the interposer keeps the allocations */
         default_key("cuda_functions", "cudaMalloc,cudaMallocAsync,cudaFree,cudaFreeAsync");
     free(ld);
@@ -764,6 +772,15 @@ int mlprof_cmd_run(int argc, char **argv)
             rmdir(parts_dir); /* made for this run, and empty */
         }
         return start_rc;
+    }
+    if (ring && !o.quiet) {
+        char sig[16] = "";
+        const char *env = getenv("MLPROF_DUMP_SIGNAL");
+        snprintf(sig, sizeof sig, "%s", env ? env : "");
+        fprintf(stderr, PROG ": %s is process %d, a flight recorder: 'mlprof capture %d --flush'%s%s%s writes its ring "
+                        "now\n", o.cmd[0], (int)pid, (int)pid, sig[0] && strcasecmp(sig, "off") ? " or 'kill -" : "",
+                sig[0] && strcasecmp(sig, "off") ? (strncasecmp(sig, "SIG", 3) == 0 ? sig + 3 : sig) : "",
+                sig[0] && strcasecmp(sig, "off") ? "'" : "");
     }
     if (o.on_demand)
         fprintf(stderr, PROG ": %s is process %d; it records nothing until asked: mlprof capture %d "

@@ -2432,6 +2432,42 @@ int mlprof__collect_dump(const char *to, int finished)
     return src;
 }
 
+/* A flush of the ring (`mlprof capture --flush`, dump_signal): what it wrote
+ * is not written again, so the next dump of this flight recorder holds the
+ * ring as it is then and nothing older than this flush. The spans open now
+ * stay on their stacks (their ends would be unmatched otherwise): in the
+ * next file they are shown from the flush, cut_by_ring, a slice sink getting
+ * their begins again from a stream of its own. A flush that could not be
+ * written keeps everything for the next dump. */
+int mlprof__collect_flush(const char *to)
+{
+    if (!ring_mode())
+        return mlprof__collect_dump(to, 0);
+    uint64_t raw = mlprof__clock_raw(); /* before the drain: records stamped later come after it */
+    int rc = mlprof__collect_dump(to, 0);
+    if (rc != MLPROF_OK)
+        return rc;
+    for (track *tr = C.tracks; tr; tr = tr->next) {
+        for (size_t i = 0; i < tr->tasks.depth; i++) {
+            open_span *o = &tr->tasks.items[i];
+            o->begun = 0;
+            o->capped = 0;
+            o->targs_begun = 0;
+        }
+        for (size_t i = 0; i < tr->frames.depth; i++)
+            tr->frames.items[i].capped = 0;
+        if (tr->tasks.depth)
+            tr->unbegun = 1;
+    }
+    spool_reset();
+    trace_drop(); /* the next stream starts with its own head */
+    if (raw > C.horizon_raw) {
+        C.horizon_raw = raw;
+        C.horizon_ns = mlprof__clock_to_ns(raw);
+    }
+    return MLPROF_OK;
+}
+
 /* Appends the spool's bytes to out. */
 static int read_spool(mlprof__sb *out)
 {

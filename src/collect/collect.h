@@ -15,6 +15,11 @@
  * (at "auto": beside that path). finished != 0 ends the trace: the next run
  * starts an empty one. */
 int mlprof__collect_dump(const char *path, int finished);
+/* Ring mode: writes the ring to path as mlprof__collect_dump(path, 0) does,
+ * then starts the trace's stream anew while recording goes on, the ring's
+ * start moved to now: the next dump holds only what comes after. In normal
+ * mode: mlprof__collect_dump(path, 0). */
+int mlprof__collect_flush(const char *path);
 /* Drains every thread and returns in *out the trace as mlprof__collect_dump(
  * NULL, 0) would write it; no file is written, the trace goes on. */
 int mlprof__collect_dump_string(char **out);

@@ -7,7 +7,13 @@
  *     of a named frame;
  *   - between the program's own markers (capture_range=...): a span of a
  *     name, cudaProfilerStart/Stop (the cuda hook), an NVTX range (the nvtx
- *     hook).
+ *     hook);
+ *   - flushes of a flight recorder (mode=ring): `mlprof capture PID --flush`
+ *     over the same socket, served in ring mode once the process records,
+ *     writes the ring to FILE.flushN while recording goes on;
+ *   - dumps on a signal (dump_signal=USR2): the handler writes a byte to a
+ *     pipe, our thread writes the ring (or, not in ring mode, the trace so
+ *     far) to FILE.flushN, the same numbering as the flushes.
  * Between captures the state is STOP, so the hot path pays what it pays
  * disabled: one load and one branch. Only a span trigger (capture_range=
  * span:NAME, or a capture of frames waiting for its first pass) sets a second
@@ -28,6 +34,8 @@
 #define _GNU_SOURCE
 #endif
 #include "capture.h"
+#include "../collect/collect.h"
+#include "produce.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -54,7 +63,7 @@ static int g_claim; /* atomic */
 static int g_number; /* atomic: captures taken in this process */
 
 /* The client's exit statuses, sent back with an error (tools/capture.c). */
-enum { CODE_FAILED = 1, CODE_USAGE = 2, CODE_BUSY = 5, CODE_DENIED = 6 };
+enum { CODE_FAILED = 1, CODE_USAGE = 2, CODE_BUSY = 5, CODE_DENIED = 6, CODE_NO_RING = 7 };
 
 /* capture_range, parsed (ctl) */
 static char g_range_name[256];
@@ -136,10 +145,11 @@ static struct {
 } S;
 
 /* The configured filename with the capture's number: "%c" replaced by it,
- * else ".captureN" before the extension (".json", ".json.gz", ".pftrace"). */
-static void numbered_name(const char *filename, int n, char *out, size_t len)
+ * else ".captureN" before the extension (".json", ".json.gz", ".pftrace");
+ * a flush's: ".flushN" there always (a %c is the captures'). */
+static void labeled_name(const char *filename, const char *label, int n, char *out, size_t len)
 {
-    const char *c = strstr(filename, "%c");
+    const char *c = strcmp(label, "capture") == 0 ? strstr(filename, "%c") : NULL;
     if (c) {
         size_t at = 0;
         for (const char *p = filename; *p && at + 16 < len;) {
@@ -165,7 +175,12 @@ static void numbered_name(const char *filename, int n, char *out, size_t len)
     }
     if (!ext || ext == base)
         ext = base + strlen(base);
-    snprintf(out, len, "%.*s.capture%d%s", (int)(ext - filename), filename, n, ext);
+    snprintf(out, len, "%.*s.%s%d%s", (int)(ext - filename), filename, label, n, ext);
+}
+
+static void numbered_name(const char *filename, int n, char *out, size_t len)
+{
+    labeled_name(filename, "capture", n, out, len);
 }
 
 /* Restores the keys a capture changed. */
@@ -463,6 +478,10 @@ static int g_listening;     /* (ctl) a listener was started (or failed to) in th
 static int g_listen_fd = -1;
 static pid_t g_sock_pid;    /* the process that made the socket: only it removes it */
 static char g_sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static int g_sig_pipe[2] = {-1, -1}; /* dump_signal's handler asks the listener for a dump */
+struct request;
+static void serve_flush(int fd, const struct request *r);
+static void signal_dumps(void);
 
 static void remove_socket(void)
 {
@@ -542,6 +561,7 @@ static int peer_allowed(int fd)
 }
 
 typedef struct request {
+    int flush;
     uint64_t duration_ms;
     int steps;
     char frames[256];
@@ -583,7 +603,9 @@ static int read_request(int fd, request *r, int timeout_ms, char *err, size_t er
         if (!sp)
             continue;
         *sp++ = '\0';
-        if (strcmp(line, "duration_ms") == 0)
+        if (strcmp(line, "flush") == 0)
+            r->flush = atoi(sp) > 0;
+        else if (strcmp(line, "duration_ms") == 0)
             r->duration_ms = strtoull(sp, NULL, 10);
         else if (strcmp(line, "steps") == 0)
             r->steps = atoi(sp);
@@ -599,7 +621,11 @@ static int read_request(int fd, request *r, int timeout_ms, char *err, size_t er
             }
         }
     }
-    if (!r->duration_ms && r->steps <= 0 && !(r->frames[0] && r->frames_count > 0)) {
+    if (r->flush && (r->duration_ms || r->steps > 0 || r->frames[0] || r->config[0])) {
+        snprintf(err, errlen, "a flush takes no duration, steps, frames or configuration");
+        return -1;
+    }
+    if (!r->flush && !r->duration_ms && r->steps <= 0 && !(r->frames[0] && r->frames_count > 0)) {
         snprintf(err, errlen, "the request names no duration, steps or frames");
         return -1;
     }
@@ -633,7 +659,8 @@ static int wait_capture(int fd, uint64_t deadline)
 {
     uint64_t since = now_ms();
     for (;;) {
-        struct pollfd p[3] = {{fd, POLLIN, 0}, {g_listen_fd, POLLIN, 0}, {g_done_pipe[0], POLLIN, 0}};
+        struct pollfd p[4] = {{fd, POLLIN, 0}, {g_listen_fd, POLLIN, 0}, {g_done_pipe[0], POLLIN, 0},
+                              {g_sig_pipe[0], POLLIN, 0}};
         int timeout = -1;
         if (deadline) {
             uint64_t now = now_ms();
@@ -641,11 +668,13 @@ static int wait_capture(int fd, uint64_t deadline)
                 return 0;
             timeout = (int)(deadline - now);
         }
-        int n = poll(p, 3, timeout);
+        int n = poll(p, 4, timeout);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             continue;
+        if (p[3].revents & POLLIN) /* dump_signal during a capture: what it has recorded so far */
+            signal_dumps();
         if (p[2].revents & POLLIN) {
             char c;
             while (read(g_done_pipe[0], &c, 1) > 0) {
@@ -771,6 +800,10 @@ static void serve(int fd)
         send_line(fd, "error %d %s", CODE_USAGE, err);
         return;
     }
+    if (r.flush) {
+        serve_flush(fd, &r);
+        return;
+    }
     /* the listener holds it while it prepares (CLAIM_FRAMES_ARMED once frames may start it) */
     int expect = CLAIM_IDLE;
     if (!__atomic_compare_exchange_n(&g_claim, &expect, CLAIM_DEMAND, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -783,6 +816,14 @@ static void serve(int fd)
     if (schedule[0]) {
         send_line(fd, "error %d process %d follows a schedule (schedule=%s): its steps decide what it records",
                   CODE_BUSY, (int)getpid(), schedule);
+        release();
+        return;
+    }
+    char mode[16] = "";
+    mlprof_get_config("mode", mode, sizeof mode);
+    if (mlprof_get_state() == MLPROF_STATE_RUN && strcmp(mode, "ring") == 0) {
+        send_line(fd, "error %d process %d is a flight recorder (mode=ring), recording all along: "
+                      "'mlprof capture %d --flush' writes its ring", CODE_BUSY, (int)getpid(), (int)getpid());
         release();
         return;
     }
@@ -800,15 +841,164 @@ static void serve(int fd)
         capture_passes(fd, &r);
 }
 
+/* ------------------------------------------------ flushes and dump_signal */
+
+static int g_flushes;         /* atomic: flushes and signal dumps taken in this process */
+static int g_dump_sig;        /* (ctl) the signal our handler is installed for; 0: none */
+static struct sigaction g_sig_old; /* (ctl) the disposition it replaced (SIG_DFL) */
+static int g_sig_said;        /* (ctl) the signal the program handles itself, said once */
+
+static int ring_mode(void) { return strcmp(mlprof__g.cfg.mode, "ring") == 0; }
+
+static const struct {
+        const char *name;
+        int sig;
+    } g_sig_names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},       {"QUIT", SIGQUIT}, {"ILL", SIGILL},   {"TRAP", SIGTRAP},
+                 {"ABRT", SIGABRT}, {"IOT", SIGABRT},      {"BUS", SIGBUS},   {"FPE", SIGFPE},   {"KILL", SIGKILL},
+                 {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},     {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},
+                 {"TERM", SIGTERM}, {"CHLD", SIGCHLD},     {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
+                 {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
+                 {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},  {"POLL", SIGIO},
+                 {"PWR", SIGPWR},   {"SYS", SIGSYS}};
+
+static const char *sig_name(int sig)
+{
+    for (size_t i = 0; i < sizeof g_sig_names / sizeof g_sig_names[0]; i++)
+        if (g_sig_names[i].sig == sig)
+            return g_sig_names[i].name;
+    return "?";
+}
+
+int mlprof__dump_signal_parse(const char *v, char *why, size_t len)
+{
+    char tmp[200];
+    if (!why)
+        why = tmp, len = sizeof tmp;
+    if (!v[0] || strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0)
+        return 0;
+    int sig = -1;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (end != v && !*end) {
+        sig = n >= 1 && n <= SIGRTMAX ? (int)n : -1;
+    } else {
+        const char *name = strncasecmp(v, "SIG", 3) == 0 ? v + 3 : v;
+        for (size_t i = 0; i < sizeof g_sig_names / sizeof g_sig_names[0] && sig < 0; i++)
+            if (strcasecmp(name, g_sig_names[i].name) == 0)
+                sig = g_sig_names[i].sig;
+    }
+    if (sig < 0) {
+        snprintf(why, len, "expected off, or a signal: a name such as USR2 or SIGUSR2, or a number from 1 to %d",
+                 SIGRTMAX);
+        return -1;
+    }
+    if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL ||
+        sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS) {
+        snprintf(why, len, "SIG%s %s: choose one the program may go on after, such as USR2",
+                 sig_name(sig),
+                 sig == SIGKILL || sig == SIGSTOP ? "cannot be caught" : "is a crash's (the crash itself writes the trace)");
+        return -1;
+    }
+    return sig;
+}
+
+/* The handler: only a write to the pipe (async-signal-safe); the dump is
+ * the listener's. A full pipe has dumps waiting enough. */
+static void on_dump_signal(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    char c = 1;
+    ssize_t w = write(g_sig_pipe[1], &c, 1);
+    (void)w;
+    errno = saved;
+}
+
+/* Writes the ring (not in ring mode: the trace so far, which goes on) to
+ * output, else to the filename with .flushN. Returns 0 with the path in
+ * path, or the client's exit status with the reason in err. */
+static int flush_now(const char *output, int need_ring, char *path, size_t plen, char *err, size_t elen,
+                     int *was_ring)
+{
+    mlprof__ctl_lock();
+    *was_ring = ring_mode();
+    if (need_ring && !ring_mode()) {
+        snprintf(err, elen, "process %d has no flight recorder (mode=%s, not ring): nothing to flush (start it "
+                            "with 'mlprof run --mode ring' or mode=ring; 'mlprof capture %d' without --flush "
+                            "captures a process that waits for captures)",
+                 (int)getpid(), mlprof__g.cfg.mode, (int)getpid());
+        mlprof__ctl_unlock();
+        return CODE_NO_RING;
+    }
+    int n = __atomic_add_fetch(&g_flushes, 1, __ATOMIC_RELAXED);
+    char name[MLPROF__PATH_MAX];
+    if (output && output[0])
+        snprintf(name, sizeof name, "%s", output);
+    else
+        labeled_name(mlprof__g.cfg.filename, "flush", n, name, sizeof name);
+    mlprof__expand_path(name, 1, path, plen);
+    int rc = mlprof__collect_flush(name);
+    if (rc != MLPROF_OK)
+        snprintf(err, elen, "%s", mlprof_last_error());
+    mlprof__ctl_unlock();
+    return rc == MLPROF_OK ? 0 : CODE_FAILED;
+}
+
+static void serve_flush(int fd, const request *r)
+{
+    char path[MLPROF__PATH_MAX], err[1100];
+    int ring;
+    int code = flush_now(r->output, 1, path, sizeof path, err, sizeof err, &ring);
+    if (code)
+        send_line(fd, "error %d %s", code, err);
+    else
+        send_line(fd, "ok %s", path);
+}
+
+/* One dump per byte the handler wrote (0 is a wake-up of the listener). */
+static void signal_dumps(void)
+{
+    char c[16];
+    ssize_t n;
+    while ((n = read(g_sig_pipe[0], c, sizeof c)) > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            if (!c[i])
+                continue;
+            if (mlprof_get_state() != MLPROF_STATE_RUN && !__atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE)) {
+                mlprof__log(MLPROF_LOG_WARN, "dump_signal: nothing recorded: no trace written");
+                continue;
+            }
+            char path[MLPROF__PATH_MAX], err[1100];
+            int ring;
+            if (flush_now(NULL, 0, path, sizeof path, err, sizeof err, &ring) != 0)
+                mlprof__log(MLPROF_LOG_ERROR, "dump_signal: %s", err);
+            else
+                mlprof__log(MLPROF_LOG_WARN, "dump_signal: the %s is written to %s; recording goes on",
+                            ring ? "ring" : "trace so far", path);
+        }
+    }
+}
+
+/* ----------------------------------------------------- the thread, socket */
+
+static int g_thread_started; /* (ctl) */
+
 static void *listener_main(void *arg)
 {
     (void)arg;
     mlprof__busy++; /* what we allocate is not the program's */
     for (;;) {
-        struct pollfd p = {g_listen_fd, POLLIN, 0};
-        if (poll(&p, 1, -1) <= 0)
+        /* the socket may come after the thread (ring mode once recording):
+         * a byte 0 on the pipe has it polled */
+        struct pollfd p[2] = {{__atomic_load_n(&g_listen_fd, __ATOMIC_ACQUIRE), POLLIN, 0},
+                              {g_sig_pipe[0], POLLIN, 0}};
+        if (poll(p, 2, -1) <= 0)
             continue;
-        int fd = accept4(g_listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (p[1].revents & POLLIN)
+            signal_dumps();
+        if (!(p[0].revents & POLLIN))
+            continue;
+        int fd = accept4(p[0].fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
         serve(fd);
@@ -817,43 +1007,23 @@ static void *listener_main(void *arg)
     return NULL;
 }
 
-/* Makes the socket and starts its thread. (ctl, or the only thread) */
-static void start_listener(void)
+/* The pipes and the thread, once. Returns 0, or -1 (said). (ctl) */
+static int start_thread(const char *why_needed)
 {
-    g_listening = 1;
-    char dir[256], why[512];
-    if (runtime_dir(dir, sizeof dir, why, sizeof why) != 0) {
-        mlprof__log(MLPROF_LOG_ERROR, "on_demand: %s: no capture can be asked", why);
-        return;
-    }
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/%d.sock", dir, (int)getpid()) >=
-        sizeof addr.sun_path) {
-        mlprof__log(MLPROF_LOG_ERROR, "on_demand: the socket's path under %s is too long: no capture can be asked",
-                    dir);
-        return;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || pipe2(g_done_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        mlprof__log(MLPROF_LOG_ERROR, "on_demand: %s: no capture can be asked", strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    unlink(addr.sun_path); /* our pid's: left by a process that had it before */
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || chmod(addr.sun_path, 0600) != 0 ||
-        listen(fd, 8) != 0) {
-        mlprof__log(MLPROF_LOG_ERROR, "on_demand: cannot listen on %s: %s: no capture can be asked", addr.sun_path,
+    if (g_thread_started)
+        return g_sig_pipe[0] >= 0 ? 0 : -1;
+    g_thread_started = 1;
+    if (pipe2(g_done_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "%s: %s: no capture, flush or signal dump can be asked", why_needed,
                     strerror(errno));
-        close(fd);
-        return;
+        for (int i = 0; i < 2; i++) {
+            if (g_done_pipe[i] >= 0)
+                close(g_done_pipe[i]), g_done_pipe[i] = -1;
+            if (g_sig_pipe[i] >= 0)
+                close(g_sig_pipe[i]), g_sig_pipe[i] = -1;
+        }
+        return -1;
     }
-    g_listen_fd = fd;
-    snprintf(g_sock_path, sizeof g_sock_path, "%s", addr.sun_path);
-    static int at_exit_set;
-    if (!at_exit_set++)
-        atexit(remove_socket);
-    g_sock_pid = getpid();
     /* the program's signals go to its own threads */
     sigset_t all, old;
     sigfillset(&all);
@@ -866,12 +1036,115 @@ static void start_listener(void)
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        mlprof__log(MLPROF_LOG_ERROR, "on_demand: cannot start the listener: %s", strerror(rc));
+        mlprof__log(MLPROF_LOG_ERROR, "%s: cannot start the listener: %s", why_needed, strerror(rc));
+        for (int i = 0; i < 2; i++) {
+            close(g_done_pipe[i]), g_done_pipe[i] = -1;
+            close(g_sig_pipe[i]), g_sig_pipe[i] = -1;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes the socket and has the thread serve it. (ctl, or the only thread) */
+static void start_listener(const char *key)
+{
+    g_listening = 1;
+    char dir[256], why[512];
+    if (runtime_dir(dir, sizeof dir, why, sizeof why) != 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "%s: %s: no capture can be asked", key, why);
+        return;
+    }
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/%d.sock", dir, (int)getpid()) >=
+        sizeof addr.sun_path) {
+        mlprof__log(MLPROF_LOG_ERROR, "%s: the socket's path under %s is too long: no capture can be asked", key,
+                    dir);
+        return;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "%s: %s: no capture can be asked", key, strerror(errno));
+        return;
+    }
+    unlink(addr.sun_path); /* our pid's: left by a process that had it before */
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || chmod(addr.sun_path, 0600) != 0 ||
+        listen(fd, 8) != 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "%s: cannot listen on %s: %s: no capture can be asked", key, addr.sun_path,
+                    strerror(errno));
+        close(fd);
+        return;
+    }
+    snprintf(g_sock_path, sizeof g_sock_path, "%s", addr.sun_path);
+    static int at_exit_set;
+    if (!at_exit_set++)
+        atexit(remove_socket);
+    g_sock_pid = getpid();
+    if (start_thread(key) != 0) {
         remove_socket();
         close(fd);
-        g_listen_fd = -1;
+        return;
     }
+    __atomic_store_n(&g_listen_fd, fd, __ATOMIC_RELEASE);
+    char wake = 0; /* the thread may be polling without it */
+    if (write(g_sig_pipe[1], &wake, 1) < 0)
+        mlprof__log(MLPROF_LOG_ERROR, "%s: cannot wake the listener: %s", key, strerror(errno));
 }
+
+/* dump_signal's handler, installed where the process records (or waits for
+ * captures), never over a handler of the program's. (ctl) */
+static void set_dump_signal(int may)
+{
+    int want = mlprof__dump_signal_parse(mlprof__g.cfg.dump_signal, NULL, 0);
+    if (want < 0)
+        want = 0;
+    if (want == g_dump_sig || (want && !may))
+        return;
+    if (g_dump_sig) { /* another signal, or off: the old one as it was, unless the program took it since */
+        struct sigaction cur;
+        if (sigaction(g_dump_sig, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == on_dump_signal)
+            sigaction(g_dump_sig, &g_sig_old, NULL);
+        g_dump_sig = 0;
+    }
+    if (!want || start_thread("dump_signal") != 0)
+        return;
+    struct sigaction cur;
+    if (sigaction(want, NULL, &cur) != 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "dump_signal=%s: %s", mlprof__g.cfg.dump_signal, strerror(errno));
+        return;
+    }
+    if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) {
+        if (g_sig_said != want)
+            mlprof__log(MLPROF_LOG_WARN, "dump_signal=%s: the program %s SIG%s itself: its handler is kept, and "
+                        "that signal writes no trace (choose another with dump_signal, or "
+                        "'mlprof capture PID --flush')", mlprof__g.cfg.dump_signal,
+                        cur.sa_handler == SIG_IGN ? "ignores" : "handles",
+                        sig_name(want));
+        g_sig_said = want;
+        return;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_dump_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(want, &sa, &g_sig_old) != 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "dump_signal=%s: %s", mlprof__g.cfg.dump_signal, strerror(errno));
+        return;
+    }
+    g_dump_sig = want;
+}
+
+/* What the process serves, as the configuration and its recording say. (ctl) */
+static void serve_what_applies(void)
+{
+    int recording = mlprof__g.state == MLPROF_STATE_RUN;
+    if (!g_listening && (mlprof__g.cfg.on_demand || (recording && ring_mode())))
+        start_listener(mlprof__g.cfg.on_demand ? "on_demand" : "mode=ring");
+    set_dump_signal(recording || mlprof__g.cfg.on_demand);
+}
+
+void mlprof__capture_recording(void) { serve_what_applies(); }
 
 void mlprof__capture_configure(void)
 {
@@ -881,28 +1154,34 @@ void mlprof__capture_configure(void)
     snprintf(g_range_name, sizeof g_range_name, "%s", name);
     __atomic_store_n(&mlprof__range_kind, kind, __ATOMIC_RELAXED);
     set_trigger();
-    if (mlprof__g.cfg.on_demand && !g_listening)
-        start_listener();
+    serve_what_applies();
 }
 
 void mlprof__capture_after_fork(void)
 {
-    /* the parent's thread, socket and capture stay the parent's */
+    /* the parent's thread, socket and capture stay the parent's; the
+     * handler of dump_signal is inherited, and writes to the child's pipe */
     if (g_listen_fd >= 0)
         close(g_listen_fd);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         if (g_done_pipe[i] >= 0)
             close(g_done_pipe[i]), g_done_pipe[i] = -1;
+        if (g_sig_pipe[i] >= 0)
+            close(g_sig_pipe[i]), g_sig_pipe[i] = -1;
+    }
     g_listen_fd = -1;
     g_listening = 0;
+    g_thread_started = 0;
     g_sock_path[0] = '\0';
     __atomic_store_n(&g_claim, CLAIM_IDLE, __ATOMIC_RELAXED);
     __atomic_store_n(&T.running, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&T.cuda, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_flushes, 0, __ATOMIC_RELAXED);
     g_frames_armed = 0;
     S.n = 0;
     set_trigger();
     mlprof__update_flags();
-    if (mlprof__g.cfg.on_demand)
-        start_listener();
+    if (g_dump_sig && start_thread("dump_signal") != 0)
+        g_dump_sig = 0; /* the handler stays, writing to no pipe: harmless */
+    serve_what_applies();
 }

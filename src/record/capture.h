@@ -23,10 +23,20 @@ extern char mlprof__trigger_name[256];
 /* The capture_range key's check: 0 when value is "", "cudaProfilerStart",
  * "nvtx:NAME" or "span:NAME"; else -1 with the reason in why. */
 int mlprof__capture_range_check(const char *value, char *why, size_t len);
+/* The dump_signal key's check: 0 for off ("" or "off"), the signal's number
+ * for a name (USR2, SIGUSR2) or a number; -1 with the reason in why (why may
+ * be NULL) for anything else, or a signal that cannot be caught or is a
+ * crash's (KILL, STOP, SEGV, BUS, FPE, ILL, ABRT, TRAP, SYS). */
+int mlprof__dump_signal_parse(const char *value, char *why, size_t len);
 /* The configuration changed (or was read at the start): starts the listener
- * when on_demand is on, arms capture_range's trigger. Caller holds ctl_lock
- * and calls mlprof__update_flags after. */
+ * when on_demand is on, or in ring mode while recording, arms capture_range's
+ * trigger, installs dump_signal's handler. Caller holds ctl_lock and calls
+ * mlprof__update_flags after. */
 void mlprof__capture_configure(void);
+/* Recording started (ctl held): a flight recorder (mode=ring) and
+ * dump_signal are served from now on, in a process that records (not in the
+ * mlprof command's own, which reads the same keys). */
+void mlprof__capture_recording(void);
 /* In a forked child (ctl_lock reinitialized, not held): the parent's
  * listener and capture are not the child's; it listens for its own pid. */
 void mlprof__capture_after_fork(void);

@@ -41,7 +41,8 @@ typedef enum {
     T_COMPRESS,
     T_MODE,    /* normal or ring */
     T_RANK,    /* an integer from 0, or empty */
-    T_RANGE    /* capture_range, checked by capture.c */
+    T_RANGE,   /* capture_range, checked by capture.c */
+    T_SIGNAL   /* dump_signal, checked by capture.c */
 } key_type;
 
 typedef struct key_def {
@@ -145,6 +146,9 @@ static const key_def g_keys[] = {
     {"on_demand", T_BOOL, F(on_demand), 0, 0, "a boolean"},
     {"capture_range", T_RANGE, F(capture_range), 0, 0,
      "\"\" (none), cudaProfilerStart, nvtx:NAME or span:NAME (a name of 1 to 255 bytes)"},
+    {"dump_signal", T_SIGNAL, F(dump_signal), 0, 0,
+     "off, or a signal that writes the trace so far and lets the program go on: a name (USR2, SIGUSR2) or a "
+     "number"},
 };
 #undef F
 #define NKEYS (sizeof g_keys / sizeof g_keys[0])
@@ -275,6 +279,14 @@ static int config_apply(mlprof__config *cfg, const key_def *k, const char *value
         char why[200];
         if (mlprof__capture_range_check(value, why, sizeof why) != 0)
             break;
+        strcpy(field, value);
+        return MLPROF_OK;
+    }
+    case T_SIGNAL: {
+        char why[200];
+        if (mlprof__dump_signal_parse(value, why, sizeof why) < 0 || strlen(value) >= sizeof cfg->dump_signal)
+            return mlprof__fail(MLPROF_EVALUE, "bad value %s for configuration key \"%s\": %s",
+                                mlprof__quoted(value).s, k->name, why);
         strcpy(field, value);
         return MLPROF_OK;
     }
@@ -464,6 +476,7 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
     case T_COMPRESS:
     case T_MODE:
     case T_RANGE:
+    case T_SIGNAL:
     case T_MODULE:
     case T_PROCESS:
     case T_RANK:
@@ -812,6 +825,7 @@ static int set_state_locked(int state)
             mlprof__g.run_ns = mlprof_now_ns();
         __atomic_store_n(&mlprof__g.recorded, 1, __ATOMIC_RELEASE);
         mlprof__update_flags();
+        mlprof__capture_recording(); /* a flight recorder answers flushes from now on */
         return mlprof__collect_start_continuous();
     }
     store_state(MLPROF_STATE_STOP);

@@ -253,6 +253,7 @@ typedef struct mlprof__config {
     char rank[16]; /* this process's rank (src/record/dist.c); "" for the launcher's */
     int on_demand;           /* listen for `mlprof capture PID` (capture.c) */
     char capture_range[256]; /* record between the program's own markers (capture.c) */
+    char dump_signal[16];    /* a signal that writes the trace so far (capture.c); "" or "off": none */
 } mlprof__config;
 
 /* The shared state of the library. Fields marked (ctl) are guarded by ctl_lock. */
