@@ -9,13 +9,27 @@
  * far more than the ring holds, then dumps; with crash, dies of SIGSEGV
  * instead, the outer span still open; with threads, a second thread records
  * spans "side" all along and 1000 more once the main thread is done. Prints "recorded K dropped D" first.
+ *
+ * test_ring N wait|own: for flushes (`mlprof capture --flush`, dump_signal).
+ * Records the same loop without end, and after every N iterations since
+ * started or asked, prints "ready I" (the iterations so far); reads commands
+ * on standard input between iterations: "next" (N more, then "ready" again),
+ * "quit" (or the end of the input: the outer span ends, then as above),
+ * "count" (own: waits for the SIGUSR2 sent before and prints "usr2 K"). With
+ * own, the program handles SIGUSR2 itself, installed before its first call
+ * of mlprof (libmlprof.so starts at it): mlprof must keep that handler.
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static struct {
     void *(*domain_create)(const char *);
@@ -41,6 +55,25 @@ static void *load(const char *name)
 }
 
 static void *g_dom;
+static volatile sig_atomic_t g_usr2;
+
+static void on_usr2(int sig)
+{
+    (void)sig;
+    g_usr2++;
+}
+
+/* A command from standard input, if one is there: 'n'ext, 'q'uit, 'c'ount, or 0. */
+static int command(void)
+{
+    struct pollfd p = {0, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    char line[64];
+    if (!fgets(line, sizeof line, stdin))
+        return 'q';
+    return line[0];
+}
 static int g_done;
 static long g_side;
 
@@ -70,6 +103,15 @@ int main(int argc, char **argv)
     long n = atol(argv[1]);
     int crash = argc > 2 && strcmp(argv[2], "crash") == 0;
     int threads = argc > 2 && strcmp(argv[2], "threads") == 0;
+    int own = argc > 2 && strcmp(argv[2], "own") == 0;
+    int wait = own || (argc > 2 && strcmp(argv[2], "wait") == 0);
+    if (own) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_usr2;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGUSR2, &sa, NULL);
+    }
     *(void **)&g.domain_create = load("mlprof_domain_create");
     *(void **)&g.task_create = load("mlprof_task_create");
     *(void **)&g.marker_create = load("mlprof_marker_create");
@@ -90,7 +132,31 @@ int main(int argc, char **argv)
         return 1;
     long recorded = 1; /* the outer span */
     g.begin(outer);
-    for (long i = 0; i < n; i++) {
+    long until = n;
+    for (long i = 0; wait || i < n; i++) {
+        if (wait && i == until) {
+            printf("ready %ld\n", i);
+            fflush(stdout);
+        }
+        if (wait && i % 1000 == 0 && i) {
+            /* a writer that leaves the collector time to evict: one at full
+             * speed, forever, outruns eviction, and a flush waits for it */
+            struct timespec pause = {0, 200000};
+            nanosleep(&pause, NULL);
+        }
+        if (wait && i % 1000 == 0 && i >= until) {
+            int c = command();
+            if (c == 'n') {
+                until = i + n;
+            } else if (c == 'c') {
+                for (int k = 0; k < 600000 && !g_usr2; k++)
+                    usleep(100); /* the signal is on its way: a minute at most */
+                printf("usr2 %d\n", (int)g_usr2);
+                fflush(stdout);
+            } else if (c == 'q') {
+                break; /* between two mid spans */
+            }
+        }
         if (i % 1000 == 0)
             g.begin(mid);
         g.begin(work);
@@ -101,7 +167,7 @@ int main(int argc, char **argv)
             g.mark(tick, 2 /* MLPROF_SCOPE_THREAD */);
             recorded++;
         }
-        if (i % 1000 == 999 || i == n - 1) {
+        if (i % 1000 == 999 || (!wait && i == n - 1)) {
             g.end(mid);
             recorded++;
         }

@@ -615,10 +615,12 @@ static void span_typed_arg(open_span *o, const char *key, size_t key_len, int ty
  * marked (cut_by_ring: true): its begin was overwritten, its end was not. */
 static void ring_cut(open_span *o)
 {
-    if (o->cut || !C.horizon_ns || o->begin_ns >= C.horizon_ns)
+    if (!C.horizon_ns || o->begin_ns >= C.horizon_ns)
+        return;
+    o->begin_ns = C.horizon_ns; /* one cut before a flush follows the ring's start, marked once */
+    if (o->cut)
         return;
     o->cut = 1;
-    o->begin_ns = C.horizon_ns;
     if (o->text) {
         if (o->args.len)
             mlprof__sb_putc(&o->args, ',');
@@ -2447,24 +2449,26 @@ int mlprof__collect_flush(const char *to)
     int rc = mlprof__collect_dump(to, 0);
     if (rc != MLPROF_OK)
         return rc;
+    if (raw > C.horizon_raw) {
+        C.horizon_raw = raw;
+        C.horizon_ns = mlprof__clock_to_ns(raw);
+    }
     for (track *tr = C.tracks; tr; tr = tr->next) {
-        for (size_t i = 0; i < tr->tasks.depth; i++) {
-            open_span *o = &tr->tasks.items[i];
-            o->begun = 0;
-            o->capped = 0;
-            o->targs_begun = 0;
+        for (int k = 0; k < 2; k++) {
+            span_stack *st = k ? &tr->frames : &tr->tasks;
+            for (size_t i = 0; i < st->depth; i++) {
+                open_span *o = &st->items[i];
+                o->begun = 0;
+                o->capped = 0;
+                o->targs_begun = 0; /* ring_cut shows them from the new start */
+            }
         }
-        for (size_t i = 0; i < tr->frames.depth; i++)
-            tr->frames.items[i].capped = 0;
         if (tr->tasks.depth)
             tr->unbegun = 1;
     }
     spool_reset();
     trace_drop(); /* the next stream starts with its own head */
-    if (raw > C.horizon_raw) {
-        C.horizon_raw = raw;
-        C.horizon_ns = mlprof__clock_to_ns(raw);
-    }
+    C.overwritten = 0; /* each file counts what went since the one before */
     return MLPROF_OK;
 }
 
