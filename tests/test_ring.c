@@ -15,7 +15,8 @@
  * started or asked, prints "ready I" (the iterations so far); reads commands
  * on standard input between iterations: "next" (N more, then "ready" again),
  * "quit" (or the end of the input: the outer span ends, then as above),
- * "count" (own: waits for the SIGUSR2 sent before and prints "usr2 K"). With
+ * "count" (own: waits for one more SIGUSR2 than it last reported, a
+ * minute at most, and prints "usr2 K", K received in all). With
  * own, the program handles SIGUSR2 itself, installed before its first call
  * of mlprof (libmlprof.so starts at it): mlprof must keep that handler.
  */
@@ -133,6 +134,7 @@ int main(int argc, char **argv)
     long recorded = 1; /* the outer span */
     g.begin(outer);
     long until = n;
+    int counted = 0; /* SIGUSR2s reported ("count") */
     for (long i = 0; wait || i < n; i++) {
         if (wait && i == until) {
             printf("ready %ld\n", i);
@@ -149,9 +151,10 @@ int main(int argc, char **argv)
             if (c == 'n') {
                 until = i + n;
             } else if (c == 'c') {
-                for (int k = 0; k < 600000 && !g_usr2; k++)
+                for (int k = 0; k < 600000 && g_usr2 <= counted; k++)
                     usleep(100); /* the signal is on its way: a minute at most */
-                printf("usr2 %d\n", (int)g_usr2);
+                counted = g_usr2;
+                printf("usr2 %d\n", counted);
                 fflush(stdout);
             } else if (c == 'q') {
                 break; /* between two mid spans */

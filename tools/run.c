@@ -773,14 +773,15 @@ int mlprof_cmd_run(int argc, char **argv)
         }
         return start_rc;
     }
-    if (ring && !o.quiet) {
-        char sig[16] = "";
-        const char *env = getenv("MLPROF_DUMP_SIGNAL");
-        snprintf(sig, sizeof sig, "%s", env ? env : "");
-        fprintf(stderr, PROG ": %s is process %d, a flight recorder: 'mlprof capture %d --flush'%s%s%s writes its ring "
-                        "now\n", o.cmd[0], (int)pid, (int)pid, sig[0] && strcasecmp(sig, "off") ? " or 'kill -" : "",
-                sig[0] && strcasecmp(sig, "off") ? (strncasecmp(sig, "SIG", 3) == 0 ? sig + 3 : sig) : "",
-                sig[0] && strcasecmp(sig, "off") ? "'" : "");
+    if (ring) {
+        const char *sig = getenv("MLPROF_DUMP_SIGNAL");
+        int on = sig && sig[0] && strcasecmp(sig, "off") && strcmp(sig, "0");
+        char kill_cmd[64] = "";
+        if (on)
+            snprintf(kill_cmd, sizeof kill_cmd, " or 'kill -%s %d'", strncasecmp(sig, "SIG", 3) == 0 ? sig + 3 : sig,
+                     (int)pid);
+        fprintf(stderr, PROG ": %s is process %d, a flight recorder: 'mlprof capture %d --flush'%s writes its ring "
+                        "now\n", o.cmd[0], (int)pid, (int)pid, kill_cmd);
     }
     if (o.on_demand)
         fprintf(stderr, PROG ": %s is process %d; it records nothing until asked: mlprof capture %d "
