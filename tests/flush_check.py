@@ -322,8 +322,8 @@ def errors():
     c = capture(os.getpid(), "--flush", "--duration", "1s")
     check(c.returncode == 2 and "--flush" in c.stderr, f"--flush --duration: status {c.returncode}, 2 expected")
     for bad in ("KILL", "FOO"):
-        r = subprocess.run([MLPROF, "run", "--dump_signal", bad, "--", "true"], capture_output=True, text=True,
-                           env=BASE, timeout=300)
+        r = subprocess.run([MLPROF, "run", "-q", "-o", os.path.join(OUT, "bad.json"), "--dump_signal", bad, "--",
+                            "true"], capture_output=True, text=True, env=BASE, timeout=300)
         check(r.returncode == 2 and "dump_signal" in r.stderr,
               f"mlprof run --dump_signal {bad}: status {r.returncode}, {r.stderr!r}")
 
