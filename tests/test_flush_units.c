@@ -79,7 +79,8 @@ static int ask_flush(const char *sock, const char *output, char *out, size_t len
     return 0;
 }
 
-/* The values of argument n of the spans "w" in a trace: first and last. */
+/* The values of argument n of the finished spans "w" in a trace: first and
+ * last; 0, or -2 when it is not a whole trace in ring mode. */
 static int span_range(const char *path, long *first, long *last)
 {
     char *s = tu_read_file(path);
@@ -91,6 +92,9 @@ static int span_range(const char *path, long *first, long *last)
         const char *end = strchr(p, '}');
         if (!a || !end || a > end)
             continue;
+        const char *u = strstr(p, "\"unfinished\"");
+        if (u && u < end)
+            continue; /* open at that flush: in the next file, whole */
         long v = strtol(a + 4, NULL, 10);
         if (*first < 0)
             *first = v;

@@ -1375,6 +1375,13 @@ static int before_cut(const mlprof__rec *r, int *cutting)
 static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
 {
     int cutting = 0;
+    /* the chunks there now, no more: a thread that writes faster than its
+     * records are decoded is not chased for ever (what it writes meanwhile
+     * waits for the next drain; a stopped one has nothing more) */
+    size_t chunks = 0;
+    for (mlprof__chunk *c = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE); c;
+         c = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE))
+        chunks++;
     for (;;) {
         mlprof__chunk *c = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
         if (!c)
@@ -1422,6 +1429,8 @@ static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
         t->consumed = next->data;
         __atomic_store_n(&t->head, next, __ATOMIC_RELEASE);
         mlprof__pool_put(c);
+        if (--chunks == 0)
+            return;
     }
 }
 
@@ -1759,6 +1768,10 @@ static void ring_evict(void)
     uint64_t now = mlprof__clock_to_ns(mlprof__clock_raw());
     uint64_t age = (uint64_t)(mlprof__g.cfg.ring_seconds * 1e9);
     uint64_t oldest = mlprof__g.cfg.ring_seconds > 0 && now > age ? now - age : 0;
+    /* at most the chunks held when it began: a thread writing faster than
+     * chunks are evicted would keep ctl_lock here for ever, and a dump (a
+     * flush) from another thread waiting */
+    size_t budget = SIZE_MAX;
     for (;;) {
         mlprof__thread *best = NULL;
         track *best_tr = NULL;
@@ -1796,6 +1809,10 @@ static void ring_evict(void)
             return;
         int over = held > keep;
         if (!over && (!oldest || best_ns >= oldest))
+            return;
+        if (budget == SIZE_MAX)
+            budget = held;
+        if (!budget--)
             return;
         if (best_tr && !mlprof__g.cfg.ring_full_decode && skim_reserve((size_t)(to - from) / sizeof(mlprof__rec)) == 0)
             evict_skim(best, best_tr, best_c, from, to);
