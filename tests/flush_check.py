@@ -9,7 +9,7 @@ in "mid" spans of 1000, a "tick" every 100) with a 256 KiB ring in a 64 MiB
 pool, says "ready" after N iterations and takes commands on its input:
 - flushed twice by `mlprof capture PID --flush` (the second with -o), in
   JSON and in Perfetto: two files, each the ring at that moment (work spans
-  without a gap, far fewer than recorded, nothing before its ring_start_ns,
+  without a gap, the older ones overwritten, nothing before its ring_start_ns,
   the outer span from that start, cut_by_ring and unfinished), each newer
   than the one before, then the program goes on, exits 0, and its exit trace
   holds what came after the second flush; the files' events (the spans shown
@@ -101,7 +101,10 @@ def verify(label, evs, other, unfinished):
     works = [a.get("i") for (nm, _, _, a) in evs if nm == "work" and not a.get("unfinished")]
     check(works and sorted(works) == works and works == list(range(works[0], works[0] + len(works))),
           f"{label}: the work spans are not a run without a gap ({len(works)})")
-    check(len(works) < N // 4, f"{label}: {len(works)} work spans: more than the ring holds")
+    # far more was recorded since the file before than the ring holds: the
+    # oldest of it went (what a lagging collector had not evicted yet goes at
+    # the flush, newer than the ring's start, so no bound on the count)
+    check(other.get("overwritten_events", 0) > 0, f"{label}: nothing overwritten: not a ring")
     old = [e for e in evs if e[1] < start]
     check(not old, f"{label}: {len(old)} events before the ring's start {start}: {old[:3]}")
     outer = [e for e in evs if e[0] == "outer"]
