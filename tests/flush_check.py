@@ -7,7 +7,9 @@ usage: flush_check.py TEST_RING LIBMLPROF OUT_DIR PROTO MLPROF
 test_ring N wait records without end (an "outer" span around "work" spans i
 in "mid" spans of 1000, a "tick" every 100) with a 256 KiB ring in a 64 MiB
 pool, says "ready" after N iterations and takes commands on its input:
-- flushed twice by `mlprof capture PID --flush` (the second with -o), in
+- flushed twice by `mlprof capture PID --flush` (the second with -o; in
+  JSON after one to a folder that does not exist: status 1, the ring left
+  as it was), in
   JSON and in Perfetto: two files, each the ring at that moment (work spans
   without a gap, the older ones overwritten, nothing before its ring_start_ns,
   the outer span from that start, cut_by_ring and unfinished), each newer
@@ -191,6 +193,10 @@ def flushed_twice(ext, protoc, proto):
     try:
         if not prog.line("ready"):
             return
+        if ext == ".json":  # a flush that cannot be written says why, and takes nothing from the ring
+            bad = capture(prog.p.pid, "--flush", "-o", "/nonexistent-mlprof-dir/r.json")
+            check(bad.returncode == 1 and "/nonexistent-mlprof-dir/r.json" in bad.stderr,
+                  f"an unwritable flush: status {bad.returncode}, 1 expected, naming the file")
         c1 = capture(prog.p.pid, "--flush")
         first = os.path.join(OUT, "ring.flush1" + ext)
         check(c1.returncode == 0 and c1.stdout.strip() == first, f"flush 1: status {c1.returncode}, {c1.stdout!r}")

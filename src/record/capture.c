@@ -930,13 +930,29 @@ static int flush_now(const char *output, int need_ring, char *path, size_t plen,
         mlprof__ctl_unlock();
         return CODE_NO_RING;
     }
-    int n = __atomic_add_fetch(&g_flushes, 1, __ATOMIC_RELAXED);
+    int n = __atomic_load_n(&g_flushes, __ATOMIC_RELAXED) + 1;
     char name[MLPROF__PATH_MAX];
     if (output && output[0])
         snprintf(name, sizeof name, "%s", output);
     else
         labeled_name(mlprof__g.cfg.filename, "flush", n, name, sizeof name);
     mlprof__expand_path(name, 1, path, plen);
+    /* said before the ring is drained: a flush that fails after it keeps
+     * its events for the next one, which then starts before its ring */
+    char dir[MLPROF__PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        slash == dir ? (void)(dir[1] = '\0') : (void)(*slash = '\0');
+    else
+        snprintf(dir, sizeof dir, ".");
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(err, elen, "cannot write the flush's trace %s: %s (nothing was taken from the ring)",
+                 mlprof__shortened(path).s, strerror(errno));
+        mlprof__ctl_unlock();
+        return CODE_FAILED;
+    }
+    __atomic_store_n(&g_flushes, n, __ATOMIC_RELAXED);
     int rc = mlprof__collect_flush(name);
     if (rc != MLPROF_OK)
         snprintf(err, elen, "%s", mlprof_last_error());
