@@ -262,8 +262,32 @@ class _Steps:
         self.undo = []
 
 
+_said = []
+
+
+def _native(memory, record_shapes, all_threads, native):
+    """A session of the native path (torch_native: torch's RecordFunction
+    callbacks and allocator reporting, in C++), or None for the dispatch mode,
+    saying why on stderr once per process."""
+    from . import torch_native
+    if native is False:
+        return None
+    lib = torch_native.load()
+    if lib is None and native:
+        raise RuntimeError(f"mlprof.torch: native tracing unavailable: {torch_native.why()}")
+    if lib is not None:
+        return torch_native.Session(lib, record_shapes, memory, all_threads, _OPS)
+    if not _said:
+        _said.append(1)
+        import sys
+        print(f"mlprof.torch: native tracing unavailable ({torch_native.why()}); "
+              "using the dispatch-mode path", file=sys.stderr)
+    return None
+
+
 @contextlib.contextmanager
-def trace(model=None, name="model", memory=None, step_on=None, distributed=None):
+def trace(model=None, name="model", memory=None, step_on=None, distributed=None, record_shapes=True,
+          all_threads=False, native=None):
     """Traces every aten operator run inside, and, when model is given, its
     modules' forward and backward passes (named name.path). memory: record
     tensor storages (default: when profile_memory is on). step_on: an
@@ -271,7 +295,15 @@ def trace(model=None, name="model", memory=None, step_on=None, distributed=None)
     step, as mlprof.step() does (ProfilerStep#N spans; the schedule key).
     distributed: torch.distributed's calls as spans and the ranks' clocks
     measured, as mlprof.dist.trace() does (default: when the environment has
-    MLPROF_TORCH_DISTRIBUTED=1)."""
+    MLPROF_TORCH_DISTRIBUTED=1). record_shapes: input shapes, dtypes and
+    FLOPs of every operator (the dispatch-mode path always records them).
+    all_threads: operators of every thread, not only this one's (native path).
+    native: None picks the native path where it loads, True requires it,
+    False takes the dispatch mode.
+
+    The native path (torch_native) records from torch's own C++ callbacks;
+    where its extension is not built or not loadable, or with
+    MLPROF_TORCH_NATIVE=0, the dispatch mode does, and stderr says why once."""
     from . import get_config
     if memory is None:
         memory = get_config("profile_memory") == "true" or get_config("profile_all") == "true"
@@ -280,16 +312,24 @@ def trace(model=None, name="model", memory=None, step_on=None, distributed=None)
         distributed = os.environ.get("MLPROF_TORCH_DISTRIBUTED", "") not in ("", "0")
     if distributed:
         from . import dist
-        with dist.trace(), trace(model, name, memory, step_on, distributed=False):
+        with dist.trace(), trace(model, name, memory, step_on, False, record_shapes,
+                                            all_threads, native):
             yield
         return
     modules = _Modules(model, name) if model is not None else None
     if step_on is not None and not isinstance(step_on, (list, tuple)):
         step_on = [step_on]
     steps = _Steps(step_on) if step_on else None
+    native = _native(memory, record_shapes, all_threads, native)
     try:
-        with _Ops(_Memory() if memory else None):
-            yield
+        if native:
+            try:
+                yield
+            finally:
+                native.stop()
+        else:
+            with _Ops(_Memory() if memory else None):
+                yield
     finally:
         if modules:
             modules.remove()

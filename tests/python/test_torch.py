@@ -1,6 +1,8 @@
 """mlprof.torch on a small model, forward and backward: the operators and
 their count against what torch's own profiler reports for the same run, the
-module names and their nesting, the shapes and FLOPs."""
+module names and their nesting, the shapes and FLOPs. Each test runs on both
+paths: the native one (torch's RecordFunction callbacks; skipped with the
+reason where its extension is not built) and the dispatch mode."""
 import collections
 import json
 import os
@@ -13,6 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python")
 torch = pytest.importorskip("torch")
 import mlprof  # noqa: E402
 import mlprof.torch  # noqa: E402
+from mlprof import torch_native  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
@@ -33,8 +36,36 @@ def run_model(model, x):
     return loss
 
 
+@pytest.fixture(params=["native", "dispatch"])
+def path(request):
+    """True for the native path (skipped where it cannot load), False for the dispatch mode."""
+    if request.param == "native":
+        if torch_native.load() is None:
+            pytest.skip(f"native path: {torch_native.why()}")
+        return True
+    return False
+
+
+def raw_ops(p):
+    """torch.profiler's operators as its callbacks recorded them: its
+    events() and key_averages() drop an operator nested in one of the same
+    name when it is the only child, which depends on the timing (aten::sum
+    calling its other overload: 2 or 3 from one run to the next)."""
+    try:
+        events = p.profiler.kineto_results.events()
+        return [(e.name(), e.start_thread_id(), e.shapes(), e.sequence_nr()) for e in events
+                if int(e.scope()) == 0]  # RecordScope::FUNCTION
+    except AttributeError:  # a torch without them: the processed events
+        return [(e.name, e.thread, e.input_shapes, getattr(e, "sequence_nr", -1)) for e in p.events()
+                if e.name.startswith("aten::")]
+
+
 @pytest.fixture
-def traced(tmp_path):
+def traced(tmp_path, path):
+    """(trace, torch.profiler's operator counts, its raw operators or None).
+    The native path runs under torch.profiler at the same time (both are
+    RecordFunction callbacks); the dispatch mode sits in the dispatcher and
+    is compared with a second run."""
     torch.manual_seed(0)
     model = Net()
     x = torch.randn(4, 3, 8, 8, requires_grad=True)
@@ -42,12 +73,22 @@ def traced(tmp_path):
     mlprof.clear()
     mlprof.set_config(filename=str(tmp_path / "torch.json"), memory_svg="", memory_csv="", profile_memory=False)
     mlprof.set_state("run")
-    with mlprof.torch.trace(model, name="model"):
+    from torch.profiler import profile
+    if path:
+        with profile(record_shapes=True) as p, mlprof.torch.trace(model, name="model", native=True):
+            run_model(model, x)
+        with open(mlprof.dump()) as f:
+            t = json.load(f)
+        # the backward nodes are no spans in mlprof (the module backward spans would not nest)
+        raw = [r for r in raw_ops(p) if not r[0].startswith("autograd::engine::")]
+        threads = {r[1] for r in raw if r[0] == "aten::convolution"}
+        raw = [r for r in raw if r[1] in threads]
+        return t, dict(collections.Counter(r[0] for r in raw)), raw
+    with mlprof.torch.trace(model, name="model", native=False):
         run_model(model, x)
     with open(mlprof.dump()) as f:
         t = json.load(f)
     # the same run under torch's own profiler
-    from torch.profiler import profile
     with profile() as p:
         run_model(model, x)
     # on the model's thread only: torch's profiler records every thread of
@@ -55,7 +96,7 @@ def traced(tmp_path):
     events = [e for e in p.events() if e.name.startswith("aten::")]
     threads = {e.thread for e in events if e.name == "aten::convolution"}
     theirs = collections.Counter(e.name for e in events if e.thread in threads)
-    return t, dict(theirs)
+    return t, dict(theirs), None
 
 
 def spans(t, cat):
@@ -68,7 +109,7 @@ def inside(inner, outer):
 
 
 def test_operators_match_torch_profiler(traced):
-    t, theirs = traced
+    t, theirs, raw = traced
     ours = collections.Counter(e["name"] for e in spans(t, "aten"))
     # the compute and the autograd operators, one for one
     for name in ("aten::convolution", "aten::relu", "aten::addmm", "aten::t", "aten::mm",
@@ -80,13 +121,34 @@ def test_operators_match_torch_profiler(traced):
     assert ours["aten::sum"] == 2 and theirs.get("aten::sum") in (2, 3), (ours["aten::sum"], theirs.get("aten::sum"))
     # and nothing torch does not know (detach is below what its profiler records)
     assert all(name in theirs or name == "aten::detach" for name in ours), ours
+    if raw is not None:  # native: the same callbacks, every operator one for one
+        assert ours == collections.Counter(theirs), (ours, theirs)
+
+
+def test_shapes_and_links_match_torch_profiler(traced):
+    t, _, raw = traced
+    if raw is None:
+        pytest.skip("dispatch mode: no sequence numbers, and its shapes are checked by test_shapes_and_flops")
+    ops = spans(t, "aten")
+    ours = [(e["name"], e.get("args", {})) for e in ops if e["name"] in ("aten::convolution", "aten::addmm")]
+    theirs = [(r[0], r[2], r[3]) for r in raw if r[0] in ("aten::convolution", "aten::addmm")]
+    assert len(ours) == len(theirs) == 2
+    for (name, args), (tname, shapes, seq) in zip(ours, theirs):
+        assert name == tname
+        # theirs lists every argument, [] for the non-tensors (and no 0-dim tensor here)
+        assert args["input_shapes"] == str([s for s in shapes if s]).replace(" ", ""), (args, shapes)
+        assert args["seq"] == seq >= 0
+    # the backward operators name the forward one they come from
+    conv_seq = next(a["seq"] for n, a in ours if n == "aten::convolution")
+    back = next(e["args"] for e in ops if e["name"] == "aten::convolution_backward")
+    assert back["fwd_seq"] == conv_seq and back["fwd_thread"] > 0
 
 
 def test_shapes_and_flops(traced):
-    t, _ = traced
+    t, _, _ = traced
     by = collections.defaultdict(list)
     for e in spans(t, "aten"):
-        by[e["name"]].append(e["args"])
+        by[e["name"]].append(e.get("args", {}))  # operators without tensor inputs have none
     conv = by["aten::convolution"][0]
     assert conv["input_shapes"] == "[[4,3,8,8],[8,3,3,3],[8]]" and conv["dtypes"].startswith("float32")
     assert conv["flops"] == 2 * (4 * 8 * 8 * 8) * (3 * 3 * 3)
@@ -105,7 +167,7 @@ def test_shapes_and_flops(traced):
 
 
 def test_modules_nest(traced):
-    t, _ = traced
+    t, _, _ = traced
     mods = {e["name"]: e for e in spans(t, "module")}
     for name in ("model", "model.features", "model.features.0", "model.features.1", "model.head",
                  "model (backward)", "model.head (backward)", "model.features (backward)",
@@ -122,7 +184,7 @@ def test_modules_nest(traced):
     assert inside(back, mods["model.features.0 (backward)"])
 
 
-def test_first_layers_without_input_gradient(tmp_path):
+def test_first_layers_without_input_gradient(tmp_path, path):
     torch.manual_seed(0)
     model = Net()
     x = torch.randn(4, 3, 8, 8)  # the input needs no gradient: the parameters end the backward
@@ -130,7 +192,7 @@ def test_first_layers_without_input_gradient(tmp_path):
     mlprof.clear()
     mlprof.set_config(filename=str(tmp_path / "first.json"), memory_svg="", memory_csv="")
     mlprof.set_state("run")
-    with mlprof.torch.trace(model, name="model"):
+    with mlprof.torch.trace(model, name="model", native=path):
         for _ in range(2):
             run_model(model, x)
     with open(mlprof.dump()) as f:
@@ -142,14 +204,14 @@ def test_first_layers_without_input_gradient(tmp_path):
     assert t["otherData"]["unmatched_ends"] == 0 and t["otherData"]["unfinished_spans"] == 0
 
 
-def test_tensor_memory(tmp_path):
+def test_tensor_memory(tmp_path, path):
     mlprof.set_state("stop")
     mlprof.clear()
     mlprof.set_config(filename=str(tmp_path / "mem.json"), profile_memory=True, memory_svg="", memory_csv="")
     mlprof.set_state("run")
     mlprof.dumps(reset=True)  # the peak starts again from what is in use now
     before = mlprof.memory_info(0)
-    with mlprof.torch.trace():
+    with mlprof.torch.trace(native=path):
         a = torch.ones(256, 256)          # 256 KiB
         b = a @ a                         # 256 KiB more
         c = b[:128]                       # a view: no new storage
@@ -173,7 +235,7 @@ def test_example_training_step():
     assert "trace:" in p.stdout
 
 
-def test_optimizer_step_marks_steps(tmp_path):
+def test_optimizer_step_marks_steps(tmp_path, path):
     # step_on: the optimizer's step() ends each training step; with a schedule
     # (wait 1, active 2) only steps 1 and 2 are in the trace
     torch.manual_seed(0)
@@ -189,7 +251,7 @@ def test_optimizer_step_marks_steps(tmp_path):
     try:
         mlprof.set_state("run")
         first = mlprof.step_number()
-        with mlprof.torch.trace(model, name="model", step_on=opt):
+        with mlprof.torch.trace(model, name="model", step_on=opt, native=path):
             for _ in range(4):
                 opt.zero_grad()
                 run_model(model, x)
@@ -208,3 +270,25 @@ def test_optimizer_step_marks_steps(tmp_path):
     steps = [e for e in t["traceEvents"] if e["ph"] == "X" and e["name"].startswith("ProfilerStep")]
     forwards = [e for e in spans(t, "module") if e["name"] == "model"]
     assert len(forwards) == 2 and all(any(inside(f, s) for s in steps) for f in forwards)
+
+
+def test_fallback_says_why_once(tmp_path):
+    # MLPROF_TORCH_NATIVE=0: the dispatch mode records, and stderr says so once
+    code = f"""
+import json, sys
+sys.path.insert(0, {os.path.join(ROOT, "python")!r})
+import torch, mlprof, mlprof.torch
+mlprof.set_config(filename={str(tmp_path / "fb.json")!r}, memory_svg="", memory_csv="")
+mlprof.set_state("run")
+for _ in range(2):
+    with mlprof.torch.trace():
+        torch.ones(4, 4).sum()
+t = json.load(open(mlprof.dump()))
+print(sum(1 for e in t["traceEvents"] if e.get("name") == "aten::sum"))
+"""
+    env = dict(os.environ, MLPROF_TORCH_NATIVE="0")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["2"], p.stdout
+    said = [line for line in p.stderr.splitlines() if "native tracing unavailable" in line]
+    assert len(said) == 1 and "MLPROF_TORCH_NATIVE=0" in said[0], p.stderr
