@@ -4,7 +4,8 @@
 #   install-deps.sh build    cmake, make, gcc, clang, python3, protoc, libpapi and libsqlite3 (run time),
 #                            Open MPI (openmpi-bin, libopenmpi-dev) and python3-mpi4py
 #   install-deps.sh viewer   chromium, node, npm + tests/viewer/node_modules
-#   install-deps.sh torch    Debian's python3-torch, -numpy, -pytest, -pip, -setuptools
+#   install-deps.sh torch    Debian's python3-torch, -numpy, -pytest, -pip, -setuptools, and libtorch-dev
+#                            (torch's C++ headers: mlprof.torch's native extension)
 set -eu
 
 # Another apt-get or dpkg at work (an unattended upgrade, a second make check)
@@ -91,6 +92,9 @@ torch)
             ensure_pkg "${pair#*:}"
         fi
     done
+    # torch's C++ headers (and g++) for mlprof.torch's native extension (RecordFunction callbacks)
+    [ -f /usr/include/ATen/record_function.h ] || ensure_pkg libtorch-dev
+    command -v g++ >/dev/null 2>&1 || ensure_pkg g++
     ;;
 *)
     echo "usage: $0 build|viewer|torch" >&2
