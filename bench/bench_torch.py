@@ -1,10 +1,20 @@
 #!/usr/bin/env python3
-"""The cost of mlprof.torch: a small CNN's training step timed plain and
-traced (every aten operator and module as spans), in one process. The two
-take turns step by step (the order flipping every round), so that both see
-the same machine; each is given as the median of its steps with their
-minimum, with the load. Last line: mlprof-bench-torch: plain_ms=...
-traced_ms=... slowdown=... ops_per_step=..."""
+"""The cost of tracing a PyTorch training step (a small CNN, batch 16, one
+thread), in one process: plain; mlprof.torch's native path (torch's
+RecordFunction callbacks) and its dispatch-mode path; and torch.profiler;
+each with shapes recorded (record_shapes), then with memory as well
+(profile_memory). The modes take turns block by block (the order rotating
+every round) so that all see the same machine: a block opens the profiler,
+runs a few steps timed one by one, and closes it. A step's cost is the median
+of its steps' times; the profiler's opening and closing (torch.profiler's
+processing of its events) is given apart, per block.
+
+    /usr/bin/python3 bench/bench_torch.py [--rounds 15] [--steps 5]
+
+Last line: mlprof-bench-torch: plain_ms=... then MODE_ms and MODE_x (the
+slowdown against plain) for each mode, ops_per_step=..., load=..."""
+import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -21,10 +31,32 @@ except ImportError:
     sys.exit(0)
 import mlprof  # noqa: E402
 import mlprof.torch  # noqa: E402
+from mlprof import torch_native  # noqa: E402
 from torch_train import SmallCNN  # noqa: E402
 
 
-def main(rounds=60):
+def modes(model):
+    """name -> a function returning the context manager of one block."""
+    from torch.profiler import ProfilerActivity, profile
+    cpu = [ProfilerActivity.CPU]
+    m = {"plain": contextlib.nullcontext}
+    if torch_native.load() is not None:
+        m["native"] = lambda: mlprof.torch.trace(model, memory=False, native=True)
+        m["native_mem"] = lambda: mlprof.torch.trace(model, memory=True, native=True)
+    else:
+        print(f"native path unavailable: {torch_native.why()}")
+    m["dispatch"] = lambda: mlprof.torch.trace(model, memory=False, native=False)
+    m["dispatch_mem"] = lambda: mlprof.torch.trace(model, memory=True, native=False)
+    m["torchprof"] = lambda: profile(activities=cpu, record_shapes=True)
+    m["torchprof_mem"] = lambda: profile(activities=cpu, record_shapes=True, profile_memory=True)
+    return m
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--steps", type=int, default=5, help="timed steps in each block")
+    a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)  # steadier on a small machine
     model = SmallCNN()
@@ -36,38 +68,54 @@ def main(rounds=60):
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
 
-    def timed(traced):
-        t0 = time.perf_counter()
-        if traced:
-            with mlprof.torch.trace(model, memory=False):
-                step()
-        else:
-            step()
-        return (time.perf_counter() - t0) * 1e3
-
+    ms = modes(model)
+    steps = {k: [] for k in ms}
+    blocks = {k: [] for k in ms}  # opening and closing, per block
     with tempfile.TemporaryDirectory() as tmp:
         mlprof.set_config(filename=os.path.join(tmp, "bench.json"), memory_svg="", memory_csv="",
-                          buffer_size="256M")
+                          buffer_size="256M", profile_memory=True)
         mlprof.set_state("run")
-        for traced in (False, True, False, True):
-            timed(traced)  # warm up both
-        mlprof.clear()
-        times = {False: [], True: []}
-        for r in range(rounds):
-            for traced in ((False, True) if r % 2 == 0 else (True, False)):
-                times[traced].append(timed(traced))
-        with open(mlprof.dump()) as f:
-            ops = sum(1 for e in json.load(f)["traceEvents"] if e.get("cat") == "aten")
-    load = os.getloadavg()
-    plain, traced = statistics.median(times[False]), statistics.median(times[True])
-    plain_min, traced_min = min(times[False]), min(times[True])
-    per_step = ops // rounds
-    print(f"SmallCNN training step (batch 16, 1 thread), {rounds} rounds in turns, load {load[0]:.2f}: "
-          f"plain {plain:.2f} ms (min {plain_min:.2f}), traced {traced:.2f} ms (min {traced_min:.2f}); "
-          f"slowdown {traced / plain:.2f}x (min over min {traced_min / plain_min:.2f}x); {per_step} operators "
-          f"a step, {1e3 * (traced - plain) / max(per_step, 1):.1f} us each")
-    print(f"mlprof-bench-torch: plain_ms={plain:.3f} traced_ms={traced:.3f} slowdown={traced / plain:.3f} "
-          f"plain_min_ms={plain_min:.3f} traced_min_ms={traced_min:.3f} ops_per_step={per_step} load={load[0]:.2f}")
+        order = list(ms)
+        for r in range(-1, a.rounds):  # round -1 warms every mode up
+            mlprof.clear()
+            for i in range(len(order)):
+                name = order[(i + max(r, 0)) % len(order)]
+                t0 = time.perf_counter()
+                inside = 0.0
+                with ms[name]():
+                    for _ in range(a.steps):
+                        s0 = time.perf_counter()
+                        step()
+                        s = time.perf_counter() - s0
+                        inside += s
+                        if r >= 0:
+                            steps[name].append(s * 1e3)
+                if r >= 0:
+                    blocks[name].append((time.perf_counter() - t0 - inside) * 1e3)
+        ops = {}
+        for native in ([True] if "native" in ms else []) + [False]:  # operators in a step, as each path sees them
+            mlprof.clear()
+            with mlprof.torch.trace(model, memory=False, native=native):
+                step()
+            with open(mlprof.dump()) as f:
+                ops["native" if native else "dispatch"] = sum(
+                    1 for e in json.load(f)["traceEvents"] if e.get("cat") == "aten" and e["ph"] == "X")
+            mlprof.set_state("run")
+    load = os.getloadavg()[0]
+    plain = statistics.median(steps["plain"])
+    print(f"SmallCNN training step (batch 16, 1 thread), {a.rounds} rounds of {a.steps} steps per mode, "
+          f"in turns, load {load:.2f}; torch {torch.__version__}")
+    print(f"{'mode':14} {'step ms':>8} {'min':>7} {'slowdown':>8} {'+us/step':>9} {'open+close ms':>13}")
+    fields = [f"plain_ms={plain:.3f}"]
+    for name in ms:
+        med, low = statistics.median(steps[name]), min(steps[name])
+        blk = statistics.median(blocks[name])
+        print(f"{name:14} {med:8.2f} {low:7.2f} {med / plain:7.3f}x {1e3 * (med - plain):9.0f} {blk:13.2f}")
+        if name != "plain":
+            fields += [f"{name}_ms={med:.3f}", f"{name}_x={med / plain:.3f}"]
+    print("operators a step: " + ", ".join(f"{k} {v}" for k, v in ops.items()))
+    fields += [f"ops_per_step_{k}={v}" for k, v in ops.items()]
+    print("mlprof-bench-torch: " + " ".join(fields) + f" load={load:.2f}")
 
 
 if __name__ == "__main__":

@@ -70,10 +70,34 @@ std::atomic<int> active{0};
 
 /* ---- operator name -> span handle, filled once per name (lock-free reads) */
 
+enum Kind { K_NONE, K_MM, K_ADDMM, K_BMM, K_CONV, K_CONV_BACKWARD, K_ATTENTION };
+
 struct Entry {
     void *span;
+    int kind; /* which FLOP formula (Kind), found once per name */
     char name[1]; /* the name's copy (allocated to its length) */
 };
+
+int kind_of(const char *name)
+{
+    if (strncmp(name, "aten::", 6))
+        return K_NONE;
+    const char *op = name + 6;
+    size_t len = strlen(op);
+    if (!strcmp(op, "mm"))
+        return K_MM;
+    if (!strcmp(op, "addmm") || !strcmp(op, "baddbmm"))
+        return K_ADDMM;
+    if (!strcmp(op, "bmm"))
+        return K_BMM;
+    if (!strcmp(op, "convolution"))
+        return K_CONV;
+    if (!strcmp(op, "convolution_backward"))
+        return K_CONV_BACKWARD;
+    if (!strncmp(op, "_scaled_dot_product", 19) && len >= 9 && !strcmp(op + len - 9, "attention"))
+        return K_ATTENTION;
+    return K_NONE;
+}
 constexpr size_t TABLE = 4096;
 std::atomic<Entry *> table[TABLE];
 std::mutex table_lock;
@@ -111,6 +135,7 @@ Entry *lookup(const char *name)
         if (!e)
             return nullptr;
         memcpy(e->name, name, n + 1);
+        e->kind = kind_of(name);
         e->span = api.task_create(api.domain, e->name);
         if (!e->span) {
             free(e);
@@ -173,9 +198,15 @@ struct Out {
     }
     void num(int64_t v)
     {
-        char b[24];
-        snprintf(b, sizeof b, "%lld", (long long)v);
-        put(b);
+        char b[24], *q = b + sizeof b;
+        uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+        *--q = 0;
+        do
+            *--q = (char)('0' + u % 10);
+        while (u /= 10);
+        if (v < 0)
+            *--q = '-';
+        put(q);
     }
 };
 
@@ -201,31 +232,29 @@ int64_t list_at(const c10::IValue &v, size_t i, int64_t dflt)
  * multiply-adds as two; -1 for the others. Convolutions are counted at
  * aten::convolution only: torch's profiler sees the backend operators it
  * calls nested inside, and counting them too would count the work twice. */
-int64_t flops(const char *name, c10::ArrayRef<const c10::IValue> in)
+int64_t flops(int kind, c10::ArrayRef<const c10::IValue> in)
 {
-    if (strncmp(name, "aten::", 6))
-        return -1;
-    const char *op = name + 6;
     auto tensor = [&](size_t i) -> const at::Tensor * {
         if (i >= in.size() || !in[i].isTensor() || !in[i].toTensor().defined())
             return nullptr;
         return &in[i].toTensor();
     };
-    if (!strcmp(op, "mm")) {
+    switch (kind) {
+    case K_MM: {
         auto a = tensor(0), b = tensor(1);
         if (!a || !b || a->dim() != 2 || b->dim() != 2)
             return -1;
         return 2 * a->size(0) * a->size(1) * b->size(1);
     }
-    if (!strcmp(op, "addmm") || !strcmp(op, "baddbmm") || !strcmp(op, "bmm")) {
-        bool bmm = !strcmp(op, "bmm");
-        auto a = tensor(bmm ? 0 : 1), b = tensor(bmm ? 1 : 2);
+    case K_ADDMM: /* addmm, baddbmm: (input, a, b) */
+    case K_BMM: {
+        auto a = tensor(kind == K_BMM ? 0 : 1), b = tensor(kind == K_BMM ? 1 : 2);
         if (!a || !b || a->dim() < 2 || b->dim() < 1)
             return -1;
         int64_t batch = a->dim() == 3 ? a->size(0) : 1;
         return 2 * batch * a->size(-2) * a->size(-1) * b->size(-1);
     }
-    if (!strcmp(op, "convolution")) {
+    case K_CONV: {
         /* input, weight, bias, stride, padding, dilation, transposed, output_padding, groups */
         auto x = tensor(0), w = tensor(1);
         if (!x || !w || in.size() < 7 || x->dim() < 3 || w->dim() != x->dim())
@@ -243,7 +272,7 @@ int64_t flops(const char *name, c10::ArrayRef<const c10::IValue> in)
         }
         return 2 * out * per_out;
     }
-    if (!strcmp(op, "convolution_backward")) {
+    case K_CONV_BACKWARD: {
         /* grad_output, input, weight, bias_sizes, ..., output_mask (last) */
         auto g = tensor(0), w = tensor(2);
         if (!g || !w)
@@ -256,17 +285,18 @@ int64_t flops(const char *name, c10::ArrayRef<const c10::IValue> in)
         }
         return one * n;
     }
-    size_t len = strlen(op);
-    if (!strncmp(op, "_scaled_dot_product", 19) && len >= 9 && !strcmp(op + len - 9, "attention")) {
+    case K_ATTENTION: { /* [B.., L, E] x [B.., S, E]: QK^T and the product with V */
         auto q = tensor(0), k = tensor(1);
         if (!q || !k || q->dim() < 2 || k->dim() < 2)
             return -1;
         return 4 * numel_from(q->sizes().slice(0, q->dim() - 1), 0) * k->size(-2) * q->size(-1);
     }
-    return -1;
+    default:
+        return -1;
+    }
 }
 
-void record_inputs(const at::RecordFunction &fn, const char *name)
+void record_inputs(const at::RecordFunction &fn, const Entry *e)
 {
     c10::ArrayRef<const c10::IValue> in = fn.inputs();
     char shapes[256], dtypes[256];
@@ -299,7 +329,7 @@ void record_inputs(const at::RecordFunction &fn, const char *name)
         api.arg_str("input_shapes", shapes);
         api.arg_str("dtypes", dtypes);
     }
-    int64_t f = flops(name, in);
+    int64_t f = e->kind == K_NONE ? -1 : flops(e->kind, in);
     if (f > 0)
         api.arg_int("flops", f);
 }
@@ -324,7 +354,7 @@ std::unique_ptr<at::ObserverContext> op_begin(const at::RecordFunction &fn)
             }
             if (flags_ & SHAPES) {
                 try {
-                    record_inputs(fn, e->name);
+                    record_inputs(fn, e);
                 } catch (...) { /* the span stays, without its shapes; the stack must stay in step */
                 }
             }
