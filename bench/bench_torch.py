@@ -3,11 +3,14 @@
 thread), in one process: plain; mlprof.torch's native path (torch's
 RecordFunction callbacks) and its dispatch-mode path; and torch.profiler;
 each with shapes recorded (record_shapes), then with memory as well
-(profile_memory). The modes take turns block by block (the order rotating
+(profile_memory). mlprof's modes record the module spans as well (Python
+hooks), but for native_ops(_mem): the operators only, as torch.profiler here. The modes take turns block by block (the order rotating
 every round) so that all see the same machine: a block opens the profiler,
 runs a few steps timed one by one, and closes it. A step's cost is the median
-of its steps' times; the profiler's opening and closing (torch.profiler's
-processing of its events) is given apart, per block.
+of its steps' times, in the thread's CPU time (torch runs on this thread
+alone): on a loaded machine the wall time counts other processes' turns
+(it is given too). The profiler's opening and closing (torch.profiler's
+processing of its events) is given apart, per block, in wall time.
 
     /usr/bin/python3 bench/bench_torch.py [--rounds 15] [--steps 5]
 
@@ -41,6 +44,8 @@ def modes(model):
     cpu = [ProfilerActivity.CPU]
     m = {"plain": contextlib.nullcontext}
     if torch_native.load() is not None:
+        m["native_ops"] = lambda: mlprof.torch.trace(memory=False, native=True)  # no module spans (Python hooks)
+        m["native_ops_mem"] = lambda: mlprof.torch.trace(memory=True, native=True)
         m["native"] = lambda: mlprof.torch.trace(model, memory=False, native=True)
         m["native_mem"] = lambda: mlprof.torch.trace(model, memory=True, native=True)
     else:
@@ -70,6 +75,7 @@ def main():
 
     ms = modes(model)
     steps = {k: [] for k in ms}
+    walls = {k: [] for k in ms}
     blocks = {k: [] for k in ms}  # opening and closing, per block
     with tempfile.TemporaryDirectory() as tmp:
         mlprof.set_config(filename=os.path.join(tmp, "bench.json"), memory_svg="", memory_csv="",
@@ -84,12 +90,13 @@ def main():
                 inside = 0.0
                 with ms[name]():
                     for _ in range(a.steps):
-                        s0 = time.perf_counter()
+                        s0, c0 = time.perf_counter(), time.thread_time()
                         step()
-                        s = time.perf_counter() - s0
+                        c, s = time.thread_time() - c0, time.perf_counter() - s0
                         inside += s
                         if r >= 0:
-                            steps[name].append(s * 1e3)
+                            steps[name].append(c * 1e3)
+                            walls[name].append(s * 1e3)
                 if r >= 0:
                     blocks[name].append((time.perf_counter() - t0 - inside) * 1e3)
         ops = {}
@@ -101,16 +108,20 @@ def main():
                 ops["native" if native else "dispatch"] = sum(
                     1 for e in json.load(f)["traceEvents"] if e.get("cat") == "aten" and e["ph"] == "X")
             mlprof.set_state("run")
+        mlprof.set_state("stop")
+        mlprof.set_config(dump_at_exit=False)  # the folder goes now
     load = os.getloadavg()[0]
-    plain = statistics.median(steps["plain"])
+    plain, plain_wall = statistics.median(steps["plain"]), statistics.median(walls["plain"])
     print(f"SmallCNN training step (batch 16, 1 thread), {a.rounds} rounds of {a.steps} steps per mode, "
           f"in turns, load {load:.2f}; torch {torch.__version__}")
-    print(f"{'mode':14} {'step ms':>8} {'min':>7} {'slowdown':>8} {'+us/step':>9} {'open+close ms':>13}")
+    print(f"{'mode':14} {'cpu ms':>7} {'slowdown':>8} {'+us/step':>9} {'wall ms':>8} {'slowdown':>8} "
+          f"{'open+close ms':>13}")
     fields = [f"plain_ms={plain:.3f}"]
     for name in ms:
-        med, low = statistics.median(steps[name]), min(steps[name])
+        med, wall = statistics.median(steps[name]), statistics.median(walls[name])
         blk = statistics.median(blocks[name])
-        print(f"{name:14} {med:8.2f} {low:7.2f} {med / plain:7.3f}x {1e3 * (med - plain):9.0f} {blk:13.2f}")
+        print(f"{name:14} {med:7.2f} {med / plain:7.3f}x {1e3 * (med - plain):9.0f} {wall:8.2f} "
+              f"{wall / plain_wall:7.3f}x {blk:13.2f}")
         if name != "plain":
             fields += [f"{name}_ms={med:.3f}", f"{name}_x={med / plain:.3f}"]
     print("operators a step: " + ", ".join(f"{k} {v}" for k, v in ops.items()))

@@ -423,10 +423,12 @@ struct Memory final : c10::MemoryReportingInfoBase {
             return;
         int dev = device_of(device);
         if (alloc_size > 0) {
+            /* the tag is the outermost operator (what the program called:
+             * aten::ones), the span the innermost (aten::empty) */
             const Stack &st = tls;
             int top = st.depth < DEPTH ? st.depth : DEPTH;
             const char *tag = nullptr;
-            for (int i = top - 1; i >= 0 && !tag; i--)
+            for (int i = 0; i < top && !tag; i++)
                 tag = st.ops[i] ? st.ops[i]->name : nullptr;
             api.mem_alloc(dev, ptr, (uint64_t)alloc_size, tag);
         } else if (alloc_size < 0) {

@@ -226,6 +226,48 @@ def test_tensor_memory(tmp_path, path):
     assert info["used"] == before["used"] and info["unknown_frees"] == before["unknown_frees"], (before, info)
 
 
+def test_memory_matches_torch_profiler(tmp_path):
+    # native: every allocation torch's allocator reports, as torch.profiler's
+    # profile_memory sees them (a separate run: one of them holds the report)
+    if torch_native.load() is None:
+        pytest.skip(f"native path: {torch_native.why()}")
+    from torch.profiler import profile
+
+    def work():
+        a = torch.ones(128, 128)
+        b = a @ a
+        del a
+        return float(b.sum())
+
+    work()
+    with profile(profile_memory=True) as p:
+        work()
+    try:
+        theirs = [e.nbytes() for e in p.profiler.kineto_results.events() if e.name() == "[memory]" and e.nbytes() > 0]
+    except AttributeError:
+        pytest.skip("this torch gives no raw memory events")
+    mlprof.set_state("stop")
+    mlprof.clear()
+    csv = tmp_path / "mem.csv"
+    mlprof.set_config(filename=str(tmp_path / "mem.json"), profile_memory=True, memory_svg="", memory_csv=str(csv))
+    mlprof.set_state("run")
+    try:
+        with mlprof.torch.trace(native=True):
+            work()
+        mlprof.dump()
+    finally:
+        mlprof.set_config(profile_memory=False, memory_csv="")
+    import csv as csvmod
+    with open(csv) as f:
+        rows = [r for r in csvmod.DictReader(f) if r["device"] == "cpu"]
+    assert sorted(int(r["bytes"]) for r in rows) == sorted(theirs), (rows, theirs)
+    # tagged by the operator the program called, in the span of the one that allocated
+    mm = [r for r in rows if int(r["bytes"]) == 128 * 128 * 4 and r["tag"] == "aten::matmul"]
+    assert len(mm) == 1 and mm[0]["span"] == "aten::mm", rows
+    ones = [r for r in rows if r["tag"] == "aten::ones"]
+    assert len(ones) == 1 and ones[0]["span"] == "aten::empty" and ones[0]["end"] == "freed", rows
+
+
 def test_example_training_step():
     env = dict(os.environ)
     p = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "torch_train.py"), "--steps", "2"],
