@@ -84,9 +84,17 @@ def why():
 
 class Session:
     """Recording from torch's callbacks on this thread (every thread with
-    all_threads), until stop()."""
+    all_threads), until stop(). A session inside another (a trace nested in
+    a trace) records nothing more: the outer one's callbacks see its
+    operators already, with the outer one's options."""
+
+    running = 0
 
     def __init__(self, lib, shapes, memory, all_threads, domain):
+        self.handle = None
+        Session.running += 1
+        if Session.running > 1:
+            return
         lib_ = _lib.lib
         self.api = _Api(*[ctypes.cast(getattr(lib_, "mlprof_" + n), _fn) for n in (
             "get_state", "task_create", "begin", "end", "arg_int", "arg_str", "mem_alloc", "mem_free")],
@@ -96,9 +104,11 @@ class Session:
         flags = (SHAPES if shapes else 0) | (MEMORY if memory else 0) | (GLOBAL if all_threads else 0)
         self.handle = lib.mlprof_torch_native_start(ctypes.byref(self.api), ctypes.sizeof(_Api), flags, why, 256)
         if not self.handle:
+            Session.running -= 1
             raise RuntimeError(f"mlprof.torch: the native path did not start: {why.value.decode()}")
 
     def stop(self):
+        Session.running -= 1
         if self.handle:
             why = ctypes.create_string_buffer(256)
             rc = self.lib.mlprof_torch_native_stop(self.handle, why, 256)

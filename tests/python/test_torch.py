@@ -268,6 +268,30 @@ def test_memory_matches_torch_profiler(tmp_path):
     assert len(ones) == 1 and ones[0]["span"] == "aten::empty" and ones[0]["end"] == "freed", rows
 
 
+def test_native_all_threads_and_nesting(tmp_path):
+    # all_threads: a global callback sees the operators of every thread; a
+    # trace inside a trace records each operator once
+    if torch_native.load() is None:
+        pytest.skip(f"native path: {torch_native.why()}")
+    import threading
+    mlprof.set_state("stop")
+    mlprof.clear()
+    mlprof.set_config(filename=str(tmp_path / "threads.json"), memory_svg="", memory_csv="", profile_memory=False)
+    mlprof.set_state("run")
+    a = torch.ones(8, 8)
+    with mlprof.torch.trace(native=True, all_threads=True):
+        with mlprof.torch.trace(native=True):
+            torch.mm(a, a)
+        t = threading.Thread(target=lambda: torch.mm(a, a))
+        t.start()
+        t.join()
+    torch.mm(a, a)  # after: not recorded
+    with open(mlprof.dump()) as f:
+        mms = [e for e in json.load(f)["traceEvents"] if e.get("name") == "aten::mm" and e["ph"] == "X"]
+    assert len(mms) == 2 and len({e["tid"] for e in mms}) == 2, mms
+    assert all(e["args"]["flops"] == 2 * 8 * 8 * 8 for e in mms)
+
+
 def test_example_training_step():
     env = dict(os.environ)
     p = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "torch_train.py"), "--steps", "2"],
