@@ -28,11 +28,12 @@ _state = {"lib": None, "why": None, "tried": False}
 
 
 def _candidates():
-    """MLPROF_TORCH_NATIVE_PATH, beside this package (pip's build), then the
-    build trees of the checkout (CMake's)."""
+    """MLPROF_TORCH_NATIVE_PATH alone when set; else beside this package
+    (pip's build), then the build trees of the checkout (CMake's)."""
     env = os.environ.get("MLPROF_TORCH_NATIVE_PATH")
     if env:
         yield env
+        return
     here = os.path.dirname(os.path.abspath(__file__))
     yield from sorted(glob.glob(os.path.join(here, "_torch_native*.so")))
     root = os.path.dirname(os.path.dirname(here))
@@ -52,6 +53,8 @@ def load():
     tried = []
     for path in _candidates():
         if not os.path.exists(path):
+            if path == os.environ.get("MLPROF_TORCH_NATIVE_PATH"):
+                tried.append(f"{path}: no such file")
             continue
         try:
             lib = ctypes.CDLL(path)

@@ -352,9 +352,13 @@ for _ in range(2):
 t = json.load(open(mlprof.dump()))
 print(sum(1 for e in t["traceEvents"] if e.get("name") == "aten::sum"))
 """
-    env = dict(os.environ, MLPROF_TORCH_NATIVE="0")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["2"], p.stdout
-    said = [line for line in p.stderr.splitlines() if "native tracing unavailable" in line]
-    assert len(said) == 1 and "MLPROF_TORCH_NATIVE=0" in said[0], p.stderr
+    # and an extension that does not load (as one built for another torch): its path and the loader's error
+    broken = tmp_path / "libmlprof_torch.so"
+    broken.write_text("not a library")
+    for env, why in ((dict(os.environ, MLPROF_TORCH_NATIVE="0"), "MLPROF_TORCH_NATIVE=0"),
+                     (dict(os.environ, MLPROF_TORCH_NATIVE_PATH=str(broken)), str(broken))):
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split() == ["2"], p.stdout
+        said = [line for line in p.stderr.splitlines() if "native tracing unavailable" in line]
+        assert len(said) == 1 and why in said[0] and "dispatch-mode" in said[0], p.stderr
