@@ -4,7 +4,8 @@ thread), in one process: plain; mlprof.torch's native path (torch's
 RecordFunction callbacks) and its dispatch-mode path; and torch.profiler;
 each with shapes recorded (record_shapes), then with memory as well
 (profile_memory). mlprof's modes record the module spans as well (Python
-hooks), but for native_ops(_mem): the operators only, as torch.profiler here. The modes take turns block by block (the order rotating
+hooks), but for native_ops(_mem): the operators only, as torch.profiler
+here; torchprof_stack adds its Python stacks (the modules are in them). The modes take turns block by block (the order rotating
 every round) so that all see the same machine: a block opens the profiler,
 runs a few steps timed one by one, and closes it. A step's cost is the median
 of its steps' times, in the thread's CPU time (torch runs on this thread
@@ -57,13 +58,16 @@ def modes(model):
     m["dispatch_mem"] = lambda: mlprof.torch.trace(model, memory=True, native=False)
     m["torchprof"] = lambda: profile(activities=cpu, record_shapes=True)
     m["torchprof_mem"] = lambda: profile(activities=cpu, record_shapes=True, profile_memory=True)
+    # the module of every operator, as mlprof's module spans give it: torch.profiler has it in its stacks
+    m["torchprof_stack"] = lambda: profile(activities=cpu, record_shapes=True, with_stack=True)
     return m
 
 
 def per_op(ms, rounds, n=2000):
     """ns an operator costs in each mode that records operators only."""
     a, b = torch.ones(4, 4), torch.ones(4, 4)
-    names = [k for k in ms if k == "plain" or k.startswith(("native_ops", "dispatch", "torchprof"))]
+    names = [k for k in ms if k == "plain" or k.startswith(("native_ops", "dispatch", "torchprof"))
+             and k != "torchprof_stack"]
     best = {k: float("inf") for k in names}
     for r in range(-1, rounds):
         mlprof.clear()
