@@ -60,6 +60,9 @@ struct Api {
     int (*mem_alloc)(int device, const void *addr, uint64_t bytes, const char *tag);
     int (*mem_free)(int device, const void *addr);
     void *domain; /* "aten" */
+    /* mlprof_opcost_op (mlprof/opcost.h), or null where the library has none */
+    int (*opcost_op)(const char *name, const char *shapes, const char *types, const char *out_shapes,
+                     const char *scalars, int64_t cost[2]);
 };
 
 enum { SHAPES = 1, MEMORY = 2, GLOBAL = 4 };
@@ -229,7 +232,10 @@ int64_t list_at(const c10::IValue &v, size_t i, int64_t dflt)
 }
 
 /* The FLOPs of the operators today's python flops() counts (mlprof.torch),
- * multiply-adds as two; -1 for the others. Convolutions are counted at
+ * multiply-adds as two; -1 for the others. Where the library has
+ * mlprof_opcost_op (the formulas shared with the interposers and the
+ * analyzer), the same operators are counted by it instead, with their bytes;
+ * these are for a library without it. Convolutions are counted at
  * aten::convolution only: torch's profiler sees the backend operators it
  * calls nested inside, and counting them too would count the work twice. */
 int64_t flops(int kind, c10::ArrayRef<const c10::IValue> in)
@@ -296,6 +302,81 @@ int64_t flops(int kind, c10::ArrayRef<const c10::IValue> in)
     }
 }
 
+/* One argument's text in PyTorch's "Concrete Inputs" form: an integer, a
+ * list of them, a bool, a float; empty for tensors and anything else. */
+void scalar_text(Out &o, const c10::IValue &v)
+{
+    if (v.isInt()) {
+        o.num(v.toInt());
+    } else if (v.isBool()) {
+        o.put(v.toBool() ? "True" : "False");
+    } else if (v.isIntList()) {
+        auto l = v.toIntList();
+        o.put("[");
+        for (size_t i = 0; i < l.size(); i++) {
+            if (i)
+                o.put(", ");
+            o.num(l.get(i));
+        }
+        o.put("]");
+    } else if (v.isDouble()) {
+        char b[32];
+        snprintf(b, sizeof b, "%g", v.toDouble());
+        o.put(b);
+    }
+}
+
+/* FLOPs and bytes from libmlprof's shared formulas (mlprof_opcost_op), for
+ * the operators this counts: every argument by position, as torch.profiler
+ * records them ("Input Dims", "Input type", "Concrete Inputs"). Returns
+ * whether it counted. */
+bool opcost(const char *name, c10::ArrayRef<const c10::IValue> in)
+{
+    char shapes[512], types[256], scalars[512];
+    Out s(shapes, sizeof shapes), t(types, sizeof types), c(scalars, sizeof scalars);
+    s.put("[");
+    t.put("[");
+    c.put("[");
+    for (size_t i = 0; i < in.size(); i++) {
+        const c10::IValue &v = in[i];
+        if (i) {
+            s.put(",");
+            t.put(",");
+            c.put(",");
+        }
+        t.put("\""); /* quoted: an empty type (a non-tensor) keeps its place */
+        c.put("\"");
+        if (v.isTensor() && v.toTensor().defined()) {
+            const at::Tensor &x = v.toTensor();
+            s.put("[");
+            for (int64_t d = 0; d < x.dim(); d++) {
+                if (d)
+                    s.put(",");
+                s.num(x.size(d));
+            }
+            s.put("]");
+            t.put(dtype_name(x.scalar_type()));
+        } else {
+            s.put("[]");
+            scalar_text(c, v);
+        }
+        t.put("\"");
+        c.put("\"");
+    }
+    s.put("]");
+    t.put("]");
+    c.put("]");
+    if (s.full || t.full || c.full)
+        return false; /* cut: not something to count from */
+    int64_t cost[2] = {0, 0};
+    int found = api.opcost_op(name, shapes, types, nullptr, scalars, cost);
+    if (found & 1)
+        api.arg_int("flops", cost[0]);
+    if (found & 2)
+        api.arg_int("bytes", cost[1]);
+    return found != 0;
+}
+
 void record_inputs(const at::RecordFunction &fn, const Entry *e)
 {
     c10::ArrayRef<const c10::IValue> in = fn.inputs();
@@ -329,7 +410,11 @@ void record_inputs(const at::RecordFunction &fn, const Entry *e)
         api.arg_str("input_shapes", shapes);
         api.arg_str("dtypes", dtypes);
     }
-    int64_t f = e->kind == K_NONE ? -1 : flops(e->kind, in);
+    if (e->kind == K_NONE)
+        return;
+    if (api.opcost_op && opcost(e->name, in))
+        return;
+    int64_t f = flops(e->kind, in);
     if (f > 0)
         api.arg_int("flops", f);
 }

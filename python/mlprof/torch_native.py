@@ -21,7 +21,8 @@ _fn = ctypes.c_void_p
 class _Api(ctypes.Structure):
     """struct Api of _torch_native.cpp, field for field."""
     _fields_ = [(name, _fn) for name in (
-        "get_state", "task_create", "begin", "end", "arg_int", "arg_str", "mem_alloc", "mem_free", "domain")]
+        "get_state", "task_create", "begin", "end", "arg_int", "arg_str", "mem_alloc", "mem_free", "domain",
+        "opcost_op")]
 
 
 _state = {"lib": None, "why": None, "tried": False}
@@ -85,6 +86,15 @@ def why():
     return _state["why"]
 
 
+def _opcost(lib_):
+    """mlprof_opcost_op's address (the shared FLOP and byte formulas), or
+    None for a library without them: the extension then counts FLOPs itself."""
+    try:
+        return ctypes.cast(lib_.mlprof_opcost_op, _fn)
+    except AttributeError:
+        return None
+
+
 class Session:
     """Recording from torch's callbacks on this thread (every thread with
     all_threads), until stop(). A session inside another (a trace nested in
@@ -101,7 +111,7 @@ class Session:
         lib_ = _lib.lib
         self.api = _Api(*[ctypes.cast(getattr(lib_, "mlprof_" + n), _fn) for n in (
             "get_state", "task_create", "begin", "end", "arg_int", "arg_str", "mem_alloc", "mem_free")],
-            domain)
+            domain, _opcost(lib_))
         self.lib = lib
         why = ctypes.create_string_buffer(256)
         flags = (SHAPES if shapes else 0) | (MEMORY if memory else 0) | (GLOBAL if all_threads else 0)

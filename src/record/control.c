@@ -667,6 +667,10 @@ static void read_environment(void)
         key[len] = '\0';
         if (strcmp(key, "config") == 0)
             continue;
+        /* MLPROF_TORCH_*: the Python bindings' (mlprof.torch's native path and
+         * its extension's path, torch.distributed tracing), not keys */
+        if (strncmp(key, "torch_", 6) == 0)
+            continue;
         const key_def *k = find_key(key);
         if (!k) {
             mlprof__log(MLPROF_LOG_WARN, "ignoring %.*s: unknown configuration key \"%s\"",

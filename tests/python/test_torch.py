@@ -138,6 +138,8 @@ def test_shapes_and_links_match_torch_profiler(traced):
         # theirs lists every argument, [] for the non-tensors (and no 0-dim tensor here)
         assert args["input_shapes"] == str([s for s in shapes if s]).replace(" ", ""), (args, shapes)
         assert args["seq"] == seq >= 0
+        if hasattr(mlprof._lib.lib, "mlprof_opcost_op"):  # the shared formulas count the bytes too
+            assert args["bytes"] > 0, args
     # the backward operators name the forward one they come from
     conv_seq = next(a["seq"] for n, a in ours if n == "aten::convolution")
     back = next(e["args"] for e in ops if e["name"] == "aten::convolution_backward")
