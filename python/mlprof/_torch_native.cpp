@@ -17,7 +17,8 @@
  * "fwd_seq" and "fwd_thread" (the forward operator's sequence number and
  * thread: the forward/backward link torch's profiler draws). With shapes:
  * "input_shapes" and "dtypes" of the tensor arguments, as the dispatch-mode
- * path writes them, and "flops" for the products and convolutions.
+ * path writes them, and "flops" and "bytes" from libmlprof's shared formulas
+ * (mlprof_opcost_op) for the operators they know.
  *
  * Hot path (each operator): no lock, no allocation, no system call; the
  * handle cache takes a lock only the first time a name is seen.
@@ -73,34 +74,31 @@ std::atomic<int> active{0};
 
 /* ---- operator name -> span handle, filled once per name (lock-free reads) */
 
-enum Kind { K_NONE, K_MM, K_ADDMM, K_BMM, K_CONV, K_CONV_BACKWARD, K_ATTENTION };
-
 struct Entry {
     void *span;
-    int kind; /* which FLOP formula (Kind), found once per name */
+    /* mlprof_opcost_op on this operator: COST_TRY while it has not counted
+     * yet (tries left in tries), COST_YES once it has, COST_NO for names it
+     * does not know (it gave nothing four times) and the composites below. */
+    std::atomic<int> cost, tries;
     char name[1]; /* the name's copy (allocated to its length) */
 };
+enum { COST_TRY, COST_YES, COST_NO };
 
-int kind_of(const char *name)
+/* Operators made of others above autograd (CompositeImplicitAutograd): their
+ * parts are counted, as the dispatch-mode path sees them (aten::convolution,
+ * not aten::conv2d; aten::addmm, not aten::linear). */
+bool composite(const char *name)
 {
-    if (strncmp(name, "aten::", 6))
-        return K_NONE;
-    const char *op = name + 6;
-    size_t len = strlen(op);
-    if (!strcmp(op, "mm"))
-        return K_MM;
-    if (!strcmp(op, "addmm") || !strcmp(op, "baddbmm"))
-        return K_ADDMM;
-    if (!strcmp(op, "bmm"))
-        return K_BMM;
-    if (!strcmp(op, "convolution"))
-        return K_CONV;
-    if (!strcmp(op, "convolution_backward"))
-        return K_CONV_BACKWARD;
-    if (!strncmp(op, "_scaled_dot_product", 19) && len >= 9 && !strcmp(op + len - 9, "attention"))
-        return K_ATTENTION;
-    return K_NONE;
+    static const char *const names[] = {
+        "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d", "aten::conv_transpose2d",
+        "aten::conv_transpose3d", "aten::linear", "aten::matmul", "aten::layer_norm", "aten::batch_norm",
+        "aten::group_norm", "aten::softmax", "aten::log_softmax", "aten::scaled_dot_product_attention", nullptr};
+    for (const char *const *n = names; *n; n++)
+        if (!strcmp(*n, name))
+            return true;
+    return false;
 }
+
 constexpr size_t TABLE = 4096;
 std::atomic<Entry *> table[TABLE];
 std::mutex table_lock;
@@ -138,7 +136,8 @@ Entry *lookup(const char *name)
         if (!e)
             return nullptr;
         memcpy(e->name, name, n + 1);
-        e->kind = kind_of(name);
+        new (&e->cost) std::atomic<int>(composite(name) ? COST_NO : COST_TRY);
+        new (&e->tries) std::atomic<int>(4);
         e->span = api.task_create(api.domain, e->name);
         if (!e->span) {
             free(e);
@@ -160,10 +159,11 @@ struct Backward {
 struct Stack {
     Entry *ops[DEPTH]; /* null: begun while not recording, or not recorded */
     int depth;
+    int counted; /* the level of the operator that has FLOPs/bytes, whose parts are not counted again; -1 */
     Backward bwd[DEPTH];
     int bwd_depth;
 };
-thread_local Stack tls;
+thread_local Stack tls = {{}, 0, -1, {}, 0};
 
 /* ---- shapes, dtypes and FLOPs */
 
@@ -213,95 +213,6 @@ struct Out {
     }
 };
 
-int64_t numel_from(c10::IntArrayRef s, size_t from)
-{
-    int64_t n = 1;
-    for (size_t i = from; i < s.size(); i++)
-        n *= s[i];
-    return n;
-}
-
-int64_t list_at(const c10::IValue &v, size_t i, int64_t dflt)
-{
-    if (!v.isIntList())
-        return dflt;
-    auto l = v.toIntList();
-    if (l.empty())
-        return dflt;
-    return l.get(i < l.size() ? i : l.size() - 1);
-}
-
-/* The FLOPs of the operators today's python flops() counts (mlprof.torch),
- * multiply-adds as two; -1 for the others. Where the library has
- * mlprof_opcost_op (the formulas shared with the interposers and the
- * analyzer), the same operators are counted by it instead, with their bytes;
- * these are for a library without it. Convolutions are counted at
- * aten::convolution only: torch's profiler sees the backend operators it
- * calls nested inside, and counting them too would count the work twice. */
-int64_t flops(int kind, c10::ArrayRef<const c10::IValue> in)
-{
-    auto tensor = [&](size_t i) -> const at::Tensor * {
-        if (i >= in.size() || !in[i].isTensor() || !in[i].toTensor().defined())
-            return nullptr;
-        return &in[i].toTensor();
-    };
-    switch (kind) {
-    case K_MM: {
-        auto a = tensor(0), b = tensor(1);
-        if (!a || !b || a->dim() != 2 || b->dim() != 2)
-            return -1;
-        return 2 * a->size(0) * a->size(1) * b->size(1);
-    }
-    case K_ADDMM: /* addmm, baddbmm: (input, a, b) */
-    case K_BMM: {
-        auto a = tensor(kind == K_BMM ? 0 : 1), b = tensor(kind == K_BMM ? 1 : 2);
-        if (!a || !b || a->dim() < 2 || b->dim() < 1)
-            return -1;
-        int64_t batch = a->dim() == 3 ? a->size(0) : 1;
-        return 2 * batch * a->size(-2) * a->size(-1) * b->size(-1);
-    }
-    case K_CONV: {
-        /* input, weight, bias, stride, padding, dilation, transposed, output_padding, groups */
-        auto x = tensor(0), w = tensor(1);
-        if (!x || !w || in.size() < 7 || x->dim() < 3 || w->dim() != x->dim())
-            return -1;
-        int64_t per_out = numel_from(w->sizes(), 1);
-        if (in[6].isBool() && in[6].toBool())
-            return 2 * x->numel() * per_out; /* each input element meets the weights once */
-        int64_t out = x->size(0) * w->size(0);
-        for (int64_t d = 2; d < x->dim(); d++) {
-            int64_t s = list_at(in[3], d - 2, 1), p = list_at(in[4], d - 2, 0), dl = list_at(in[5], d - 2, 1);
-            if (s <= 0)
-                return -1;
-            int64_t o = (x->size(d) + 2 * p - dl * (w->size(d) - 1) - 1) / s + 1;
-            out *= o > 0 ? o : 0;
-        }
-        return 2 * out * per_out;
-    }
-    case K_CONV_BACKWARD: {
-        /* grad_output, input, weight, bias_sizes, ..., output_mask (last) */
-        auto g = tensor(0), w = tensor(2);
-        if (!g || !w)
-            return -1;
-        int64_t one = 2 * g->numel() * numel_from(w->sizes(), 1), n = 2;
-        const c10::IValue &m = in[in.size() - 1];
-        if (m.isBoolList()) {
-            auto l = m.toBoolList();
-            n = (l.size() > 0 && l.get(0)) + (l.size() > 1 && l.get(1));
-        }
-        return one * n;
-    }
-    case K_ATTENTION: { /* [B.., L, E] x [B.., S, E]: QK^T and the product with V */
-        auto q = tensor(0), k = tensor(1);
-        if (!q || !k || q->dim() < 2 || k->dim() < 2)
-            return -1;
-        return 4 * numel_from(q->sizes().slice(0, q->dim() - 1), 0) * k->size(-2) * q->size(-1);
-    }
-    default:
-        return -1;
-    }
-}
-
 /* One argument's text in PyTorch's "Concrete Inputs" form: an integer, a
  * list of them, a bool, a float; empty for tensors and anything else. */
 void scalar_text(Out &o, const c10::IValue &v)
@@ -326,10 +237,10 @@ void scalar_text(Out &o, const c10::IValue &v)
     }
 }
 
-/* FLOPs and bytes from libmlprof's shared formulas (mlprof_opcost_op), for
- * the operators this counts: every argument by position, as torch.profiler
- * records them ("Input Dims", "Input type", "Concrete Inputs"). Returns
- * whether it counted. */
+/* FLOPs and bytes from libmlprof's shared formulas (mlprof_opcost_op,
+ * mlprof/opcost.h): every argument by position, as torch.profiler records
+ * them ("Input Dims", "Input type", "Concrete Inputs"). Returns whether it
+ * counted. */
 bool opcost(const char *name, c10::ArrayRef<const c10::IValue> in)
 {
     char shapes[512], types[256], scalars[512];
@@ -410,13 +321,20 @@ void record_inputs(const at::RecordFunction &fn, const Entry *e)
         api.arg_str("input_shapes", shapes);
         api.arg_str("dtypes", dtypes);
     }
-    if (e->kind == K_NONE)
+    /* Only the outermost operator that counts: its parts (aten::sum calling
+     * its other overload, aten::convolution its backend's) are the same work. */
+    Stack &st = tls;
+    Entry *w = const_cast<Entry *>(e);
+    int state = w->cost.load(std::memory_order_relaxed);
+    if (!api.opcost_op || st.counted >= 0 || state == COST_NO)
         return;
-    if (api.opcost_op && opcost(e->name, in))
-        return;
-    int64_t f = flops(e->kind, in);
-    if (f > 0)
-        api.arg_int("flops", f);
+    if (opcost(e->name, in)) {
+        st.counted = st.depth; /* this operator's level, pushed just after */
+        if (state != COST_YES)
+            w->cost.store(COST_YES, std::memory_order_relaxed);
+    } else if (state == COST_TRY && w->tries.fetch_sub(1, std::memory_order_relaxed) <= 1) {
+        w->cost.store(COST_NO, std::memory_order_relaxed); /* a name it does not know */
+    }
 }
 
 std::unique_ptr<at::ObserverContext> op_begin(const at::RecordFunction &fn)
@@ -459,6 +377,8 @@ void op_end(const at::RecordFunction &fn, at::ObserverContext *)
     if (fn.isAsync() || st.depth <= 0)
         return;
     st.depth--;
+    if (st.counted == st.depth)
+        st.counted = -1;
     if (st.depth < DEPTH && st.ops[st.depth])
         api.end(st.ops[st.depth]->span);
 }
