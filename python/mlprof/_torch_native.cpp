@@ -237,11 +237,68 @@ void scalar_text(Out &o, const c10::IValue &v)
     }
 }
 
+/* What one call's arguments give, kept per thread by a hash of the
+ * arguments: a training loop calls each operator on the same shapes again
+ * and again, and the texts and the cost are then copied, not made again
+ * (parsing them is most of mlprof_opcost_op's time). */
+constexpr size_t TEXT = 192;
+struct Memo {
+    uint64_t hash;
+    const Entry *op;
+    bool any;       /* a tensor among the arguments */
+    int found;      /* mlprof_opcost_op's answer; -1: not asked yet */
+    int64_t cost[2];
+    char shapes[TEXT], dtypes[TEXT]; /* tensors only, as the dispatch-mode path writes them */
+};
+constexpr size_t MEMO = 128;
+thread_local Memo memo[MEMO];
+
+inline uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
+
+/* A hash of everything the texts are made of: each tensor's sizes and type,
+ * each scalar's kind and value. 0: an argument it cannot say (not cached). */
+uint64_t hash_args(const Entry *op, c10::ArrayRef<const c10::IValue> in)
+{
+    uint64_t h = mix(1469598103934665603ull, (uintptr_t)op);
+    for (const c10::IValue &v : in) {
+        if (v.isTensor()) {
+            const at::Tensor &t = v.toTensor();
+            if (!t.defined()) {
+                h = mix(h, 1);
+                continue;
+            }
+            h = mix(mix(h, 2), (uint64_t)t.scalar_type());
+            h = mix(h, (uint64_t)t.dim());
+            for (int64_t d : t.sizes())
+                h = mix(h, (uint64_t)d);
+        } else if (v.isInt()) {
+            h = mix(mix(h, 3), (uint64_t)v.toInt());
+        } else if (v.isBool()) {
+            h = mix(h, v.toBool() ? 4 : 5);
+        } else if (v.isDouble()) {
+            double x = v.toDouble();
+            uint64_t bits;
+            memcpy(&bits, &x, sizeof bits);
+            h = mix(mix(h, 6), bits);
+        } else if (v.isIntList()) {
+            auto l = v.toIntList();
+            h = mix(mix(h, 7), l.size());
+            for (size_t i = 0; i < l.size(); i++)
+                h = mix(h, (uint64_t)l.get(i));
+        } else if (v.isNone()) {
+            h = mix(h, 8);
+        } else {
+            return 0; /* a tensor list, a string...: made each time */
+        }
+    }
+    return h ? h : 1;
+}
+
 /* FLOPs and bytes from libmlprof's shared formulas (mlprof_opcost_op,
  * mlprof/opcost.h): every argument by position, as torch.profiler records
- * them ("Input Dims", "Input type", "Concrete Inputs"). Returns whether it
- * counted. */
-bool opcost(const char *name, c10::ArrayRef<const c10::IValue> in)
+ * them ("Input Dims", "Input type", "Concrete Inputs"). Returns its answer
+ * (MLPROF_OPCOST_HAS_FLOPS | _HAS_BYTES, 0: nothing). */
+int opcost(const char *name, c10::ArrayRef<const c10::IValue> in, int64_t cost[2])
 {
     char shapes[512], types[256], scalars[512];
     Out s(shapes, sizeof shapes), t(types, sizeof types), c(scalars, sizeof scalars);
@@ -278,34 +335,27 @@ bool opcost(const char *name, c10::ArrayRef<const c10::IValue> in)
     t.put("]");
     c.put("]");
     if (s.full || t.full || c.full)
-        return false; /* cut: not something to count from */
-    int64_t cost[2] = {0, 0};
-    int found = api.opcost_op(name, shapes, types, nullptr, scalars, cost);
-    if (found & 1)
-        api.arg_int("flops", cost[0]);
-    if (found & 2)
-        api.arg_int("bytes", cost[1]);
-    return found != 0;
+        return 0; /* cut: not something to count from */
+    return api.opcost_op(name, shapes, types, nullptr, scalars, cost);
 }
 
-void record_inputs(const at::RecordFunction &fn, const Entry *e)
+/* The tensors' shapes and types into m (tensors only). False when cut. */
+bool texts(Memo &m, c10::ArrayRef<const c10::IValue> in)
 {
-    c10::ArrayRef<const c10::IValue> in = fn.inputs();
-    char shapes[256], dtypes[256];
-    Out s(shapes, sizeof shapes), d(dtypes, sizeof dtypes);
+    Out s(m.shapes, TEXT), d(m.dtypes, TEXT);
     s.put("[");
-    bool any = false;
+    m.any = false;
     for (const c10::IValue &v : in) {
         if (!v.isTensor())
             continue;
         const at::Tensor &t = v.toTensor();
         if (!t.defined())
             continue;
-        if (any) {
+        if (m.any) {
             s.put(",");
             d.put(",");
         }
-        any = true;
+        m.any = true;
         s.put("[");
         c10::IntArrayRef sz = t.sizes();
         for (size_t i = 0; i < sz.size(); i++) {
@@ -317,9 +367,24 @@ void record_inputs(const at::RecordFunction &fn, const Entry *e)
         d.put(dtype_name(t.scalar_type()));
     }
     s.put("]");
-    if (any) {
-        api.arg_str("input_shapes", shapes);
-        api.arg_str("dtypes", dtypes);
+    return !s.full && !d.full;
+}
+
+void record_inputs(const at::RecordFunction &fn, const Entry *e)
+{
+    c10::ArrayRef<const c10::IValue> in = fn.inputs();
+    uint64_t h = hash_args(e, in);
+    Memo scratch, &m = h ? memo[h % MEMO] : scratch;
+    if (!h || m.hash != h || m.op != e) {
+        m.hash = 0;
+        m.op = e;
+        m.found = -1;
+        if (texts(m, in))
+            m.hash = h; /* kept for the next call, unless cut */
+    }
+    if (m.any) {
+        api.arg_str("input_shapes", m.shapes);
+        api.arg_str("dtypes", m.dtypes);
     }
     /* Only the outermost operator that counts: its parts (aten::sum calling
      * its other overload, aten::convolution its backend's) are the same work. */
@@ -328,7 +393,13 @@ void record_inputs(const at::RecordFunction &fn, const Entry *e)
     int state = w->cost.load(std::memory_order_relaxed);
     if (!api.opcost_op || st.counted >= 0 || state == COST_NO)
         return;
-    if (opcost(e->name, in)) {
+    if (m.found < 0)
+        m.found = opcost(e->name, in, m.cost);
+    if (m.found) {
+        if (m.found & 1)
+            api.arg_int("flops", m.cost[0]);
+        if (m.found & 2)
+            api.arg_int("bytes", m.cost[1]);
         st.counted = st.depth; /* this operator's level, pushed just after */
         if (state != COST_YES)
             w->cost.store(COST_YES, std::memory_order_relaxed);
