@@ -150,7 +150,7 @@ def check_torch():
     if p.returncode:
         return
     with open(os.path.join(OUT, "torch_ops.json")) as f:
-        spans = {e["name"]: e["args"] for e in json.load(f)["traceEvents"] if e.get("cat") == "aten"}
+        spans = {e["name"]: e.get("args", {}) for e in json.load(f)["traceEvents"] if e.get("cat") == "aten"}
     mm = spans.get("aten::mm", {})
     check((mm.get("flops"), mm.get("bytes")) == gemm(64, 32, 128, 4), f"mlprof.torch mm {mm}")
     # 2x4x10x10 by 6x2x3x3 (2 groups), stride 2, padding 1: 2x6x5x5
