@@ -4,10 +4,11 @@ thread), in one process: plain; mlprof.torch's native path (torch's
 RecordFunction callbacks) and its dispatch-mode path; and torch.profiler;
 each with shapes recorded (record_shapes), then with memory as well
 (profile_memory). mlprof's modes record the module spans as well (Python
-hooks), but for native_ops(_mem): the operators only, as torch.profiler
-here; torchprof_stack adds its Python stacks (the modules are in them). The modes take turns block by block (the order rotating
-every round) so that all see the same machine: a block opens the profiler,
-runs a few steps timed one by one, and closes it. A step's cost is the median
+hooks), but for native_ops(_mem): the operators only, as torch.profiler here;
+torchprof_stack adds its Python stacks (the modules are in them). The modes
+take turns block by block (the order rotating every round) so that all see the
+same machine: a block opens the profiler, runs a few steps timed one by one,
+and closes it. A step's cost is the median
 of its steps' times, in the thread's CPU time (torch runs on this thread
 alone): on a loaded machine the wall time counts other processes' turns
 (it is given too). The profiler's opening and closing (torch.profiler's

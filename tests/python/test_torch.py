@@ -120,7 +120,8 @@ def test_operators_match_torch_profiler(traced):
     # as_strided and fill_, both without a parent; the run makes two sums
     # (native: torch's callbacks see the sum and the overload it calls, 3, one for one with its raw events below)
     if raw is None:
-        assert ours["aten::sum"] == 2 and theirs.get("aten::sum") in (2, 3), (ours["aten::sum"], theirs.get("aten::sum"))
+        assert ours["aten::sum"] == 2 and theirs.get("aten::sum") in (2, 3), \
+            (ours["aten::sum"], theirs.get("aten::sum"))
     # and nothing torch does not know (detach is below what its profiler records)
     assert all(name in theirs or name == "aten::detach" for name in ours), ours
     if raw is not None:  # native: the same callbacks, every operator one for one
