@@ -24,6 +24,12 @@ and module open then: a storage is allocated when an operator first returns
 it, and freed when the last tensor seen on it is collected. Storages made
 outside the traced code, and views kept only by torch's internals, are not
 seen: this is what torch lets Python observe.
+
+Where its C++ extension loads (mlprof.torch_native), operators and memory
+come from torch's own callbacks instead, as torch.profiler sees them: every
+operator (aten::conv2d above aten::convolution above the backend's), each
+allocation and free of torch's allocators while the trace is open, at about
+torch.profiler's cost; the dispatch mode above is the fallback.
 """
 import contextlib
 import ctypes
