@@ -183,6 +183,27 @@ check([o["name"] for o in r["not_placed"]] == ["idle"], f"idle is not placed: {r
 p = mlprof("roofline", small_path, "--ceilings", fixed_path, "-o", os.path.join(out, "s.svg"))
 check("fp32 assumed" in p.stdout and "no dtype" in p.stdout, f"the table says fp32 was assumed:\n{p.stdout}")
 
+# ---- an operator that launched a kernel is not placed against the CPU's
+# ceilings (its CPU time is the launch's); a CPU operator beside it is
+gpu = {"traceEvents": [
+    {"name": "aten::mm", "cat": "cpu_op", "ph": "X", "ts": 0, "dur": 50, "pid": 1, "tid": 1,
+     "args": {"flops": 2e9, "bytes": 1.2e7}},
+    {"name": "cudaLaunchKernel", "cat": "cuda_runtime", "ph": "X", "ts": 10, "dur": 5, "pid": 1, "tid": 1,
+     "args": {"correlation": 7}},
+    {"name": "sgemm_kernel", "cat": "kernel", "ph": "X", "ts": 20, "dur": 300, "pid": 0, "tid": 7,
+     "args": {"correlation": 7, "device": 0, "stream": 7}},
+    {"name": "cpu_add", "cat": "cpu_op", "ph": "X", "ts": 400, "dur": 100, "pid": 1, "tid": 1,
+     "args": {"flops": 1e6, "bytes": 1.2e7}},
+]}
+gpu_path = os.path.join(out, "gpu.json")
+json.dump(gpu, open(gpu_path, "w"))
+p = mlprof("roofline", gpu_path, "--ceilings", fixed_path, "-o", os.path.join(out, "g.svg"), "--format", "json")
+r = json.loads(p.stdout)
+check([o["name"] for o in r["placed"]] == ["cpu_add"], f"only the CPU operator is placed: {r['placed']}")
+mm = [o for o in r["not_placed"] if o["name"] == "aten::mm"]
+check(mm and "GPU" in mm[0].get("reason", ""), f"aten::mm is not placed, launched GPU work: {r['not_placed']}")
+check("1 operator launched GPU kernels" in p.stderr, f"the note says why: {p.stderr}")
+
 # ---- errors
 bare = os.path.join(out, "bare.json")
 json.dump({"traceEvents": [{"name": "a", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]}, open(bare, "w"))

@@ -1394,7 +1394,11 @@ static int cmd_roofline(int argc, char **argv)
         rc = 1;
     } else {
         rc = write_output(NULL, &table);
-        if (!placed) {
+        if (!placed && notes.data && strstr(notes.data, "launched GPU kernels")) {
+            fprintf(stderr, PROG " roofline: %s: the operators with FLOPs and bytes launched GPU work (said below): "
+                                 "nothing to place against this CPU, no SVG written\n", path);
+            rc = 1;
+        } else if (!placed) {
             fprintf(stderr,
                     PROG " roofline: %s: no operator carries both FLOPs and bytes (arguments \"flops\" and "
                          "\"bytes\", or FLOPs/flop/computation and memory/Bytes): nothing to place, no SVG written\n",

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gpu.h"
 #include "roofline.h"
 
 typedef struct op {
@@ -25,6 +26,66 @@ typedef struct op {
     const char *prec_src; /* the dtype argument's text, or NULL: assumed */
     double x, y, r;       /* in the picture */
 } op;
+
+/* ------------------------------------------------------ GPU operators */
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The names (interned: compared by address) of the CPU operators around the
+ * launch of a GPU kernel, copy or memset: their time on the CPU is not
+ * what their work took, and the ceilings are this CPU's. Sorted into
+ * *names (free with mlprof__free), *n. Returns 0, or -1 (out of memory). */
+static int gpu_op_names(an_trace *t, const char ***names, size_t *n)
+{
+    *names = NULL;
+    *n = 0;
+    an_gpu_links links;
+    if (an_gpu_link(t, &links) != 0)
+        return -1;
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < t->nev && links.gpu_events; i++) {
+        if (links.kind[i] == AN_GPU_NONE)
+            continue;
+        for (int32_t k = links.bottom[i]; k >= 0; k = t->ev[k].parent) {
+            if (*n == cap) {
+                size_t nc = cap ? 2 * cap : 64;
+                const char **grown = mlprof__realloc(*names, nc * sizeof *grown);
+                if (!grown) {
+                    rc = -1;
+                    goto done;
+                }
+                *names = grown;
+                cap = nc;
+            }
+            (*names)[(*n)++] = t->ev[k].name;
+            if (k == links.top[i])
+                break;
+        }
+        if (*n > 4096) { /* keep it small: sort and unique now and then */
+            qsort(*names, *n, sizeof **names, cmp_ptr);
+            size_t u = 0;
+            for (size_t j = 0; j < *n; j++)
+                if (!u || (*names)[u - 1] != (*names)[j])
+                    (*names)[u++] = (*names)[j];
+            *n = u;
+        }
+    }
+    if (*n)
+        qsort(*names, *n, sizeof **names, cmp_ptr);
+done:
+    an_gpu_links_free(&links);
+    return rc;
+}
+
+static int on_gpu(const char *const *names, size_t n, const char *name)
+{
+    return n && bsearch(&name, names, n, sizeof *names, cmp_ptr) != NULL;
+}
 
 /* ---------------------------------------------------------- precision */
 
@@ -158,7 +219,7 @@ static void format_table(mlprof__sb *out, const an_trace *t, const ce_ceilings *
                           assumed == 1 ? " has" : "s have");
     mlprof__sb_puts(out, "\n");
     if (!placed)
-        mlprof__sb_puts(out, "(no operator placed: none carries both FLOPs and bytes)\n");
+        mlprof__sb_puts(out, "(no operator placed: the reasons are below)\n");
     int w = 10;
     for (size_t i = 0; i < n; i++)
         if (!ops[i].why_not && (int)strlen(ops[i].g->name) > w)
@@ -696,9 +757,22 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
     int all = !ro->one_thread;
     const ce_point *lv[CE_MAX_LEVELS];
     size_t nlv = ce_levels(c, all, lv, CE_MAX_LEVELS);
+    const char **gpu_names;
+    size_t ngpu;
+    if (gpu_op_names(t, &gpu_names, &ngpu) != 0) {
+        mlprof__free(ops);
+        mlprof__free(rows);
+        return -1;
+    }
+    size_t on_gpu_count = 0;
     double time = 0;
     for (size_t i = 0; i < n; i++) {
         ops[i].g = &rows[i];
+        if (rows[i].first && on_gpu(gpu_names, ngpu, rows[i].first->name)) {
+            ops[i].why_not = "launched GPU work";
+            on_gpu_count++;
+            continue;
+        }
         place(t, c, all, lv, nlv, &ops[i]);
         if (!ops[i].why_not) {
             (*placed)++;
@@ -708,6 +782,11 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
     for (size_t i = 0; i < n; i++)
         ops[i].share = !ops[i].why_not && time > 0 ? (double)rows[i].total_ns / time : 0;
     mlprof__sort(ops, n, sizeof *ops, by_time);
+    mlprof__free(gpu_names);
+    if (on_gpu_count && notes)
+        mlprof__sb_printf(notes, "%zu operator%s launched GPU kernels, copies or memsets: not placed (their CPU time is "
+                                 "not their work's, and the ceilings are this CPU's; GPU ceilings are not measured yet)\n",
+                          on_gpu_count, on_gpu_count == 1 ? "" : "s");
     if (notes)
         ce_load_note(c, notes);
     if (raised && notes)

@@ -18,7 +18,9 @@ typedef struct rf_options {
 /* Places the groups of t (o: analyze's filters and --aggregate-by; o->format
  * AN_TABLE or AN_JSON for table) against c. An operator is placed when its
  * events carry FLOPs and bytes above 0 and it took time; the others are
- * listed as not placed, with the reason. Its memory roof is the level its
+ * listed as not placed, with the reason; so are the operators around the
+ * launch of GPU work (a kernel, copy or memset): their CPU time is not their
+ * work's, and the ceilings are the CPU's (notes says how many). Its memory roof is the level its
  * bytes per call fit in (DRAM past the last cache); its compute roof the
  * peak of the precision its dtype argument names (fp32 when it names none,
  * and the table says so). table receives the table; svg (when not NULL) the
