@@ -175,7 +175,7 @@ static void while_running(void)
 
 /* A run on the hand-moved clock, with ring_seconds=1: what is evicted is
  * what is older than a second at the dump, whenever the collector runs. */
-static char *structured_run(int full)
+static char *structured_run(int full, char **stats)
 {
     CHECK_OK(mlprof_set_clock(tu_clock, NULL));
     CHECK_OK(mlprof_set_config("mode", "ring"));
@@ -190,8 +190,10 @@ static char *structured_run(int full)
     uint64_t t = 1000000000ull;
     tu_set_now(t);
     CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    mlprof_scope_push("A");
     mlprof_begin(outer);
     mlprof_arg_str("what", "the whole run");
+    mlprof_scope_push("B"); /* outer keeps scope A: cut by the ring, it must show A */
     for (long i = 0; i < 20000; i++) {
         tu_set_now(t += 100000); /* 0.1 ms a step: 2 s in all */
         if (i % 500 == 0)
@@ -222,8 +224,14 @@ static char *structured_run(int full)
             mlprof_end(frame);
     }
     tu_set_now(t += 100000);
+    mlprof_scope_pop();
+    mlprof_end(outer); /* ended: its self time is counted in the statistics */
+    mlprof_scope_pop();
+    mlprof_begin(outer);
+    tu_set_now(t += 1000);
     char *json = NULL;
-    CHECK_OK(mlprof_dump_string(&json)); /* outer still open */
+    CHECK_OK(mlprof_dump_string(&json)); /* the second outer still open */
+    CHECK_OK(mlprof_dumps(stats, MLPROF_FORMAT_JSON, MLPROF_SORT_TOTAL, 0, 0));
     mlprof_end(outer);
     CHECK_OK(mlprof_set_state(MLPROF_STATE_STOP));
     CHECK_OK(mlprof_clear());
@@ -236,16 +244,21 @@ static char *structured_run(int full)
  * so that both runs' chunks begin alike; its trace to OUTDIR/quick_MODE.json. */
 static int structured_main(const char *mode)
 {
-    char *json = structured_run(strcmp(mode, "full") == 0);
-    char name[64];
-    snprintf(name, sizeof name, "quick_%s.json", mode);
-    FILE *f = fopen(tu_path(name), "w");
-    CHECK(f && json, "%s: cannot write", name);
-    if (f && json)
-        fputs(json, f);
-    if (f)
-        fclose(f);
+    char *stats = NULL;
+    char *json = structured_run(strcmp(mode, "full") == 0, &stats);
+    for (int k = 0; k < 2; k++) {
+        char name[64];
+        snprintf(name, sizeof name, k ? "quick_%s_stats.json" : "quick_%s.json", mode);
+        FILE *f = fopen(tu_path(name), "w");
+        const char *text = k ? stats : json;
+        CHECK(f && text, "%s: cannot write", name);
+        if (f && text)
+            fputs(text, f);
+        if (f)
+            fclose(f);
+    }
     mlprof_free(json);
+    mlprof_free(stats);
     return tu_finish(mode);
 }
 
@@ -309,12 +322,27 @@ static void compare_quick(const char *self)
             CHECK(other_u64(full, "ring_start_ns") == other_u64(quick, "ring_start_ns"), "ring_start_ns differs");
             CHECK(strstr(quick, "\"cut_by_ring\":true") && strstr(quick, "\"what\":\"the whole run\""),
                   "the outer span is cut, with its argument");
+            CHECK(strstr(quick, "\"scope\":\"A:\",\"what\":\"the whole run\"") != NULL,
+                  "the cut outer span keeps the scope it began in (A, not A:B)");
             printf("quick eviction: %zu bytes of events as the full decode's, %llu overwritten\n", fl,
                    (unsigned long long)qover);
         }
     }
     free(full);
     free(quick);
+    /* the statistics too: self times of the spans the ring cut count from
+     * its start, and only the children kept (the same both ways) */
+    char *fs = tu_read_file(tu_path("quick_full_stats.json")), *qs = tu_read_file(tu_path("quick_quick_stats.json"));
+    CHECK(fs && qs && strcmp(fs, qs) == 0, "the statistics differ between the full and the quick eviction");
+    const char *ob = qs ? strstr(qs, "\"name\":\"outer\"") : NULL;
+    CHECK(ob != NULL, "outer in the statistics");
+    if (ob) {
+        unsigned long long total = strtoull(strstr(ob, "\"total_ns\":") + 11, NULL, 10);
+        unsigned long long own = strtoull(strstr(ob, "\"self_ns\":") + 10, NULL, 10);
+        CHECK(own <= total && total > 0, "outer: self %llu ns, total %llu ns", own, total);
+    }
+    free(fs);
+    free(qs);
 }
 
 int main(int argc, char **argv)

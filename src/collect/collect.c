@@ -999,9 +999,13 @@ static void push_span(track *tr, span_stack *s, const mlprof__handle *h, mlprof_
 static void pop_span(track *tr, span_stack *s, uint64_t end_ns, int frame, int unfinished)
 {
     open_span *o = &s->items[--s->depth];
+    if (!C.evicting)
+        ring_cut(o); /* a span the ring cut: its time, and so its self time, from the ring's start */
     uint64_t dur = end_ns > o->begin_ns ? end_ns - o->begin_ns : 0;
     uint64_t self = dur > o->child_ns ? dur - o->child_ns : 0;
-    if (s->depth > 0)
+    /* an evicted span lies before the ring's start, where its parent's kept
+     * time does not reach: it is no child time of that */
+    if (s->depth > 0 && !C.evicting)
         s->items[s->depth - 1].child_ns += dur;
     if (unfinished)
         C.unfinished++;
@@ -1545,6 +1549,7 @@ typedef struct skim_span {
     const mlprof__rec *begin;  /* its begin record */
     const void *handle;        /* its handle, or NULL: a run-time name... */
     const void *domain;        /* ...of this domain */
+    mlprof__scope_node *scope; /* the thread's scope at its begin */
 } skim_span;
 
 typedef struct skim_arg {
@@ -1665,7 +1670,7 @@ static void evict_skim(mlprof__thread *t, track *tr, mlprof__chunk *c, char *p, 
         case MLPROF__REC_BEGIN_DYN: {
             const mlprof__handle *h = kind == MLPROF__REC_BEGIN ? MLPROF__REC_PTR(r->b) : NULL;
             int frame = h && h->kind == MLPROF__SPAN_FRAME;
-            K.spans[nspans] = (skim_span){r, h, h ? NULL : MLPROF__REC_PTR(r->b)};
+            K.spans[nspans] = (skim_span){r, h, h ? NULL : MLPROF__REC_PTR(r->b), tr->scope};
             if (frame)
                 K.frames[nframes++] = (uint32_t)nspans;
             else
@@ -1709,10 +1714,12 @@ static void evict_skim(mlprof__thread *t, track *tr, mlprof__chunk *c, char *p, 
     }
     /* the spans still open: decoded onto the real stacks, outermost first,
      * with their arguments */
+    mlprof__scope_node *scope = tr->scope;
     for (int f = 0; f < 2; f++) {
         uint32_t *light = f ? K.frames : K.tasks;
         size_t n = f ? nframes : ntasks;
         for (size_t i = 0; i < n; i++) {
+            tr->scope = K.spans[light[i]].scope; /* the scope it began in, as decoding gives it */
             decode_one(tr, K.spans[light[i]].begin);
             for (size_t a = 0; a < nargs; a++) {
                 if (K.args[a].span == light[i]) {
@@ -1722,6 +1729,7 @@ static void evict_skim(mlprof__thread *t, track *tr, mlprof__chunk *c, char *p, 
             }
         }
     }
+    tr->scope = scope;
     tr->arg_to_frame = to_frame;
     if (mark) { /* its arguments may go on in the next chunk: left pending, as decoding does */
         decode_one(tr, mark);
@@ -2478,6 +2486,7 @@ int mlprof__collect_flush(const char *to)
                 o->begun = 0;
                 o->capped = 0;
                 o->targs_begun = 0; /* ring_cut shows them from the new start */
+                o->child_ns = 0;    /* their children so far are in the file just written */
             }
         }
         if (tr->tasks.depth)
