@@ -216,13 +216,17 @@ p = mlprof("roofline", missing, "-o", bare_svg, expect=1)
 check(missing in p.stderr and "measuring" not in p.stderr, f"a missing trace is named, before measuring: {p.stderr}")
 for text, what in (("{", "end"), ('{"format": "other"}', "format"), ("[1,2]", ""),
                    (json.dumps(dict(fixed, compute=[{"what": "fp32", "threads": 1, "min": 3, "median": 2, "max": 1}])),
-                    "min <= median")):
+                    "min <= median"),
+                   (json.dumps(dict(fixed, compute=[{"what": "fp\"32<", "threads": 1, "min": 1, "median": 2, "max": 3}])),
+                    "letters, digits and _")):
     bad = os.path.join(out, "bad.json")
     open(bad, "w").write(text)
     p = mlprof("roofline", trace, "--ceilings", bad, "-o", bare_svg, expect=1)
     check(bad in p.stderr and what in p.stderr, f"a bad ceilings file ({text[:30]}): {p.stderr}")
 mlprof("roofline", expect=2)
 mlprof("roofline", trace, "--bogus", expect=2)
+p = mlprof("ceilings", "--max-size", "55340232221128667136", expect=2)
+check("--max-size" in p.stderr, f"a working set larger than memory is refused: {p.stderr}")
 
 # ---- against this machine's measured ceilings: no point above its roof by
 # more than the measurement's spread (remeasured once when load blurs it)

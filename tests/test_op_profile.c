@@ -11,6 +11,7 @@
  * LD_PRELOAD=libmlprof_preload.so MLPROF_HOOKS=malloc: only the plain-malloc
  * workspace is checked then.
  */
+#include <math.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -348,6 +349,7 @@ static void cold_and_errors(void)
     o.max_repeats = 10;
     CHECK(mlprof_op_profile("failing", &call, &o, &r) == MLPROF_EIO, "a failing call");
     CHECK(strstr(mlprof_last_error(), "returned 7") != NULL, "message: %s", mlprof_last_error());
+    CHECK(c.setups == c.teardowns, "a failed call is torn down too: setups %d teardowns %d", c.setups, c.teardowns);
     CHECK(mlprof_op_cache_size() == 0, "a failure cached");
     CHECK(mlprof_op_profile(NULL, NULL, &o, &r) == MLPROF_EINVAL, "no call");
     mlprof_op_call none = {0};
@@ -362,6 +364,12 @@ static void cold_and_errors(void)
     o = opts();
     o.budget_ms = 0;
     CHECK(mlprof_op_profile(NULL, &call, &o, &r) == MLPROF_EINVAL, "budget 0");
+    o.budget_ms = 1e300; /* would not fit in ns */
+    CHECK(mlprof_op_profile(NULL, &call, &o, &r) == MLPROF_EINVAL, "budget 1e300");
+    double with_nan[3] = {1, NAN, 2};
+    CHECK(mlprof_op_stats(with_nan, 3, 0.95, 0.05, &r) == MLPROF_EINVAL &&
+              strstr(mlprof_last_error(), "sample 1") != NULL,
+          "a NaN sample is refused: %s", mlprof_last_error());
     /* budget: stops before min_repeats */
     uint64_t spin_ns = 2000000;
     mlprof_op_call slow = {.fn = spin, .user = &spin_ns};

@@ -413,14 +413,15 @@ static void output_path(const char *file, int per_pid, char *out, size_t len)
 {
     char abs[PATH_MAX * 2];
     if (file[0] == '/' || !getcwd(abs, PATH_MAX))
-        snprintf(abs, sizeof abs, "%s", file);
+        snprintf(abs, sizeof abs, "%s", file); /* no working folder: the name as given */
     else
         snprintf(abs + strlen(abs), sizeof abs - strlen(abs), "/%s", file);
     if (!per_pid || strstr(abs, "%p")) {
         snprintf(out, len, "%s", abs);
         return;
     }
-    const char *base = strrchr(abs, '/') + 1;
+    const char *slash = strrchr(abs, '/');
+    const char *base = slash ? slash + 1 : abs;
     const char *ext = strrchr(base, '.');
     if (!ext || ext == base)
         ext = base + strlen(base);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../src/analyze/analyze.h"
 #include "../src/analyze/augment.h"
@@ -1259,8 +1260,10 @@ static int cmd_ceilings(int argc, char **argv)
             co.repeats = (int)n;
             refresh = 1;
         } else if ((v = option_value(cmd, argc, argv, &i, "--max-size", NULL))) {
-            if ((co.max_bytes = parse_size(v)) < 65536)
-                bad_usage(cmd, "--max-size: expected a size of 64K or more such as 256M, got \"%s\"", v);
+            double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+            if ((co.max_bytes = parse_size(v)) < 65536 || (mem > 0 && co.max_bytes > mem / 2))
+                bad_usage(cmd, "--max-size: expected a size from 64K to half of this machine's memory, such as 256M, "
+                               "got \"%s\"", v);
             refresh = 1;
         } else {
             bad_usage(cmd, "unknown option \"%s\"", argv[i]);

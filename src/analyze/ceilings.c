@@ -279,10 +279,14 @@ static void *worker_main(void *arg)
     }
     double *a = NULL, *b = NULL, *c = NULL;
     if (j->triad) {
-        size_t bytes = (j->n * sizeof(double) + 63) / 64 * 64;
-        a = aligned_alloc(64, bytes);
-        b = aligned_alloc(64, bytes);
-        c = aligned_alloc(64, bytes);
+        size_t bytes;
+        /* a size that does not fit fails as no memory does (the barriers below are still met) */
+        if (!__builtin_mul_overflow(j->n, sizeof(double), &bytes) && bytes <= SIZE_MAX - 63) {
+            bytes = (bytes + 63) / 64 * 64;
+            a = aligned_alloc(64, bytes);
+            b = aligned_alloc(64, bytes);
+            c = aligned_alloc(64, bytes);
+        }
         if (!a || !b || !c) {
             __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
         } else {
@@ -748,7 +752,14 @@ static int read_point(an_input *in, ce_point *p, mlprof__sb *key, mlprof__sb *st
                 return an_input_fail(in, "\"what\" must be a string");
             if (an_json_string(in, str) != 0)
                 return -1;
-            snprintf(p->what, sizeof p->what, "%s", str->data ? str->data : "");
+            const char *w = str->data ? str->data : "";
+            /* a level's or precision's name (L1, DRAM, fp32): it is written
+             * into JSON and SVG as it is */
+            if (strlen(w) >= sizeof p->what || strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                       "0123456789_") != strlen(w))
+                return an_input_fail(in, "\"what\" must be a name of letters, digits and _ (at most %zu), not \"%.40s\"",
+                                     sizeof p->what - 1, w);
+            snprintf(p->what, sizeof p->what, "%s", w);
         } else if (strcmp(k, "threads") == 0 || strcmp(k, "bytes") == 0 || strcmp(k, "cache_bytes") == 0 ||
                    strcmp(k, "min") == 0 || strcmp(k, "median") == 0 || strcmp(k, "max") == 0) {
             int ch = an_json_peek(in);

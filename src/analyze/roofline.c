@@ -783,6 +783,9 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
         ops[i].share = !ops[i].why_not && time > 0 ? (double)rows[i].total_ns / time : 0;
     mlprof__sort(ops, n, sizeof *ops, by_time);
     mlprof__free(gpu_names);
+    if (!nlv && notes)
+        mlprof__sb_printf(notes, "the ceilings have no %s bandwidth: no memory roof, every operator is held to its "
+                                 "compute peak only\n", all ? "all-thread" : "one-thread");
     if (on_gpu_count && notes)
         mlprof__sb_printf(notes, "%zu operator%s launched GPU kernels, copies or memsets: not placed (their CPU time is "
                                  "not their work's, and the ceilings are this CPU's; GPU ceilings are not measured yet)\n",

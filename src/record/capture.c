@@ -952,10 +952,11 @@ static int flush_now(const char *output, int need_ring, char *path, size_t plen,
         mlprof__ctl_unlock();
         return CODE_FAILED;
     }
-    __atomic_store_n(&g_flushes, n, __ATOMIC_RELAXED);
     int rc = mlprof__collect_flush(name);
     if (rc != MLPROF_OK)
         snprintf(err, elen, "%s", mlprof_last_error());
+    else /* numbered by the files written: a failed flush takes no number */
+        __atomic_store_n(&g_flushes, n, __ATOMIC_RELAXED);
     mlprof__ctl_unlock();
     return rc == MLPROF_OK ? 0 : CODE_FAILED;
 }

@@ -54,17 +54,17 @@ void mlprof_op_options_init(mlprof_op_options *o)
 static int check_options(const mlprof_op_options *o)
 {
     const char *bad = NULL;
-    if (!(o->warmup_ms >= 0) || !isfinite(o->warmup_ms))
+    if (!(o->warmup_ms >= 0) || !(o->warmup_ms <= 86400e3)) /* a day at most: times in ns must fit */
         bad = "warmup_ms";
     else if (o->min_repeats < 1 || o->min_repeats > MAX_REPEATS_LIMIT)
         bad = "min_repeats";
     else if (o->max_repeats < o->min_repeats || o->max_repeats > MAX_REPEATS_LIMIT)
         bad = "max_repeats";
-    else if (!(o->budget_ms > 0) || !isfinite(o->budget_ms))
+    else if (!(o->budget_ms > 0) || !(o->budget_ms <= 86400e3))
         bad = "budget_ms";
     else if (!(o->stability >= 0) || !isfinite(o->stability))
         bad = "stability";
-    else if (!(o->min_repeat_us >= 0) || !isfinite(o->min_repeat_us))
+    else if (!(o->min_repeat_us >= 0) || !(o->min_repeat_us <= 86400e6))
         bad = "min_repeat_us";
     else if (!(o->confidence > 0 && o->confidence < 1))
         bad = "confidence";
@@ -73,7 +73,7 @@ static int check_options(const mlprof_op_options *o)
     if (bad)
         return mlprof__fail(MLPROF_EINVAL,
                             "mlprof_op_profile: bad option %s (min_repeats 1 to %u, max_repeats at least "
-                            "min_repeats, budget_ms > 0, confidence in (0, 1))",
+                            "min_repeats, budget_ms above 0 and warmup_ms at most a day, confidence in (0, 1))",
                             bad, MAX_REPEATS_LIMIT);
     return MLPROF_OK;
 }
@@ -156,6 +156,9 @@ int mlprof_op_stats(const double *samples_us, uint32_t n, double confidence, dou
         return mlprof__fail(MLPROF_EINVAL, "mlprof_op_stats: no samples");
     if (!(confidence > 0 && confidence < 1))
         return mlprof__fail(MLPROF_EINVAL, "mlprof_op_stats: confidence must be in (0, 1)");
+    for (uint32_t i = 0; i < n; i++)
+        if (!isfinite(samples_us[i]))
+            return mlprof__fail(MLPROF_EINVAL, "mlprof_op_stats: sample %u is not a finite number", i);
     double *s = mlprof__malloc((size_t)n * sizeof *s);
     if (!s)
         return mlprof__fail(MLPROF_ENOMEM, "mlprof_op_stats: out of memory");
@@ -358,15 +361,13 @@ static int teardown(runner *r)
 
 /* One repeat of n calls, set up and torn down: its time in *ns (the host's,
  * or the device's between two events on the stream in GPU mode). */
-static int repeat(runner *r, uint64_t n, uint64_t *ns)
+/* The calls of one repeat, timed; setup and teardown are the caller's. */
+static int timed_calls(runner *r, uint64_t n, uint64_t *ns)
 {
-    int rc = setup(r);
-    if (rc != MLPROF_OK)
-        return rc;
     if (r->opt->gpu) {
         if (C.record(r->ev_start, r->opt->stream) != 0)
             return mlprof__fail(MLPROF_EIO, "mlprof_op_profile: cudaEventRecord failed");
-        rc = calls(r, n);
+        int rc = calls(r, n);
         if (rc != MLPROF_OK)
             return rc;
         float ms = 0;
@@ -374,15 +375,27 @@ static int repeat(runner *r, uint64_t n, uint64_t *ns)
             C.elapsed(&ms, r->ev_start, r->ev_stop) != 0)
             return mlprof__fail(MLPROF_EIO, "mlprof_op_profile: timing with CUDA events failed");
         *ns = ms > 0 ? (uint64_t)((double)ms * 1e6 + 0.5) : 0;
-    } else {
-        uint64_t t0 = mono_ns();
-        rc = calls(r, n);
-        uint64_t t1 = mono_ns();
-        if (rc != MLPROF_OK)
-            return rc;
-        *ns = t1 - t0;
+        return MLPROF_OK;
     }
-    return teardown(r);
+    uint64_t t0 = mono_ns();
+    int rc = calls(r, n);
+    uint64_t t1 = mono_ns();
+    if (rc == MLPROF_OK)
+        *ns = t1 - t0;
+    return rc;
+}
+
+/* One repeat of n calls, set up and torn down (torn down also when a call
+ * failed: what setup made is the caller's to release): its time in *ns (the
+ * host's, or the device's between two events on the stream in GPU mode). */
+static int repeat(runner *r, uint64_t n, uint64_t *ns)
+{
+    int rc = setup(r);
+    if (rc != MLPROF_OK)
+        return rc;
+    rc = timed_calls(r, n, ns);
+    int trc = teardown(r);
+    return rc != MLPROF_OK ? rc : trc;
 }
 
 /* The shortest a repeat may be: min_repeat_us, and a thousand times the
@@ -415,12 +428,14 @@ static int warm_and_calibrate(runner *r, uint64_t *inner)
     uint64_t end = mono_ns() + (uint64_t)(o->warmup_ms * 1e6);
     do {
         int rc = setup(r);
-        if (rc == MLPROF_OK)
-            rc = calls(r, 1);
+        if (rc != MLPROF_OK)
+            return rc;
+        rc = calls(r, 1);
         if (rc == MLPROF_OK && o->gpu && C.stream_sync(o->stream) != 0)
             rc = mlprof__fail(MLPROF_EIO, "mlprof_op_profile: cudaStreamSynchronize failed");
+        int trc = teardown(r); /* after a failed call too */
         if (rc == MLPROF_OK)
-            rc = teardown(r);
+            rc = trc;
         if (rc != MLPROF_OK)
             return rc;
     } while (mono_ns() < end);
