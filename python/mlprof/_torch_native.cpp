@@ -162,8 +162,27 @@ struct Stack {
     int counted; /* the level of the operator that has FLOPs/bytes, whose parts are not counted again; -1 */
     Backward bwd[DEPTH];
     int bwd_depth;
+    unsigned session; /* the session this stack is of */
 };
-thread_local Stack tls = {{}, 0, -1, {}, 0};
+thread_local Stack tls = {{}, 0, -1, {}, 0, 0};
+
+/* Sessions started: a thread's stack from an earlier one is emptied at its
+ * first callback in a new one (a stop while a thread was inside operators,
+ * whose ends then never came, would otherwise leave it deep, or counting). */
+std::atomic<unsigned> g_session{0};
+
+Stack &stack()
+{
+    Stack &st = tls;
+    unsigned now = g_session.load(std::memory_order_relaxed);
+    if (st.session != now) {
+        st.depth = 0;
+        st.counted = -1;
+        st.bwd_depth = 0;
+        st.session = now;
+    }
+    return st;
+}
 
 /* ---- shapes, dtypes and FLOPs */
 
@@ -388,7 +407,7 @@ void record_inputs(const at::RecordFunction &fn, const Entry *e)
     }
     /* Only the outermost operator that counts: its parts (aten::sum calling
      * its other overload, aten::convolution its backend's) are the same work. */
-    Stack &st = tls;
+    Stack &st = stack();
     Entry *w = const_cast<Entry *>(e);
     int state = w->cost.load(std::memory_order_relaxed);
     if (!api.opcost_op || st.counted >= 0 || state == COST_NO)
@@ -410,7 +429,7 @@ void record_inputs(const at::RecordFunction &fn, const Entry *e)
 
 std::unique_ptr<at::ObserverContext> op_begin(const at::RecordFunction &fn)
 {
-    Stack &st = tls;
+    Stack &st = stack();
     if (fn.isAsync())
         return nullptr; /* ends on another thread: not on this stack */
     Entry *e = nullptr;
@@ -444,7 +463,7 @@ std::unique_ptr<at::ObserverContext> op_begin(const at::RecordFunction &fn)
 
 void op_end(const at::RecordFunction &fn, at::ObserverContext *)
 {
-    Stack &st = tls;
+    Stack &st = stack();
     if (fn.isAsync() || st.depth <= 0)
         return;
     st.depth--;
@@ -460,7 +479,7 @@ void op_end(const at::RecordFunction &fn, at::ObserverContext *)
  * to the forward operator goes on the operators they run. */
 std::unique_ptr<at::ObserverContext> node_begin(const at::RecordFunction &fn)
 {
-    Stack &st = tls;
+    Stack &st = stack();
     if (fn.isAsync())
         return nullptr;
     if (st.bwd_depth < DEPTH)
@@ -471,8 +490,9 @@ std::unique_ptr<at::ObserverContext> node_begin(const at::RecordFunction &fn)
 
 void node_end(const at::RecordFunction &fn, at::ObserverContext *)
 {
-    if (!fn.isAsync() && tls.bwd_depth > 0)
-        tls.bwd_depth--;
+    Stack &st = stack();
+    if (!fn.isAsync() && st.bwd_depth > 0)
+        st.bwd_depth--;
 }
 
 /* ---- memory: torch's allocators report each allocation and free here */
@@ -501,7 +521,7 @@ struct Memory final : c10::MemoryReportingInfoBase {
         if (alloc_size > 0) {
             /* the tag is the outermost operator (what the program called:
              * aten::ones), the span the innermost (aten::empty) */
-            const Stack &st = tls;
+            const Stack &st = stack();
             int top = st.depth < DEPTH ? st.depth : DEPTH;
             const char *tag = nullptr;
             for (int i = 0; i < top && !tag; i++)
@@ -547,6 +567,7 @@ __attribute__((visibility("default"))) void *mlprof_torch_native_start(const Api
         }
         api = *a;
         flags_ = flags;
+        g_session.fetch_add(1, std::memory_order_relaxed); /* the threads' stacks start empty */
         auto *s = new Session;
         at::RecordFunctionCallback ops(op_begin, op_end);
         ops.needsInputs((flags & SHAPES) != 0).scopes({at::RecordScope::FUNCTION});
