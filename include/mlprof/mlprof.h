@@ -168,6 +168,10 @@ MLPROF_API const char *mlprof_last_error(void);
  *                    cpu, rss, rapl, nvml and perf_event counters over
  *                    the whole process                               ""
  *   sampler_period   seconds between samples (0.0001..3600)          0.01
+ *   sampling         call stacks of every thread sampled this many
+ *                    times per second of its CPU time (1..20000, or
+ *                    off) through perf_event; written as the trace's
+ *                    stackFrames and samples (mlprof flame)          off
  *   papi_library     where PAPI is loaded from                       libpapi.so
  *   nvml_library     where NVML is loaded from               libnvidia-ml.so.1
  *   powercap_dir     where RAPL's powercap zones are  /sys/class/powercap

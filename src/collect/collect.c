@@ -2092,10 +2092,20 @@ static void make_meta(mlprof__trace_meta *m, char *pname, size_t pname_len, char
     /* distributedInfo after otherData's members, in the same buffer */
     size_t members = other->len;
     mlprof__dist_json(mlprof__dist_get(), other);
+    /* then the modules' top-level members (the sampled stacks), same buffer */
+    size_t dist_end = other->len;
+    MLPROF__FOR_MODULES(mod) {
+        if (mod->trace_members)
+            mod->trace_members(other);
+    }
     memset(m, 0, sizeof *m);
-    if (other->len > members) {
+    if (dist_end > members) {
         m->distributed_info = other->data + members;
-        m->distributed_info_len = other->len - members;
+        m->distributed_info_len = dist_end - members;
+    }
+    if (other->len > dist_end) {
+        m->trace_members = other->data + dist_end;
+        m->trace_members_len = other->len - dist_end;
     }
     m->pid = mlprof__g.pid;
     m->process_name = pname;

@@ -88,6 +88,8 @@ static void json_tail_end(void *p, const mlprof__sink_out *out, const mlprof__tr
         mlprof__sb_put(out->sb, m->distributed_info, m->distributed_info_len);
         mlprof__sb_puts(out->sb, ",\n");
     }
+    if (m->trace_members)
+        mlprof__sb_put(out->sb, m->trace_members, m->trace_members_len);
     mlprof__sb_puts(out->sb, "\"otherData\":{");
     mlprof__sb_put(out->sb, m->other_data ? m->other_data : "", m->other_data_len);
     mlprof__sb_puts(out->sb, "}\n}\n");

@@ -147,6 +147,11 @@ typedef struct mlprof__trace_meta {
      * member), or NULL when no rank is known (src/record/dist.h) */
     const char *distributed_info;
     size_t distributed_info_len;
+    /* top-level members ("key":value, each followed by ",\n") that the JSON
+     * trace writes after traceEvents: the sampled stacks' stackFrames and
+     * samples (src/hw/stacks.c); NULL when none */
+    const char *trace_members;
+    size_t trace_members_len;
 } mlprof__trace_meta;
 
 typedef struct mlprof__sink_out {

@@ -112,6 +112,9 @@ static const key_def g_keys[] = {
      "or empty", SIZE(counters), 0},
     {"sampler", T_MODULE, F(sampler), 0, 0,
      "a comma list of sampler sources, such as cpu,rss,rapl,nvml,instructions, or empty", SIZE(sampler), 0},
+    {"sampling", T_MODULE, F(sampling), 0, 0,
+     "call stack samples per second of each thread's CPU time, an integer from 1 to 20000, or 0/off for none",
+     SIZE(sampling), 0},
     {"sampler_period", T_DOUBLE, F(sampler_period), 0.0001, 3600, "seconds, from 0.0001 to 3600"},
     {"papi_library", T_STR, F(papi_library), 0, 0, "a shared library name or path"},
     {"nvml_library", T_STR, F(nvml_library), 0, 0, "a shared library name or path"},
@@ -171,6 +174,7 @@ static void config_defaults(mlprof__config *c)
     c->buffer_size = 64u << 20;
     c->dump_at_exit = 1;
     c->sampler_period = 0.01;
+    strcpy(c->sampling, "off");
     strcpy(c->papi_library, "libpapi.so");
     strcpy(c->nvml_library, "libnvidia-ml.so.1");
     strcpy(c->sqlite_library, "libsqlite3.so.0");

@@ -11,6 +11,7 @@ extern const mlprof__module mlprof__gpu_module; /* src/gpu: CUPTI activity, regi
 extern const mlprof__module mlprof__hook_module; /* src/hook: which interposers of mlprof run are on */
 extern const mlprof__module mlprof__steps_module; /* src/record/steps.c: steps and the schedule */
 extern const mlprof__module mlprof__clock_sync_module; /* src/hook/mpi_sync.c: clock alignment over MPI */
+extern const mlprof__module mlprof__stacks_module; /* src/hw/stacks.c: sampled call stacks */
 extern const mlprof__module mlprof__dist_module; /* src/record/dist.c: the rank, in otherData */
 
 const mlprof__module *const mlprof__modules[] = {
@@ -21,5 +22,6 @@ const mlprof__module *const mlprof__modules[] = {
     &mlprof__steps_module,
     &mlprof__clock_sync_module,
     &mlprof__dist_module,
+    &mlprof__stacks_module,
 };
 const size_t mlprof__nmodules = sizeof mlprof__modules / sizeof mlprof__modules[0];

@@ -176,6 +176,9 @@ typedef struct mlprof__module {
     void (*tail)(mlprof__produced *events);
     /* appends ,"key":value members to the trace's otherData */
     void (*other_data)(mlprof__sb *out);
+    /* appends "key":value,\n top-level members of the JSON trace (the
+     * sampled stacks' stackFrames and samples), rewritten at every dump */
+    void (*trace_members)(mlprof__sb *out);
     /* at each dump: says on stderr what was lost since the last time */
     void (*report)(void);
     /* a new trace begins (after a finished dump, a clear, a fork) */

@@ -210,6 +210,7 @@ typedef struct mlprof__config {
     char counters[256]; /* measured per span (src/hw) */
     char sampler[256];  /* series written by the sampler thread */
     double sampler_period;
+    char sampling[16]; /* call stacks sampled per second of CPU time (src/hw/stacks.c), or off */
     char papi_library[MLPROF__PATH_MAX];
     char nvml_library[MLPROF__PATH_MAX];
     char powercap_dir[MLPROF__PATH_MAX];

@@ -1,0 +1,92 @@
+/*
+ * stacks_target.c - a program whose CPU time is known, for the sampled call
+ * stacks (stacks_check.py): run with the sampling key, it spends 60%, 30% and
+ * 10% of its main thread's CPU time in hot_a, hot_b and hot_c (hot_b inside
+ * a span "span_b"), then spins at the bottom of a recursion RECURSE_DEPTH
+ * deep, and starts a thread that spins in thread_fn and ends, all while
+ * sampled; then it writes the trace. Built with frame pointers, which the
+ * kernel's user call chains follow. Usage: stacks_target TRACE HZ MS, MS
+ * the CPU milliseconds of the three hot functions together.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "mlprof/mlprof.h"
+
+#define RECURSE_DEPTH 100
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+volatile uint64_t sink;
+
+/* Spins for ns of this thread's CPU time, in its caller's frame mostly: the
+ * clock is read once per many iterations, so that samples inside the vDSO
+ * (which has no frame pointer to follow) are rare. */
+#define SPIN(ns)                                                                                             \
+    do {                                                                                                     \
+        uint64_t c0_ = thread_cpu_ns(), x_ = sink;                                                           \
+        while (thread_cpu_ns() - c0_ < (ns)) {                                                               \
+            for (int i_ = 0; i_ < 200000; i_++)                                                              \
+                x_ = x_ * 6364136223846793005ull + 1442695040888963407ull;                                   \
+            sink = x_;                                                                                       \
+        }                                                                                                    \
+    } while (0)
+
+__attribute__((noinline)) void hot_a(uint64_t ns) { SPIN(ns); }
+__attribute__((noinline)) void hot_b(uint64_t ns) { SPIN(ns); }
+__attribute__((noinline)) void hot_c(uint64_t ns) { SPIN(ns); }
+
+__attribute__((noinline)) void recurse(int depth)
+{
+    if (depth > 1)
+        recurse(depth - 1);
+    else
+        SPIN(150000000ull);
+    sink += (uint64_t)depth; /* not a tail call */
+}
+
+__attribute__((noinline)) void *thread_fn(void *arg)
+{
+    (void)arg;
+    SPIN(200000000ull);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: stacks_target TRACE HZ MS\n");
+        return 2;
+    }
+    uint64_t total = (uint64_t)atol(argv[3]) * 1000000ull;
+    if (mlprof_set_config("filename", argv[1]) != MLPROF_OK || mlprof_set_config("sampling", argv[2]) != MLPROF_OK ||
+        mlprof_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
+        fprintf(stderr, "stacks_target: %s\n", mlprof_last_error());
+        return 1;
+    }
+    mlprof_span *span_b = mlprof_task_create(NULL, "span_b");
+    for (int round = 0; round < 20; round++) { /* interleaved: no share depends on when */
+        hot_a(total * 6 / 200);
+        mlprof_begin(span_b);
+        hot_b(total * 3 / 200);
+        mlprof_end(span_b);
+        hot_c(total / 200);
+    }
+    recurse(RECURSE_DEPTH);
+    pthread_t t;
+    if (pthread_create(&t, NULL, thread_fn, NULL) != 0 || pthread_join(t, NULL) != 0)
+        return 1;
+    if (mlprof_dump(1) != MLPROF_OK) {
+        fprintf(stderr, "stacks_target: %s\n", mlprof_last_error());
+        return 1;
+    }
+    return 0;
+}
