@@ -17,6 +17,7 @@
 #include "../src/analyze/augment.h"
 #include "../src/analyze/ceilings.h"
 #include "../src/analyze/dist_ranks.h"
+#include "../src/analyze/flame.h"
 #include "../src/analyze/gpu.h"
 #include "../src/analyze/merge.h"
 #include "../src/analyze/ranks.h"
@@ -46,6 +47,7 @@ static void usage(FILE *out)
             "  export --sqlite OUT.db TRACE  the trace as an SQLite database to query\n"
             "  ceilings        this machine's peak FLOP/s and memory bandwidth, measured\n"
             "  roofline TRACE  every operator against those ceilings (table and SVG)\n"
+            "  flame TRACE     the sampled call stacks (sampling key): folded or SVG flame graph\n"
             "  run -- CMD      profile an unmodified program (and what it starts)\n"
             "  capture PID     capture a running process that waits for it (run --on-demand)\n"
             "  help            this text; '" PROG " COMMAND --help' for a command's options\n"
@@ -1422,6 +1424,85 @@ static int cmd_roofline(int argc, char **argv)
     return rc != 0 || damaged ? 1 : 0;
 }
 
+static void flame_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: " PROG " flame TRACE [--folded] [-o OUT] [--span NAME]\n"
+            "\n"
+            "The call stacks sampled in TRACE (recorded with the sampling key, or\n"
+            "mlprof run --sample HZ; any trace with Chrome's stackFrames and samples),\n"
+            "merged by function name:\n"
+            "  --folded      folded stacks, one line per stack: root;...;leaf COUNT\n"
+            "                (flamegraph.pl, speedscope and inferno read them)\n"
+            "  -o OUT        where to write (default: flame.svg, or standard output with\n"
+            "                --folded); without --folded an SVG flame graph: hover for a\n"
+            "                frame's samples and share, click to zoom, \"Reset zoom\" to go back\n"
+            "  --span NAME   only the samples taken on a thread while a span NAME was open\n"
+            "                on it (the function view of one operator)\n"
+            "Exit status: 0 done, 1 no samples (said) or the trace is damaged, 2 usage.\n");
+}
+
+static int cmd_flame(int argc, char **argv)
+{
+    const char *cmd = "flame", *path = NULL, *output = NULL, *span = NULL, *v;
+    int folded = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            flame_usage(stdout);
+            return 0;
+        }
+        if (strcmp(arg, "--folded") == 0)
+            folded = 1;
+        else if ((v = option_value(cmd, argc, argv, &i, "--output", "-o")))
+            output = v;
+        else if ((v = option_value(cmd, argc, argv, &i, "--span", NULL)))
+            span = v;
+        else if (arg[0] == '-' && arg[1])
+            bad_usage(cmd, "unknown option \"%s\"", arg);
+        else if (!path)
+            path = arg;
+        else
+            bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
+    }
+    if (!path)
+        bad_usage(cmd, "%s", "which trace? (mlprof flame TRACE)");
+    char err[700];
+    an_flame *f = an_flame_read(path, span, err, sizeof err);
+    if (!f) {
+        fprintf(stderr, PROG " flame: %s\n", err);
+        return 1;
+    }
+    if (!an_flame_samples(f)) {
+        if (span)
+            fprintf(stderr, PROG " flame: %s: none of its %llu samples was taken inside a span \"%s\"\n", path,
+                    (unsigned long long)an_flame_all_samples(f), span);
+        else
+            fprintf(stderr, PROG " flame: %s: no samples\n", path);
+        an_flame_free(f);
+        return 1;
+    }
+    mlprof__sb out;
+    mlprof__sb_init(&out);
+    char title[600];
+    snprintf(title, sizeof title, "%s%s%s", path, span ? ", inside " : "", span ? span : "");
+    int rc = folded ? an_flame_folded(f, &out) : an_flame_svg(f, title, &out);
+    if (rc != 0) {
+        fprintf(stderr, PROG " flame: out of memory\n");
+        rc = 1;
+    } else {
+        if (!folded && !output)
+            output = "flame.svg";
+        rc = write_output(output, &out);
+        if (rc == 0 && output && strcmp(output, "-") != 0)
+            fprintf(stderr, PROG " flame: wrote %s (%llu of %llu samples)\n", output,
+                    (unsigned long long)an_flame_samples(f), (unsigned long long)an_flame_all_samples(f));
+    }
+    mlprof__sb_free(&out);
+    an_flame_free(f);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1457,6 +1538,8 @@ int main(int argc, char **argv)
         return cmd_roofline(argc - 1, argv + 1);
     if (strcmp(cmd, "export") == 0)
         return cmd_export(argc - 1, argv + 1);
+    if (strcmp(cmd, "flame") == 0)
+        return cmd_flame(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)
         return mlprof_cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "capture") == 0)

@@ -62,6 +62,9 @@ static void run_usage(FILE *out)
             "                         one, --nccl_proxy 1 adds proxy steps), all\n"
             "                         (default), none; --cuda_functions LIST chooses among\n"
             "                         the CUDA runtime functions\n"
+            "  --sample HZ            sample every thread's call stack HZ times per second of\n"
+            "                         its CPU time (the sampling key; 1..20000): mlprof flame\n"
+            "                         reads them from each process's trace in FILE.parts/\n"
             "  --KEY VALUE            any configuration key of the library (--KEY=VALUE too),\n"
             "                         such as --counters task-clock, --sampler cpu,rss or\n"
             "                         --gpu on (CUPTI: kernels, copies, runtime calls) or\n"
@@ -334,6 +337,8 @@ static void parse_options(int argc, char **argv, run_options *o)
             if (*end || n < 0 || n > 100000)
                 run_bad_usage("--top: expected a count from 0, got \"%s\"", value);
             o->top = (int)n;
+        } else if (strcmp(key, "sample") == 0) {
+            set_key("sampling", value); /* --sample HZ: call stacks, mlprof flame */
         } else {
             for (char *p = key; *p; p++)
                 *p = *p == '-' ? '_' : *p;

@@ -1,0 +1,528 @@
+/*
+ * flame.c - mlprof flame: a trace's sampled call stacks (stackFrames and
+ * samples, Chrome's JSON trace format) merged by function name into one
+ * tree, written as folded stacks ("a;b;c count", what flamegraph.pl and
+ * speedscope read) or as an SVG flame graph with a small inline script
+ * (hover: name, samples, share; click: zoom into that frame; reset). With a
+ * span name, only the samples taken on a thread while such a span was open
+ * on it: a sample belongs to the spans whose [ts, ts+dur] holds its time on
+ * its thread (the trace's own events, same clock), so an op opens into the
+ * functions that ran inside it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flame.h"
+#include "json.h"
+
+typedef struct sframe {
+    char *id, *name, *parent; /* as the trace says; parent may be NULL */
+    long pidx;                /* parent's index after sorting, or -1 */
+    long node;                /* its node in the name tree, or -1 (not made yet), -2 (a loop) */
+} sframe;
+
+typedef struct sample {
+    int64_t pid, tid, ts;
+    char *sf;
+    double weight;
+} sample;
+
+typedef struct span {
+    int64_t pid, tid, ts, end;
+} span;
+
+typedef struct node {
+    const char *name; /* the frame's, owned by the frames */
+    long parent, child, sibling;
+    double total, self;
+} node;
+
+struct an_flame {
+    sframe *fr;
+    size_t nfr, cfr;
+    sample *sm;
+    size_t nsm, csm;
+    span *sp;
+    size_t nsp, csp;
+    node *nd; /* nd[0]: the root, "all" */
+    size_t nnd, cnd;
+    uint64_t used, all;
+};
+
+static int by_id(const void *a, const void *b) { return strcmp(((const sframe *)a)->id, ((const sframe *)b)->id); }
+
+static long find_frame(const an_flame *f, const char *id)
+{
+    size_t lo = 0, hi = f->nfr;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(f->fr[mid].id, id);
+        if (c == 0)
+            return (long)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* An id or a number, as text (ids are strings or numbers in traces). */
+static int read_id(an_input *in, mlprof__sb *val, char **out)
+{
+    if (an_json_peek(in) == '"') {
+        if (an_json_string(in, val) != 0)
+            return -1;
+    } else {
+        mlprof__sb_reset(val);
+        if (an_json_skip(in, val) != 0)
+            return -1;
+    }
+    *out = mlprof__strndup(val->data ? val->data : "", val->len);
+    return *out ? 0 : -1;
+}
+
+static int read_frames(an_input *in, an_flame *f, mlprof__sb *key, mlprof__sb *val)
+{
+    int more = an_json_open(in, '{', "'{' to start stackFrames");
+    while (more == 1) {
+        sframe fr = {NULL, NULL, NULL, -1, -1};
+        if (an_json_key(in, key) != 0)
+            return -1;
+        fr.id = mlprof__strndup(key->data ? key->data : "", key->len);
+        int m = an_json_open(in, '{', "'{' to start a stack frame");
+        while (m == 1) {
+            if (an_json_key(in, key) != 0)
+                break;
+            if (key->len == 4 && memcmp(key->data, "name", 4) == 0) {
+                if (read_id(in, val, &fr.name) != 0)
+                    break;
+            } else if (key->len == 6 && memcmp(key->data, "parent", 6) == 0) {
+                if (read_id(in, val, &fr.parent) != 0)
+                    break;
+            } else if (an_json_skip(in, NULL) != 0) {
+                break;
+            }
+            m = an_json_next(in, '}');
+        }
+        sframe *g = mlprof__grow(f->fr, &f->cfr, f->nfr, sizeof *g, 256);
+        if (m < 0 || in->failed || !g || !fr.id) {
+            mlprof__free(fr.id);
+            mlprof__free(fr.name);
+            mlprof__free(fr.parent);
+            return -1;
+        }
+        f->fr = g;
+        if (!fr.name)
+            fr.name = mlprof__strdup("?");
+        g[f->nfr++] = fr;
+        more = an_json_next(in, '}');
+    }
+    return more < 0 ? -1 : 0;
+}
+
+static int read_samples(an_input *in, an_flame *f, mlprof__sb *key, mlprof__sb *val)
+{
+    int more = an_json_open(in, '[', "'[' to start samples");
+    while (more == 1) {
+        sample s = {0, 0, 0, NULL, 1};
+        int m = an_json_open(in, '{', "'{' to start a sample");
+        while (m == 1) {
+            double v;
+            int64_t iv;
+            int is_int;
+            if (an_json_key(in, key) != 0)
+                break;
+            int rc;
+            if (key->len == 2 && memcmp(key->data, "sf", 2) == 0)
+                rc = read_id(in, val, &s.sf);
+            else if (key->len == 2 && memcmp(key->data, "ts", 2) == 0)
+                rc = an_json_time_ns(in, &s.ts);
+            else if (key->len == 3 && (memcmp(key->data, "tid", 3) == 0 || memcmp(key->data, "pid", 3) == 0) &&
+                     an_json_peek(in) != '"') {
+                rc = an_json_number(in, &v, &iv, &is_int);
+                *(key->data[0] == 't' ? &s.tid : &s.pid) = is_int ? iv : (int64_t)v;
+            } else if (key->len == 6 && memcmp(key->data, "weight", 6) == 0 && an_json_peek(in) != '"') {
+                rc = an_json_number(in, &s.weight, &iv, &is_int);
+            } else {
+                rc = an_json_skip(in, NULL);
+            }
+            if (rc != 0)
+                break;
+            m = an_json_next(in, '}');
+        }
+        sample *g = mlprof__grow(f->sm, &f->csm, f->nsm, sizeof *g, 1024);
+        if (m < 0 || in->failed || !g) {
+            mlprof__free(s.sf);
+            return -1;
+        }
+        f->sm = g;
+        if (s.sf)
+            g[f->nsm++] = s;
+        more = an_json_next(in, ']');
+    }
+    return more < 0 ? -1 : 0;
+}
+
+/* The complete spans named span ('X' events), for the filter. */
+static int read_events(an_input *in, an_flame *f, const char *want, mlprof__sb *key, mlprof__sb *val)
+{
+    int more = an_json_open(in, '[', "'[' to start traceEvents");
+    while (more == 1) {
+        span s = {0, 0, 0, -1};
+        int named = 0, complete = 0;
+        int m = an_json_open(in, '{', "'{' to start an event");
+        while (m == 1) {
+            double v;
+            int64_t iv;
+            int is_int, rc;
+            if (an_json_key(in, key) != 0)
+                break;
+            if (key->len == 4 && memcmp(key->data, "name", 4) == 0 && an_json_peek(in) == '"') {
+                rc = an_json_string(in, val);
+                named = rc == 0 && val->len == strlen(want) && memcmp(val->data, want, val->len) == 0;
+            } else if (key->len == 2 && memcmp(key->data, "ph", 2) == 0 && an_json_peek(in) == '"') {
+                rc = an_json_string(in, val);
+                complete = rc == 0 && val->len == 1 && val->data[0] == 'X';
+            } else if (key->len == 2 && memcmp(key->data, "ts", 2) == 0) {
+                rc = an_json_time_ns(in, &s.ts);
+            } else if (key->len == 3 && memcmp(key->data, "dur", 3) == 0) {
+                rc = an_json_time_ns(in, &s.end);
+            } else if (key->len == 3 && (memcmp(key->data, "tid", 3) == 0 || memcmp(key->data, "pid", 3) == 0) &&
+                       an_json_peek(in) != '"') {
+                rc = an_json_number(in, &v, &iv, &is_int);
+                *(key->data[0] == 't' ? &s.tid : &s.pid) = is_int ? iv : (int64_t)v;
+            } else {
+                rc = an_json_skip(in, NULL);
+            }
+            if (rc != 0)
+                break;
+            m = an_json_next(in, '}');
+        }
+        if (m < 0 || in->failed)
+            return -1;
+        if (named && complete && s.end >= 0) {
+            span *g = mlprof__grow(f->sp, &f->csp, f->nsp, sizeof *g, 256);
+            if (!g)
+                return -1;
+            f->sp = g;
+            s.end += s.ts;
+            g[f->nsp++] = s;
+        }
+        more = an_json_next(in, ']');
+    }
+    return more < 0 ? -1 : 0;
+}
+
+static int by_thread_time(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* Whether a span of the filter was open on s's thread at its time. */
+static int in_span(const an_flame *f, const sample *s)
+{
+    /* the last span of that thread starting at or before ts; spans of one
+     * name nest rarely, so its predecessors are looked at too, briefly */
+    size_t lo = 0, hi = f->nsp;
+    span key = {s->pid, s->tid, s->ts, 0};
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (by_thread_time(&f->sp[mid], &key) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t k = lo, seen = 0; k-- > 0 && seen < 64; seen++) {
+        const span *p = &f->sp[k];
+        if (p->pid != s->pid || p->tid != s->tid)
+            break;
+        if (s->ts >= p->ts && s->ts <= p->end)
+            return 1;
+    }
+    return 0;
+}
+
+/* The name tree's node for frame k (made with its ancestors), or -1. */
+static long frame_node(an_flame *f, long k, int depth)
+{
+    sframe *fr = &f->fr[k];
+    if (fr->node >= 0)
+        return fr->node;
+    if (fr->node == -2 || depth > 4096) /* a parent chain that loops */
+        return -1;
+    fr->node = -2;
+    long parent = fr->pidx >= 0 ? frame_node(f, fr->pidx, depth + 1) : 0;
+    if (parent < 0)
+        return fr->node = -1;
+    for (long c = f->nd[parent].child; c >= 0; c = f->nd[c].sibling) {
+        if (strcmp(f->nd[c].name, fr->name) == 0)
+            return fr->node = c;
+    }
+    node *g = mlprof__grow(f->nd, &f->cnd, f->nnd, sizeof *g, 1024);
+    if (!g)
+        return fr->node = -1;
+    f->nd = g;
+    long id = (long)f->nnd++;
+    g[id] = (node){fr->name, parent, -1, g[parent].child, 0, 0};
+    g[parent].child = id;
+    return fr->node = id;
+}
+
+an_flame *an_flame_read(const char *path, const char *span_name, char *err, size_t errlen)
+{
+    an_flame *f = mlprof__calloc(1, sizeof *f);
+    an_input in;
+    if (!f) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (an_input_open(&in, path) != 0) {
+        snprintf(err, errlen, "%s", in.error);
+        mlprof__free(f);
+        return NULL;
+    }
+    mlprof__sb key, val;
+    mlprof__sb_init(&key);
+    mlprof__sb_init(&val);
+    int seen = 0, rc = 0;
+    int more = an_json_open(&in, '{', "'{' to start the trace (a JSON object with stackFrames and samples)");
+    while (more == 1 && rc == 0) {
+        if (an_json_key(&in, &key) != 0) {
+            rc = -1;
+            break;
+        }
+        if (key.len == 11 && memcmp(key.data, "stackFrames", 11) == 0)
+            rc = read_frames(&in, f, &key, &val), seen |= 1;
+        else if (key.len == 7 && memcmp(key.data, "samples", 7) == 0)
+            rc = read_samples(&in, f, &key, &val), seen |= 2;
+        else if (span_name && key.len == 11 && memcmp(key.data, "traceEvents", 11) == 0)
+            rc = read_events(&in, f, span_name, &key, &val);
+        else
+            rc = an_json_skip(&in, NULL);
+        if (rc == 0)
+            more = an_json_next(&in, '}');
+    }
+    if (more < 0)
+        rc = -1;
+    if (rc != 0)
+        snprintf(err, errlen, "%s", in.error[0] ? in.error : "out of memory");
+    else if (seen != 3)
+        snprintf(err, errlen, "%s: no sampled call stacks (no stackFrames and samples: record with the sampling "
+                              "key, mlprof run --sample HZ)", path), rc = -1;
+    an_input_close(&in);
+    mlprof__sb_free(&key);
+    mlprof__sb_free(&val);
+    /* the tree: frames by id, then each sample's path */
+    if (rc == 0 && f->nfr)
+        qsort(f->fr, f->nfr, sizeof *f->fr, by_id);
+    for (size_t k = 0; rc == 0 && k < f->nfr; k++)
+        f->fr[k].pidx = f->fr[k].parent ? find_frame(f, f->fr[k].parent) : -1;
+    if (rc == 0 && f->nsp)
+        qsort(f->sp, f->nsp, sizeof *f->sp, by_thread_time);
+    if (rc == 0 && !(f->nd = mlprof__calloc(1, sizeof *f->nd)))
+        rc = -1, snprintf(err, errlen, "out of memory");
+    if (rc == 0) {
+        f->nnd = f->cnd = 1;
+        f->nd[0] = (node){"all", -1, -1, -1, 0, 0};
+    }
+    for (size_t i = 0; rc == 0 && i < f->nsm; i++) {
+        const sample *s = &f->sm[i];
+        f->all++;
+        if (span_name && !in_span(f, s))
+            continue;
+        long k = find_frame(f, s->sf);
+        long n = k >= 0 ? frame_node(f, k, 0) : -1;
+        if (n < 0)
+            continue; /* a frame the trace does not define */
+        f->used++;
+        f->nd[n].self += s->weight;
+        for (long p = n; p >= 0; p = f->nd[p].parent)
+            f->nd[p].total += s->weight;
+    }
+    if (rc != 0) {
+        an_flame_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+void an_flame_free(an_flame *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->nfr; i++) {
+        mlprof__free(f->fr[i].id);
+        mlprof__free(f->fr[i].name);
+        mlprof__free(f->fr[i].parent);
+    }
+    for (size_t i = 0; i < f->nsm; i++)
+        mlprof__free(f->sm[i].sf);
+    mlprof__free(f->fr);
+    mlprof__free(f->sm);
+    mlprof__free(f->sp);
+    mlprof__free(f->nd);
+    mlprof__free(f);
+}
+
+uint64_t an_flame_samples(const an_flame *f) { return f->used; }
+uint64_t an_flame_all_samples(const an_flame *f) { return f->all; }
+
+/* A name as a folded-stack element: ';' separates frames, so it becomes ':'. */
+static void put_folded_name(mlprof__sb *out, const char *name)
+{
+    for (const char *p = name; *p; p++)
+        mlprof__sb_putc(out, *p == ';' ? ':' : *p == '\n' ? ' ' : *p);
+}
+
+static void folded_path(const an_flame *f, long n, mlprof__sb *out)
+{
+    if (f->nd[n].parent > 0) {
+        folded_path(f, f->nd[n].parent, out);
+        mlprof__sb_putc(out, ';');
+    }
+    put_folded_name(out, f->nd[n].name);
+}
+
+int an_flame_folded(const an_flame *f, mlprof__sb *out)
+{
+    for (size_t n = 1; n < f->nnd; n++) {
+        if (f->nd[n].self <= 0)
+            continue;
+        folded_path(f, (long)n, out);
+        mlprof__sb_printf(out, " %.0f\n", f->nd[n].self);
+    }
+    return out->failed ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ SVG */
+
+#define SVG_W 1200.0
+#define ROW 17.0
+#define PAD_TOP 40.0
+#define PAD_BOTTOM 30.0
+
+static int max_depth(const an_flame *f, long n)
+{
+    int d = 0;
+    for (long c = f->nd[n].child; c >= 0; c = f->nd[c].sibling) {
+        if (f->nd[c].total > 0) {
+            int k = max_depth(f, c) + 1;
+            d = k > d ? k : d;
+        }
+    }
+    return d;
+}
+
+/* Children in name order, so that a graph does not depend on sample order. */
+static int by_name(const void *a, const void *b, void *ctx)
+{
+    const an_flame *f = ctx;
+    return strcmp(f->nd[*(const long *)a].name, f->nd[*(const long *)b].name);
+}
+
+static const an_flame *g_sort_flame; /* qsort has no context argument in C11 */
+static int by_name_q(const void *a, const void *b) { return by_name(a, b, (void *)g_sort_flame); }
+
+static void put_frame(const an_flame *f, long n, double x, int depth, int height_rows, mlprof__sb *out)
+{
+    const node *d = &f->nd[n];
+    double total = f->nd[0].total;
+    double w = d->total / total * SVG_W;
+    double y = PAD_TOP + (double)(height_rows - 1 - depth) * ROW;
+    /* warm colors by the name, stable from run to run */
+    unsigned h = 2166136261u;
+    for (const char *p = d->name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    int r = 205 + (int)(h % 50), g = 80 + (int)((h >> 8) % 130), b = 30 + (int)((h >> 16) % 40);
+    mlprof__sb_printf(out, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\" data-n=\"%.0f\"><title>", x,
+                      w, depth, d->total);
+    mlprof__sb_xml(out, d->name, strlen(d->name));
+    mlprof__sb_printf(out, " (%.0f samples, %.2f%%)</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+                           "fill=\"rgb(%d,%d,%d)\" rx=\"2\"/><text x=\"%.2f\" y=\"%.1f\">",
+                      d->total, 100.0 * d->total / total, x, y, w, ROW - 1, r, g, b, x + 3, y + ROW - 5);
+    size_t fit = w > 20 ? (size_t)((w - 6) / 7) : 0; /* about 7 pixels a character */
+    size_t len = strlen(d->name);
+    if (fit >= len)
+        mlprof__sb_xml(out, d->name, len);
+    else if (fit > 2) {
+        mlprof__sb_xml(out, d->name, fit - 2);
+        mlprof__sb_puts(out, "..");
+    }
+    mlprof__sb_puts(out, "</text></g>\n");
+    size_t nc = 0;
+    for (long c = d->child; c >= 0; c = f->nd[c].sibling)
+        nc += f->nd[c].total > 0;
+    if (!nc)
+        return;
+    long *kids = mlprof__malloc(nc * sizeof *kids);
+    if (!kids) {
+        out->failed = 1;
+        return;
+    }
+    nc = 0;
+    for (long c = d->child; c >= 0; c = f->nd[c].sibling) {
+        if (f->nd[c].total > 0)
+            kids[nc++] = c;
+    }
+    g_sort_flame = f;
+    qsort(kids, nc, sizeof *kids, by_name_q);
+    for (size_t i = 0; i < nc; i++) {
+        put_frame(f, kids[i], x, depth + 1, height_rows, out);
+        x += f->nd[kids[i]].total / total * SVG_W;
+    }
+    mlprof__free(kids);
+}
+
+static const char k_script[] =
+    "<script><![CDATA[\n"
+    "var W=1200,frames=document.querySelectorAll('g.f'),info=document.getElementById('info');\n"
+    "function label(g,w){var t=g.querySelector('text'),n=g.querySelector('title').textContent;\n"
+    " n=n.substring(0,n.lastIndexOf(' ('));var fit=Math.floor((w-6)/7);\n"
+    " t.textContent=w<20?'':fit>=n.length?n:fit>2?n.substring(0,fit-2)+'..':'';}\n"
+    "function zoom(g){var x0=+g.dataset.x,w0=+g.dataset.w,d0=+g.dataset.d;\n"
+    " frames.forEach(function(h){var x=+h.dataset.x,w=+h.dataset.w,d=+h.dataset.d,r=h.querySelector('rect'),\n"
+    "  t=h.querySelector('text');var inside=d>=d0&&x>=x0-1e-6&&x+w<=x0+w0+1e-6,\n"
+    "  above=d<d0&&x<=x0+1e-6&&x+w>=x0+w0-1e-6;\n"
+    "  if(!inside&&!above){h.style.display='none';return;}h.style.display='';\n"
+    "  var nx=inside?(x-x0)/w0*W:0,nw=inside?w/w0*W:W;r.setAttribute('x',nx);r.setAttribute('width',nw);\n"
+    "  t.setAttribute('x',nx+3);h.style.opacity=above?0.6:1;label(h,nw);});}\n"
+    "frames.forEach(function(g){\n"
+    " g.addEventListener('click',function(){zoom(g);});\n"
+    " g.addEventListener('mouseover',function(){info.textContent=g.querySelector('title').textContent;});\n"
+    " g.addEventListener('mouseout',function(){info.textContent=' ';});});\n"
+    "document.getElementById('reset').addEventListener('click',function(){zoom(frames[0]);});\n"
+    "]]></script>\n";
+
+int an_flame_svg(const an_flame *f, const char *title, mlprof__sb *out)
+{
+    int depth = max_depth(f, 0) + 1;
+    double height = PAD_TOP + depth * ROW + PAD_BOTTOM;
+    mlprof__sb_printf(out,
+                      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                      "viewBox=\"0 0 %.0f %.0f\" font-family=\"Verdana, sans-serif\" font-size=\"12\">\n"
+                      "<style>g.f{cursor:pointer}g.f:hover rect{stroke:#000;stroke-width:0.7}"
+                      "text{pointer-events:none;fill:#000}#reset{cursor:pointer;fill:#1a5fb4}</style>\n"
+                      "<rect width=\"100%%\" height=\"100%%\" fill=\"#fdfaf3\"/>\n"
+                      "<text x=\"%.0f\" y=\"20\" text-anchor=\"middle\" font-size=\"16\">",
+                      SVG_W, height, SVG_W, height, SVG_W / 2);
+    mlprof__sb_xml(out, title, strlen(title));
+    mlprof__sb_printf(out,
+                      "</text>\n<text id=\"reset\" x=\"10\" y=\"20\">Reset zoom</text>\n"
+                      "<text x=\"%.0f\" y=\"20\" text-anchor=\"end\" fill=\"#555\">%llu samples; click a frame to "
+                      "zoom</text>\n",
+                      SVG_W - 10, (unsigned long long)f->used);
+    if (f->nd[0].total > 0)
+        put_frame(f, 0, 0, 0, depth, out);
+    mlprof__sb_printf(out, "<text id=\"info\" x=\"10\" y=\"%.0f\"> </text>\n", height - 10);
+    mlprof__sb_puts(out, k_script);
+    mlprof__sb_puts(out, "</svg>\n");
+    return out->failed ? -1 : 0;
+}

@@ -1,0 +1,28 @@
+/*
+ * flame.h - sampled call stacks of a trace (its stackFrames and samples, as
+ * mlprof's sampling key and Chrome write them) as folded stacks and as an
+ * interactive SVG flame graph (mlprof flame).
+ */
+#ifndef MLPROF_ANALYZE_FLAME_H
+#define MLPROF_ANALYZE_FLAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/common.h"
+
+typedef struct an_flame an_flame;
+
+/* Reads path's samples; with span set, only those taken on a thread while a
+ * complete span ('X') of that name was open on it. NULL with err set. */
+an_flame *an_flame_read(const char *path, const char *span, char *err, size_t errlen);
+void an_flame_free(an_flame *f);
+/* Samples read (after the span filter), and all in the trace. */
+uint64_t an_flame_samples(const an_flame *f);
+uint64_t an_flame_all_samples(const an_flame *f);
+/* "root;...;leaf count" lines, one per distinct stack (by names). */
+int an_flame_folded(const an_flame *f, mlprof__sb *out);
+/* The flame graph: hover for name, samples and share, click to zoom. */
+int an_flame_svg(const an_flame *f, const char *title, mlprof__sb *out);
+
+#endif /* MLPROF_ANALYZE_FLAME_H */
