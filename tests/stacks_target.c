@@ -27,6 +27,13 @@ static uint64_t thread_cpu_ns(void)
 
 volatile uint64_t sink;
 
+/* external, so that the compiler keeps them whole and the symbol table names them */
+void hot_a(uint64_t ns);
+void hot_b(uint64_t ns);
+void hot_c(uint64_t ns);
+void recurse(int depth);
+void *thread_fn(void *arg);
+
 /* Spins for ns of this thread's CPU time, in its caller's frame mostly: the
  * clock is read once per many iterations, so that samples inside the vDSO
  * (which has no frame pointer to follow) are rare. */
