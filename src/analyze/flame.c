@@ -526,3 +526,156 @@ int an_flame_svg(const an_flame *f, const char *title, mlprof__sb *out)
     mlprof__sb_puts(out, "</svg>\n");
     return out->failed ? -1 : 0;
 }
+
+/* ----------------------------------------------------------- the merge */
+
+static void put_prefixed(mlprof__sb *out, const char *prefix, const mlprof__sb *id)
+{
+    mlprof__sb both;
+    mlprof__sb_init(&both);
+    mlprof__sb_puts(&both, prefix);
+    mlprof__sb_put(&both, id->data ? id->data : "", id->len);
+    mlprof__sb_json_str(out, both.data ? both.data : "", both.len);
+    out->failed |= both.failed;
+    mlprof__sb_free(&both);
+}
+
+/* An id (string or number) into val, as text. */
+static int read_id_text(an_input *in, mlprof__sb *val)
+{
+    if (an_json_peek(in) == '"')
+        return an_json_string(in, val);
+    mlprof__sb_reset(val);
+    return an_json_skip(in, val);
+}
+
+static int copy_frames(an_input *in, const char *prefix, mlprof__sb *out, int *first, long *n, mlprof__sb *key,
+                       mlprof__sb *val)
+{
+    int more = an_json_open(in, '{', "'{' to start stackFrames");
+    while (more == 1) {
+        if (an_json_key(in, key) != 0)
+            return -1;
+        if (!*first)
+            mlprof__sb_puts(out, ",\n");
+        *first = 0;
+        put_prefixed(out, prefix, key);
+        mlprof__sb_puts(out, ":{");
+        int m = an_json_open(in, '{', "'{' to start a stack frame"), members = 0;
+        while (m == 1) {
+            if (an_json_key(in, key) != 0)
+                return -1;
+            if (members++)
+                mlprof__sb_putc(out, ',');
+            mlprof__sb_json_str(out, key->data ? key->data : "", key->len);
+            mlprof__sb_putc(out, ':');
+            if (key->len == 6 && memcmp(key->data, "parent", 6) == 0) {
+                if (read_id_text(in, val) != 0)
+                    return -1;
+                put_prefixed(out, prefix, val);
+            } else if (an_json_skip(in, out) != 0) {
+                return -1;
+            }
+            m = an_json_next(in, '}');
+        }
+        if (m < 0)
+            return -1;
+        mlprof__sb_putc(out, '}');
+        (*n)++;
+        more = an_json_next(in, '}');
+    }
+    return more < 0 ? -1 : 0;
+}
+
+static int copy_samples(an_input *in, const char *prefix, an_flame_map_fn map, void *ctx, mlprof__sb *out,
+                        int *first, long *n, mlprof__sb *key, mlprof__sb *val)
+{
+    int more = an_json_open(in, '[', "'[' to start samples");
+    while (more == 1) {
+        if (!*first)
+            mlprof__sb_puts(out, ",\n");
+        *first = 0;
+        mlprof__sb_putc(out, '{');
+        int m = an_json_open(in, '{', "'{' to start a sample"), members = 0;
+        while (m == 1) {
+            double v;
+            int64_t iv, ns;
+            int is_int;
+            if (an_json_key(in, key) != 0)
+                return -1;
+            if (members++)
+                mlprof__sb_putc(out, ',');
+            mlprof__sb_json_str(out, key->data ? key->data : "", key->len);
+            mlprof__sb_putc(out, ':');
+            if (key->len == 2 && memcmp(key->data, "sf", 2) == 0) {
+                if (read_id_text(in, val) != 0)
+                    return -1;
+                put_prefixed(out, prefix, val);
+            } else if (key->len == 2 && memcmp(key->data, "ts", 2) == 0) {
+                if (an_json_time_ns(in, &ns) != 0)
+                    return -1;
+                ns = map(ctx, 1, ns);
+                if (ns < 0) {
+                    mlprof__sb_putc(out, '-');
+                    ns = -ns;
+                }
+                mlprof__sb_us(out, (uint64_t)ns);
+            } else if (key->len == 3 && memcmp(key->data, "pid", 3) == 0 && an_json_peek(in) != '"') {
+                if (an_json_number(in, &v, &iv, &is_int) != 0)
+                    return -1;
+                mlprof__sb_i64(out, map(ctx, 0, is_int ? iv : (int64_t)v));
+            } else if (an_json_skip(in, out) != 0) {
+                return -1;
+            }
+            m = an_json_next(in, '}');
+        }
+        if (m < 0)
+            return -1;
+        mlprof__sb_putc(out, '}');
+        (*n)++;
+        more = an_json_next(in, ']');
+    }
+    return more < 0 ? -1 : 0;
+}
+
+long an_flame_copy(const char *path, int which, const char *prefix, an_flame_map_fn map, void *ctx, mlprof__sb *out,
+                   int *first, char *err, size_t errlen)
+{
+    an_input in;
+    if (an_input_open(&in, path) != 0) {
+        snprintf(err, errlen, "%s", in.error);
+        return -1;
+    }
+    long n = 0;
+    int rc = 0;
+    if (an_json_peek(&in) != '{') { /* a Perfetto trace: no samples of this kind */
+        an_input_close(&in);
+        return 0;
+    }
+    mlprof__sb key, val;
+    mlprof__sb_init(&key);
+    mlprof__sb_init(&val);
+    const char *want = which ? "samples" : "stackFrames";
+    int more = an_json_open(&in, '{', "'{' to start the trace");
+    while (more == 1 && rc == 0) {
+        if (an_json_key(&in, &key) != 0) {
+            rc = -1;
+            break;
+        }
+        if (key.len == strlen(want) && memcmp(key.data, want, key.len) == 0)
+            rc = which ? copy_samples(&in, prefix, map, ctx, out, first, &n, &key, &val)
+                       : copy_frames(&in, prefix, out, first, &n, &key, &val);
+        else
+            rc = an_json_skip(&in, NULL);
+        if (rc == 0)
+            more = an_json_next(&in, '}');
+    }
+    if (more < 0 || rc != 0) {
+        snprintf(err, errlen, "%s", in.error[0] ? in.error : "out of memory");
+        n = -1;
+    }
+    an_input_close(&in);
+    mlprof__sb_free(&key);
+    mlprof__sb_free(&val);
+    return n;
+}

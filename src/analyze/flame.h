@@ -25,4 +25,13 @@ int an_flame_folded(const an_flame *f, mlprof__sb *out);
 /* The flame graph: hover for name, samples and share, click to zoom. */
 int an_flame_svg(const an_flame *f, const char *title, mlprof__sb *out);
 
+/* For the merge: copies path's stackFrames members (which 0) or samples
+ * (which 1) to out, each preceded by a comma unless *first; ids get prefix,
+ * a sample's pid and time go through map (what 0: a pid, 1: a time in ns).
+ * Returns how many were copied, 0 for a file that is not a JSON object (a
+ * Perfetto trace), -1 with err set. */
+typedef int64_t (*an_flame_map_fn)(void *ctx, int what, int64_t value);
+long an_flame_copy(const char *path, int which, const char *prefix, an_flame_map_fn map, void *ctx, mlprof__sb *out,
+                   int *first, char *err, size_t errlen);
+
 #endif /* MLPROF_ANALYZE_FLAME_H */

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "analyze.h"
+#include "flame.h"
 #include "merge.h"
 
 static const char *const k_methods[] = {"shared clock", "given offsets", "sync marker", "trace starts",
@@ -690,6 +691,60 @@ static void put_events(mlprof__sb *out, writer *w, const an_trace *t, size_t i, 
     }
 }
 
+/* Where one input's sampled stacks go: its pids and times, as its events'. */
+typedef struct stack_map {
+    const pid_map *maps;
+    size_t nm, hint;
+    const an_clock_sync *cs;
+    int64_t offset;
+} stack_map;
+
+static int64_t map_stack(void *ctx, int what, int64_t v)
+{
+    stack_map *m = ctx;
+    if (what == 0)
+        return map_pid(m->maps, m->nm, &m->hint, v);
+    return m->cs->has ? v + an_clock_sync_shift(m->cs, v) : v + m->offset;
+}
+
+/* The inputs' stackFrames and samples (the sampling key's), each input's
+ * frame ids prefixed with its index when there are several; written only
+ * when some input has them. */
+static int put_stacks(mlprof__sb *out, const an_merge_input *in, size_t n, const pid_map *maps,
+                      const size_t *map_at, const an_clock_sync *cs, const int64_t *offset, char *err, size_t errlen)
+{
+    mlprof__sb part[2];
+    long got[2] = {0, 0};
+    int rc = 0;
+    for (int which = 0; which < 2; which++) {
+        mlprof__sb_init(&part[which]);
+        int first = 1;
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            char prefix[32] = "";
+            if (n > 1)
+                snprintf(prefix, sizeof prefix, "%zu.", i);
+            stack_map m = {maps + map_at[i], map_at[i + 1] - map_at[i], 0, &cs[i], offset[i]};
+            long k = an_flame_copy(in[i].view.path, which, prefix, map_stack, &m, &part[which], &first, err, errlen);
+            if (k < 0)
+                rc = -1;
+            else
+                got[which] += k;
+        }
+    }
+    if (rc == 0 && got[0] && got[1]) {
+        mlprof__sb_puts(out, "\"stackFrames\":{");
+        mlprof__sb_put(out, part[0].data, part[0].len);
+        mlprof__sb_puts(out, "},\n\"samples\":[");
+        mlprof__sb_put(out, part[1].data, part[1].len);
+        mlprof__sb_puts(out, "],\n");
+    }
+    for (int which = 0; which < 2; which++) {
+        out->failed |= part[which].failed;
+        mlprof__sb_free(&part[which]);
+    }
+    return rc;
+}
+
 /* The merge, from the inputs' summaries; each input's events from
  * loaded[i], or read again from its path when loaded is NULL. */
 static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, const an_merge_options *o,
@@ -789,6 +844,10 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
     }
     if (rc == 0) {
         mlprof__sb_printf(out, "\n],\n\"displayTimeUnit\":\"ms\",\n");
+        if (put_stacks(out, in, n, maps, map_at, cs, offset, err, errlen) != 0)
+            rc = -1;
+    }
+    if (rc == 0) {
         /* where PyTorch's tools look for them: the first input's, whose times these are */
         if (in[0].view.base_time_ns)
             mlprof__sb_printf(out, "\"baseTimeNanoseconds\":%lld,\n", (long long)in[0].view.base_time_ns);

@@ -114,6 +114,8 @@ static void keep(uint64_t ts, uint32_t tid, const uint64_t *ips, uint64_t nr)
     for (uint64_t i = 0; i < nr && n < MLPROF__STACK_DEPTH; i++) {
         if (ips[i] >= (uint64_t)PERF_CONTEXT_MAX) /* a context marker: user, kernel */
             continue;
+        if (ips[i] < 4096) /* where a frame-pointer walk ran off (code without frame pointers): the chain ends */
+            break;
         user[n++] = ips[i];
     }
     if (!n)
@@ -478,14 +480,16 @@ static void stacks_trace_members(mlprof__sb *out)
     t.nhead = 65536;
     t.head = mlprof__calloc(t.nhead, sizeof *t.head);
     uint32_t *leaf = mlprof__malloc((K.samples ? K.samples : 1) * sizeof *leaf);
-    if (!t.head || !leaf || !mlprof__grow(NULL, &t.cap, 0, sizeof(frame), 1024)) {
+    t.cap = 1024;
+    t.f = mlprof__malloc(t.cap * sizeof *t.f);
+    if (!t.head || !leaf || !t.f) {
         pthread_mutex_unlock(&K.lock);
         mlprof__free(t.head);
+        mlprof__free(t.f);
         mlprof__free(leaf);
         mlprof__log(MLPROF_LOG_WARN, "sampling: out of memory: the samples are not in the trace");
         return;
     }
-    t.f = mlprof__malloc(t.cap * sizeof *t.f);
     t.n = 1;
     size_t ns = 0;
     for (size_t w = 0; w < K.nwords && t.f; ns++) {
