@@ -9,7 +9,8 @@ src/analyze/flame.c), from stacks_target.c's known CPU shares:
   - a thread started and ended while sampling has samples of thread_fn;
   - the folded output parses, and so does the SVG (xml.etree), with its frames
     and script; lost samples are said in otherData.sampling;
-  - mlprof run --sample: a program without mlprof (python) gets samples in its part;
+  - mlprof run --sample: a program without mlprof (python) gets samples in its
+    parts, and the merged trace has them all;
     a rate out of range is refused naming the key.
 Skipped (77), saying why, where perf_event refuses the sampling events.
 Usage: stacks_check.py MLPROF STACKS_TARGET OUTDIR [preload-ok]
@@ -144,6 +145,9 @@ def main():
         print("mlprof run --sample 2000 -- python: %d samples in its parts" % got)
         if got == 0:
             fail("mlprof run --sample: no samples in %s" % parts)
+        merged_stacks = folded(mlprof, merged)  # the merge keeps them
+        if sum(n for _, n in merged_stacks) != got:
+            fail("the merged trace has %d samples, its parts %d" % (sum(n for _, n in merged_stacks), got))
     print("PASS")
 
 
