@@ -366,6 +366,13 @@ static int stacks_start(void)
     K.threads_opened = K.threads_refused = K.threads_skipped = 0;
     if (!hz || K.started)
         return MLPROF_OK;
+    const char *fmt = mlprof__g.cfg.format, *fn = mlprof__g.cfg.filename;
+    size_t fl = strlen(fn);
+    if (strcmp(fmt, "perfetto") == 0 ||
+        (strcmp(fmt, "auto") == 0 && ((fl > 8 && strcmp(fn + fl - 8, ".pftrace") == 0) ||
+                                      (fl > 15 && strcmp(fn + fl - 15, ".perfetto-trace") == 0))))
+        mlprof__hw_unavailable("sampled call stacks in a Perfetto trace",
+                               "only JSON traces carry them (stackFrames, samples) for now; counted in otherData");
     K.paranoid = read_paranoid();
     K.pid = getpid();
     memset(K.tids, 0, sizeof K.tids);
