@@ -287,8 +287,8 @@ static void open_all(void)
 static void close_all(int after_fork)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    for (size_t i = 0; i < K.nfds; i++) /* stop first: the last drain reads everything */
-        ioctl(K.fds[i], PERF_EVENT_IOC_DISABLE, 0);
+    for (size_t i = 0; i < K.nfds && !after_fork; i++) /* stop first: the last drain reads everything */
+        ioctl(K.fds[i], PERF_EVENT_IOC_DISABLE, 0);  /* (a child's descriptors are the parent's events) */
     for (size_t i = 0; i < K.nrings; i++) {
         if (!after_fork)
             drain(&K.rings[i], recording());
