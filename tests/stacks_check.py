@@ -13,7 +13,9 @@ src/analyze/flame.c), from stacks_target.c's known CPU shares:
     parts, and the merged trace has them all;
     a rate out of range is refused naming the key.
 Skipped (77), saying why, where perf_event refuses the sampling events.
-Usage: stacks_check.py MLPROF STACKS_TARGET OUTDIR [preload-ok]
+  - built without frame pointers: the leaf functions' shares are still
+    right (the sampled address is exact; the callers are not promised).
+Usage: stacks_check.py MLPROF STACKS_TARGET OUTDIR preload-ok|no-preload [STACKS_TARGET_NOFP]
 """
 import json
 import os
@@ -50,6 +52,7 @@ def share(stacks, name):
 def main():
     mlprof, target, out = sys.argv[1], sys.argv[2], sys.argv[3]
     preload_ok = len(sys.argv) > 4 and sys.argv[4] == "preload-ok"
+    nofp = sys.argv[5] if len(sys.argv) > 5 else None
     os.makedirs(out, exist_ok=True)
     trace = os.path.join(out, "stacks.json")
     r = subprocess.run([target, trace, "1000", "1000"], capture_output=True, text=True, timeout=300)
@@ -148,6 +151,23 @@ def main():
         merged_stacks = folded(mlprof, merged)  # the merge keeps them
         if sum(n for _, n in merged_stacks) != got:
             fail("the merged trace has %d samples, its parts %d" % (sum(n for _, n in merged_stacks), got))
+    if nofp:
+        trace = os.path.join(out, "stacks_nofp.json")
+        r = subprocess.run([nofp, trace, "1000", "1000"], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            fail("stacks_target_nofp: status %d: %s" % (r.returncode, r.stderr))
+        leaves = {}
+        for frames_, n in folded(mlprof, trace):
+            leaves[frames_[-1]] = leaves.get(frames_[-1], 0) + n
+        a, b, c = leaves.get("hot_a", 0), leaves.get("hot_b", 0), leaves.get("hot_c", 0)
+        total = a + b + c
+        if total < 300:
+            fail("without frame pointers: too few leaf samples in the hot functions: %d" % total)
+        for name, got, want in (("hot_a", a, 60), ("hot_b", b, 30), ("hot_c", c, 10)):
+            pct = 100.0 * got / total
+            print("  without frame pointers, leaf %s: %.1f%% (want %d%%)" % (name, pct, want))
+            if abs(pct - want) > 5:
+                fail("without frame pointers, leaf %s has %.1f%%, not %d%% within 5 points" % (name, pct, want))
     print("PASS")
 
 
