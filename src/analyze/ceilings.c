@@ -52,85 +52,48 @@
  * converges to 1 (x = x * m + (1 - m)): no overflow, no denormals. */
 
 #ifdef CE_X86
-__attribute__((target("avx512f"))) static double fma_avx512_f64(long iters)
-{
-    const __m512d m = _mm512_set1_pd(0.999999), c = _mm512_set1_pd(1e-6);
-#define INIT(k) _mm512_set1_pd(1.0 + (k) * 1e-3)
-#define STEP(x) _mm512_fmadd_pd(x, m, c)
-#define ADD(a, b) _mm512_add_pd(a, b)
-    CE_DECLARE(__m512d, INIT);
-    for (long i = 0; i < iters; i++)
-        CE_ROUND(STEP);
-    double out[8];
-    _mm512_storeu_pd(out, CE_SUM(ADD));
-#undef INIT
-#undef STEP
-#undef ADD
-    double sum = 0;
-    for (int j = 0; j < 8; j++)
-        sum += out[j];
-    return sum;
-}
+/* One kernel: FN for vector type V of LANES elements of S (float or double),
+ * with the ISA's add and storeu, and its set1 and fmadd as CE_SET1 and
+ * CE_FMADD; m and c the step's constants. */
+#define CE_FMA_KERNEL(FN, TARGET, V, S, LANES, ADDV, STOREU, M, C)                                         \
+    __attribute__((target(TARGET))) static double FN(long iters)                                          \
+    {                                                                                                      \
+        const V m = CE_SET1(M), c = CE_SET1(C);                                                            \
+        CE_DECLARE(V, CE_INIT_##S);                                                                        \
+        for (long i = 0; i < iters; i++)                                                                   \
+            CE_ROUND(CE_STEP);                                                                             \
+        S out[LANES];                                                                                      \
+        STOREU(out, CE_SUM(ADDV));                                                                         \
+        double sum = 0;                                                                                    \
+        for (int j = 0; j < LANES; j++)                                                                    \
+            sum += out[j];                                                                                 \
+        return sum;                                                                                        \
+    }
+#define CE_STEP(x) CE_FMADD(x, m, c)
 
-__attribute__((target("avx512f"))) static double fma_avx512_f32(long iters)
-{
-    const __m512 m = _mm512_set1_ps(0.9999f), c = _mm512_set1_ps(1e-4f);
-#define INIT(k) _mm512_set1_ps(1.0f + (float)(k) * 1e-3f)
-#define STEP(x) _mm512_fmadd_ps(x, m, c)
-#define ADD(a, b) _mm512_add_ps(a, b)
-    CE_DECLARE(__m512, INIT);
-    for (long i = 0; i < iters; i++)
-        CE_ROUND(STEP);
-    float out[16];
-    _mm512_storeu_ps(out, CE_SUM(ADD));
-#undef INIT
-#undef STEP
-#undef ADD
-    double sum = 0;
-    for (int j = 0; j < 16; j++)
-        sum += out[j];
-    return sum;
-}
+#define CE_INIT_double(k) CE_SET1(1.0 + (k) * 1e-3)
+#define CE_INIT_float(k) CE_SET1(1.0f + (float)(k) * 1e-3f)
 
-__attribute__((target("avx2,fma"))) static double fma_avx2_f64(long iters)
-{
-    const __m256d m = _mm256_set1_pd(0.999999), c = _mm256_set1_pd(1e-6);
-#define INIT(k) _mm256_set1_pd(1.0 + (k) * 1e-3)
-#define STEP(x) _mm256_fmadd_pd(x, m, c)
-#define ADD(a, b) _mm256_add_pd(a, b)
-    CE_DECLARE(__m256d, INIT);
-    for (long i = 0; i < iters; i++)
-        CE_ROUND(STEP);
-    double out[4];
-    _mm256_storeu_pd(out, CE_SUM(ADD));
-#undef INIT
-#undef STEP
-#undef ADD
-    double sum = 0;
-    for (int j = 0; j < 4; j++)
-        sum += out[j];
-    return sum;
-}
-
-__attribute__((target("avx2,fma"))) static double fma_avx2_f32(long iters)
-{
-    const __m256 m = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-4f);
-#define INIT(k) _mm256_set1_ps(1.0f + (float)(k) * 1e-3f)
-#define STEP(x) _mm256_fmadd_ps(x, m, c)
-#define ADD(a, b) _mm256_add_ps(a, b)
-    CE_DECLARE(__m256, INIT);
-    for (long i = 0; i < iters; i++)
-        CE_ROUND(STEP);
-    float out[8];
-    _mm256_storeu_ps(out, CE_SUM(ADD));
-#undef INIT
-#undef STEP
-#undef ADD
-    double sum = 0;
-    for (int j = 0; j < 8; j++)
-        sum += out[j];
-    return sum;
-}
+#define CE_SET1 _mm512_set1_pd
+#define CE_FMADD _mm512_fmadd_pd
+CE_FMA_KERNEL(fma_avx512_f64, "avx512f", __m512d, double, 8, _mm512_add_pd, _mm512_storeu_pd, 0.999999, 1e-6)
+#undef CE_SET1
+#undef CE_FMADD
+#define CE_SET1 _mm512_set1_ps
+#define CE_FMADD _mm512_fmadd_ps
+CE_FMA_KERNEL(fma_avx512_f32, "avx512f", __m512, float, 16, _mm512_add_ps, _mm512_storeu_ps, 0.9999f, 1e-4f)
+#undef CE_SET1
+#undef CE_FMADD
+#define CE_SET1 _mm256_set1_pd
+#define CE_FMADD _mm256_fmadd_pd
+CE_FMA_KERNEL(fma_avx2_f64, "avx2,fma", __m256d, double, 4, _mm256_add_pd, _mm256_storeu_pd, 0.999999, 1e-6)
+#undef CE_SET1
+#undef CE_FMADD
+#define CE_SET1 _mm256_set1_ps
+#define CE_FMADD _mm256_fmadd_ps
+CE_FMA_KERNEL(fma_avx2_f32, "avx2,fma", __m256, float, 8, _mm256_add_ps, _mm256_storeu_ps, 0.9999f, 1e-4f)
+#undef CE_SET1
+#undef CE_FMADD
 
 /* The triad over n elements (n a multiple of 8), passes times. */
 __attribute__((target("avx512f"))) static void triad_avx512(double *a, const double *b, const double *c, size_t n,
