@@ -142,7 +142,7 @@ static ssize_t peek(an_input *in, unsigned char *out, size_t n, int *consumed)
     return (ssize_t)got;
 }
 
-int an_input_open(an_input *in, const char *path)
+static int open_input(an_input *in, const char *path)
 {
     memset(in, 0, sizeof *in);
     in->fd = -1;
@@ -184,6 +184,16 @@ int an_input_open(an_input *in, const char *path)
         in->compressed = 1;
     }
     return 0;
+}
+
+/* On failure what was taken is given back (the error stays in in->error):
+ * a caller need not close an input that did not open. */
+int an_input_open(an_input *in, const char *path)
+{
+    int rc = open_input(in, path);
+    if (rc != 0)
+        an_input_close(in);
+    return rc;
 }
 
 int an_input_open_mem(an_input *in, const char *name, const void *data, size_t n)
