@@ -1392,14 +1392,14 @@ static int cmd_roofline(int argc, char **argv)
     mlprof__sb_init(&table);
     mlprof__sb_init(&svg);
     mlprof__sb_init(&notes);
-    size_t placed = 0;
-    int rc = rf_roofline(&t, &o, &c, &ro, &table, &svg, &notes, &placed);
+    size_t placed = 0, on_gpu = 0;
+    int rc = rf_roofline(&t, &o, &c, &ro, &table, &svg, &notes, &placed, &on_gpu);
     if (rc != 0) {
         fprintf(stderr, PROG " roofline: out of memory\n");
         rc = 1;
     } else {
         rc = write_output(NULL, &table);
-        if (!placed && notes.data && strstr(notes.data, "launched GPU kernels")) {
+        if (!placed && on_gpu) {
             fprintf(stderr, PROG " roofline: %s: the operators with FLOPs and bytes launched GPU work (said below): "
                                  "nothing to place against this CPU, no SVG written\n", path);
             rc = 1;

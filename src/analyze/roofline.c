@@ -82,7 +82,7 @@ done:
     return rc;
 }
 
-static int on_gpu(const char *const *names, size_t n, const char *name)
+static int name_on_gpu(const char *const *names, size_t n, const char *name)
 {
     return n && bsearch(&name, names, n, sizeof *names, cmp_ptr) != NULL;
 }
@@ -740,7 +740,7 @@ static int raise_to_one_thread(ce_ceilings *c)
 }
 
 int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, const rf_options *ro,
-                mlprof__sb *table, mlprof__sb *svg, mlprof__sb *notes, size_t *placed)
+                mlprof__sb *table, mlprof__sb *svg, mlprof__sb *notes, size_t *placed, size_t *on_gpu)
 {
     ce_ceilings eff = *measured, *c = &eff;
     int raised = ro->one_thread ? 0 : raise_to_one_thread(c);
@@ -768,7 +768,7 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
     double time = 0;
     for (size_t i = 0; i < n; i++) {
         ops[i].g = &rows[i];
-        if (rows[i].first && on_gpu(gpu_names, ngpu, rows[i].first->name)) {
+        if (rows[i].first && name_on_gpu(gpu_names, ngpu, rows[i].first->name)) {
             ops[i].why_not = "launched GPU work";
             on_gpu_count++;
             continue;
@@ -783,6 +783,8 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
         ops[i].share = !ops[i].why_not && time > 0 ? (double)rows[i].total_ns / time : 0;
     mlprof__sort(ops, n, sizeof *ops, by_time);
     mlprof__free(gpu_names);
+    if (on_gpu)
+        *on_gpu = on_gpu_count;
     if (!nlv && notes)
         mlprof__sb_printf(notes, "the ceilings have no %s bandwidth: no memory roof, every operator is held to its "
                                  "compute peak only\n", all ? "all-thread" : "one-thread");

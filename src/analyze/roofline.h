@@ -20,7 +20,8 @@ typedef struct rf_options {
  * events carry FLOPs and bytes above 0 and it took time; the others are
  * listed as not placed, with the reason; so are the operators around the
  * launch of GPU work (a kernel, copy or memset): their CPU time is not their
- * work's, and the ceilings are the CPU's (notes says how many). Its memory roof is the level its
+ * work's, and the ceilings are the CPU's (notes says how many; *on_gpu, when
+ * not NULL, receives it). Its memory roof is the level its
  * bytes per call fit in (DRAM past the last cache); its compute roof the
  * peak of the precision its dtype argument names (fp32 when it names none,
  * and the table says so). table receives the table; svg (when not NULL) the
@@ -30,6 +31,6 @@ typedef struct rf_options {
  * (0: nothing to draw, svg is then left empty). Returns 0, or -1 (out of
  * memory). */
 int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *c, const rf_options *ro, mlprof__sb *table,
-                mlprof__sb *svg, mlprof__sb *notes, size_t *placed);
+                mlprof__sb *svg, mlprof__sb *notes, size_t *placed, size_t *on_gpu);
 
 #endif /* MLPROF_ANALYZE_ROOFLINE_H */

@@ -102,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     an_options_default(&o);
     for (int f = AN_TABLE; f <= AN_JSON; f++) {
         o.format = f;
-        rf_roofline(&t, &o, &c, &ro, &out, &svg, &notes, &placed);
+        rf_roofline(&t, &o, &c, &ro, &out, &svg, &notes, &placed, NULL);
         mlprof__sb_reset(&out);
         mlprof__sb_reset(&svg);
         ro.one_thread = 1;
