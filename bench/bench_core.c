@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "mlprof/mlprof.h"
 
 extern char **environ;
@@ -52,25 +53,9 @@ extern char **environ;
 static mlprof_span *g_span, *g_filtered;
 static volatile uint64_t g_sink;
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
+static double now_ns(void) { return bench_clock_ns(CLOCK_MONOTONIC); }
 
-static double thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+static double thread_cpu_ns(void) { return bench_clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
 typedef struct stat2 {
     double median, min;
@@ -82,7 +67,7 @@ static stat2 stats_of(const double *v, int n)
     if (n > 64)
         n = 64;
     memcpy(tmp, v, (size_t)n * sizeof *v);
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    qsort(tmp, (size_t)n, sizeof *tmp, bench_cmp_double);
     stat2 s = {n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2, tmp[0]};
     return s;
 }
@@ -122,20 +107,6 @@ static void pairs_mem(int n)
         MLPROF_MEM_ALLOC(MLPROF_DEVICE_CPU, p, 256, "act");
         MLPROF_MEM_FREE(MLPROF_DEVICE_CPU, p);
     }
-}
-
-static void pairs_tsc(int n)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    uint64_t acc = 0;
-    for (int i = 0; i < n; i++) {
-        acc += __builtin_ia32_rdtsc();
-        acc += __builtin_ia32_rdtsc();
-    }
-    g_sink = acc;
-#else
-    (void)n;
-#endif
 }
 
 static void pairs_clock_gettime(int n)
@@ -384,7 +355,7 @@ static void run_method(int m, int r)
     case M_DISABLED: pairs_macro(n); break;
     case M_FILTERED: pairs_filtered(n); break;
     case M_FILTERED_CALL: pairs_filtered_calls(n); break;
-    case M_TSC: pairs_tsc(n); break;
+    case M_TSC: bench_pairs_tsc(n); break;
     case M_CGT: pairs_clock_gettime(n); break;
     case M_MEM: pairs_mem(n); break;
     default: pairs_macro(n); break;

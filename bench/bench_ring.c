@@ -21,29 +21,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "mlprof/mlprof.h"
 
 #define ROUNDS 11
 #define PAIRS 1000000
 
 static mlprof_span *g_span;
-static volatile uint64_t g_sink;
 
 /* The recording thread's CPU time: on a loaded machine (and beside the
  * collector's thread evicting) wall time counts the time it was descheduled. */
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
+static double now_ns(void) { return bench_clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
-static double wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
+static double wall_ns(void) { return bench_clock_ns(CLOCK_MONOTONIC); }
 
 static void pairs(int n)
 {
@@ -53,29 +43,9 @@ static void pairs(int n)
     }
 }
 
-static void pairs_tsc(int n)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    uint64_t acc = 0;
-    for (int i = 0; i < n; i++) {
-        acc += __builtin_ia32_rdtsc();
-        acc += __builtin_ia32_rdtsc();
-    }
-    g_sink = acc;
-#else
-    (void)n;
-#endif
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return v[n / 2];
 }
 
@@ -132,7 +102,7 @@ int main(void)
         mlprof_set_state(MLPROF_STATE_STOP);
         mlprof_clear();
         t0 = now_ns();
-        pairs_tsc(PAIRS);
+        bench_pairs_tsc(PAIRS);
         tsc[r] = (now_ns() - t0) / PAIRS;
         ring_min = ring[r] < ring_min ? ring[r] : ring_min;
         plain_min = plain[r] < plain_min ? plain[r] : plain_min;

@@ -31,19 +31,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "mlprof/mlprof.h"
 
 #define JSON_BEFORE_NS 215.0 /* issue 19: Chrome JSON per span before this work */
 #define NAMES 8
 
-static double clock_ns(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static double now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+static double now_ns(void) { return bench_clock_ns(CLOCK_MONOTONIC); }
 
 /* The calling thread's time in the kernel so far. */
 static double thread_sys_ns(void)
@@ -188,9 +182,9 @@ static int run_round(format *f, long spans, const char *dir, int can_reset_peak,
     long rss_before = status_kib(can_reset_peak ? "VmHWM" : "VmRSS"); /* the peak while recording */
     if (can_reset_peak)
         reset_peak();
-    double t2 = now_ns(), c2 = clock_ns(CLOCK_THREAD_CPUTIME_ID), s2 = thread_sys_ns();
+    double t2 = now_ns(), c2 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID), s2 = thread_sys_ns();
     int rc = mlprof_dump(1); /* without continuous_dump it runs on this thread */
-    double t3 = now_ns(), c3 = clock_ns(CLOCK_THREAD_CPUTIME_ID), s3 = thread_sys_ns();
+    double t3 = now_ns(), c3 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID), s3 = thread_sys_ns();
     long peak = status_kib("VmHWM");
     uint64_t dropped = mlprof_dropped_events() - dropped0;
     struct stat st;
