@@ -29,7 +29,6 @@ Behaviour only: the test waits for lines and files, never for a time.
 Exits 77 (ctest's SKIP_RETURN_CODE) when protoc is not installed.
 """
 import glob
-import json
 import os
 import re
 import shutil
@@ -39,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from perfetto_decode import decode_text, protoc_decode, resolve
+from ring_events import events_json, events_pftrace
 
 N = 100000
 failures = []
@@ -52,43 +51,11 @@ def check(cond, msg):
     return cond
 
 
-def events_json(path):
-    """(name, ts_ns, end_ns, args) of each span and instant, and otherData."""
-    with open(path) as f:
-        doc = json.load(f)
-    evs = []
-    for e in doc["traceEvents"]:
-        ts = int(round(e.get("ts", 0) * 1000))
-        if e["ph"] == "X":
-            evs.append((e["name"], ts, ts + int(round(e["dur"] * 1000)), e.get("args", {})))
-        elif e["ph"] in ("i", "I"):
-            evs.append((e["name"], ts, ts, e.get("args", {})))
-    return evs, doc.get("otherData", {})
-
-
-def events_pftrace(protoc, proto, path):
-    with open(path, "rb") as f:
-        text, err = protoc_decode(protoc, proto, f.read())
-    if text is None:
-        raise AssertionError(f"protoc cannot decode it: {err}")
-    res = resolve(decode_text(text))
-    evs, other = [], {}
-    for e in res.events:
-        if e["type"] == "other_data":
-            other = e["args"]
-        elif e["type"] == "span":
-            args = dict(e.get("args", {}))
-            if e.get("unfinished"):
-                args["unfinished"] = True
-            evs.append((e["name"], e["ts"], e["end"], args))
-        elif e["type"] == "instant":
-            evs.append((e["name"], e["ts"], e["ts"], e.get("args", {})))
-    return evs, other
-
-
 def read_events(path, protoc, proto):
     try:
-        return events_pftrace(protoc, proto, path) if path.endswith(".pftrace") else events_json(path)
+        with open(path, "rb") as f:
+            data = f.read()
+        return events_pftrace(protoc, proto, data) if path.endswith(".pftrace") else events_json(data)
     except (AssertionError, ValueError, OSError) as e:
         check(False, f"{path}: does not decode: {e}")
         return None, None

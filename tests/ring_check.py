@@ -28,14 +28,13 @@ otherData.overwritten_events + the events in the file = the events recorded.
 
 Exits 77 (ctest's SKIP_RETURN_CODE) when protoc is not installed.
 """
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 
-from perfetto_decode import decode_text, protoc_decode, resolve
+from ring_events import events_json, events_pftrace
 
 N = 3400000
 failures = []
@@ -46,38 +45,6 @@ def check(cond, msg):
         failures.append(msg)
         print("FAIL: " + msg, file=sys.stderr)
     return cond
-
-
-def events_json(data):
-    """(name, ts_ns, end_ns, args) of each span and instant, and otherData."""
-    doc = json.loads(data)
-    evs = []
-    for e in doc["traceEvents"]:
-        ts = int(round(e.get("ts", 0) * 1000))
-        if e["ph"] == "X":
-            evs.append((e["name"], ts, ts + int(round(e["dur"] * 1000)), e.get("args", {})))
-        elif e["ph"] in ("i", "I"):
-            evs.append((e["name"], ts, ts, e.get("args", {})))
-    return evs, doc.get("otherData", {})
-
-
-def events_pftrace(protoc, proto, data):
-    text, err = protoc_decode(protoc, proto, data)
-    if text is None:
-        raise AssertionError(f"protoc cannot decode it: {err}")
-    res = resolve(decode_text(text))
-    evs, other = [], {}
-    for e in res.events:
-        if e["type"] == "other_data":
-            other = e["args"]
-        elif e["type"] == "span":
-            args = dict(e.get("args", {}))
-            if e.get("unfinished"):
-                args["unfinished"] = True
-            evs.append((e["name"], e["ts"], e["end"], args))
-        elif e["type"] == "instant":
-            evs.append((e["name"], e["ts"], e["ts"], e.get("args", {})))
-    return evs, other
 
 
 def sizes(how):
