@@ -18,15 +18,20 @@ import glob
 import json
 import os
 import pwd
+import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 MLPROF, TARGET, RUN_CAPTURE, RUN_NVTX, OUT = sys.argv[1:6]
 failures = []
+# each line as it is printed: a test killed by ctest's timeout still shows how far it came
+sys.stdout.reconfigure(line_buffering=True)
 
 
 def check(cond, what):
@@ -36,11 +41,78 @@ def check(cond, what):
     return cond
 
 
+def describe(pid, why):
+    """What a process that hangs is doing: its state, each thread's wait
+    channel and, where gdb is installed, every thread's stack."""
+    print(f"--- {why}: process {pid}", file=sys.stderr)
+    try:
+        for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                wchan = f.read().strip()
+            print(f"    thread {tid} ({comm}): state {st}, waits in {wchan or '-'}", file=sys.stderr)
+    except OSError as e:
+        print(f"    cannot read /proc/{pid}: {e}", file=sys.stderr)
+        return
+    if shutil.which("gdb"):
+        try:
+            g = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 30"],
+                               capture_output=True, text=True, timeout=120)
+            print("\n".join("    " + l for l in g.stdout.splitlines() if l.startswith(("#", "Thread"))),
+                  file=sys.stderr)
+        except subprocess.TimeoutExpired:
+            print("    gdb did not finish in 120 s", file=sys.stderr)
+
+
+def family(pid):
+    """pid and its descendants, from /proc."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
 def capture(pid, *args, env=None, user=None):
-    p = subprocess.run([MLPROF, "capture", str(pid), *args], capture_output=True, text=True, timeout=300,
-                       env=env, preexec_fn=user)
-    print(f"$ mlprof capture {pid} {' '.join(args)} -> {p.returncode}\n{p.stdout}{p.stderr}", end="")
-    return p
+    p = subprocess.Popen([MLPROF, "capture", str(pid), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env, preexec_fn=user)
+    try:
+        out, err = p.communicate(timeout=200)
+    except subprocess.TimeoutExpired:
+        check(False, f"mlprof capture {pid} {' '.join(args)} did not end in 200 s")
+        for q in family(p.pid) + family(pid):
+            describe(q, "a capture that does not end")
+        p.kill()
+        out, err = p.communicate()
+    print(f"$ mlprof capture {pid} {' '.join(args)} -> {p.returncode}\n{out}{err}", end="")
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def read_line(pipe, what, pid, seconds=120):
+    """A line from a child's pipe, or "" (a failure, said) when none comes in time."""
+    deadline = time.time() + seconds
+    buf = b""
+    fd = pipe.fileno()
+    while b"\n" not in buf:
+        left = deadline - time.time()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            check(False, f"{what}: no line in {seconds} s")
+            for q in family(pid):
+                describe(q, what)
+            return ""
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf.decode(errors="replace")
 
 
 def trace_iters(path):
@@ -74,7 +146,26 @@ started = []  # the targets: killed at exit, so that a failing check never leave
 def kill_targets():
     for p in started:
         if p.poll() is None:
-            p.kill()
+            for q in family(p.pid):  # a forked child too: none may hold ctest's pipes open
+                try:
+                    os.kill(q, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def watchdog():
+    """Before ctest's own timeout (600 s): say what every process still
+    running is doing, then end with a failure."""
+    print("FAIL: capture_check has run 480 s: what is still running", file=sys.stderr)
+    for q in family(os.getpid())[1:]:
+        describe(q, "still running")
+    kill_targets()
+    os._exit(1)
+
+
+dog = threading.Timer(480, watchdog)
+dog.daemon = True
+dog.start()
 
 
 def start_target(tag, env, mode="loop", user=None, workdir=None):
@@ -84,16 +175,22 @@ def start_target(tag, env, mode="loop", user=None, workdir=None):
     for f in (seen, stop):
         if os.path.exists(f):
             os.unlink(f)
-    p = subprocess.Popen([TARGET, seen, stop, mode], stdout=subprocess.PIPE, text=True, env=env, preexec_fn=user)
+    # unbuffered: the ready line is read with a deadline, straight from the pipe
+    p = subprocess.Popen([TARGET, seen, stop, mode], stdout=subprocess.PIPE, env=env, preexec_fn=user, bufsize=0)
     started.append(p)
-    line = p.stdout.readline()
+    line = read_line(p.stdout, f"{tag}: the target's ready line", p.pid)
     check(line.startswith("ready "), f"{tag}: the target started ({line!r})")
     return p, seen, stop
 
 
 def finish_target(p, seen, stop, tag):
     open(stop, "w").close()
-    rc = p.wait(timeout=300)
+    try:
+        rc = p.wait(timeout=200)
+    except subprocess.TimeoutExpired:
+        for q in family(p.pid):
+            describe(q, f"{tag}: the target does not end")
+        rc = None
     check(rc == 0, f"{tag}: the target's exit status {rc}")
     with open(seen) as f:
         return [int(x) for x in f.read().split()]
@@ -138,13 +235,14 @@ if check(c.returncode == 0, f"frames capture: status {c.returncode}"):
 
 # a second capture while one runs
 first = subprocess.Popen([MLPROF, "capture", str(pid), "--duration", "5s", "--config", "level=2"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-line = first.stderr.readline()
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+line = read_line(first.stderr, "the long capture's first line", first.pid)
 check("capturing" in line, f"the long capture says it started: {line!r}")
 c = capture(pid, "--duration", "100ms")
 check(c.returncode == 5, f"a second capture at once: status {c.returncode}, 5 expected")
 check("already running" in c.stderr, "a second capture at once: the message says a capture is running")
-out, err = first.communicate(timeout=300)
+out, err = first.communicate(timeout=200)
+out, err = out.decode(), err.decode()
 if check(first.returncode == 0, f"the long capture: status {first.returncode} ({err})"):
     captures.append((out.strip(), "duration"))
 
@@ -234,9 +332,15 @@ c = capture(dead.pid)
 check(c.returncode == 3 and "no such process" in c.stderr, f"a dead pid: status {c.returncode}, 3 expected")
 
 plain = subprocess.Popen(["sleep", "60"])
+# an earlier process with this pid (another test's, killed) may have left its socket in the fallback folder
+left = os.path.exists(f"/tmp/mlprof-{os.geteuid()}/{plain.pid}.sock")
 c = capture(plain.pid, env=base_env)
-check(c.returncode == 4 and "not profiled by mlprof" in c.stderr,
+check(c.returncode == 4 and ("stale socket" if left else "not profiled by mlprof") in c.stderr,
       f"a pid without mlprof: status {c.returncode}, 4 expected")
+if left:
+    c = capture(plain.pid, env=base_env)
+    check(c.returncode == 4 and "not profiled by mlprof" in c.stderr,
+          f"a pid without mlprof, its stale socket removed: status {c.returncode}, 4 expected")
 # a socket file of a live pid that nobody serves
 stale = os.path.join(rt, "mlprof", f"{plain.pid}.sock")
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -266,6 +370,18 @@ if wait_for(ksock, "the killed target's socket"):
     c = capture(k.pid, env=base_env)
     check(c.returncode == 3 and "stale socket" in c.stderr and not os.path.exists(ksock),
           f"a killed process's socket: status {c.returncode}, 3 expected, and the file removed")
+
+# a stopped process takes the connection (the kernel's backlog) but cannot answer
+st, stseen, ststop = start_target("stopped", env)
+if wait_for(os.path.join(rt, "mlprof", f"{st.pid}.sock"), "the stopped target's socket"):
+    os.kill(st.pid, signal.SIGSTOP)
+    c = capture(st.pid, "--duration", "100ms", "--answer-timeout", "1s", env=base_env)
+    check(c.returncode == 1 and "did not answer in 1 s" in c.stderr,
+          f"a stopped process: status {c.returncode}, 1 expected, with what it did not do")
+    os.kill(st.pid, signal.SIGCONT)
+c = capture(st.pid, "--answer-timeout", "0s")
+check(c.returncode == 2 and "--answer-timeout" in c.stderr, f"--answer-timeout 0s: status {c.returncode}, 2 expected")
+finish_target(st, stseen, ststop, "stopped")
 
 # ------------------------------------------------------- --tree: a forked child
 if RUN_CAPTURE == "none":
@@ -339,9 +455,10 @@ else:
     od = os.path.join(OUT, "od.json")
     ostop = os.path.join(OUT, "od.stop")
     run = subprocess.Popen([MLPROF, "run", "-q", "--on-demand", "-o", od, "--hooks", "cuda", "--", RUN_CAPTURE,
-                            "loop", ostop], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            "loop", ostop], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
                            env=base_env)
-    line = run.stdout.readline()
+    started.append(run)
+    line = read_line(run.stdout, "run --on-demand: the program's ready line", run.pid)
     check(line.startswith("ready "), f"run --on-demand: the program started ({line!r})")
     opid = int(line.split()[1]) if line.startswith("ready ") else 0
     if opid and wait_for(os.path.join(rt, "mlprof", f"{opid}.sock"), "run --on-demand's socket"):
@@ -357,10 +474,12 @@ else:
         check(c.returncode == 0 and c.stdout.strip().endswith(f"trace.{opid}.capture2.json"),
               f"mlprof run's pid --tree: status {c.returncode}, its program's capture: {c.stdout!r}")
     open(ostop, "w").close()
-    out, err = run.communicate(timeout=300)
+    out, err = run.communicate(timeout=200)
+    out, err = out.decode(), err.decode()
     print(out + err, end="")
     check(run.returncode == 0 and os.path.exists(od), f"run --on-demand: status {run.returncode}, merged trace")
 
+dog.cancel()
 shutil.rmtree(rt, ignore_errors=True)
 if failures:
     print(f"capture_check: {len(failures)} failure(s)", file=sys.stderr)

@@ -70,7 +70,14 @@ static int ask_flush(const char *sock, const char *output, char *out, size_t len
     ssize_t r;
     while (at < len - 1 && (r = read(fd, out + at, len - 1 - at)) > 0) {
         at += (size_t)r;
-        if (memchr(out, '\n', at))
+        char *nl = memchr(out, '\n', at);
+        if (nl && at > 6 && memcmp(out, "hello ", 6) == 0) { /* the process has read the request */
+            size_t used = (size_t)(nl + 1 - out);
+            memmove(out, nl + 1, at - used);
+            at -= used;
+            nl = memchr(out, '\n', at);
+        }
+        if (nl)
             break;
     }
     out[at] = '\0';

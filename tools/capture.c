@@ -32,6 +32,8 @@ enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_NO_PROCESS = 3, EXIT_N
        EXIT_DENIED = 6, EXIT_NO_RING = 7 };
 
 #define MAX_TARGETS 256
+static unsigned long long g_answer_ms = 30000; /* --answer-timeout: for the first line (a process that
+                                                 * accepts and never answers is stopped or hung) */
 
 static void capture_usage(FILE *out)
 {
@@ -63,6 +65,8 @@ static void capture_usage(FILE *out)
             "  -o, --output FILE      the trace's path (%%p: the pid), instead of the numbered one\n"
             "  --config K=V,...       configuration keys for this capture only, such as\n"
             "                         level=2,counters=cycles,instructions\n"
+            "  --answer-timeout T     how long the process may take to read the request\n"
+            "                         (default 30s)\n"
             "  --tree                 also the process's descendants that wait for captures\n"
             "                         (with --flush: those in ring mode; with -o, FILE gets\n"
             "                         .%%p before its extension)\n"
@@ -74,7 +78,10 @@ static void capture_usage(FILE *out)
             "captures (no mlprof, on_demand off, or a stale socket; --flush: no ring mode\n"
             "recording in it), 5 a capture of it is\n"
             "already running, 6 another user's process, 7 (--flush) the process is not\n"
-            "in ring mode (it has no ring to write).\n");
+            "in ring mode (it has no ring to write).\n"
+            "A process that takes the request but does not answer within --answer-timeout\n"
+            "(stopped, hung, or busy writing a large trace) is left with status 1 and a\n"
+            "message.\n");
 }
 
 static void capture_bad_usage(const char *fmt, const char *arg)
@@ -112,6 +119,7 @@ typedef struct target {
     int done, code;
     int send_errno; /* the request could not be sent (the answer may still say why) */
     int skipped;    /* --tree --flush: not in ring mode, left out */
+    int answered;   /* a line came back (the first, "hello", as soon as it read the request) */
     char comm[64];
     char line[8192];
     size_t len;
@@ -310,6 +318,9 @@ static int send_all(int fd, const char *s, size_t n)
  * "error CODE MESSAGE". */
 static void handle_line(target *t, const char *line, int print_progress, const char *what)
 {
+    t->answered = 1;
+    if (strncmp(line, "hello ", 6) == 0) /* it has read the request */
+        return;
     if (strncmp(line, "started ", 8) == 0 || strncmp(line, "armed ", 6) == 0) {
         if (print_progress)
             fprintf(stderr, PROG ": process %d (%s): %s %s into %s\n", (int)t->pid, t->comm,
@@ -466,6 +477,9 @@ int mlprof_cmd_capture(int argc, char **argv)
         } else if (option(argc, argv, &i, "--duration", NULL, &v)) {
             if (!(duration_ms = parse_duration(v)))
                 capture_bad_usage("--duration: expected a time such as 5s, 500ms or 2m, got \"%s\"", v);
+        } else if (option(argc, argv, &i, "--answer-timeout", NULL, &v)) {
+            if (!(g_answer_ms = parse_duration(v)) || g_answer_ms > 24ull * 3600 * 1000)
+                capture_bad_usage("--answer-timeout: expected a time such as 30s or 500ms, up to 24h, got \"%s\"", v);
         } else if (option(argc, argv, &i, "--frames", NULL, &v)) {
             const char *colon = strrchr(v, ':');
             char *end = NULL;
@@ -586,11 +600,40 @@ int mlprof_cmd_capture(int argc, char **argv)
         snprintf(what, sizeof what, "the next %ld steps (mlprof_step)", steps);
     else
         snprintf(what, sizeof what, "%.3g s", (double)duration_ms / 1000);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (size_t left = n; left;) {
         struct pollfd p[MAX_TARGETS];
-        for (size_t i = 0; i < n; i++)
+        int waiting_first = 0; /* targets that have not said hello */
+        for (size_t i = 0; i < n; i++) {
             p[i] = (struct pollfd){targets[i].done ? -1 : targets[i].fd, POLLIN, 0};
-        if (poll(p, (nfds_t)n, -1) < 0) {
+            waiting_first |= !targets[i].done && !targets[i].answered;
+        }
+        int timeout = -1;
+        if (waiting_first) {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            long long ms = (long long)(now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+            if (ms >= (long long)g_answer_ms) {
+                for (size_t i = 0; i < n; i++) {
+                    target *t = &targets[i];
+                    if (t->done || t->answered)
+                        continue;
+                    t->done = 1;
+                    left--;
+                    close(t->fd);
+                    char secs[32];
+                    snprintf(secs, sizeof secs, "%.3g", (double)g_answer_ms / 1000);
+                    t->code = say(t, EXIT_FAILED, "took the request but did not answer in %s s: it is stopped, hung or "
+                                  "busy writing a trace (try again, or look at it with gdb -p)%s", secs, "");
+                    if (!status)
+                        status = t->code;
+                }
+                continue;
+            }
+            timeout = (int)((long long)g_answer_ms - ms);
+        }
+        if (poll(p, (nfds_t)n, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             perror(PROG ": poll");

@@ -489,6 +489,8 @@ static void remove_socket(void)
         unlink(g_sock_path);
 }
 
+void mlprof__capture_on_crash(void) { remove_socket(); }
+
 /* $XDG_RUNTIME_DIR/mlprof, else /tmp/mlprof-UID: made 0700, and refused unless
  * it is a folder of ours that nobody else may enter. tools/capture.c looks in
  * the same places. */
@@ -800,6 +802,9 @@ static void serve(int fd)
         send_line(fd, "error %d %s", CODE_USAGE, err);
         return;
     }
+    /* at once, whatever follows: the client knows it is served (a process
+     * that accepts but never answers is not, and is said so) */
+    send_line(fd, "hello %d", (int)getpid());
     if (r.flush) {
         serve_flush(fd, &r);
         return;

@@ -40,6 +40,9 @@ void mlprof__capture_recording(void);
 /* In a forked child (ctl_lock reinitialized, not held): the parent's
  * listener and capture are not the child's; it listens for its own pid. */
 void mlprof__capture_after_fork(void);
+/* A fatal signal: the socket goes (async-signal-safe: only unlink), so that
+ * no later process with this pid finds a stale one. */
+void mlprof__capture_on_crash(void);
 
 /* A span handle with MLPROF__HANDLE_TRIGGER began or ended on this thread
  * (begin: before it is recorded; end: after). */

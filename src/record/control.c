@@ -940,6 +940,7 @@ int mlprof__dump_on_signal(int sig)
     /* Another thread holding the lock for its own work (the continuous dump
      * drains or writes every few milliseconds) lets it go soon: wait for it.
      * The crash itself holding it never does: the wait is bounded. */
+    mlprof__capture_on_crash();
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 5;
