@@ -1,0 +1,46 @@
+/*
+ * unwind.h - a thread's user call stack, from what was copied at the sample:
+ * its registers and the bytes of its stack from the stack pointer up. Both
+ * samplers hand it the same thing: perf_event's samples (REGS_USER and
+ * STACK_USER) and the timer-signal sampler's handler (the interrupted
+ * context and a copy of its stack). Unwinding happens later, on mlprof's
+ * reader thread, never in the sampled thread.
+ */
+#ifndef MLPROF_HW_UNWIND_H
+#define MLPROF_HW_UNWIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The registers, numbered as DWARF numbers them on x86-64 (the numbering
+ * CFI uses): rax rdx rcx rbx rsi rdi rbp rsp r8..r15, then the return
+ * address column, the sampled instruction pointer. */
+enum {
+    MLPROF__UREG_BP = 6,
+    MLPROF__UREG_SP = 7,
+    MLPROF__UREG_IP = 16,
+    MLPROF__UREG_COUNT = 17
+};
+
+typedef struct mlprof__ustack {
+    uint64_t regs[MLPROF__UREG_COUNT];
+    const unsigned char *stack; /* the copy: stack[0] was at regs[MLPROF__UREG_SP] */
+    size_t stack_len;
+} mlprof__ustack;
+
+/* Why a walk ended. */
+enum {
+    MLPROF__UNWIND_DONE = 0,      /* at the outermost frame */
+    MLPROF__UNWIND_TRUNCATED = 1, /* max frames written */
+    MLPROF__UNWIND_OFF_COPY = 2,  /* a frame lies beyond the copied bytes */
+    MLPROF__UNWIND_NO_INFO = 3    /* no way to find the caller (no unwind info, a corrupt frame) */
+};
+
+/* Writes the return addresses, leaf first (ips[0] is the sampled ip), and
+ * returns how many; *why (may be NULL) says why it stopped. */
+size_t mlprof__unwind(const mlprof__ustack *u, uint64_t *ips, size_t max, int *why);
+
+/* How mlprof__unwind walks ("frame pointers" until a better way loads). */
+const char *mlprof__unwind_method(void);
+
+#endif /* MLPROF_HW_UNWIND_H */
