@@ -25,7 +25,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 MLPROF, TARGET, RUN_CAPTURE, RUN_NVTX, OUT = sys.argv[1:6]
@@ -153,19 +152,22 @@ def kill_targets():
                     pass
 
 
-def watchdog():
+WATCHDOG_S = 480  # ctest's TIMEOUT is 600
+
+
+def watchdog(signum=None, frame=None):
     """Before ctest's own timeout (600 s): say what every process still
-    running is doing, then end with a failure."""
-    print("FAIL: capture_check has run 480 s: what is still running", file=sys.stderr)
+    running is doing, then end with a failure. An alarm, not a thread:
+    preexec_fn (another user's process) is not safe in a threaded program."""
+    print(f"FAIL: capture_check has run {WATCHDOG_S} s: what is still running", file=sys.stderr)
     for q in family(os.getpid())[1:]:
         describe(q, "still running")
     kill_targets()
     os._exit(1)
 
 
-dog = threading.Timer(480, watchdog)
-dog.daemon = True
-dog.start()
+signal.signal(signal.SIGALRM, watchdog)
+signal.alarm(WATCHDOG_S)
 
 
 def start_target(tag, env, mode="loop", user=None, workdir=None):
@@ -479,7 +481,7 @@ else:
     print(out + err, end="")
     check(run.returncode == 0 and os.path.exists(od), f"run --on-demand: status {run.returncode}, merged trace")
 
-dog.cancel()
+signal.alarm(0)
 shutil.rmtree(rt, ignore_errors=True)
 if failures:
     print(f"capture_check: {len(failures)} failure(s)", file=sys.stderr)
