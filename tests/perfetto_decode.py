@@ -228,6 +228,51 @@ def _packet_time(st, idx, seq, p):
     return c["mono"] + (v - c["at"])
 
 
+def _profile_interned(st, idx, interned):
+    """InternedData's profile tables (the sampled call stacks): function
+    names, mapping paths, mappings, frames and callstacks, each defined once
+    per sequence, every id they name defined before (in the same packet or
+    an earlier one)."""
+    prof = st.setdefault("profile", {"fn": {}, "paths": {}, "maps": {}, "frames": {}, "stacks": {}})
+    for field, table in (("function_names", "fn"), ("mapping_paths", "paths")):
+        for e in interned.get(field, []):
+            iid, text = one(e, "iid"), one(e, "str")
+            assert iid and text is not None and iid not in prof[table], f"packet {idx}: bad {field} entry {e}"
+            prof[table][iid] = text
+    for e in interned.get("mappings", []):
+        iid = one(e, "iid")
+        paths = e.get("path_string_ids", [])
+        assert iid and iid not in prof["maps"] and all(x in prof["paths"] for x in paths), \
+            f"packet {idx}: bad mapping {e}"
+        assert one(e, "start", 0) < one(e, "end", 0), f"packet {idx}: mapping {iid} is empty"
+        prof["maps"][iid] = "".join("/" + prof["paths"][x] for x in paths)
+    for e in interned.get("frames", []):
+        iid, fn, m = one(e, "iid"), one(e, "function_name_id"), one(e, "mapping_id")
+        assert iid and iid not in prof["frames"], f"packet {idx}: frame {iid} defined twice"
+        assert fn in prof["fn"] and m in prof["maps"] and one(e, "rel_pc") is not None, \
+            f"packet {idx}: frame {e} names what is not interned"
+        prof["frames"][iid] = (prof["fn"][fn], prof["maps"][m])
+    for e in interned.get("callstacks", []):
+        iid, ids = one(e, "iid"), e.get("frame_ids", [])
+        assert iid and iid not in prof["stacks"] and ids, f"packet {idx}: bad callstack {e}"
+        assert all(x in prof["frames"] for x in ids), f"packet {idx}: callstack {iid} names a frame not interned"
+        prof["stacks"][iid] = [prof["frames"][x][0] for x in ids]
+
+
+def _perf_sample(st, idx, seq, flags, p):
+    """A PerfSample: an event of type "sample", its stack's function names
+    outermost first."""
+    s = p["perf_sample"][0]
+    assert flags & 2, f"packet {idx}: a sample without SEQ_NEEDS_INCREMENTAL_STATE"
+    assert seq == 2, f"packet {idx}: a sample outside the tail's sequence"
+    assert one(p, "timestamp") is not None, f"packet {idx}: a sample without a timestamp"
+    stacks = st.get("profile", {}).get("stacks", {})
+    cs = one(s, "callstack_iid")
+    assert cs in stacks, f"packet {idx}: callstack {cs} not interned"
+    return {"type": "sample", "seq": seq, "ts": _packet_time(st, idx, seq, p), "pid": one(s, "pid"),
+            "tid": one(s, "tid"), "stack": stacks[cs], "last_packet": idx}
+
+
 def resolve(packets, prefix=False):
     """The events of a trace's packets, in their order, and its tracks.
 
@@ -287,6 +332,11 @@ def resolve(packets, prefix=False):
                     assert old is None or old == name, \
                         f"packet {idx}: {field} iid {iid} redefined from {old!r} to {name!r}"
                     st[table][iid] = name
+        if interned:
+            _profile_interned(st, idx, interned)
+        if "perf_sample" in p:
+            res.events.append(_perf_sample(st, idx, seq, flags, p))
+            continue
         if "track_descriptor" in p:
             assert seq <= 2, f"packet {idx}: a track descriptor in thread sequence {seq}"
             _add_descriptor(res, seq, described, p["track_descriptor"][0])

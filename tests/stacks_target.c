@@ -6,13 +6,19 @@
  * deep, and starts a thread that spins in thread_fn and ends, all while
  * sampled; then it writes the trace. Built with frame pointers, which the
  * kernel's user call chains follow. Usage: stacks_target TRACE HZ MS, MS
- * the CPU milliseconds of the three hot functions together.
+ * the CPU milliseconds of the three hot functions together. With "fork"
+ * after them, it then forks while sampling: the child spins in child_fn and
+ * writes its own trace (the filename with its pid, as every forked child's),
+ * the parent spins in parent_fn meanwhile, waits for it and writes its own.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mlprof/mlprof.h"
 
@@ -33,6 +39,8 @@ void hot_b(uint64_t ns);
 void hot_c(uint64_t ns);
 void recurse(int depth);
 void *thread_fn(void *arg);
+void child_fn(void);
+void parent_fn(void);
 
 /* Spins for ns of this thread's CPU time, in its caller's frame mostly: the
  * clock is read once per many iterations, so that samples inside the vDSO
@@ -67,10 +75,38 @@ __attribute__((noinline)) void *thread_fn(void *arg)
     return NULL;
 }
 
+__attribute__((noinline)) void child_fn(void) { SPIN(300000000ull); }
+__attribute__((noinline)) void parent_fn(void) { SPIN(300000000ull); }
+
+/* Forks while sampling: 0 when both sides did their part and the child wrote its trace. */
+static int fork_part(void)
+{
+    fflush(NULL);
+    pid_t child = fork();
+    if (child < 0)
+        return 1;
+    if (child == 0) {
+        child_fn();
+        if (mlprof_dump(1) != MLPROF_OK) {
+            fprintf(stderr, "stacks_target (forked child): %s\n", mlprof_last_error());
+            _exit(1);
+        }
+        _exit(0);
+    }
+    parent_fn();
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "stacks_target: the forked child failed (status 0x%x)\n", status);
+        return 1;
+    }
+    printf("child %d\n", (int)child);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: stacks_target TRACE HZ MS\n");
+    if (argc != 4 && !(argc == 5 && strcmp(argv[4], "fork") == 0)) {
+        fprintf(stderr, "usage: stacks_target TRACE HZ MS [fork]\n");
         return 2;
     }
     uint64_t total = (uint64_t)atol(argv[3]) * 1000000ull;
@@ -90,6 +126,8 @@ int main(int argc, char **argv)
     recurse(RECURSE_DEPTH);
     pthread_t t;
     if (pthread_create(&t, NULL, thread_fn, NULL) != 0 || pthread_join(t, NULL) != 0)
+        return 1;
+    if (argc == 5 && fork_part() != 0)
         return 1;
     if (mlprof_dump(1) != MLPROF_OK) {
         fprintf(stderr, "stacks_target: %s\n", mlprof_last_error());

@@ -31,6 +31,7 @@
 
 #include "../common/gz.h"
 #include "../export/export.h"
+#include "../hw/stacks.h"
 #include "../record/dist.h"
 #include "../record/produce.h"
 #include "../record/record.h"
@@ -2107,6 +2108,7 @@ static void make_meta(mlprof__trace_meta *m, char *pname, size_t pname_len, char
         m->trace_members = other->data + dist_end;
         m->trace_members_len = other->len - dist_end;
     }
+    m->stacks = mlprof__stacks_view(); /* built by trace_members above */
     m->pid = mlprof__g.pid;
     m->process_name = pname;
     m->host = host;

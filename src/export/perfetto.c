@@ -1839,6 +1839,148 @@ static void pf_tail_begin(void *vst, const mlprof__sink_out *out)
     put_sequence_start(out->sb, SEQ_TAIL, 1);
 }
 
+/* ---- sampled call stacks */
+
+/* An entry's iid in a table of this tail's profile interning, or 0 with
+ * *fresh set once it is given the next one (*next); -1 out of memory. */
+static int64_t profile_iid(pf_table *t, const char *key, size_t n, uint64_t *next, int *fresh)
+{
+    uint64_t h = hash_bytes(key, n);
+    pf_slot *slot = table_slot(t, key, n, h);
+    if (!slot)
+        return -1;
+    *fresh = !slot->val;
+    if (slot->val)
+        return (int64_t)slot->val;
+    if (!table_add(t, slot, key, n, h, *next))
+        return -1;
+    return (int64_t)(*next)++;
+}
+
+/* The sampled call stacks as Perfetto's CPU profile: one PerfSample packet
+ * per sample, in the tail's sequence (so rewritten whole at every dump, as
+ * the JSON's samples are), at its time on CLOCK_MONOTONIC (the sequence's
+ * default clock), with the interned entries its call stack needs that this
+ * tail has not given yet, in the same packet. Frame and callstack iids are
+ * the frame tree's indices: a callstack is its leaf's path from the root. */
+static void put_stacks(pf_state *st, mlprof__sb *sb, const pf_seq *q, const mlprof__stacks_out *v)
+{
+    /* per frame: 1 its Frame is interned, 2 its Callstack too */
+    unsigned char *said = mlprof__calloc(v->nframes ? v->nframes : 1, 1);
+    uint32_t *path = mlprof__malloc((v->nframes ? v->nframes : 1) * sizeof *path);
+    pf_table names = {0}, maps = {0};
+    uint64_t next_name = 1, next_map = 1;
+    mlprof__sb in;
+    mlprof__sb_init(&in);
+    if (!said || !path)
+        sb->failed = 1;
+    for (size_t i = 0; i < v->nsamples && !sb->failed; i++) {
+        const mlprof__stack_sample_out *sm = &v->samples[i];
+        if (!sm->frame || sm->frame >= v->nframes)
+            continue;
+        size_t depth = 0;
+        for (uint32_t k = sm->frame; k && depth < v->nframes; k = v->frames[k].parent)
+            path[depth++] = k; /* leaf first */
+        in.len = 0;
+        for (size_t d = depth; d-- > 0;) {
+            uint32_t k = path[d];
+            const mlprof__stack_frame_out *f = &v->frames[k];
+            if (said[k])
+                continue;
+            int fresh = 0;
+            /* InternedData.function_names 5: InternedString {iid 1, str 2} */
+            int64_t fn = profile_iid(&names, f->name, strlen(f->name), &next_name, &fresh);
+            if (fn < 0)
+                break;
+            if (fresh) {
+                size_t at = open_len(&in, 5);
+                put_varint_field(&in, 1, (uint64_t)fn);
+                put_text_field(&in, 2, f->name);
+                close_len(&in, at);
+            }
+            /* a mapping per (start, path); InternedData.mapping_paths 17
+             * (InternedString) gives its path, a single component without
+             * the leading '/' that readers put before each one */
+            char key[4096];
+            size_t plen = strlen(f->object), klen;
+            if (plen > sizeof key - 8)
+                plen = sizeof key - 8;
+            memcpy(key, &f->map_start, 8);
+            memcpy(key + 8, f->object, plen);
+            klen = 8 + plen;
+            int64_t m = profile_iid(&maps, key, klen, &next_map, &fresh);
+            if (m < 0)
+                break;
+            if (fresh) {
+                const char *comp = f->object[0] == '/' ? f->object + 1 : f->object[0] ? f->object : "unknown";
+                size_t at = open_len(&in, 17);
+                put_varint_field(&in, 1, (uint64_t)m);
+                put_text_field(&in, 2, comp);
+                close_len(&in, at);
+                /* InternedData.mappings 19: Mapping {iid 1, start 4, end 5,
+                 * path_string_ids 7, exact_offset 8 (this mapping's offset
+                 * in the file)}; start_offset 3 left 0, as Perfetto says for
+                 * native objects; no build id (iid 0: none). Frame.rel_pc
+                 * is then the offset in the file, what symbolizers read */
+                at = open_len(&in, 19);
+                put_varint_field(&in, 1, (uint64_t)m);
+                put_varint_field(&in, 4, f->map_start);
+                put_varint_field(&in, 5, f->map_end);
+                put_varint_field(&in, 7, (uint64_t)m);
+                put_varint_field(&in, 8, f->map_offset);
+                close_len(&in, at);
+            }
+            /* InternedData.frames 6: Frame {iid 1, function_name_id 2,
+             * mapping_id 3, rel_pc 4} */
+            size_t at = open_len(&in, 6);
+            put_varint_field(&in, 1, k);
+            put_varint_field(&in, 2, (uint64_t)fn);
+            put_varint_field(&in, 3, (uint64_t)m);
+            put_varint_field(&in, 4, f->rel_pc);
+            close_len(&in, at);
+            said[k] = 1;
+        }
+        if (said[sm->frame] < 2) {
+            /* InternedData.callstacks 7: Callstack {iid 1, frame_ids 2},
+             * the root first; not packed (the field is not declared so,
+             * and trace_processor's decoder reads it one by one) */
+            size_t at = open_len(&in, 7);
+            put_varint_field(&in, 1, sm->frame);
+            for (size_t d = depth; d-- > 0;)
+                put_varint_field(&in, 2, path[d]);
+            close_len(&in, at);
+            said[sm->frame] = 2;
+        }
+        if (in.failed || names.keys.failed || maps.keys.failed) {
+            sb->failed = 1;
+            break;
+        }
+        /* TracePacket: timestamp 8, trusted_packet_sequence_id 10,
+         * sequence_flags 13, interned_data 12, perf_sample 66 =
+         * PerfSample {pid 2, tid 3, callstack_iid 4, cpu_mode 5 (2: user)};
+         * no cpu 1: the sampler does not ask which CPU ran the thread */
+        size_t pk = open_len(sb, 1);
+        put_varint_field(sb, 8, sm->ts_ns);
+        put_varint_field(sb, 10, q->id);
+        put_varint_field(sb, 13, SEQ_NEEDS_INCREMENTAL_STATE);
+        if (in.len)
+            put_bytes_field(sb, 12, in.data, in.len);
+        size_t ps = open_len(sb, 66);
+        put_varint_field(sb, 2, (uint64_t)(uint32_t)v->pid);
+        put_varint_field(sb, 3, (uint64_t)(uint32_t)sm->tid);
+        put_varint_field(sb, 4, sm->frame);
+        put_varint_field(sb, 5, 2);
+        close_len(sb, ps);
+        close_len(sb, pk);
+    }
+    (void)st;
+    mlprof__sb_free(&in);
+    table_free(&names);
+    table_free(&maps);
+    mlprof__free(said);
+    mlprof__free(path);
+}
+
 /* The footer: the process described with its final name, and otherData as
  * the annotations of an INSTANT "otherData" at dump_ns. */
 static void pf_tail_end(void *vst, const mlprof__sink_out *out, const mlprof__trace_meta *m)
@@ -1858,6 +2000,8 @@ static void pf_tail_end(void *vst, const mlprof__sink_out *out, const mlprof__tr
         st->tracks[t - 1].tail_gen = st->tail_gen;
     }
     put_instant(st, &o, t, m->dump_ns, "otherData", 9, "mlprof", m->other_data, m->other_data_len, 0, 0);
+    if (m->stacks)
+        put_stacks(st, o.sb, q, m->stacks);
 }
 
 const mlprof__sink_ops mlprof__perfetto_sink = {

@@ -131,6 +131,34 @@ typedef struct mlprof__track_out {
     uint32_t sort_index;
 } mlprof__track_out;
 
+/* The sampled call stacks of a trace (src/hw/stacks.c), for the formats that
+ * write them from their parts rather than from trace_members' JSON: a tree
+ * of frames, each a code address in one call path (so one function appears
+ * once per path), and the samples, each naming its leaf frame. */
+typedef struct mlprof__stack_frame_out {
+    const char *name;     /* the function's, or OBJECT+0xOFFSET */
+    const char *object;   /* the mapped file's path, "" when no mapping holds it */
+    uint64_t map_start;   /* the mapping that holds the address: its range */
+    uint64_t map_end;
+    uint64_t map_offset;  /* its offset in the file */
+    uint64_t rel_pc;      /* the address as an offset in the file: less map_start, plus map_offset */
+    uint32_t parent;      /* its caller's index, 0 for a root */
+} mlprof__stack_frame_out;
+
+typedef struct mlprof__stack_sample_out {
+    uint64_t ts_ns;       /* CLOCK_MONOTONIC, the trace's clock */
+    pid_t tid;
+    uint32_t frame;       /* its leaf */
+} mlprof__stack_sample_out;
+
+typedef struct mlprof__stacks_out {
+    pid_t pid;
+    const mlprof__stack_frame_out *frames; /* frames[1 .. nframes-1]; [0] unused */
+    size_t nframes;
+    const mlprof__stack_sample_out *samples;
+    size_t nsamples;
+} mlprof__stacks_out;
+
 /* What a trace says about itself, at its end. other_data: JSON members
  * (as args above) that the JSON trace puts in "otherData": mlprof_version,
  * host, pid, clock, dropped_events, ... and each module's. */
@@ -152,6 +180,8 @@ typedef struct mlprof__trace_meta {
      * samples (src/hw/stacks.c); NULL when none */
     const char *trace_members;
     size_t trace_members_len;
+    /* the same samples as parts (above), or NULL when none */
+    const mlprof__stacks_out *stacks;
 } mlprof__trace_meta;
 
 typedef struct mlprof__sink_out {

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../export/sink.h"
 #include "../record/produce.h"
 #include "hw_internal.h"
 #include "stacks.h"
@@ -349,8 +350,11 @@ static int parse_key(const char *key, const char *value, unsigned *mask, char *w
     return 0;
 }
 
+static void view_free(void);
+
 static void reset_samples(void)
 {
+    view_free();
     pthread_mutex_lock(&K.lock);
     K.nwords = 0;
     K.samples = K.lost_kernel = K.lost_memory = K.truncated = K.own_samples = K.other_process = 0;
@@ -366,13 +370,6 @@ static int stacks_start(void)
     K.threads_opened = K.threads_refused = K.threads_skipped = 0;
     if (!hz || K.started)
         return MLPROF_OK;
-    const char *fmt = mlprof__g.cfg.format, *fn = mlprof__g.cfg.filename;
-    size_t fl = strlen(fn);
-    if (strcmp(fmt, "perfetto") == 0 ||
-        (strcmp(fmt, "auto") == 0 && ((fl > 8 && strcmp(fn + fl - 8, ".pftrace") == 0) ||
-                                      (fl > 15 && strcmp(fn + fl - 15, ".perfetto-trace") == 0))))
-        mlprof__hw_unavailable("sampled call stacks in a Perfetto trace",
-                               "only JSON traces carry them (stackFrames, samples) for now; counted in otherData");
     K.paranoid = read_paranoid();
     K.pid = getpid();
     memset(K.tids, 0, sizeof K.tids);
@@ -410,10 +407,12 @@ static void stacks_quiesce(void)
 
 static void stacks_after_fork(int running)
 {
-    (void)running;
-    /* the reader is the parent's; the events are the parent's too (a
-     * child's samples go to the parent's rings, which drops them as
-     * another process's): let go of them, sample nothing here */
+    /* the reader is the parent's, and so are the events: the kernel copied
+     * them onto this process too (inherit), still writing into the
+     * parent's rings, which drop its samples as another process's. Let go
+     * of the parent's descriptors and samples; a child that goes on
+     * recording samples itself: its own reader and events, its own trace */
+    int was = K.started;
     pthread_mutex_init(&K.lock, NULL);
     pthread_cond_init(&K.ready, NULL);
     close_all(1);
@@ -422,6 +421,10 @@ static void stacks_after_fork(int running)
     mlprof__free(K.words);
     K.words = NULL;
     K.nwords = K.cap = 0;
+    K.samples = K.lost_kernel = K.lost_memory = K.truncated = K.own_samples = K.other_process = 0;
+    view_free();
+    if (running && was)
+        stacks_start();
 }
 
 static void stacks_other_data(mlprof__sb *out)
@@ -478,66 +481,130 @@ static uint32_t frame_id(frames *t, uint32_t parent, uint64_t ip)
     return id;
 }
 
+/* The samples as the sinks get them (sink.h's mlprof__stacks_out): built at
+ * each dump, kept until the next one, a reset or a fork. */
+static struct {
+    mlprof__stacks_out out;
+    mlprof__stack_frame_out *frames;
+    mlprof__stack_sample_out *samples;
+    mlprof__sb text; /* the frames' names and objects */
+    int valid;
+} V;
+
+static void view_free(void)
+{
+    mlprof__free(V.frames);
+    mlprof__free(V.samples);
+    mlprof__sb_free(&V.text);
+    memset(&V, 0, sizeof V);
+}
+
+const mlprof__stacks_out *mlprof__stacks_view(void) { return V.valid ? &V.out : NULL; }
+
+/* Builds V from the samples kept (K.lock held): the frame tree, each frame
+ * named and placed in its mapping. 0, or -1 out of memory. */
+static int view_build(void)
+{
+    view_free();
+    frames t = {0};
+    t.nhead = 65536;
+    t.head = mlprof__calloc(t.nhead, sizeof *t.head);
+    V.samples = mlprof__malloc((K.samples ? K.samples : 1) * sizeof *V.samples);
+    t.cap = 1024;
+    t.f = mlprof__malloc(t.cap * sizeof *t.f);
+    int rc = t.head && V.samples && t.f ? 0 : -1;
+    t.n = 1;
+    size_t ns = 0;
+    for (size_t w = 0; w < K.nwords && rc == 0; ns++) {
+        uint64_t n = K.words[w + 2];
+        uint32_t id = 0;
+        /* root first; a caller's address is a return address, past its
+         * call: the call itself is looked up (the leaf's is exact) */
+        for (uint64_t i = n; i-- > 0 && rc == 0;)
+            rc = (id = frame_id(&t, id, K.words[w + 3 + i] - (i > 0))) ? 0 : -1;
+        V.samples[ns] = (mlprof__stack_sample_out){K.words[w], (pid_t)K.words[w + 1], id};
+        w += 3 + n;
+    }
+    V.frames = rc == 0 ? mlprof__calloc(t.n, sizeof *V.frames) : NULL;
+    if (!V.frames)
+        rc = -1;
+    mlprof__syms *syms = rc == 0 ? mlprof__syms_load() : NULL;
+    /* the text's offsets first (it moves as it grows), pointers after */
+    size_t *name_at = rc == 0 ? mlprof__malloc(2 * t.n * sizeof *name_at) : NULL;
+    if (!name_at)
+        rc = -1;
+    const char *last_path = NULL;
+    size_t last_path_at = 0;
+    for (size_t k = 1; rc == 0 && k < t.n; k++) {
+        char name[512];
+        const char *object, *path = "";
+        mlprof__stack_frame_out *f = &V.frames[k];
+        mlprof__syms_name(syms, t.f[k].ip, name, sizeof name, &object);
+        if (!mlprof__syms_mapping(syms, t.f[k].ip, &path, &f->map_start, &f->map_end, &f->map_offset))
+            path = "";
+        f->rel_pc = t.f[k].ip - f->map_start + f->map_offset; /* the offset in its file */
+        f->parent = t.f[k].parent;
+        name_at[2 * k] = V.text.len;
+        mlprof__sb_put(&V.text, name, strlen(name) + 1);
+        if (path != last_path) { /* consecutive frames mostly share their object */
+            last_path = path;
+            last_path_at = V.text.len;
+            mlprof__sb_put(&V.text, path, strlen(path) + 1);
+        }
+        name_at[2 * k + 1] = last_path_at;
+    }
+    if (rc == 0 && V.text.failed)
+        rc = -1;
+    for (size_t k = 1; rc == 0 && k < t.n; k++) {
+        V.frames[k].name = V.text.data + name_at[2 * k];
+        V.frames[k].object = V.text.data + name_at[2 * k + 1];
+    }
+    mlprof__syms_free(syms);
+    mlprof__free(name_at);
+    mlprof__free(t.f);
+    mlprof__free(t.head);
+    if (rc != 0) {
+        view_free();
+        return -1;
+    }
+    V.out = (mlprof__stacks_out){K.pid, V.frames, t.n, V.samples, ns};
+    V.valid = 1;
+    return 0;
+}
+
 static void stacks_trace_members(mlprof__sb *out)
 {
     if (!K.hz)
         return;
     pthread_mutex_lock(&K.lock);
-    frames t = {0};
-    t.nhead = 65536;
-    t.head = mlprof__calloc(t.nhead, sizeof *t.head);
-    uint32_t *leaf = mlprof__malloc((K.samples ? K.samples : 1) * sizeof *leaf);
-    t.cap = 1024;
-    t.f = mlprof__malloc(t.cap * sizeof *t.f);
-    if (!t.head || !leaf || !t.f) {
-        pthread_mutex_unlock(&K.lock);
-        mlprof__free(t.head);
-        mlprof__free(t.f);
-        mlprof__free(leaf);
+    int rc = view_build();
+    pthread_mutex_unlock(&K.lock);
+    if (rc != 0) {
         mlprof__log(MLPROF_LOG_WARN, "sampling: out of memory: the samples are not in the trace");
         return;
     }
-    t.n = 1;
-    size_t ns = 0;
-    for (size_t w = 0; w < K.nwords && t.f; ns++) {
-        uint64_t n = K.words[w + 2];
-        uint32_t id = 0;
-        /* root first; a caller's address is a return address, past its
-         * call: the call itself is looked up (the leaf's is exact) */
-        for (uint64_t i = n; i-- > 0;)
-            id = frame_id(&t, id, K.words[w + 3 + i] - (i > 0));
-        leaf[ns] = id;
-        w += 3 + n;
-    }
-    mlprof__syms *syms = mlprof__syms_load();
+    const mlprof__stacks_out *v = &V.out;
     mlprof__sb_puts(out, "\"stackFrames\":{");
-    for (size_t k = 1; t.f && k < t.n; k++) {
-        char name[512];
-        const char *object;
-        mlprof__syms_name(syms, t.f[k].ip, name, sizeof name, &object);
+    for (size_t k = 1; k < v->nframes; k++) {
+        const mlprof__stack_frame_out *f = &v->frames[k];
+        const char *slash = strrchr(f->object, '/'), *object = slash ? slash + 1 : f->object[0] ? f->object : "?";
         mlprof__sb_printf(out, "%s\"%zu\":{\"category\":", k > 1 ? ",\n" : "\n", k);
         mlprof__sb_json_str(out, object, strlen(object));
         mlprof__sb_puts(out, ",\"name\":");
-        mlprof__sb_json_str(out, name, strlen(name));
-        if (t.f[k].parent)
-            mlprof__sb_printf(out, ",\"parent\":\"%u\"", t.f[k].parent);
+        mlprof__sb_json_str(out, f->name, strlen(f->name));
+        if (f->parent)
+            mlprof__sb_printf(out, ",\"parent\":\"%u\"", f->parent);
         mlprof__sb_putc(out, '}');
     }
     mlprof__sb_puts(out, "},\n\"samples\":[");
-    ns = 0;
-    for (size_t w = 0; w < K.nwords && t.f; ns++) {
-        mlprof__sb_printf(out, "%s{\"cpu\":0,\"pid\":%d,\"tid\":%u,\"ts\":", ns ? ",\n" : "\n", (int)K.pid,
-                          (unsigned)K.words[w + 1]);
-        mlprof__sb_us(out, K.words[w]);
-        mlprof__sb_printf(out, ",\"name\":\"cpu-clock\",\"sf\":\"%u\",\"weight\":1}", leaf[ns]);
-        w += 3 + K.words[w + 2];
+    for (size_t i = 0; i < v->nsamples; i++) {
+        const mlprof__stack_sample_out *sm = &v->samples[i];
+        mlprof__sb_printf(out, "%s{\"cpu\":0,\"pid\":%d,\"tid\":%d,\"ts\":", i ? ",\n" : "\n", (int)v->pid,
+                          (int)sm->tid);
+        mlprof__sb_us(out, sm->ts_ns);
+        mlprof__sb_printf(out, ",\"name\":\"cpu-clock\",\"sf\":\"%u\",\"weight\":1}", sm->frame);
     }
     mlprof__sb_puts(out, "],\n");
-    pthread_mutex_unlock(&K.lock);
-    mlprof__syms_free(syms);
-    mlprof__free(t.f);
-    mlprof__free(t.head);
-    mlprof__free(leaf);
 }
 
 const mlprof__module mlprof__stacks_module = {

@@ -21,5 +21,16 @@ void mlprof__syms_free(mlprof__syms *s);
 /* ip's function name (or OBJECT+0xOFFSET) into name; *object: the
  * object's file name ("?" when no mapping holds ip). */
 void mlprof__syms_name(mlprof__syms *s, uint64_t ip, char *name, size_t len, const char **object);
+/* The executable mapping that holds ip: its object's full path, its
+ * addresses [start, end) and file offset; 0 when none does. */
+int mlprof__syms_mapping(mlprof__syms *s, uint64_t ip, const char **path, uint64_t *start, uint64_t *end,
+                         uint64_t *offset);
+
+/* The samples of the trace being written, as a tree of frames, for the
+ * binary formats (sink.h's mlprof__stacks_out): built by the sampling
+ * module's trace_members at each dump and kept until the next one, a reset
+ * or a fork; NULL when nothing is sampled. */
+struct mlprof__stacks_out;
+const struct mlprof__stacks_out *mlprof__stacks_view(void);
 
 #endif /* MLPROF_HW_STACKS_H */

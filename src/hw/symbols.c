@@ -241,3 +241,18 @@ void mlprof__syms_name(mlprof__syms *s, uint64_t ip, char *name, size_t len, con
     }
     snprintf(name, len, "%s+0x%" PRIx64, *object_out, file_off);
 }
+
+int mlprof__syms_mapping(mlprof__syms *s, uint64_t ip, const char **path, uint64_t *start, uint64_t *end,
+                         uint64_t *offset)
+{
+    for (size_t i = 0; s && i < s->nmaps; i++) {
+        if (ip >= s->maps[i].start && ip < s->maps[i].end) {
+            *path = s->objs[s->maps[i].object].path;
+            *start = s->maps[i].start;
+            *end = s->maps[i].end;
+            *offset = s->maps[i].offset;
+            return 1;
+        }
+    }
+    return 0;
+}

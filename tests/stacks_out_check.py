@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""stacks_out_check.py - where the sampled call stacks go besides one JSON
+trace (src/hw/stacks.c, src/export/perfetto.c), and what survives forks,
+exec and kills:
+  - one run's samples in both formats (test_stacks_perfetto: the JSON that
+    mlprof_dump_to wrote, and Perfetto's sink fed the same samples): every
+    sample of the JSON is in the protobuf (protoc --decode against
+    tests/proto), same pid, thread, time and stack, and nothing else is;
+  - a whole trace in Perfetto's format (stacks_target TRACE.pftrace): its
+    PerfSample packets resolve through the interned callstacks, frames,
+    mappings and names; as many as otherData.sampling says; hot_a, hot_b,
+    hot_c as leaves in 60/30/10 within 5 points; the recursion complete; the
+    thread started and ended while sampling on its own tid;
+  - fork: a child forked while sampling writes its own trace (TRACE.PID) with
+    its own samples (child_fn, on its pid); the parent's has none of them
+    and its own (parent_fn);
+  - under mlprof run (preload-ok only: a preload library): a program exec'd
+    by sh -c 'exec ...' has its samples in the merged trace; so do programs
+    killed by SIGTERM and SIGSEGV (the preload's crash handlers write the
+    trace), and one killed by SIGKILL after a continuous dump.
+Behaviour only: sample counts are checked against a third of what the CPU
+time spent gives, never against time. Skipped (77), saying why, where
+perf_event refuses the sampling events; the protobuf parts without protoc.
+Usage: stacks_out_check.py MLPROF STACKS_TARGET STACKS_SPIN TEST_STACKS_PERFETTO OUTDIR PROTO preload-ok|no-preload
+"""
+import collections
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from perfetto_decode import decode_text, protoc_decode, resolve  # noqa: E402
+
+RECURSE_DEPTH = 100
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, **kw)
+    return r
+
+
+def json_samples(doc):
+    """(pid, tid, ts in ns, stack outermost first) of a JSON trace's samples."""
+    frames = doc["stackFrames"]
+    out = []
+    for s in doc["samples"]:
+        stack, k = [], s["sf"]
+        while k:
+            stack.append(frames[k]["name"])
+            k = frames[k].get("parent")
+        out.append((s["pid"], s["tid"], round(s["ts"] * 1000), tuple(reversed(stack))))
+    return out
+
+
+def pf_events(protoc, proto, path):
+    with open(path, "rb") as f:
+        data = f.read()
+    text, err = protoc_decode(protoc, proto, data)
+    if text is None:
+        fail("protoc cannot decode %s: %s" % (path, err))
+    try:
+        return resolve(decode_text(text)).events
+    except AssertionError as e:
+        fail("%s: %s" % (path, e))
+
+
+def pf_samples(events):
+    return [(e["pid"], e["tid"], e["ts"], tuple(e["stack"])) for e in events if e["type"] == "sample"]
+
+
+def refused(doc, stderr):
+    info = doc.get("otherData", {}).get("sampling")
+    if info is None:
+        fail("otherData.sampling is missing")
+    if info.get("refused"):
+        print("SKIP: perf_event refuses the sampling events here: %s" % info["refused"])
+        sys.exit(77)
+    return info
+
+
+def same_run(tsp, out, protoc, proto):
+    js, pf = os.path.join(out, "same.json"), os.path.join(out, "same.pftrace")
+    r = run([tsp, js, pf])
+    if r.returncode != 0:
+        fail("test_stacks_perfetto: status %d: %s%s" % (r.returncode, r.stdout, r.stderr))
+    with open(js) as f:
+        doc = json.load(f)
+    refused(doc, r.stderr)
+    want = json_samples(doc)
+    if not protoc:
+        print("SKIP (part): protoc is not installed: the protobuf is not decoded")
+        return
+    got = pf_samples(pf_events(protoc, proto, pf))
+    print("same run: %d samples in the JSON, %d in the protobuf" % (len(want), len(got)))
+    if len(want) < 100:
+        fail("too few samples in the JSON: %d (0.45 s of CPU at 1 kHz)" % len(want))
+    cw, cg = collections.Counter(want), collections.Counter(got)
+    if cw != cg:
+        fail("the samples differ: only in the JSON %r; only in the protobuf %r"
+             % (list((cw - cg).items())[:3], list((cg - cw).items())[:3]))
+    leaves = collections.Counter(s[3][-1] for s in got)
+    pid = doc["otherData"]["pid"]
+    if not leaves["pf_hot_a"] or not leaves["pf_hot_b"]:
+        fail("the protobuf has no samples in pf_hot_a or pf_hot_b: %r" % leaves.most_common(5))
+    if not any(s[1] != pid and "pf_thread_fn" in s[3] for s in got):
+        fail("the thread started while sampling has no samples of pf_thread_fn on its own tid")
+
+
+def whole_pftrace(target, out, protoc, proto):
+    trace = os.path.join(out, "stacks.pftrace")
+    r = run([target, trace, "1000", "1000"])
+    if r.returncode != 0:
+        fail("stacks_target .pftrace: status %d: %s" % (r.returncode, r.stderr))
+    if not protoc:
+        return
+    events = pf_events(protoc, proto, trace)
+    other = [e for e in events if e["type"] == "other_data"]
+    if not other or "sampling" not in other[-1]["args"]:
+        fail("the protobuf's otherData has no sampling")
+    info = other[-1]["args"]["sampling"]
+    if isinstance(info, str):
+        info = json.loads(info)
+    if info.get("refused"):
+        print("SKIP: perf_event refuses the sampling events here: %s" % info["refused"])
+        sys.exit(77)
+    samples = pf_samples(events)
+    pid = other[-1]["pid"]
+    print("whole .pftrace: %d samples (otherData.sampling.samples %d)" % (len(samples), info["samples"]))
+    if info["samples"] != len(samples):
+        fail("otherData.sampling.samples is %d, the protobuf has %d PerfSample packets"
+             % (info["samples"], len(samples)))
+    if any(s[0] != pid for s in samples):
+        fail("a sample of another pid than the trace's %d" % pid)
+    ts = [s[2] for s in samples]
+    begins = [e["ts"] for e in events if e["type"] == "span" and e["name"] == "span_b"]
+    if not begins or min(ts) > max(begins) or max(ts) < min(begins):
+        fail("the samples' times are not on the spans' clock")
+    leaves = collections.Counter(s[3][-1] for s in samples if s[1] == pid)
+    a, b, c = leaves["hot_a"], leaves["hot_b"], leaves["hot_c"]
+    total = a + b + c
+    if total < 300:
+        fail("too few samples in the hot functions: %d" % total)
+    for name, n, want in (("hot_a", a, 60), ("hot_b", b, 30), ("hot_c", c, 10)):
+        pct = 100.0 * n / total
+        print("  %s: %.1f%% (want %d%%)" % (name, pct, want))
+        if abs(pct - want) > 5:
+            fail("%s has %.1f%% of the samples, not %d%% within 5 points" % (name, pct, want))
+    deepest = max(s[3].count("recurse") for s in samples)
+    if deepest != RECURSE_DEPTH:
+        fail("the recursion's stacks have %d frames of recurse, not %d" % (deepest, RECURSE_DEPTH))
+    if not any(s[1] != pid and "thread_fn" in s[3] for s in samples):
+        fail("the thread started while sampling has no samples of thread_fn")
+
+
+def forked(target, out):
+    trace = os.path.join(out, "fork.json")
+    for old in glob.glob(os.path.join(out, "fork.*json")):
+        os.unlink(old)
+    r = run([target, trace, "1000", "200", "fork"])
+    if r.returncode != 0:
+        fail("stacks_target fork: status %d: %s" % (r.returncode, r.stderr))
+    m = re.search(r"child (\d+)", r.stdout)
+    if not m:
+        fail("stacks_target fork did not say its child: %r" % r.stdout)
+    child = int(m.group(1))
+    paths = [p for p in glob.glob(os.path.join(out, "fork.*json")) if str(child) in os.path.basename(p)]
+    if len(paths) != 1:
+        fail("the forked child's trace is not beside the parent's: %r" % os.listdir(out))
+    with open(trace) as f:
+        parent = json.load(f)
+    with open(paths[0]) as f:
+        kid = json.load(f)
+    ps, ks = json_samples(parent), json_samples(kid)
+    k_names = collections.Counter(n for s in ks for n in set(s[3]))
+    p_names = collections.Counter(n for s in ps for n in set(s[3]))
+    print("fork: the child %d has %d samples (child_fn %d), the parent %d (parent_fn %d)"
+          % (child, len(ks), k_names["child_fn"], len(ps), p_names["parent_fn"]))
+    if kid["otherData"]["pid"] != child or any(s[0] != child or s[1] != child for s in ks):
+        fail("the child's trace has samples of another process or thread")
+    if k_names["child_fn"] < 100:
+        fail("the child's trace has %d samples of child_fn (0.3 s of CPU at 1 kHz)" % k_names["child_fn"])
+    if k_names["parent_fn"] or k_names["hot_a"]:
+        fail("the child's trace has the parent's samples")
+    if p_names["child_fn"] or any(s[1] == child for s in ps):
+        fail("the parent's trace has the child's samples")
+    if p_names["parent_fn"] < 100 or not p_names["hot_a"]:
+        fail("the parent's trace lost its own samples: %r" % p_names.most_common(6))
+
+
+def under_run(mlprof, spin, out):
+    def spin_samples(name, cmd, extra=(), want_rc=0):
+        merged = os.path.join(out, name + ".json")
+        shutil.rmtree(merged + ".parts", ignore_errors=True)
+        r = run([mlprof, "run", "-q", "--sample", "1000", *extra, "-o", merged, "--", *cmd])
+        if r.returncode != want_rc:
+            fail("%s: mlprof run: status %d, not %d: %s" % (name, r.returncode, want_rc, r.stderr))
+        f = run([mlprof, "flame", merged, "--folded"])
+        if f.returncode != 0:
+            fail("%s: mlprof flame: %s" % (name, f.stderr))
+        n = sum(int(line.rsplit(" ", 1)[1]) for line in f.stdout.splitlines() if "spin_fn" in line)
+        print("%s: %d samples of spin_fn in the merged trace" % (name, n))
+        if n < 100:
+            fail("%s: %d samples of spin_fn (0.3 s of CPU at 1 kHz): %r" % (name, n, f.stdout[-500:]))
+
+    spin_samples("exec", ["sh", "-c", "exec %s 300" % spin])
+    spin_samples("sigterm", [spin, "300", "term"], want_rc=128 + 15)
+    spin_samples("sigsegv", [spin, "300", "segv"], want_rc=128 + 11)
+    # SIGKILL runs no handler: what the continuous dump wrote before it
+    spin_samples("sigkill", [spin, "300", "kill", "sleep"], ("--dump_period", "0.2"), want_rc=128 + 9)
+
+
+def main():
+    mlprof, target, spin, tsp, out, proto = sys.argv[1:7]
+    preload_ok = len(sys.argv) > 7 and sys.argv[7] == "preload-ok"
+    os.makedirs(out, exist_ok=True)
+    protoc = shutil.which("protoc")
+    same_run(tsp, out, protoc, proto)
+    whole_pftrace(target, out, protoc, proto)
+    forked(target, out)
+    if preload_ok:
+        under_run(mlprof, spin, out)
+    else:
+        print("SKIP (part): exec and kills under mlprof run need the preload library (not in sanitized builds)")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
