@@ -10,7 +10,9 @@ exec and kills:
     PerfSample packets resolve through the interned callstacks, frames,
     mappings and names; as many as otherData.sampling says; hot_a, hot_b,
     hot_c as leaves in 60/30/10 within 5 points; the recursion complete; the
-    thread started and ended while sampling on its own tid;
+    thread started and ended while sampling on its own tid; mlprof flame
+    reads the protobuf: the same folded stacks as from the JSON of the same
+    run, --span on the protobuf's slices; mlprof merge keeps its samples;
   - fork: a child forked while sampling writes its own trace (TRACE.PID) with
     its own samples (child_fn, on its pid); the parent's has none of them
     and its own (parent_fn);
@@ -87,7 +89,18 @@ def refused(doc, stderr):
     return info
 
 
-def same_run(tsp, out, protoc, proto):
+def folded(mlprof, trace, *extra):
+    r = run([mlprof, "flame", trace, "--folded", *extra])
+    if r.returncode != 0:
+        fail("mlprof flame %s %s: status %d: %s" % (trace, " ".join(extra), r.returncode, r.stderr))
+    out = collections.Counter()
+    for line in r.stdout.splitlines():
+        stack, n = line.rsplit(" ", 1)
+        out[stack] += int(n)
+    return out
+
+
+def same_run(mlprof, tsp, out, protoc, proto):
     js, pf = os.path.join(out, "same.json"), os.path.join(out, "same.pftrace")
     r = run([tsp, js, pf])
     if r.returncode != 0:
@@ -113,9 +126,19 @@ def same_run(tsp, out, protoc, proto):
         fail("the protobuf has no samples in pf_hot_a or pf_hot_b: %r" % leaves.most_common(5))
     if not any(s[1] != pid and "pf_thread_fn" in s[3] for s in got):
         fail("the thread started while sampling has no samples of pf_thread_fn on its own tid")
+    fj, fp = folded(mlprof, js), folded(mlprof, pf)
+    if fj != fp:
+        fail("mlprof flame: the protobuf's folded stacks differ from the JSON's: %r" % list((fj - fp).items())[:3])
+    merged = os.path.join(out, "same_merged.json")
+    r = run([mlprof, "merge", pf, js, "-o", merged])
+    if r.returncode != 0:
+        fail("mlprof merge of the protobuf and the JSON: %s" % r.stderr)
+    n = sum(folded(mlprof, merged).values())
+    if n != 2 * len(want):
+        fail("the merge of the protobuf and the JSON has %d samples, not %d" % (n, 2 * len(want)))
 
 
-def whole_pftrace(target, out, protoc, proto):
+def whole_pftrace(mlprof, target, out, protoc, proto):
     trace = os.path.join(out, "stacks.pftrace")
     r = run([target, trace, "1000", "1000"])
     if r.returncode != 0:
@@ -159,6 +182,12 @@ def whole_pftrace(target, out, protoc, proto):
         fail("the recursion's stacks have %d frames of recurse, not %d" % (deepest, RECURSE_DEPTH))
     if not any(s[1] != pid and "thread_fn" in s[3] for s in samples):
         fail("the thread started while sampling has no samples of thread_fn")
+    inside = folded(mlprof, trace, "--span", "span_b")
+    n_in = sum(inside.values())
+    b_in = sum(n for k, n in inside.items() if k.split(";")[-1] == "hot_b")
+    print("  mlprof flame --span span_b on the protobuf: %d samples, %d in hot_b" % (n_in, b_in))
+    if n_in == 0 or b_in < 0.95 * n_in or b_in < 0.9 * b:
+        fail("the protobuf's samples inside span_b are not hot_b's: %d of %d (hot_b has %d)" % (b_in, n_in, b))
 
 
 def forked(target, out):
@@ -223,8 +252,8 @@ def main():
     preload_ok = len(sys.argv) > 7 and sys.argv[7] == "preload-ok"
     os.makedirs(out, exist_ok=True)
     protoc = shutil.which("protoc")
-    same_run(tsp, out, protoc, proto)
-    whole_pftrace(target, out, protoc, proto)
+    same_run(mlprof, tsp, out, protoc, proto)
+    whole_pftrace(mlprof, target, out, protoc, proto)
     forked(target, out)
     if preload_ok:
         under_run(mlprof, spin, out)

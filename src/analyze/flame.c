@@ -7,7 +7,9 @@
  * span name, only the samples taken on a thread while such a span was open
  * on it: a sample belongs to the spans whose [ts, ts+dur] holds its time on
  * its thread (the trace's own events, same clock), so an op opens into the
- * functions that ran inside it.
+ * functions that ran inside it. A Perfetto protobuf trace (pftrace.c) gives
+ * the same from its PerfSample packets: its stack tree's nodes become frames
+ * here, its slices the spans.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,8 @@
 
 #include "flame.h"
 #include "json.h"
+#include "pftrace.h"
+#include "trace.h"
 
 typedef struct sframe {
     char *id, *name, *parent; /* as the trace says; parent may be NULL */
@@ -275,6 +279,69 @@ static long frame_node(an_flame *f, long k, int depth)
     return fr->node = id;
 }
 
+/* Text of an unsigned number, owned. */
+static char *id_text(uint64_t v)
+{
+    char b[24];
+    snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+    return mlprof__strdup(b);
+}
+
+/* A Perfetto trace's samples (its PerfSample packets, pftrace.c) into f:
+ * its stack nodes as frames, its slices named span_name as the spans. 0,
+ * 1 when it has no samples, -1 with err. */
+static int read_pftrace(an_flame *f, const char *path, const char *span_name, char *err, size_t errlen)
+{
+    an_trace t;
+    if (an_trace_read(&t, path) != 0) {
+        snprintf(err, errlen, "%s", t.error);
+        an_trace_free(&t);
+        return -1;
+    }
+    int rc = t.nssamples ? 0 : 1;
+    for (size_t k = 1; rc == 0 && k < t.nsnodes; k++) {
+        sframe *g = mlprof__grow(f->fr, &f->cfr, f->nfr, sizeof *g, 256);
+        if (!g) {
+            rc = -1;
+            break;
+        }
+        f->fr = g;
+        sframe fr = {id_text(k), mlprof__strdup(t.snodes[k].name),
+                     t.snodes[k].parent ? id_text(t.snodes[k].parent) : NULL, -1, -1};
+        g[f->nfr++] = fr;
+        if (!fr.id || !fr.name || (t.snodes[k].parent && !fr.parent))
+            rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i < t.nssamples; i++) {
+        sample *g = mlprof__grow(f->sm, &f->csm, f->nsm, sizeof *g, 1024);
+        if (!g) {
+            rc = -1;
+            break;
+        }
+        f->sm = g;
+        const an_stack_sample *s = &t.ssamples[i];
+        g[f->nsm] = (sample){s->pid, s->tid, s->ts, id_text(s->node), 1};
+        if (!g[f->nsm++].sf)
+            rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && span_name && i < t.nev; i++) {
+        const an_event *e = &t.ev[i];
+        if (e->ph != 'X' || strcmp(e->name, span_name) != 0)
+            continue;
+        span *g = mlprof__grow(f->sp, &f->csp, f->nsp, sizeof *g, 256);
+        if (!g) {
+            rc = -1;
+            break;
+        }
+        f->sp = g;
+        g[f->nsp++] = (span){e->pid, e->tid, e->ts, e->ts + e->dur};
+    }
+    if (rc < 0)
+        snprintf(err, errlen, "out of memory");
+    an_trace_free(&t);
+    return rc;
+}
+
 an_flame *an_flame_read(const char *path, const char *span_name, char *err, size_t errlen)
 {
     an_flame *f = mlprof__calloc(1, sizeof *f);
@@ -291,8 +358,17 @@ an_flame *an_flame_read(const char *path, const char *span_name, char *err, size
     mlprof__sb key, val;
     mlprof__sb_init(&key);
     mlprof__sb_init(&val);
-    int seen = 0, rc = 0;
-    int more = an_json_open(&in, '{', "'{' to start the trace (a JSON object with stackFrames and samples)");
+    int seen = 0, rc = 0, more = 0;
+    int proto = an_pftrace_detect(&in, path);
+    if (proto) {
+        an_input_close(&in);
+        rc = read_pftrace(f, path, span_name, err, errlen); /* err set when -1 */
+        seen = rc == 0 ? 3 : 0;
+        if (rc > 0)
+            rc = 0; /* no samples: said below */
+    } else {
+        more = an_json_open(&in, '{', "'{' to start the trace (a JSON object with stackFrames and samples)");
+    }
     while (more == 1 && rc == 0) {
         if (an_json_key(&in, &key) != 0) {
             rc = -1;
@@ -311,12 +387,13 @@ an_flame *an_flame_read(const char *path, const char *span_name, char *err, size
     }
     if (more < 0)
         rc = -1;
-    if (rc != 0)
+    if (rc != 0 && !proto)
         snprintf(err, errlen, "%s", in.error[0] ? in.error : "out of memory");
-    else if (seen != 3)
-        snprintf(err, errlen, "%s: no sampled call stacks (no stackFrames and samples: record with the sampling "
-                              "key, mlprof run --sample HZ)", path), rc = -1;
-    an_input_close(&in);
+    else if (rc == 0 && seen != 3)
+        snprintf(err, errlen, "%s: no sampled call stacks (no stackFrames and samples, or PerfSample packets: "
+                              "record with the sampling key, mlprof run --sample HZ)", path), rc = -1;
+    if (!proto)
+        an_input_close(&in);
     mlprof__sb_free(&key);
     mlprof__sb_free(&val);
     /* the tree: frames by id, then each sample's path */
@@ -638,6 +715,66 @@ static int copy_samples(an_input *in, const char *prefix, an_flame_map_fn map, v
     return more < 0 ? -1 : 0;
 }
 
+/* an_flame_copy for a Perfetto trace: its stack nodes as stackFrames
+ * members (name and parent; the object is not in its frames' names), its
+ * PerfSample packets as samples, in the JSON's shape. */
+static long copy_pftrace(const char *path, int which, const char *prefix, an_flame_map_fn map, void *ctx,
+                         mlprof__sb *out, int *first, char *err, size_t errlen)
+{
+    an_trace t;
+    if (an_trace_read(&t, path) != 0) {
+        snprintf(err, errlen, "%s", t.error);
+        an_trace_free(&t);
+        return -1;
+    }
+    mlprof__sb id;
+    mlprof__sb_init(&id);
+    long n = 0;
+    for (size_t k = 1; !which && t.nssamples && k < t.nsnodes; k++, n++) {
+        mlprof__sb_puts(out, *first ? "" : ",\n");
+        *first = 0;
+        mlprof__sb_reset(&id);
+        mlprof__sb_printf(&id, "%zu", k);
+        put_prefixed(out, prefix, &id);
+        mlprof__sb_puts(out, ":{\"name\":");
+        mlprof__sb_json_str(out, t.snodes[k].name, strlen(t.snodes[k].name));
+        if (t.snodes[k].parent) {
+            mlprof__sb_reset(&id);
+            mlprof__sb_printf(&id, "%u", t.snodes[k].parent);
+            mlprof__sb_puts(out, ",\"parent\":");
+            put_prefixed(out, prefix, &id);
+        }
+        mlprof__sb_putc(out, '}');
+    }
+    for (size_t i = 0; which && i < t.nssamples; i++, n++) {
+        const an_stack_sample *s = &t.ssamples[i];
+        mlprof__sb_puts(out, *first ? "{\"cpu\":0,\"pid\":" : ",\n{\"cpu\":0,\"pid\":");
+        *first = 0;
+        mlprof__sb_i64(out, map(ctx, 0, s->pid));
+        mlprof__sb_puts(out, ",\"tid\":");
+        mlprof__sb_i64(out, s->tid);
+        mlprof__sb_puts(out, ",\"ts\":");
+        int64_t ns = map(ctx, 1, s->ts);
+        if (ns < 0) {
+            mlprof__sb_putc(out, '-');
+            ns = -ns;
+        }
+        mlprof__sb_us(out, (uint64_t)ns);
+        mlprof__sb_reset(&id);
+        mlprof__sb_printf(&id, "%u", s->node);
+        mlprof__sb_puts(out, ",\"name\":\"cpu-clock\",\"sf\":");
+        put_prefixed(out, prefix, &id);
+        mlprof__sb_puts(out, ",\"weight\":1}");
+    }
+    if (id.failed || out->failed) {
+        snprintf(err, errlen, "out of memory");
+        n = -1;
+    }
+    mlprof__sb_free(&id);
+    an_trace_free(&t);
+    return n;
+}
+
 long an_flame_copy(const char *path, int which, const char *prefix, an_flame_map_fn map, void *ctx, mlprof__sb *out,
                    int *first, char *err, size_t errlen)
 {
@@ -648,9 +785,10 @@ long an_flame_copy(const char *path, int which, const char *prefix, an_flame_map
     }
     long n = 0;
     int rc = 0;
-    if (an_json_peek(&in) != '{') { /* a Perfetto trace: no samples of this kind */
+    if (an_json_peek(&in) != '{') { /* a Perfetto trace: its PerfSample packets, or nothing */
+        int proto = an_pftrace_detect(&in, path);
         an_input_close(&in);
-        return 0;
+        return proto ? copy_pftrace(path, which, prefix, map, ctx, out, first, err, errlen) : 0;
     }
     mlprof__sb key, val;
     mlprof__sb_init(&key);

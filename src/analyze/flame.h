@@ -28,8 +28,8 @@ int an_flame_svg(const an_flame *f, const char *title, mlprof__sb *out);
 /* For the merge: copies path's stackFrames members (which 0) or samples
  * (which 1) to out, each preceded by a comma unless *first; ids get prefix,
  * a sample's pid and time go through map (what 0: a pid, 1: a time in ns).
- * Returns how many were copied, 0 for a file that is not a JSON object (a
- * Perfetto trace), -1 with err set. */
+ * A Perfetto trace gives its PerfSample packets' stacks (pftrace.c) the same
+ * way. Returns how many were copied, 0 for a file with none, -1 with err set. */
 typedef int64_t (*an_flame_map_fn)(void *ctx, int what, int64_t value);
 long an_flame_copy(const char *path, int which, const char *prefix, an_flame_map_fn map, void *ctx, mlprof__sb *out,
                    int *first, char *err, size_t errlen);

@@ -14,6 +14,9 @@
  * writes each span whole when it ends (BEGIN and END one after the other, a
  * parent after its children) and one that writes in time order (B B E E).
  * The "otherData" instant of mlprof's tail is the trace's otherData.
+ * PerfSample packets (sampled call stacks) resolve through their sequence's
+ * interned callstacks, frames and function names into t->snodes and
+ * t->ssamples, which mlprof flame reads.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -27,7 +30,9 @@ enum {
     /* TracePacket */
     P_CLOCK_SNAPSHOT = 6, P_TIMESTAMP = 8, P_SEQUENCE_ID = 10, P_TRACK_EVENT = 11, P_INTERNED = 12,
     P_SEQUENCE_FLAGS = 13, P_STATE_CLEARED = 41, P_PACKET_DROPPED = 42, P_COMPRESSED = 50,
-    P_CLOCK_ID = 58, P_DEFAULTS = 59, P_TRACK_DESCRIPTOR = 60,
+    P_CLOCK_ID = 58, P_DEFAULTS = 59, P_TRACK_DESCRIPTOR = 60, P_PERF_SAMPLE = 66,
+    /* PerfSample (profiling/profile_packet.proto) */
+    PS_PID = 2, PS_TID = 3, PS_CALLSTACK = 4,
     /* TracePacketDefaults, TrackEventDefaults */
     D_CLOCK_ID = 58, D_TRACK_EVENT = 11, TD_TRACK_UUID = 11, TD_EXTRA_COUNTERS = 31,
     /* TrackEvent */
@@ -42,6 +47,9 @@ enum {
     N_TYPE = 1, N_KEYS = 2, N_DICT_VALUES = 3, N_ARRAY_VALUES = 4, N_INT = 5, N_DOUBLE = 6, N_BOOL = 7, N_STRING = 8,
     /* InternedData */
     I_CATEGORIES = 1, I_NAMES = 2, I_ANNOTATION_NAMES = 3, I_STRING_VALUES = 29,
+    I_FUNCTION_NAMES = 5, I_FRAMES = 6, I_CALLSTACKS = 7,
+    /* Frame, Callstack (profiling/profile_common.proto) */
+    F_IID = 1, F_FUNCTION_NAME = 2, CS_IID = 1, CS_FRAMES = 2,
     /* TrackDescriptor, ProcessDescriptor, ThreadDescriptor */
     T_UUID = 1, T_NAME = 2, T_PROCESS = 3, T_THREAD = 4, T_PARENT = 5, T_COUNTER = 8, T_STATIC_NAME = 10,
     PD_PID = 1, PD_NAME = 6, TH_PID = 1, TH_TID = 2, TH_NAME = 5, CD_CATEGORIES = 2,
@@ -252,6 +260,8 @@ typedef struct sequence {
     uint64_t extra[8];      /* track_event_defaults.extra_counter_track_uuids */
     size_t nextra;
     u64map names, cats, ann_names, strings; /* iid -> interned string */
+    u64map fnames, frames;  /* function names, frames (their function's name): iid -> interned string */
+    u64map stacks;          /* callstack iid -> its leaf's node in t->snodes (as a pointer-sized integer) */
     /* its own clocks (ids 64..127) from its clock snapshots: the value last
      * read (an incremental clock's timestamps are deltas from it), and the
      * CLOCK_MONOTONIC time of `at` */
@@ -356,6 +366,9 @@ static void seq_clear(sequence *s)
     u64_clear(&s->cats);
     u64_clear(&s->ann_names);
     u64_clear(&s->strings);
+    u64_clear(&s->fnames);
+    u64_clear(&s->frames);
+    u64_clear(&s->stacks);
 }
 
 static void seq_free(sequence *s)
@@ -364,6 +377,9 @@ static void seq_free(sequence *s)
     u64_free(&s->cats);
     u64_free(&s->ann_names);
     u64_free(&s->strings);
+    u64_free(&s->fnames);
+    u64_free(&s->frames);
+    u64_free(&s->stacks);
     mlprof__free(s);
 }
 
@@ -434,18 +450,156 @@ static int intern_entries(reader *r, u64map *m, const uint8_t *p, size_t n)
     return u64_put(m, iid, (void *)name) == 0 ? 0 : oom(r);
 }
 
-static int interned(reader *r, sequence *s, const uint8_t *p, size_t n)
+/* A Frame: its iid -> its function's name ("" when it names none the
+ * sequence gave; the mapping and address are not kept: flame merges by name). */
+static int intern_frame(reader *r, sequence *s, const uint8_t *p, size_t n)
 {
     pb b = {p, p + n};
     field f;
+    uint64_t iid = 0, fn = 0;
     int rc;
     while ((rc = pb_next(&b, &f)) > 0) {
-        u64map *m = f.num == I_NAMES ? &s->names : f.num == I_CATEGORIES ? &s->cats
-                  : f.num == I_ANNOTATION_NAMES ? &s->ann_names : f.num == I_STRING_VALUES ? &s->strings : NULL;
-        if (m && is_bytes(&f) && intern_entries(r, m, f.data, f.len) != 0)
-            return -1;
+        if (f.num == F_IID && !is_bytes(&f))
+            iid = f.v;
+        else if (f.num == F_FUNCTION_NAME && !is_bytes(&f))
+            fn = f.v;
     }
-    return rc;
+    if (rc < 0)
+        return -1;
+    const char *name = fn ? u64_get(&s->fnames, fn) : NULL;
+    if (!name) {
+        r->no_iid += fn != 0;
+        name = "?";
+    }
+    return u64_put(&s->frames, iid, (void *)name) == 0 ? 0 : oom(r);
+}
+
+/* The node of name under parent in t's stack tree, made when new; 0 when out of memory. */
+static uint32_t stack_node(reader *r, uint32_t parent, const char *name)
+{
+    an_trace *t = r->t;
+    unsigned char key[sizeof parent + sizeof name];
+    memcpy(key, &parent, sizeof parent);
+    memcpy(key + sizeof parent, &name, sizeof name); /* names are interned: one pointer each */
+    mlprof__map_entry *e = mlprof__map_slot(&t->snode_index, (const char *)key, sizeof key);
+    if (!e)
+        return 0;
+    if (e->value)
+        return (uint32_t)(uintptr_t)e->value;
+    if (!t->nsnodes)
+        t->nsnodes = 1; /* node 0: none */
+    an_stack_node *g = mlprof__grow(t->snodes, &t->snodecap, t->nsnodes, sizeof *g, 1024);
+    if (!g || t->nsnodes >= UINT32_MAX)
+        return 0;
+    t->snodes = g;
+    uint32_t id = (uint32_t)t->nsnodes++;
+    g[id] = (an_stack_node){parent, name};
+    e->value = (void *)(uintptr_t)id;
+    return id;
+}
+
+/* A Callstack: its frames, outermost first, as a path in t's stack tree. */
+static int intern_callstack(reader *r, sequence *s, const uint8_t *p, size_t n)
+{
+    pb b = {p, p + n};
+    field f;
+    uint64_t iid = 0;
+    uint32_t node = 0;
+    int rc, missing = 0;
+    while ((rc = pb_next(&b, &f)) > 0) {
+        if (f.num == CS_IID && !is_bytes(&f)) {
+            iid = f.v;
+        } else if (f.num == CS_FRAMES) {
+            /* one by one as declared; packed too, as other writers may */
+            pb q = is_bytes(&f) ? (pb){f.data, f.data + f.len} : (pb){NULL, NULL};
+            uint64_t v = f.v;
+            do {
+                if (is_bytes(&f)) {
+                    size_t k = varint(q.p, (size_t)(q.end - q.p), &v);
+                    if (!k)
+                        return -1;
+                    q.p += k;
+                }
+                const char *name = u64_get(&s->frames, v);
+                if (!name) {
+                    missing = 1;
+                    name = "?";
+                }
+                if (!(node = stack_node(r, node, name)))
+                    return oom(r);
+            } while (is_bytes(&f) && q.p < q.end);
+        }
+    }
+    if (rc < 0)
+        return -1;
+    r->no_iid += missing;
+    return node && u64_put(&s->stacks, iid, (void *)(uintptr_t)node) != 0 ? oom(r) : 0;
+}
+
+static int interned(reader *r, sequence *s, const uint8_t *p, size_t n)
+{
+    /* names first, frames then, callstacks last: each may name the one
+     * before in the same message, in whatever order its fields come */
+    for (int pass = 0; pass < 3; pass++) {
+        pb b = {p, p + n};
+        field f;
+        int rc;
+        while ((rc = pb_next(&b, &f)) > 0) {
+            if (!is_bytes(&f))
+                continue;
+            if (pass == 0) {
+                u64map *m = f.num == I_NAMES ? &s->names : f.num == I_CATEGORIES ? &s->cats
+                          : f.num == I_ANNOTATION_NAMES ? &s->ann_names : f.num == I_STRING_VALUES ? &s->strings
+                          : f.num == I_FUNCTION_NAMES ? &s->fnames : NULL;
+                if (m && intern_entries(r, m, f.data, f.len) != 0)
+                    return -1;
+            } else if (pass == 1 && f.num == I_FRAMES) {
+                if (intern_frame(r, s, f.data, f.len) != 0)
+                    return -1;
+            } else if (pass == 2 && f.num == I_CALLSTACKS) {
+                if (intern_callstack(r, s, f.data, f.len) != 0)
+                    return -1;
+            }
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* A PerfSample at mono: on its callstack's node (a sample whose callstack
+ * the sequence never gave is counted as an unknown iid). */
+static int perf_sample(reader *r, sequence *s, const uint8_t *p, size_t n, int64_t mono)
+{
+    pb b = {p, p + n};
+    field f;
+    int64_t pid = 0, tid = 0;
+    uint64_t cs = 0;
+    int rc;
+    while ((rc = pb_next(&b, &f)) > 0) {
+        if (is_bytes(&f))
+            continue;
+        if (f.num == PS_PID)
+            pid = (int64_t)(uint32_t)f.v;
+        else if (f.num == PS_TID)
+            tid = (int64_t)(uint32_t)f.v;
+        else if (f.num == PS_CALLSTACK)
+            cs = f.v;
+    }
+    if (rc < 0)
+        return -1;
+    uint32_t node = (uint32_t)(uintptr_t)u64_get(&s->stacks, cs);
+    if (!node) {
+        r->no_iid++;
+        return 0;
+    }
+    an_trace *t = r->t;
+    an_stack_sample *g = mlprof__grow(t->ssamples, &t->ssamplecap, t->nssamples, sizeof *g, 1024);
+    if (!g)
+        return oom(r);
+    t->ssamples = g;
+    g[t->nssamples++] = (an_stack_sample){pid, tid, mono, node};
+    return 0;
 }
 
 /* pid, tid and name of a ProcessDescriptor or ThreadDescriptor. */
@@ -1392,7 +1546,7 @@ static int track_event(reader *r, sequence *s, const uint8_t *p, size_t n, int64
 static int packet(reader *r, const uint8_t *p, size_t n)
 {
     pb b = {p, p + n};
-    field f, event = {0}, desc = {0}, idata = {0}, defs = {0}, snap = {0};
+    field f, event = {0}, desc = {0}, idata = {0}, defs = {0}, snap = {0}, psample = {0};
     uint32_t seq_id = 0, flags = 0, clock = 0;
     int has_clock = 0, has_ts = 0, cleared = 0, dropped = 0, compressed = 0, rc;
     uint64_t ts = 0;
@@ -1410,6 +1564,7 @@ static int packet(reader *r, const uint8_t *p, size_t n)
         case P_INTERNED: idata = f; break;
         case P_DEFAULTS: defs = f; break;
         case P_CLOCK_SNAPSHOT: snap = f; break;
+        case P_PERF_SAMPLE: psample = f; break;
         default: break;
         }
     }
@@ -1438,6 +1593,13 @@ static int packet(reader *r, const uint8_t *p, size_t n)
     uint32_t id = has_clock ? clock : s->has_clock ? s->clock : CLOCK_BOOTTIME_ID;
     int known = 1;
     int64_t mono = has_ts ? packet_time(r, s, id, ts, &known) : to_monotonic(r, id, ts);
+    if (psample.data && is_bytes(&psample) && has_ts) {
+        if (!known) {
+            r->no_clock++;
+            return 0;
+        }
+        return perf_sample(r, s, psample.data, psample.len, mono);
+    }
     if (!event.data || !is_bytes(&event))
         return 0;
     if (!known) { /* a clock of its sequence that no snapshot set */

@@ -742,6 +742,9 @@ void an_trace_free(an_trace *t)
     mlprof__free(t->args);
     mlprof__free(t->names);
     mlprof__map_free(&t->strings);
+    mlprof__free(t->snodes);
+    mlprof__free(t->ssamples);
+    mlprof__map_free(&t->snode_index);
     memset(t, 0, sizeof *t);
 }
 

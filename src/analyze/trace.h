@@ -67,6 +67,20 @@ typedef struct an_name {
     const char *name;
 } an_name;
 
+/* Sampled call stacks read from Perfetto's PerfSample packets (pftrace.c):
+ * a tree of frames, each a function's name under its caller, and the
+ * samples on it. A JSON trace's stackFrames and samples are read by
+ * flame.c itself, not into this. */
+typedef struct an_stack_node {
+    uint32_t parent; /* 0: a root (node 0 is unused) */
+    const char *name; /* interned */
+} an_stack_node;
+
+typedef struct an_stack_sample {
+    int64_t pid, tid, ts; /* ts: ns, the events' clock */
+    uint32_t node;        /* its leaf */
+} an_stack_sample;
+
 typedef struct an_trace {
     const char *path;
     an_event *ev;
@@ -88,6 +102,11 @@ typedef struct an_trace {
     char error[600];
     const char *format;      /* "json", or "perfetto" (Perfetto's protobuf TracePackets, pftrace.h) */
     char note[400];          /* what the reader left out and why ("" when nothing): said with the output */
+    an_stack_node *snodes;   /* Perfetto's sampled stacks (above); snodes[0] unused */
+    size_t nsnodes, snodecap;
+    an_stack_sample *ssamples;
+    size_t nssamples, ssamplecap;
+    mlprof__map snode_index; /* (parent, name) -> node: the reader's */
 } an_trace;
 
 /* Reads a Chrome trace event file (a JSON object with traceEvents, or a bare
