@@ -50,7 +50,12 @@
  *    counter track per (pid, name); a flow's start is an INSTANT with
  *    flow_ids, its end one with terminating_flow_ids;
  *  - the footer is an INSTANT "otherData" (category "mlprof") on the process
- *    track at dump_ns, whose annotations are otherData's members.
+ *    track at dump_ns, whose annotations are otherData's members;
+ *  - the sampled call stacks (the sampling key) follow it in the tail: a
+ *    PerfSample packet per sample (pid, tid, callstack_iid; user mode) at its
+ *    time, with the profile entries it needs interned in the same packet
+ *    (function names, mapping paths, mappings, frames, callstacks), which
+ *    the UI shows as each thread's CPU samples with their stacks.
  *
  * Field numbers (Perfetto's protos/perfetto/trace/...; tests/proto has the
  * subset the tests decode with):
@@ -78,7 +83,13 @@
  *                       name 10 (not interned), string_value_iid 17
  *   InternedData        event_categories 1, event_names 2,
  *                       debug_annotation_names 3 (each {iid 1, name 2}),
- *                       debug_annotation_string_values 29 ({iid 1, str 2})
+ *                       debug_annotation_string_values 29 ({iid 1, str 2}),
+ *                       function_names 5, mapping_paths 17 ({iid 1, str 2}),
+ *                       frames 6, callstacks 7, mappings 19
+ *   TracePacket         perf_sample 66
+ *   PerfSample          pid 2, tid 3, callstack_iid 4, cpu_mode 5
+ *   (profiling/profile_packet.proto; Frame, Callstack, Mapping in
+ *   profiling/profile_common.proto: at put_stacks)
  *
  * Track uuids are deterministic: a hash of (kind, pid, tid[, name]) cut to
  * 28 bits (4 bytes on the wire, the size that matters: two per span), the
@@ -1890,8 +1901,10 @@ static void put_stacks(pf_state *st, mlprof__sb *sb, const pf_seq *q, const mlpr
             int fresh = 0;
             /* InternedData.function_names 5: InternedString {iid 1, str 2} */
             int64_t fn = profile_iid(&names, f->name, strlen(f->name), &next_name, &fresh);
-            if (fn < 0)
+            if (fn < 0) {
+                in.failed = 1; /* out of memory: no packet that names what is not interned */
                 break;
+            }
             if (fresh) {
                 size_t at = open_len(&in, 5);
                 put_varint_field(&in, 1, (uint64_t)fn);
@@ -1909,8 +1922,10 @@ static void put_stacks(pf_state *st, mlprof__sb *sb, const pf_seq *q, const mlpr
             memcpy(key + 8, f->object, plen);
             klen = 8 + plen;
             int64_t m = profile_iid(&maps, key, klen, &next_map, &fresh);
-            if (m < 0)
+            if (m < 0) {
+                in.failed = 1;
                 break;
+            }
             if (fresh) {
                 const char *comp = f->object[0] == '/' ? f->object + 1 : f->object[0] ? f->object : "unknown";
                 size_t at = open_len(&in, 17);
@@ -1940,7 +1955,7 @@ static void put_stacks(pf_state *st, mlprof__sb *sb, const pf_seq *q, const mlpr
             close_len(&in, at);
             said[k] = 1;
         }
-        if (said[sm->frame] < 2) {
+        if (!in.failed && said[sm->frame] < 2) {
             /* InternedData.callstacks 7: Callstack {iid 1, frame_ids 2},
              * the root first; not packed (the field is not declared so,
              * and trace_processor's decoder reads it one by one) */

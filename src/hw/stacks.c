@@ -6,10 +6,15 @@
  * pointers). One thread of mlprof's own drains the ring buffers; it is
  * started before the events are opened, so nothing inherits onto it, and it
  * skips the threads named "mlprof ...". The samples stay in memory as raw
- * addresses; at a dump they are symbolized (symbols.c) and written as the
- * trace's stackFrames and samples (Chrome's JSON trace format), with what
- * was lost in otherData. No timer-signal fallback: where perf_event is
- * refused, that is said and nothing is sampled.
+ * addresses; at a dump they are symbolized (symbols.c) into a tree of
+ * frames (the view, which Perfetto's writer reads through the trace's meta:
+ * PerfSample packets) and written as the trace's stackFrames and samples
+ * (Chrome's JSON trace format), with what was lost in otherData. A forked
+ * child that goes on recording samples itself (its own reader and events,
+ * into its own trace); the parent's events, which the kernel copies onto
+ * the child, drop its samples as another process's. No timer-signal
+ * fallback: where perf_event is refused, that is said and nothing is
+ * sampled.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
