@@ -1927,7 +1927,7 @@ static void put_stacks(pf_state *st, mlprof__sb *sb, const pf_seq *q, const mlpr
                 break;
             }
             if (fresh) {
-                const char *comp = f->object[0] == '/' ? f->object + 1 : f->object[0] ? f->object : "unknown";
+                const char *comp = f->object[0] == '/' ? f->object + 1 : f->object[0] ? f->object : "[unknown]";
                 size_t at = open_len(&in, 17);
                 put_varint_field(&in, 1, (uint64_t)m);
                 put_text_field(&in, 2, comp);
@@ -1939,8 +1939,12 @@ static void put_stacks(pf_state *st, mlprof__sb *sb, const pf_seq *q, const mlpr
                  * is then the offset in the file, what symbolizers read */
                 at = open_len(&in, 19);
                 put_varint_field(&in, 1, (uint64_t)m);
-                put_varint_field(&in, 4, f->map_start);
-                put_varint_field(&in, 5, f->map_end);
+                /* an address no mapping holds (a frame walk that ran
+                 * into data) gets one mapping over the whole address
+                 * space, its rel_pc the address itself */
+                int none = !f->object[0];
+                put_varint_field(&in, 4, none ? 0 : f->map_start);
+                put_varint_field(&in, 5, none ? UINT64_MAX : f->map_end);
                 put_varint_field(&in, 7, (uint64_t)m);
                 put_varint_field(&in, 8, f->map_offset);
                 close_len(&in, at);
