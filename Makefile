@@ -24,7 +24,7 @@ demo: build
 check:
 	@bash scripts/check.sh
 
-# The recorder's costs, then mlprof analyze on a 512 MB trace against Python's json
+# The recorder's costs (and the call-stack sampler's, against perf record), then mlprof analyze on a 512 MB trace against Python's json
 # (BENCH_MB=64 for a quick run; it needs about 4 GB of memory for Python's side),
 # and analyze and kernels on a directory of 8 ranks' traces twice that size (1 GB).
 BENCH_MB ?= 512
@@ -32,6 +32,7 @@ bench: build
 	@$(BUILD)/bench_core
 	@$(BUILD)/bench_ring
 	@$(BUILD)/bench_write && $(BUILD)/bench_write --args 0 --formats json
+	@$(BUILD)/bench_stacks
 	@python3 bench/bench_run.py $(BUILD)/mlprof
 	@/usr/bin/python3 bench/bench_torch.py
 	@/usr/bin/python3 bench/bench_op.py
