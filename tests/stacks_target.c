@@ -4,9 +4,12 @@
  * 10% of its main thread's CPU time in hot_a, hot_b and hot_c (hot_b inside
  * a span "span_b"), then spins at the bottom of a recursion RECURSE_DEPTH
  * deep, and starts a thread that spins in thread_fn and ends, all while
- * sampled; then it writes the trace. Built with frame pointers, which the
- * kernel's user call chains follow. Usage: stacks_target TRACE HZ MS, MS
- * the CPU milliseconds of the three hot functions together. With "fork"
+ * sampled; then it writes the trace. main calls each hot function through
+ * its own phase function (phase_a, phase_b, phase_c). Built with frame
+ * pointers (stacks_target), which the kernel's user call chains follow, and
+ * without (stacks_target_nofp), which only a DWARF unwind follows.
+ * Usage: stacks_target TRACE HZ MS, MS the CPU milliseconds of the three hot
+ * functions together. With "fork"
  * after them, it then forks while sampling: the child spins in child_fn and
  * writes its own trace (the filename with its pid, as every forked child's),
  * the parent spins in parent_fn meanwhile, waits for it and writes its own.
@@ -37,6 +40,9 @@ volatile uint64_t sink;
 void hot_a(uint64_t ns);
 void hot_b(uint64_t ns);
 void hot_c(uint64_t ns);
+void phase_a(uint64_t ns);
+void phase_b(uint64_t ns);
+void phase_c(uint64_t ns);
 void recurse(int depth);
 void *thread_fn(void *arg);
 void child_fn(void);
@@ -58,6 +64,25 @@ void parent_fn(void);
 __attribute__((noinline)) void hot_a(uint64_t ns) { SPIN(ns); }
 __attribute__((noinline)) void hot_b(uint64_t ns) { SPIN(ns); }
 __attribute__((noinline)) void hot_c(uint64_t ns) { SPIN(ns); }
+
+/* Each hot function's only caller, between it and main: without frame
+ * pointers, a stack that names phase_b between main and hot_b was unwound
+ * by CFI (the leaf alone cannot tell). */
+__attribute__((noinline)) void phase_a(uint64_t ns)
+{
+    hot_a(ns);
+    sink += 1; /* not a tail call */
+}
+__attribute__((noinline)) void phase_b(uint64_t ns)
+{
+    hot_b(ns);
+    sink += 2;
+}
+__attribute__((noinline)) void phase_c(uint64_t ns)
+{
+    hot_c(ns);
+    sink += 3;
+}
 
 __attribute__((noinline)) void recurse(int depth)
 {
@@ -117,11 +142,11 @@ int main(int argc, char **argv)
     }
     mlprof_span *span_b = mlprof_task_create(NULL, "span_b");
     for (int round = 0; round < 20; round++) { /* interleaved: no share depends on when */
-        hot_a(total * 6 / 200);
+        phase_a(total * 6 / 200);
         mlprof_begin(span_b);
-        hot_b(total * 3 / 200);
+        phase_b(total * 3 / 200);
         mlprof_end(span_b);
-        hot_c(total / 200);
+        phase_c(total / 200);
     }
     recurse(RECURSE_DEPTH);
     pthread_t t;

@@ -143,6 +143,8 @@ typedef struct mlprof__stack_frame_out {
     uint64_t map_offset;  /* its offset in the file */
     uint64_t rel_pc;      /* the address as an offset in the file: less map_start, plus map_offset */
     uint32_t parent;      /* its caller's index, 0 for a root */
+    const char *file;     /* its source file (the object's debug info), or NULL */
+    int line;             /* and line, where file is set */
 } mlprof__stack_frame_out;
 
 typedef struct mlprof__stack_sample_out {

@@ -2,18 +2,27 @@
  * stacks.c - the sampling key: call stacks of every thread of the process,
  * sampled on CPU time through perf_event (a software cpu-clock event per
  * thread that exists at the run's start, with inherit, so the threads they
- * start are sampled too; user call chains, which the kernel walks by frame
- * pointers). One thread of mlprof's own drains the ring buffers; it is
- * started before the events are opened, so nothing inherits onto it, and it
- * skips the threads named "mlprof ...". The samples stay in memory as raw
- * addresses; at a dump they are symbolized (symbols.c) into a tree of
- * frames (the view, which Perfetto's writer reads through the trace's meta:
- * PerfSample packets) and written as the trace's stackFrames and samples
- * (Chrome's JSON trace format), with what was lost in otherData. A forked
- * child that goes on recording samples itself (its own reader and events,
- * into its own trace); the parent's events, which the kernel copies onto
- * the child, drop its samples as another process's. No timer-signal
- * fallback: where perf_event is refused, that is said and nothing is
+ * start are sampled too). How the stacks are walked (sampling_unwind):
+ *   dwarf (the default where libdw loads): each sample carries the thread's
+ *     user registers and a copy of its stack from sp (PERF_SAMPLE_REGS_USER,
+ *     PERF_SAMPLE_STACK_USER, sampling_stack bytes), which the reader thread
+ *     unwinds by the objects' CFI as it drains (unwind.c), so code built
+ *     without frame pointers keeps its callers; only the addresses are kept;
+ *   fp: the kernel's user call chains (PERF_SAMPLE_CALLCHAIN), walked by
+ *     frame pointers: cheap, but a caller of code without them is lost.
+ * One thread of mlprof's own drains the ring buffers; it is started before
+ * the events are opened, so nothing inherits onto it, and it skips the
+ * threads named "mlprof ...". The samples stay in memory as raw addresses;
+ * at a dump they are symbolized (symbols.c: function, and file:line where
+ * debug info exists) into a tree of frames (the view, which Perfetto's
+ * writer reads through the trace's meta: PerfSample packets) and written as
+ * the trace's stackFrames and samples (Chrome's JSON trace format), with
+ * what was lost in otherData (the kernel's lost records, walks that stopped
+ * short and why). A forked child that goes on recording samples itself
+ * (its own reader and events, into its own trace); the parent's events,
+ * which the kernel copies onto the child, drop its samples as another
+ * process's. No timer-signal fallback here: where perf_event is refused,
+ * that is said and nothing is
  * sampled.
  */
 #ifndef _GNU_SOURCE
@@ -22,6 +31,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <asm/perf_regs.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -37,23 +47,51 @@
 #include "../record/produce.h"
 #include "hw_internal.h"
 #include "stacks.h"
+#include "unwind.h"
 
 #define MAX_FDS 4096            /* events: threads at the start (the later ones inherit) x CPUs */
 #define MAX_CPUS 512
-#define RING_PAGES 64           /* data pages of each ring (a power of 2) */
+#define RING_PAGES 64           /* data pages of each ring (a power of 2) with call chains */
+#define RING_PAGES_MAX 2048     /* with stack copies: 8 MiB a CPU at most (see ring_pages) */
+#define RING_PAGES_MIN 16       /* where the locked-memory limit refuses more */
 #define DRAIN_NS 4000000ull     /* the reader's period */
+#define STACK_MAX 65528u        /* the most PERF_SAMPLE_STACK_USER copies (a record's size is 16 bits) */
 #define MAX_WORDS (16u << 20)   /* memory kept for samples: 128 MiB */
 #define TID_SLOTS 4096          /* threads told apart as the program's or mlprof's */
 
 typedef struct ring {
     int fd;
-    void *map; /* the header page and RING_PAGES data pages */
+    void *map;    /* the header page and pages data pages */
+    size_t pages;
 } ring;
+
+/* The user registers a sample carries (PERF_SAMPLE_REGS_USER, in the
+ * kernel's order, lowest bit first), and each one's DWARF number (unwind.h). */
+static const struct {
+    int perf, dwarf;
+} REGS[MLPROF__UREG_COUNT] = {
+    {PERF_REG_X86_AX, 0},  {PERF_REG_X86_BX, 3},   {PERF_REG_X86_CX, 2},   {PERF_REG_X86_DX, 1},
+    {PERF_REG_X86_SI, 4},  {PERF_REG_X86_DI, 5},   {PERF_REG_X86_BP, 6},   {PERF_REG_X86_SP, 7},
+    {PERF_REG_X86_IP, 16}, {PERF_REG_X86_R8, 8},   {PERF_REG_X86_R9, 9},   {PERF_REG_X86_R10, 10},
+    {PERF_REG_X86_R11, 11}, {PERF_REG_X86_R12, 12}, {PERF_REG_X86_R13, 13}, {PERF_REG_X86_R14, 14},
+    {PERF_REG_X86_R15, 15},
+};
+
+static uint64_t regs_mask(void)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < MLPROF__UREG_COUNT; i++)
+        m |= 1ull << REGS[i].perf;
+    return m;
+}
 
 static struct {
     pthread_mutex_t lock; /* the samples, the counts, start and stop */
     pthread_cond_t ready;
     unsigned hz;
+    int dwarf;            /* stacks copied and unwound here (sampling_unwind dwarf), else the kernel's chains */
+    uint32_t stack_bytes; /* PERF_SAMPLE_STACK_USER's size */
+    char unwind_why[300]; /* why dwarf was asked for and not used, or "" */
     int started;          /* a reader thread to join */
     int stop;             /* atomic */
     int opened;           /* the reader said how the open went: 1 */
@@ -68,6 +106,9 @@ static struct {
     uint64_t *words;
     size_t nwords, cap;
     uint64_t samples, lost_kernel, lost_memory, truncated, own_samples, other_process;
+    uint64_t stops[4];   /* the dwarf walks by why they ended (unwind.h's MLPROF__UNWIND_*) */
+    uint64_t no_regs;    /* samples without user registers: their pc alone */
+    uint64_t unwind_ns, unwound, unwound_frames; /* the reader's time in mlprof__unwind, its calls, their frames */
     struct {
         int32_t tid;
         int8_t own;
@@ -113,7 +154,7 @@ static int own_thread(pid_t tid)
 }
 
 /* Keeps one sample (lock held). */
-static void keep(uint64_t ts, uint32_t tid, const uint64_t *ips, uint64_t nr)
+static void keep(uint64_t ts, uint32_t tid, const uint64_t *ips, uint64_t nr, int truncated)
 {
     uint64_t user[MLPROF__STACK_DEPTH];
     size_t n = 0;
@@ -126,7 +167,7 @@ static void keep(uint64_t ts, uint32_t tid, const uint64_t *ips, uint64_t nr)
     }
     if (!n)
         return;
-    if (nr >= MLPROF__STACK_DEPTH)
+    if (truncated)
         K.truncated++;
     if (K.nwords + 3 + n > K.cap) {
         size_t cap = K.cap ? 2 * K.cap : 1u << 16;
@@ -147,45 +188,109 @@ static void keep(uint64_t ts, uint32_t tid, const uint64_t *ips, uint64_t nr)
     K.samples++;
 }
 
-/* Reads what a ring holds (records may wrap around its end). */
+static uint64_t clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One sample with registers and a stack copy (sampling_unwind dwarf),
+ * after ip, pid/tid and time: { u64 abi; u64 regs[17] (when abi is not
+ * NONE); u64 size; char data[size]; u64 dyn_size (when size) }. Unwound
+ * here, on the reader thread; the copy is dropped. */
+static void keep_copy(uint64_t ts, uint32_t tid, uint64_t ip, const uint64_t *u, size_t words)
+{
+    uint64_t ips[MLPROF__STACK_DEPTH];
+    mlprof__ustack us;
+    memset(&us, 0, sizeof us);
+    size_t at = 0;
+    uint64_t abi = at < words ? u[at++] : 0;
+    if (abi != PERF_SAMPLE_REGS_ABI_NONE && at + MLPROF__UREG_COUNT <= words) {
+        for (int i = 0; i < MLPROF__UREG_COUNT; i++)
+            us.regs[REGS[i].dwarf] = u[at + (size_t)i];
+        at += MLPROF__UREG_COUNT;
+        uint64_t size = at < words ? u[at++] : 0;
+        if (size && size / 8 + 1 <= words - at) {
+            uint64_t dyn = u[at + size / 8];
+            us.stack = (const unsigned char *)(u + at);
+            us.stack_len = dyn < size ? (size_t)dyn : (size_t)size;
+        }
+    } else {
+        abi = PERF_SAMPLE_REGS_ABI_NONE;
+    }
+    if (abi == PERF_SAMPLE_REGS_ABI_NONE) { /* no user context: the sampled pc alone */
+        pthread_mutex_lock(&K.lock);
+        K.no_regs++;
+        keep(ts, tid, &ip, 1, 0);
+        pthread_mutex_unlock(&K.lock);
+        return;
+    }
+    int why = MLPROF__UNWIND_DONE;
+    uint64_t t0 = clock_ns();
+    size_t n = mlprof__unwind(&us, ips, MLPROF__STACK_DEPTH, &why);
+    uint64_t t1 = clock_ns();
+    pthread_mutex_lock(&K.lock);
+    K.unwind_ns += t1 - t0;
+    K.unwound++;
+    K.unwound_frames += n;
+    K.stops[why & 3]++;
+    keep(ts, tid, ips, n, why == MLPROF__UNWIND_TRUNCATED);
+    pthread_mutex_unlock(&K.lock);
+}
+
+/* Reads what a ring holds (records may wrap around its end), and gives each
+ * record's room back as soon as it is read: a dwarf walk takes time. */
 static void drain(ring *r, int keeping)
 {
     struct perf_event_mmap_page *hdr = r->map;
     const unsigned char *data = (const unsigned char *)r->map + sysconf(_SC_PAGESIZE);
-    const uint64_t size = (uint64_t)RING_PAGES * (uint64_t)sysconf(_SC_PAGESIZE);
+    const uint64_t size = (uint64_t)r->pages * (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t head = __atomic_load_n(&hdr->data_head, __ATOMIC_ACQUIRE), tail = hdr->data_tail;
-    static unsigned char rec[8 * (MLPROF__STACK_DEPTH + 64)];
-    pthread_mutex_lock(&K.lock);
+    static uint64_t recw[65536 / 8]; /* the reader's only: a record's size is 16 bits */
+    unsigned char *rec = (unsigned char *)recw;
     while (tail < head) {
         struct perf_event_header eh;
         for (size_t i = 0; i < sizeof eh; i++)
             ((unsigned char *)&eh)[i] = data[(tail + i) % size];
         if (eh.size < sizeof eh || tail + eh.size > head)
             break;
-        size_t n = eh.size <= sizeof rec ? eh.size : sizeof rec;
-        for (size_t i = 0; i < n; i++)
-            rec[i] = data[(tail + i) % size];
+        size_t n = eh.size, off = (size_t)(tail % size), first = n <= size - off ? n : (size_t)(size - off);
+        memcpy(rec, data + off, first);
+        memcpy(rec + first, data, n - first);
         tail += eh.size;
+        __atomic_store_n(&hdr->data_tail, tail, __ATOMIC_RELEASE);
         const uint64_t *u = (const uint64_t *)(rec + sizeof eh);
-        if (eh.type == PERF_RECORD_LOST && n >= sizeof eh + 16) {
+        size_t words = (n - sizeof eh) / 8;
+        if (eh.type == PERF_RECORD_LOST && words >= 2) {
+            pthread_mutex_lock(&K.lock);
             K.lost_kernel += u[1];
-        } else if (eh.type == PERF_RECORD_SAMPLE && n >= sizeof eh + 32 && keeping) {
-            /* ip; pid, tid; time; nr; ips[nr] */
+            pthread_mutex_unlock(&K.lock);
+        } else if (eh.type == PERF_RECORD_SAMPLE && words >= 3 && keeping) {
+            /* ip; pid, tid; time; then the call chain (nr; ips[nr]) or the copy */
             uint32_t pid = (uint32_t)u[1], tid = (uint32_t)(u[1] >> 32);
-            uint64_t nr = u[3];
-            if (nr > (n - sizeof eh - 32) / 8) { /* more than the record holds: cut */
-                nr = (n - sizeof eh - 32) / 8;
-                K.truncated++;
+            if ((pid_t)pid != K.pid || own_thread((pid_t)tid)) {
+                pthread_mutex_lock(&K.lock);
+                if ((pid_t)pid != K.pid)
+                    K.other_process++;
+                else
+                    K.own_samples++;
+                pthread_mutex_unlock(&K.lock);
+            } else if (K.dwarf) {
+                keep_copy(u[2], tid, u[0], u + 3, words - 3);
+            } else if (words >= 4) {
+                uint64_t nr = u[3];
+                int cut = 0;
+                if (nr > words - 4) { /* more than the record holds: cut */
+                    nr = words - 4;
+                    cut = 1;
+                }
+                pthread_mutex_lock(&K.lock);
+                keep(u[2], tid, u + 4, nr, cut || nr >= MLPROF__STACK_DEPTH);
+                pthread_mutex_unlock(&K.lock);
             }
-            if ((pid_t)pid != K.pid)
-                K.other_process++;
-            else if (own_thread((pid_t)tid))
-                K.own_samples++;
-            else
-                keep(u[2], tid, u + 4, nr);
         }
     }
-    pthread_mutex_unlock(&K.lock);
     __atomic_store_n(&hdr->data_tail, tail, __ATOMIC_RELEASE);
 }
 
@@ -204,7 +309,14 @@ static int open_one(pid_t tid, int cpu, int *err)
     a.config = PERF_COUNT_SW_CPU_CLOCK;
     a.freq = 1;
     a.sample_freq = K.hz;
-    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+    if (K.dwarf) { /* registers and stack copy: walked here (unwind.c) */
+        a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+        a.sample_regs_user = regs_mask();
+        a.sample_stack_user = K.stack_bytes;
+    } else {
+        a.sample_type |= PERF_SAMPLE_CALLCHAIN;
+    }
     a.exclude_kernel = 1;
     a.exclude_hv = 1;
     a.exclude_callchain_kernel = 1;
@@ -214,7 +326,7 @@ static int open_one(pid_t tid, int cpu, int *err)
     a.sample_max_stack = MLPROF__STACK_DEPTH;
     a.wakeup_events = 1u << 30; /* never woken: the reader polls */
     int fd = (int)syscall(SYS_perf_event_open, &a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0 && errno == EINVAL) { /* a kernel before sample_max_stack: its own limit */
+    if (fd < 0 && errno == EINVAL && !K.dwarf) { /* a kernel before sample_max_stack: its own limit */
         a.sample_max_stack = 0;
         fd = (int)syscall(SYS_perf_event_open, &a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
     }
@@ -227,6 +339,20 @@ static int open_one(pid_t tid, int cpu, int *err)
  * on each CPU: the kernel maps no ring of an inherited event that follows
  * its task over all CPUs, so there is one ring per CPU, and every other
  * event on that CPU writes into it (PERF_EVENT_IOC_SET_OUTPUT). */
+/* Data pages of a ring: with stack copies, room for 4 of the reader's
+ * periods of samples at the rate (a CPU runs one thread at a time, so it
+ * writes at most hz samples a second), as a power of 2. */
+static size_t ring_pages(void)
+{
+    if (!K.dwarf)
+        return RING_PAGES;
+    uint64_t bytes = 4 * ((uint64_t)K.hz * DRAIN_NS / 1000000000u + 1) * (K.stack_bytes + 512u);
+    size_t pages = RING_PAGES, page = (size_t)sysconf(_SC_PAGESIZE);
+    while (pages < RING_PAGES_MAX && (uint64_t)pages * page < bytes)
+        pages *= 2;
+    return pages;
+}
+
 static void open_all(void)
 {
     DIR *dir = opendir("/proc/self/task");
@@ -261,14 +387,23 @@ static void open_all(void)
                     continue;
                 }
             } else {
-                void *m = mmap(NULL, (1 + RING_PAGES) * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                /* the locked-memory limit (perf_event_mlock_kb, RLIMIT_MEMLOCK)
+                 * may refuse a large ring to a user without CAP_IPC_LOCK:
+                 * smaller ones are tried, and what that loses is counted */
+                size_t pages = ring_pages();
+                void *m = MAP_FAILED;
+                for (; pages >= RING_PAGES_MIN; pages /= 2) {
+                    m = mmap(NULL, (1 + pages) * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                    if (m != MAP_FAILED || errno != EPERM)
+                        break;
+                }
                 if (m == MAP_FAILED) {
                     err = errno;
                     close(fd);
                     continue;
                 }
                 ring_of[c] = (int)K.nrings;
-                K.rings[K.nrings++] = (ring){fd, m};
+                K.rings[K.nrings++] = (ring){fd, m, pages};
             }
             K.fds[K.nfds++] = fd;
             any = 1;
@@ -298,7 +433,7 @@ static void close_all(int after_fork)
     for (size_t i = 0; i < K.nrings; i++) {
         if (!after_fork)
             drain(&K.rings[i], recording());
-        munmap(K.rings[i].map, (1 + RING_PAGES) * page);
+        munmap(K.rings[i].map, (1 + K.rings[i].pages) * page);
     }
     for (size_t i = 0; i < K.nfds; i++)
         close(K.fds[i]);
@@ -345,6 +480,17 @@ static int parse_hz(const char *v, unsigned *hz)
 static int parse_key(const char *key, const char *value, unsigned *mask, char *why, size_t len)
 {
     *mask = 0;
+    if (strcmp(key, "sampling_unwind") == 0) {
+        if (strcmp(value, "auto") && strcmp(value, "dwarf") && strcmp(value, "fp")) {
+            snprintf(why, len,
+                     "expected auto (dwarf where libdw loads, else fp), dwarf (each sample's stack copy, "
+                     "unwound by the objects' CFI through libdw) or fp (the kernel's frame-pointer call "
+                     "chains), got \"%s\"",
+                     value);
+            return -1;
+        }
+        return 0;
+    }
     if (strcmp(key, "sampling") != 0)
         return 1;
     unsigned hz;
@@ -363,6 +509,8 @@ static void reset_samples(void)
     pthread_mutex_lock(&K.lock);
     K.nwords = 0;
     K.samples = K.lost_kernel = K.lost_memory = K.truncated = K.own_samples = K.other_process = 0;
+    K.no_regs = K.unwind_ns = K.unwound = K.unwound_frames = 0;
+    memset(K.stops, 0, sizeof K.stops);
     pthread_mutex_unlock(&K.lock);
 }
 
@@ -375,6 +523,18 @@ static int stacks_start(void)
     K.threads_opened = K.threads_refused = K.threads_skipped = 0;
     if (!hz || K.started)
         return MLPROF_OK;
+    /* dwarf unless fp is asked for or libdw cannot be loaded (said once) */
+    const char *mode = mlprof__g.cfg.sampling_unwind;
+    uint64_t stack = mlprof__g.cfg.sampling_stack;
+    K.stack_bytes = (uint32_t)((stack > STACK_MAX ? STACK_MAX : stack) & ~7ull);
+    K.unwind_why[0] = '\0';
+    K.dwarf = strcmp(mode, "fp") != 0;
+    if (K.dwarf && strcmp(mlprof__unwind_method(), "dwarf (libdw)") != 0) {
+        K.dwarf = 0;
+        snprintf(K.unwind_why, sizeof K.unwind_why, "%s; the kernel's frame-pointer call chains instead",
+                 mlprof__unwind_why());
+        mlprof__hw_unavailable("DWARF unwinding of sampled call stacks", K.unwind_why);
+    }
     K.paranoid = read_paranoid();
     K.pid = getpid();
     memset(K.tids, 0, sizeof K.tids);
@@ -420,6 +580,7 @@ static void stacks_after_fork(int running)
     int was = K.started;
     pthread_mutex_init(&K.lock, NULL);
     pthread_cond_init(&K.ready, NULL);
+    mlprof__unwind_after_fork();
     close_all(1);
     K.started = 0;
     K.hz = 0;
@@ -427,6 +588,8 @@ static void stacks_after_fork(int running)
     K.words = NULL;
     K.nwords = K.cap = 0;
     K.samples = K.lost_kernel = K.lost_memory = K.truncated = K.own_samples = K.other_process = 0;
+    K.no_regs = K.unwind_ns = K.unwound = K.unwound_frames = 0;
+    memset(K.stops, 0, sizeof K.stops);
     view_free();
     if (running && was)
         stacks_start();
@@ -437,8 +600,25 @@ static void stacks_other_data(mlprof__sb *out)
     if (!K.hz)
         return;
     pthread_mutex_lock(&K.lock);
+    mlprof__sb_printf(out, ",\"sampling\":{\"unwind\":\"%s\",\"stack_bytes\":%u",
+                      K.dwarf ? "dwarf (libdw, the objects' CFI)" : "fp (the kernel's frame-pointer call chains)",
+                      K.dwarf ? K.stack_bytes : 0);
+    if (K.unwind_why[0]) {
+        mlprof__sb_puts(out, ",\"unwind_fallback\":");
+        mlprof__sb_json_str(out, K.unwind_why, strlen(K.unwind_why));
+    }
+    if (K.dwarf)
+        mlprof__sb_printf(out,
+                          ",\"unwind_stops\":{\"done\":%llu,\"truncated\":%llu,\"off_copy\":%llu,\"no_info\":%llu},"
+                          "\"no_user_regs\":%llu,\"unwind_ns_per_sample\":%.0f,\"unwind_frames_per_sample\":%.1f",
+                          (unsigned long long)K.stops[MLPROF__UNWIND_DONE],
+                          (unsigned long long)K.stops[MLPROF__UNWIND_TRUNCATED],
+                          (unsigned long long)K.stops[MLPROF__UNWIND_OFF_COPY],
+                          (unsigned long long)K.stops[MLPROF__UNWIND_NO_INFO], (unsigned long long)K.no_regs,
+                          K.unwound ? (double)K.unwind_ns / (double)K.unwound : 0.0,
+                          K.unwound ? (double)K.unwound_frames / (double)K.unwound : 0.0);
     mlprof__sb_printf(out,
-                      ",\"sampling\":{\"hz\":%u,\"clock\":\"cpu-clock\",\"method\":\"perf_event\",\"max_depth\":%d,"
+                      ",\"hz\":%u,\"clock\":\"cpu-clock\",\"method\":\"perf_event\",\"max_depth\":%d,"
                       "\"perf_event_paranoid\":%d,\"threads_opened\":%zu,\"samples\":%llu,\"lost_kernel\":%llu,"
                       "\"lost_memory\":%llu,\"truncated_stacks\":%llu,\"mlprof_thread_samples\":%llu,"
                       "\"other_process_samples\":%llu",
@@ -535,7 +715,7 @@ static int view_build(void)
         rc = -1;
     mlprof__syms *syms = rc == 0 ? mlprof__syms_load() : NULL;
     /* the text's offsets first (it moves as it grows), pointers after */
-    size_t *name_at = rc == 0 ? mlprof__malloc(2 * t.n * sizeof *name_at) : NULL;
+    size_t *name_at = rc == 0 ? mlprof__malloc(3 * t.n * sizeof *name_at) : NULL; /* name, object, file */
     if (!name_at)
         rc = -1;
     const char *last_path = NULL;
@@ -557,12 +737,19 @@ static int view_build(void)
             mlprof__sb_put(&V.text, path, strlen(path) + 1);
         }
         name_at[2 * k + 1] = last_path_at;
+        char file[1024];
+        name_at[2 * t.n + k] = (size_t)-1;
+        if (mlprof__syms_srcline(syms, t.f[k].ip, file, sizeof file, &f->line)) {
+            name_at[2 * t.n + k] = V.text.len;
+            mlprof__sb_put(&V.text, file, strlen(file) + 1);
+        }
     }
     if (rc == 0 && V.text.failed)
         rc = -1;
     for (size_t k = 1; rc == 0 && k < t.n; k++) {
         V.frames[k].name = V.text.data + name_at[2 * k];
         V.frames[k].object = V.text.data + name_at[2 * k + 1];
+        V.frames[k].file = name_at[2 * t.n + k] != (size_t)-1 ? V.text.data + name_at[2 * t.n + k] : NULL;
     }
     mlprof__syms_free(syms);
     mlprof__free(name_at);
@@ -597,6 +784,11 @@ static void stacks_trace_members(mlprof__sb *out)
         mlprof__sb_json_str(out, object, strlen(object));
         mlprof__sb_puts(out, ",\"name\":");
         mlprof__sb_json_str(out, f->name, strlen(f->name));
+        if (f->file) { /* extra members: viewers group by name (the function) still */
+            mlprof__sb_puts(out, ",\"file\":");
+            mlprof__sb_json_str(out, f->file, strlen(f->file));
+            mlprof__sb_printf(out, ",\"line\":%d", f->line);
+        }
         if (f->parent)
             mlprof__sb_printf(out, ",\"parent\":\"%u\"", f->parent);
         mlprof__sb_putc(out, '}');

@@ -32,5 +32,7 @@ int mlprof__syms_mapping(mlprof__syms *s, uint64_t ip, const char **path, uint64
  * or a fork; NULL when nothing is sampled. */
 struct mlprof__stacks_out;
 const struct mlprof__stacks_out *mlprof__stacks_view(void);
+/* ip's source file and line where debug info has them (1), else 0. */
+int mlprof__syms_srcline(mlprof__syms *s, uint64_t ip, char *file, size_t len, int *line);
 
 #endif /* MLPROF_HW_STACKS_H */

@@ -3,8 +3,12 @@
  * path): the executable mappings of /proc/self/maps, and for each object the
  * function symbols of its ELF .symtab (or .dynsym when stripped), read from
  * the file with mmap and sorted once. An address no symbol covers is named
- * by its object and offset (JIT code, stripped objects, [vdso]). No DWARF:
- * no file:line, and C++ names stay mangled.
+ * by its object and offset (JIT code, stripped objects, [vdso]). The
+ * names come from the symbol tables, which need no library and are there in
+ * objects without debug info; the source file and line come from the debug
+ * info's line tables through libdw (unwind.c's, loaded with dlopen), where
+ * the object or its separate debug info (/usr/lib/debug) has them. C++
+ * names stay mangled.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -20,6 +24,7 @@
 #include <unistd.h>
 
 #include "stacks.h"
+#include "unwind.h"
 
 typedef struct sym {
     uint64_t value, size;
@@ -255,4 +260,10 @@ int mlprof__syms_mapping(mlprof__syms *s, uint64_t ip, const char **path, uint64
         }
     }
     return 0;
+}
+
+int mlprof__syms_srcline(mlprof__syms *s, uint64_t ip, char *file, size_t len, int *line)
+{
+    (void)s; /* libdw keeps its own view of the mappings (unwind.c) */
+    return mlprof__unwind_srcline(ip, file, len, line);
 }

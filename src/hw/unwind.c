@@ -1,13 +1,49 @@
 /*
- * unwind.c - walks a copied user stack (unwind.h). Frame pointers: each
- * frame's saved rbp is at [rbp] and its return address at [rbp+8], both
- * read from the copy only (never from the live stack, which has moved on
- * since the sample). A chain that leaves the copy, goes down, or repeats
- * ends the walk and says why.
+ * unwind.c - walks a copied user stack (unwind.h), by the DWARF call frame
+ * information (CFI) of the loaded objects through elfutils' libdw, loaded
+ * with dlopen("libdw.so.1"); where libdw cannot be loaded, by frame
+ * pointers over the copy.
+ *
+ * Why libdw (and not libunwind, nor a .eh_frame parser of our own): it reads
+ * both .eh_frame and .debug_frame, follows separate debug info (build-id
+ * and .gnu_debuglink under /usr/lib/debug), falls back to the frame-pointer
+ * chain for code without CFI, and the same library gives file:line from the
+ * line tables (mlprof__unwind_srcline, for symbols.c); it is what perf uses
+ * for --call-graph dwarf. Its remote-unwinding interface takes the registers
+ * and memory from callbacks, which is exactly a copied stack. libunwind's
+ * remote interface would do the unwinding but not the line tables (a second
+ * library), and a parser of our own would redo libdw's CFI interpreter and
+ * still lack .debug_frame and debug-info lookup. Only Debian's libdw1 is
+ * needed at run time: the few declarations below are written from elfutils'
+ * documented libdwfl.h (0.188), so the build needs no -dev package.
+ *
+ * Threads: libdw's Dwfl is not thread-safe, and it is called from mlprof's
+ * reader thread (stacks.c drains perf_event's samples there; the
+ * timer-signal sampler's reader too) and from the thread that writes a trace
+ * (symbols.c's file:line): one mutex serialises them. Never called from a
+ * sampled thread or a signal handler.
+ *
+ * Frame pointers: each frame's saved rbp is at [rbp] and its return address
+ * at [rbp+8], both read from the copy only (never from the live stack, which
+ * has moved on since the sample). A chain that leaves the copy, goes down,
+ * or repeats ends the walk and says why.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "unwind.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ----------------------------------------------- the frame-pointer walk */
 
 static int read_copy(const mlprof__ustack *u, uint64_t addr, uint64_t *out)
 {
@@ -18,7 +54,7 @@ static int read_copy(const mlprof__ustack *u, uint64_t addr, uint64_t *out)
     return 0;
 }
 
-size_t mlprof__unwind(const mlprof__ustack *u, uint64_t *ips, size_t max, int *why)
+static size_t unwind_fp(const mlprof__ustack *u, uint64_t *ips, size_t max, int *why)
 {
     int stop = MLPROF__UNWIND_DONE;
     size_t n = 0;
@@ -57,4 +93,342 @@ out:
     return n;
 }
 
-const char *mlprof__unwind_method(void) { return "frame pointers"; }
+/* ------------------------------------------- libdw's types, as documented */
+
+typedef struct Dwfl Dwfl;
+typedef struct Dwfl_Module Dwfl_Module;
+typedef struct Dwfl_Thread Dwfl_Thread;
+typedef struct Dwfl_Frame Dwfl_Frame;
+typedef struct Dwfl_Line Dwfl_Line;
+typedef uint64_t Dwarf_Addr;
+typedef uint64_t Dwarf_Word;
+
+/* Dwfl_Callbacks: how a Dwfl finds the objects and their debug info. The
+ * pointers are libdw's own standard callbacks (dwfl_linux_proc_find_elf,
+ * dwfl_standard_find_debuginfo), taken with dlsym, so only their order and
+ * arity matter here; their argument types are opaque to us. */
+typedef struct dw_callbacks {
+    int (*find_elf)(Dwfl_Module *, void **, const char *, Dwarf_Addr, char **, void **);
+    int (*find_debuginfo)(Dwfl_Module *, void **, const char *, Dwarf_Addr, const char *, const char *, uint32_t,
+                          char **);
+    int (*section_address)(Dwfl_Module *, void **, const char *, Dwarf_Addr, const char *, uint32_t, const void *,
+                           Dwarf_Addr *);
+    char **debuginfo_path; /* NULL: the default, ":.debug:/usr/lib/debug" */
+} dw_callbacks;
+
+/* Dwfl_Thread_Callbacks: the threads, their registers and their memory. */
+typedef struct dw_thread_callbacks {
+    pid_t (*next_thread)(Dwfl *, void *dwfl_arg, void **thread_argp);
+    bool (*get_thread)(Dwfl *, pid_t tid, void *dwfl_arg, void **thread_argp);
+    bool (*memory_read)(Dwfl *, Dwarf_Addr addr, Dwarf_Word *result, void *dwfl_arg);
+    bool (*set_initial_registers)(Dwfl_Thread *, void *thread_arg);
+    void (*detach)(Dwfl *, void *dwfl_arg);
+    void (*thread_detach)(Dwfl_Thread *, void *thread_arg);
+} dw_thread_callbacks;
+
+#define DWARF_CB_OK 0
+#define DWARF_CB_ABORT 1
+
+/* ------------------------------------------------------ the libdw state */
+
+static struct {
+    pthread_mutex_t lock;
+    int tried;      /* libdw was looked for */
+    void *lib;      /* NULL: not loaded, why says so */
+    char why[256];
+    char method[96];
+    dw_callbacks cb;
+    Dwfl *dwfl;     /* this process's modules and the one thread below */
+    pid_t pid;
+    uint64_t built_ns; /* when dwfl was last built from /proc/self/maps */
+    /* the walk in progress */
+    const mlprof__ustack *u;
+    int off_copy;   /* a read fell beyond the copy, on the stack */
+    uint64_t *ips;
+    size_t n, max;
+    struct {
+        Dwfl *(*begin)(const dw_callbacks *);
+        void (*end)(Dwfl *);
+        int (*errno_)(void);
+        const char *(*errmsg)(int);
+        void (*report_begin)(Dwfl *);
+        int (*report_end)(Dwfl *, void *removed, void *arg);
+        int (*linux_proc_report)(Dwfl *, pid_t);
+        bool (*attach_state)(Dwfl *, void *elf, pid_t, const dw_thread_callbacks *, void *);
+        bool (*state_registers)(Dwfl_Thread *, int firstreg, unsigned nregs, const Dwarf_Word *regs);
+        void (*state_register_pc)(Dwfl_Thread *, Dwarf_Word pc);
+        int (*getthread_frames)(Dwfl *, pid_t, int (*)(Dwfl_Frame *, void *), void *);
+        bool (*frame_pc)(Dwfl_Frame *, Dwarf_Addr *, bool *isactivation);
+        Dwfl_Module *(*addrmodule)(Dwfl *, Dwarf_Addr);
+        Dwfl_Line *(*module_getsrc)(Dwfl_Module *, Dwarf_Addr);
+        const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *linep, int *colp, Dwarf_Word *, Dwarf_Word *);
+    } f;
+} D = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The copied stack's bytes where addr lies in the copy; stack addresses
+ * beyond the copy are refused (the live stack has moved on since the sample:
+ * its values would make up frames); other memory (the objects' data, which
+ * CFI expressions rarely read) is read from this process with
+ * process_vm_readv, which fails rather than faults on a bad address. */
+#define STACK_WINDOW (8ull << 20)
+
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+    (void)dwfl;
+    (void)arg;
+    const mlprof__ustack *u = D.u;
+    uint64_t sp = u->regs[MLPROF__UREG_SP];
+    if (addr >= sp && addr - sp < STACK_WINDOW) {
+        if (read_copy(u, addr, result) == 0)
+            return true;
+        D.off_copy = 1;
+        return false;
+    }
+    struct iovec local = {result, sizeof *result};
+    struct iovec remote = {(void *)(uintptr_t)addr, sizeof *result};
+    return process_vm_readv(D.pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof *result;
+}
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+    (void)dwfl;
+    (void)arg;
+    if (*thread_argp) /* one thread: the sample's */
+        return 0;
+    *thread_argp = &D;
+    return D.pid;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+    (void)dwfl;
+    (void)arg;
+    (void)tid;
+    *thread_argp = &D;
+    return true;
+}
+
+/* The 17 registers are numbered as DWARF numbers them (unwind.h), which is
+ * what libdw's x86-64 backend takes, the return-address column (16) being
+ * the pc. */
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+    (void)arg;
+    if (!D.f.state_registers(thread, 0, MLPROF__UREG_COUNT, D.u->regs))
+        return false;
+    D.f.state_register_pc(thread, D.u->regs[MLPROF__UREG_IP]);
+    return true;
+}
+
+static const dw_thread_callbacks thread_callbacks = {
+    .next_thread = next_thread,
+    .get_thread = get_thread,
+    .memory_read = memory_read,
+    .set_initial_registers = set_initial_registers,
+};
+
+static int load_libdw(void)
+{
+    D.tried = 1;
+    D.lib = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!D.lib) {
+        const char *e = dlerror();
+        snprintf(D.why, sizeof D.why, "cannot load libdw.so.1 (%s; on Debian: apt-get install libdw1)",
+                 e ? e : "not found");
+        return -1;
+    }
+    struct {
+        void **slot;
+        const char *name;
+    } fns[] = {
+        {(void **)&D.f.begin, "dwfl_begin"},
+        {(void **)&D.f.end, "dwfl_end"},
+        {(void **)&D.f.errno_, "dwfl_errno"},
+        {(void **)&D.f.errmsg, "dwfl_errmsg"},
+        {(void **)&D.f.report_begin, "dwfl_report_begin"},
+        {(void **)&D.f.report_end, "dwfl_report_end"},
+        {(void **)&D.f.linux_proc_report, "dwfl_linux_proc_report"},
+        {(void **)&D.f.attach_state, "dwfl_attach_state"},
+        {(void **)&D.f.state_registers, "dwfl_thread_state_registers"},
+        {(void **)&D.f.state_register_pc, "dwfl_thread_state_register_pc"},
+        {(void **)&D.f.getthread_frames, "dwfl_getthread_frames"},
+        {(void **)&D.f.frame_pc, "dwfl_frame_pc"},
+        {(void **)&D.f.addrmodule, "dwfl_addrmodule"},
+        {(void **)&D.f.module_getsrc, "dwfl_module_getsrc"},
+        {(void **)&D.f.lineinfo, "dwfl_lineinfo"},
+        {(void **)&D.cb.find_elf, "dwfl_linux_proc_find_elf"},
+        {(void **)&D.cb.find_debuginfo, "dwfl_standard_find_debuginfo"},
+    };
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        if ((*fns[i].slot = dlsym(D.lib, fns[i].name)) == NULL) {
+            snprintf(D.why, sizeof D.why, "libdw.so.1 has no %s (elfutils before 0.158?)", fns[i].name);
+            dlclose(D.lib);
+            D.lib = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* (Re)builds the Dwfl from /proc/self/maps; lock held. A Dwfl takes one
+ * dwfl_attach_state in its life, so a refresh is a new Dwfl (its CFI and
+ * line tables are read again as they are used). */
+static int build(void)
+{
+    if (D.dwfl)
+        D.f.end(D.dwfl);
+    D.dwfl = NULL;
+    D.built_ns = now_ns();
+    D.pid = getpid();
+    Dwfl *d = D.f.begin(&D.cb);
+    if (!d)
+        return -1;
+    D.f.report_begin(d);
+    int rc = D.f.linux_proc_report(d, D.pid);
+    if (D.f.report_end(d, NULL, NULL) != 0 || rc != 0 || !D.f.attach_state(d, NULL, D.pid, &thread_callbacks, NULL)) {
+        snprintf(D.why, sizeof D.why, "libdw cannot read this process's modules: %s", D.f.errmsg(-1));
+        D.f.end(d);
+        return -1;
+    }
+    D.dwfl = d;
+    return 0;
+}
+
+/* Loads libdw and builds the Dwfl the first time; lock held. 0: ready. */
+static int ready(void)
+{
+    if (!D.tried)
+        load_libdw();
+    if (D.lib && !D.dwfl && build() != 0)
+        D.lib = NULL; /* why says so; never retried */
+    return D.lib && D.dwfl ? 0 : -1;
+}
+
+/* A pc in no module (a library dlopen'ed since the Dwfl was built): the
+ * Dwfl is built again, at most every 100 ms (JIT code is in no module
+ * ever, and must not make every sample reread the maps). */
+static int refreshed_for(uint64_t pc)
+{
+    if (D.f.addrmodule(D.dwfl, pc) || now_ns() - D.built_ns < 100000000ull)
+        return 0;
+    if (build() != 0) {
+        D.lib = NULL; /* from now on the frame-pointer walk; why says so */
+        return 0;
+    }
+    return D.f.addrmodule(D.dwfl, pc) != NULL;
+}
+
+static int on_frame(Dwfl_Frame *state, void *arg)
+{
+    (void)arg;
+    Dwarf_Addr pc;
+    bool activation;
+    if (!D.f.frame_pc(state, &pc, &activation))
+        return -1; /* ends the walk: no pc for this frame */
+    if (D.n == D.max)
+        return DWARF_CB_ABORT;
+    D.ips[D.n++] = pc;
+    return DWARF_CB_OK;
+}
+
+static size_t walk(const mlprof__ustack *u, uint64_t *ips, size_t max, int *stop)
+{
+    D.u = u;
+    D.ips = ips;
+    D.max = max;
+    D.n = 0;
+    D.off_copy = 0;
+    int rc = D.f.getthread_frames(D.dwfl, D.pid, on_frame, NULL);
+    if (rc == 0)
+        *stop = MLPROF__UNWIND_DONE;
+    else if (rc == DWARF_CB_ABORT)
+        *stop = MLPROF__UNWIND_TRUNCATED;
+    else
+        *stop = D.off_copy ? MLPROF__UNWIND_OFF_COPY : MLPROF__UNWIND_NO_INFO;
+    D.u = NULL;
+    return D.n;
+}
+
+size_t mlprof__unwind(const mlprof__ustack *u, uint64_t *ips, size_t max, int *why)
+{
+    int stop = MLPROF__UNWIND_TRUNCATED;
+    size_t n = 0;
+    if (max == 0)
+        goto out;
+    pthread_mutex_lock(&D.lock);
+    if (ready() != 0) {
+        pthread_mutex_unlock(&D.lock);
+        return unwind_fp(u, ips, max, why);
+    }
+    refreshed_for(u->regs[MLPROF__UREG_IP]);
+    if (!D.dwfl) {
+        pthread_mutex_unlock(&D.lock);
+        return unwind_fp(u, ips, max, why);
+    }
+    n = walk(u, ips, max, &stop);
+    /* the walk ended at a caller in no module: maybe a library loaded since */
+    if (stop == MLPROF__UNWIND_NO_INFO && n > 0 && refreshed_for(ips[n - 1] - (n > 1)))
+        n = walk(u, ips, max, &stop);
+    pthread_mutex_unlock(&D.lock);
+    if (n == 0) { /* not even the sampled pc (libdw refused the registers) */
+        ips[n++] = u->regs[MLPROF__UREG_IP];
+        stop = MLPROF__UNWIND_NO_INFO;
+    }
+out:
+    if (why)
+        *why = stop;
+    return n;
+}
+
+const char *mlprof__unwind_method(void)
+{
+    pthread_mutex_lock(&D.lock);
+    int ok = ready() == 0;
+    pthread_mutex_unlock(&D.lock);
+    return ok ? "dwarf (libdw)" : "frame pointers";
+}
+
+const char *mlprof__unwind_why(void)
+{
+    pthread_mutex_lock(&D.lock);
+    int ok = ready() == 0;
+    pthread_mutex_unlock(&D.lock);
+    return ok ? "" : D.why;
+}
+
+int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line)
+{
+    int found = 0;
+    pthread_mutex_lock(&D.lock);
+    if (ready() == 0) {
+        refreshed_for(ip);
+        Dwfl_Module *m = D.dwfl ? D.f.addrmodule(D.dwfl, ip) : NULL;
+        Dwfl_Line *l = m ? D.f.module_getsrc(m, ip) : NULL;
+        Dwarf_Addr at;
+        int ln = 0, col = 0;
+        const char *src = l ? D.f.lineinfo(l, &at, &ln, &col, NULL, NULL) : NULL;
+        if (src && src[0] && ln > 0) {
+            snprintf(file, len, "%s", src);
+            *line = ln;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&D.lock);
+    return found;
+}
+
+void mlprof__unwind_after_fork(void)
+{
+    /* the parent's reader may have held the lock at the fork; the Dwfl
+     * describes the parent (its pid): let it go without freeing (another
+     * thread of the parent may have been inside it), and build anew */
+    pthread_mutex_init(&D.lock, NULL);
+    D.dwfl = NULL; /* built again at the next use, for this process */
+}

@@ -4,7 +4,9 @@
  * samplers hand it the same thing: perf_event's samples (REGS_USER and
  * STACK_USER) and the timer-signal sampler's handler (the interrupted
  * context and a copy of its stack). Unwinding happens later, on mlprof's
- * reader thread, never in the sampled thread.
+ * reader thread, never in the sampled thread. All the functions below are
+ * serialised by one lock (libdw is not thread-safe); none may be called
+ * from a signal handler.
  */
 #ifndef MLPROF_HW_UNWIND_H
 #define MLPROF_HW_UNWIND_H
@@ -40,7 +42,19 @@ enum {
  * returns how many; *why (may be NULL) says why it stopped. */
 size_t mlprof__unwind(const mlprof__ustack *u, uint64_t *ips, size_t max, int *why);
 
-/* How mlprof__unwind walks ("frame pointers" until a better way loads). */
+/* How mlprof__unwind walks: "dwarf (libdw)" where libdw.so.1 loads (the
+ * objects' CFI), else "frame pointers"; mlprof__unwind_why says why libdw is
+ * not used ("" when it is). The first call loads libdw. */
 const char *mlprof__unwind_method(void);
+const char *mlprof__unwind_why(void);
+
+/* The source file and line of a code address, from the debug info of its
+ * object (libdw's line tables); 0 where there is none (no libdw, no debug
+ * info). For symbols.c, after the run. */
+int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line);
+
+/* In a forked child: the unwinder's lock and view of the process are the
+ * parent's; they are renewed here. */
+void mlprof__unwind_after_fork(void);
 
 #endif /* MLPROF_HW_UNWIND_H */

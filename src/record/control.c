@@ -115,6 +115,13 @@ static const key_def g_keys[] = {
     {"sampling", T_MODULE, F(sampling), 0, 0,
      "call stack samples per second of each thread's CPU time, an integer from 1 to 20000, or 0/off for none",
      SIZE(sampling), 0},
+    {"sampling_unwind", T_MODULE, F(sampling_unwind), 0, 0,
+     "auto (dwarf where libdw loads, else fp), dwarf (each sample's stack copy, unwound by the objects' CFI "
+     "through libdw) or fp (the kernel's frame-pointer call chains)",
+     SIZE(sampling_unwind), 0},
+    {"sampling_stack", T_SIZE, F(sampling_stack), 1024, 65536,
+     "a size in bytes from 1K to 64K, such as 8K, 16K or 32K: the user stack copied at each sample for "
+     "sampling_unwind=dwarf (a deeper stack needs more; 64K means the kernel's most, 65528)"},
     {"sampler_period", T_DOUBLE, F(sampler_period), 0.0001, 3600, "seconds, from 0.0001 to 3600"},
     {"papi_library", T_STR, F(papi_library), 0, 0, "a shared library name or path"},
     {"nvml_library", T_STR, F(nvml_library), 0, 0, "a shared library name or path"},
@@ -175,6 +182,8 @@ static void config_defaults(mlprof__config *c)
     c->dump_at_exit = 1;
     c->sampler_period = 0.01;
     strcpy(c->sampling, "off");
+    strcpy(c->sampling_unwind, "auto");
+    c->sampling_stack = 16384;
     strcpy(c->papi_library, "libpapi.so");
     strcpy(c->nvml_library, "libnvidia-ml.so.1");
     strcpy(c->sqlite_library, "libsqlite3.so.0");

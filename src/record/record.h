@@ -211,6 +211,8 @@ typedef struct mlprof__config {
     char sampler[256];  /* series written by the sampler thread */
     double sampler_period;
     char sampling[16]; /* call stacks sampled per second of CPU time (src/hw/stacks.c), or off */
+    char sampling_unwind[16]; /* auto, dwarf (stack copies unwound by CFI, src/hw/unwind.c), fp (kernel chains) */
+    uint64_t sampling_stack;  /* bytes of user stack copied at each sample for dwarf */
     char papi_library[MLPROF__PATH_MAX];
     char nvml_library[MLPROF__PATH_MAX];
     char powercap_dir[MLPROF__PATH_MAX];
