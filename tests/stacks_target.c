@@ -8,11 +8,12 @@
  * its own phase function (phase_a, phase_b, phase_c). Built with frame
  * pointers (stacks_target), which the kernel's user call chains follow, and
  * without (stacks_target_nofp), which only a DWARF unwind follows.
- * Usage: stacks_target TRACE HZ MS, MS the CPU milliseconds of the three hot
- * functions together. With "fork"
- * after them, it then forks while sampling: the child spins in child_fn and
- * writes its own trace (the filename with its pid, as every forked child's),
- * the parent spins in parent_fn meanwhile, waits for it and writes its own.
+ * Usage: stacks_target TRACE HZ MS [fork] [KEY=VALUE...], MS the CPU
+ * milliseconds of the three hot functions together, then more
+ * configuration keys. With "fork" it then forks while sampling: the child
+ * spins in child_fn and writes its own trace (the filename with its pid, as
+ * every forked child's), the parent spins in parent_fn meanwhile, waits for
+ * it and writes its own.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -130,13 +131,34 @@ static int fork_part(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 && !(argc == 5 && strcmp(argv[4], "fork") == 0)) {
-        fprintf(stderr, "usage: stacks_target TRACE HZ MS [fork]\n");
+    if (argc < 4) {
+        fprintf(stderr, "usage: stacks_target TRACE HZ MS [fork] [KEY=VALUE...]\n");
         return 2;
     }
     uint64_t total = (uint64_t)atol(argv[3]) * 1000000ull;
-    if (mlprof_set_config("filename", argv[1]) != MLPROF_OK || mlprof_set_config("sampling", argv[2]) != MLPROF_OK ||
-        mlprof_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
+    if (mlprof_set_config("filename", argv[1]) != MLPROF_OK || mlprof_set_config("sampling", argv[2]) != MLPROF_OK) {
+        fprintf(stderr, "stacks_target: %s\n", mlprof_last_error());
+        return 1;
+    }
+    int forking = 0;
+    for (int i = 4; i < argc; i++) { /* fork, more keys: sampling_unwind=fp, sampling_stack=8K */
+        char key[64];
+        if (strcmp(argv[i], "fork") == 0) {
+            forking = 1;
+            continue;
+        }
+        const char *eq = strchr(argv[i], '=');
+        if (!eq || (size_t)(eq - argv[i]) >= sizeof key) {
+            fprintf(stderr, "stacks_target: expected KEY=VALUE, got \"%s\"\n", argv[i]);
+            return 2;
+        }
+        snprintf(key, sizeof key, "%.*s", (int)(eq - argv[i]), argv[i]);
+        if (mlprof_set_config(key, eq + 1) != MLPROF_OK) {
+            fprintf(stderr, "stacks_target: %s\n", mlprof_last_error());
+            return 1;
+        }
+    }
+    if (mlprof_set_state(MLPROF_STATE_RUN) != MLPROF_OK) {
         fprintf(stderr, "stacks_target: %s\n", mlprof_last_error());
         return 1;
     }
@@ -152,7 +174,7 @@ int main(int argc, char **argv)
     pthread_t t;
     if (pthread_create(&t, NULL, thread_fn, NULL) != 0 || pthread_join(t, NULL) != 0)
         return 1;
-    if (argc == 5 && fork_part() != 0)
+    if (forking && fork_part() != 0)
         return 1;
     if (mlprof_dump(1) != MLPROF_OK) {
         fprintf(stderr, "stacks_target: %s\n", mlprof_last_error());

@@ -1427,7 +1427,7 @@ static int cmd_roofline(int argc, char **argv)
 static void flame_usage(FILE *out)
 {
     fprintf(out,
-            "usage: " PROG " flame TRACE [--folded] [-o OUT] [--span NAME]\n"
+            "usage: " PROG " flame TRACE [--folded] [-o OUT] [--span NAME] [--lines]\n"
             "\n"
             "The call stacks sampled in TRACE (recorded with the sampling key, or\n"
             "mlprof run --sample HZ; any trace with Chrome's stackFrames and samples),\n"
@@ -1436,16 +1436,19 @@ static void flame_usage(FILE *out)
             "                (flamegraph.pl, speedscope and inferno read them)\n"
             "  -o OUT        where to write (default: flame.svg, or standard output with\n"
             "                --folded); without --folded an SVG flame graph: hover for a\n"
-            "                frame's samples and share, click to zoom, \"Reset zoom\" to go back\n"
+            "                frame's samples, share and source lines (where the trace has\n"
+            "                them), click to zoom, \"Reset zoom\" to go back\n"
             "  --span NAME   only the samples taken on a thread while a span NAME was open\n"
             "                on it (the function view of one operator)\n"
+            "  --lines       a function's frames split by source line: \"f (file.c:12)\"\n"
+            "                (frames the trace gives a file and line)\n"
             "Exit status: 0 done, 1 no samples (said) or the trace is damaged, 2 usage.\n");
 }
 
 static int cmd_flame(int argc, char **argv)
 {
     const char *cmd = "flame", *path = NULL, *output = NULL, *span = NULL, *v;
-    int folded = 0;
+    int folded = 0, lines = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -1454,6 +1457,8 @@ static int cmd_flame(int argc, char **argv)
         }
         if (strcmp(arg, "--folded") == 0)
             folded = 1;
+        else if (strcmp(arg, "--lines") == 0)
+            lines = 1;
         else if ((v = option_value(cmd, argc, argv, &i, "--output", "-o")))
             output = v;
         else if ((v = option_value(cmd, argc, argv, &i, "--span", NULL)))
@@ -1468,7 +1473,7 @@ static int cmd_flame(int argc, char **argv)
     if (!path)
         bad_usage(cmd, "%s", "which trace? (mlprof flame TRACE)");
     char err[700];
-    an_flame *f = an_flame_read(path, span, err, sizeof err);
+    an_flame *f = an_flame_read(path, span, lines, err, sizeof err);
     if (!f) {
         fprintf(stderr, PROG " flame: %s\n", err);
         return 1;

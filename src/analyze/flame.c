@@ -9,7 +9,10 @@
  * its thread (the trace's own events, same clock), so an op opens into the
  * functions that ran inside it. A Perfetto protobuf trace (pftrace.c) gives
  * the same from its PerfSample packets: its stack tree's nodes become frames
- * here, its slices the spans.
+ * here, its slices the spans. A frame's source file and line (the sampling
+ * key writes them in JSON where debug info has them) are in the SVG's hover
+ * text (the lines a function's frames span); with lines set, frames are
+ * told apart by line too ("hot (file.c:52)").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,8 @@
 
 typedef struct sframe {
     char *id, *name, *parent; /* as the trace says; parent may be NULL */
+    char *file;               /* its "file" member, or NULL */
+    long line;                /* its "line", or 0 */
     long pidx;                /* parent's index after sorting, or -1 */
     long node;                /* its node in the name tree, or -1 (not made yet), -2 (a loop) */
 } sframe;
@@ -39,6 +44,8 @@ typedef struct span {
 typedef struct node {
     const char *name; /* the frame's, owned by the frames */
     long parent, child, sibling;
+    const char *file; /* its frames' source file, "" when they differ, NULL for none */
+    long lo, hi;      /* the lines its frames name */
     double total, self;
 } node;
 
@@ -91,7 +98,7 @@ static int read_frames(an_input *in, an_flame *f, mlprof__sb *key, mlprof__sb *v
 {
     int more = an_json_open(in, '{', "'{' to start stackFrames");
     while (more == 1) {
-        sframe fr = {NULL, NULL, NULL, -1, -1};
+        sframe fr = {NULL, NULL, NULL, NULL, 0, -1, -1};
         if (an_json_key(in, key) != 0)
             return -1;
         fr.id = mlprof__strndup(key->data ? key->data : "", key->len);
@@ -105,6 +112,16 @@ static int read_frames(an_input *in, an_flame *f, mlprof__sb *key, mlprof__sb *v
             } else if (key->len == 6 && memcmp(key->data, "parent", 6) == 0) {
                 if (read_id(in, val, &fr.parent) != 0)
                     break;
+            } else if (key->len == 4 && memcmp(key->data, "file", 4) == 0 && an_json_peek(in) == '"') {
+                if (read_id(in, val, &fr.file) != 0)
+                    break;
+            } else if (key->len == 4 && memcmp(key->data, "line", 4) == 0 && an_json_peek(in) != '"') {
+                double v;
+                int64_t iv;
+                int is_int;
+                if (an_json_number(in, &v, &iv, &is_int) != 0)
+                    break;
+                fr.line = is_int ? (long)iv : (long)v;
             } else if (an_json_skip(in, NULL) != 0) {
                 break;
             }
@@ -115,6 +132,7 @@ static int read_frames(an_input *in, an_flame *f, mlprof__sb *key, mlprof__sb *v
             mlprof__free(fr.id);
             mlprof__free(fr.name);
             mlprof__free(fr.parent);
+            mlprof__free(fr.file);
             return -1;
         }
         f->fr = g;
@@ -253,6 +271,48 @@ static int in_span(const an_flame *f, const sample *s)
     return 0;
 }
 
+/* A frame's source line into its node's file and line range. */
+static void node_place(node *d, const sframe *fr)
+{
+    if (!fr->file || fr->line <= 0)
+        return;
+    if (!d->file) {
+        d->file = fr->file;
+        d->lo = d->hi = fr->line;
+    } else if (d->file[0] && strcmp(d->file, fr->file) != 0) {
+        d->file = ""; /* several files (inlined code, or --lines off and names alike) */
+    } else {
+        d->lo = fr->line < d->lo ? fr->line : d->lo;
+        d->hi = fr->line > d->hi ? fr->line : d->hi;
+    }
+}
+
+/* The file's last part (the hover text and --lines names are short). */
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* With lines: a frame's name gets its file and line, so that the tree
+ * tells a function's lines apart. */
+static int name_lines(an_flame *f)
+{
+    for (size_t k = 0; k < f->nfr; k++) {
+        sframe *fr = &f->fr[k];
+        if (!fr->file || fr->line <= 0)
+            continue;
+        size_t len = strlen(fr->name) + strlen(base_name(fr->file)) + 32;
+        char *name = mlprof__malloc(len);
+        if (!name)
+            return -1;
+        snprintf(name, len, "%s (%s:%ld)", fr->name, base_name(fr->file), fr->line);
+        mlprof__free(fr->name);
+        fr->name = name;
+    }
+    return 0;
+}
+
 /* The name tree's node for frame k (made with its ancestors), or -1. */
 static long frame_node(an_flame *f, long k, int depth)
 {
@@ -266,15 +326,18 @@ static long frame_node(an_flame *f, long k, int depth)
     if (parent < 0)
         return fr->node = -1;
     for (long c = f->nd[parent].child; c >= 0; c = f->nd[c].sibling) {
-        if (strcmp(f->nd[c].name, fr->name) == 0)
+        if (strcmp(f->nd[c].name, fr->name) == 0) {
+            node_place(&f->nd[c], fr);
             return fr->node = c;
+        }
     }
     node *g = mlprof__grow(f->nd, &f->cnd, f->nnd, sizeof *g, 1024);
     if (!g)
         return fr->node = -1;
     f->nd = g;
     long id = (long)f->nnd++;
-    g[id] = (node){fr->name, parent, -1, g[parent].child, 0, 0};
+    g[id] = (node){.name = fr->name, .parent = parent, .child = -1, .sibling = g[parent].child};
+    node_place(&g[id], fr);
     g[parent].child = id;
     return fr->node = id;
 }
@@ -307,7 +370,7 @@ static int read_pftrace(an_flame *f, const char *path, const char *span_name, ch
         }
         f->fr = g;
         sframe fr = {id_text(k), mlprof__strdup(t.snodes[k].name),
-                     t.snodes[k].parent ? id_text(t.snodes[k].parent) : NULL, -1, -1};
+                     t.snodes[k].parent ? id_text(t.snodes[k].parent) : NULL, NULL, 0, -1, -1};
         g[f->nfr++] = fr;
         if (!fr.id || !fr.name || (t.snodes[k].parent && !fr.parent))
             rc = -1;
@@ -342,7 +405,7 @@ static int read_pftrace(an_flame *f, const char *path, const char *span_name, ch
     return rc;
 }
 
-an_flame *an_flame_read(const char *path, const char *span_name, char *err, size_t errlen)
+an_flame *an_flame_read(const char *path, const char *span_name, int lines, char *err, size_t errlen)
 {
     an_flame *f = mlprof__calloc(1, sizeof *f);
     an_input in;
@@ -403,11 +466,13 @@ an_flame *an_flame_read(const char *path, const char *span_name, char *err, size
         f->fr[k].pidx = f->fr[k].parent ? find_frame(f, f->fr[k].parent) : -1;
     if (rc == 0 && f->nsp)
         qsort(f->sp, f->nsp, sizeof *f->sp, by_thread_time);
+    if (rc == 0 && lines && name_lines(f) != 0)
+        rc = -1, snprintf(err, errlen, "out of memory");
     if (rc == 0 && !(f->nd = mlprof__calloc(1, sizeof *f->nd)))
         rc = -1, snprintf(err, errlen, "out of memory");
     if (rc == 0) {
         f->nnd = f->cnd = 1;
-        f->nd[0] = (node){"all", -1, -1, -1, 0, 0};
+        f->nd[0] = (node){.name = "all", .parent = -1, .child = -1, .sibling = -1};
     }
     for (size_t i = 0; rc == 0 && i < f->nsm; i++) {
         const sample *s = &f->sm[i];
@@ -438,6 +503,7 @@ void an_flame_free(an_flame *f)
         mlprof__free(f->fr[i].id);
         mlprof__free(f->fr[i].name);
         mlprof__free(f->fr[i].parent);
+        mlprof__free(f->fr[i].file);
     }
     for (size_t i = 0; i < f->nsm; i++)
         mlprof__free(f->sm[i].sf);
@@ -521,9 +587,18 @@ static void put_frame(const an_flame *f, long n, double x, int depth, int height
     mlprof__sb_printf(out, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\" data-n=\"%.0f\"><title>", x,
                       w, depth, d->total);
     mlprof__sb_xml(out, d->name, strlen(d->name));
-    mlprof__sb_printf(out, " (%.0f samples, %.2f%%)</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+    mlprof__sb_printf(out, " (%.0f samples, %.2f%%)", d->total, 100.0 * d->total / total);
+    if (d->file && d->file[0]) { /* after the counts: the script's label is what precedes them */
+        mlprof__sb_putc(out, ' ');
+        mlprof__sb_xml(out, base_name(d->file), strlen(base_name(d->file)));
+        if (d->lo == d->hi)
+            mlprof__sb_printf(out, ":%ld", d->lo);
+        else
+            mlprof__sb_printf(out, ":%ld-%ld", d->lo, d->hi);
+    }
+    mlprof__sb_printf(out, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
                            "fill=\"rgb(%d,%d,%d)\" rx=\"2\"/><text x=\"%.2f\" y=\"%.1f\">",
-                      d->total, 100.0 * d->total / total, x, y, w, ROW - 1, r, g, b, x + 3, y + ROW - 5);
+                      x, y, w, ROW - 1, r, g, b, x + 3, y + ROW - 5);
     size_t fit = w > 20 ? (size_t)((w - 6) / 7) : 0; /* about 7 pixels a character */
     size_t len = strlen(d->name);
     if (fit >= len)
@@ -561,7 +636,7 @@ static const char k_script[] =
     "<script><![CDATA[\n"
     "var W=1200,frames=document.querySelectorAll('g.f'),info=document.getElementById('info');\n"
     "function label(g,w){var t=g.querySelector('text'),n=g.querySelector('title').textContent;\n"
-    " n=n.substring(0,n.lastIndexOf(' ('));var fit=Math.floor((w-6)/7);\n"
+    " n=n.substring(0,n.lastIndexOf(' (',n.lastIndexOf(' samples, ')));var fit=Math.floor((w-6)/7);\n"
     " t.textContent=w<20?'':fit>=n.length?n:fit>2?n.substring(0,fit-2)+'..':'';}\n"
     "function zoom(g){var x0=+g.dataset.x,w0=+g.dataset.w,d0=+g.dataset.d;\n"
     " frames.forEach(function(h){var x=+h.dataset.x,w=+h.dataset.w,d=+h.dataset.d,r=h.querySelector('rect'),\n"

@@ -14,8 +14,10 @@
 typedef struct an_flame an_flame;
 
 /* Reads path's samples; with span set, only those taken on a thread while a
- * complete span ('X') of that name was open on it. NULL with err set. */
-an_flame *an_flame_read(const char *path, const char *span, char *err, size_t errlen);
+ * complete span ('X') of that name was open on it; with lines set, a
+ * function's frames of different source lines apart ("f (file.c:12)").
+ * NULL with err set. */
+an_flame *an_flame_read(const char *path, const char *span, int lines, char *err, size_t errlen);
 void an_flame_free(an_flame *f);
 /* Samples read (after the span filter), and all in the trace. */
 uint64_t an_flame_samples(const an_flame *f);

@@ -5,7 +5,8 @@
  * the file with mmap and sorted once. An address no symbol covers is named
  * by its object and offset (JIT code, stripped objects, [vdso]). The
  * names come from the symbol tables, which need no library and are there in
- * objects without debug info; the source file and line come from the debug
+ * objects without debug info (libdw names what they miss, from separate
+ * debug info where it is installed); the source file and line come from the debug
  * info's line tables through libdw (unwind.c's, loaded with dlopen), where
  * the object or its separate debug info (/usr/lib/debug) has them. C++
  * names stay mangled.
@@ -244,6 +245,8 @@ void mlprof__syms_name(mlprof__syms *s, uint64_t ip, char *name, size_t len, con
             return;
         }
     }
+    if (mlprof__unwind_symbol(ip, name, len)) /* a stripped object's separate debug info */
+        return;
     snprintf(name, len, "%s+0x%" PRIx64, *object_out, file_off);
 }
 

@@ -162,6 +162,7 @@ static struct {
         Dwfl_Module *(*addrmodule)(Dwfl *, Dwarf_Addr);
         Dwfl_Line *(*module_getsrc)(Dwfl_Module *, Dwarf_Addr);
         const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *linep, int *colp, Dwarf_Word *, Dwarf_Word *);
+        const char *(*module_addrname)(Dwfl_Module *, Dwarf_Addr);
     } f;
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -263,6 +264,7 @@ static int load_libdw(void)
         {(void **)&D.f.addrmodule, "dwfl_addrmodule"},
         {(void **)&D.f.module_getsrc, "dwfl_module_getsrc"},
         {(void **)&D.f.lineinfo, "dwfl_lineinfo"},
+        {(void **)&D.f.module_addrname, "dwfl_module_addrname"},
         {(void **)&D.cb.find_elf, "dwfl_linux_proc_find_elf"},
         {(void **)&D.cb.find_debuginfo, "dwfl_standard_find_debuginfo"},
     };
@@ -417,6 +419,23 @@ int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line)
         if (src && src[0] && ln > 0) {
             snprintf(file, len, "%s", src);
             *line = ln;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&D.lock);
+    return found;
+}
+
+int mlprof__unwind_symbol(uint64_t ip, char *name, size_t len)
+{
+    int found = 0;
+    pthread_mutex_lock(&D.lock);
+    if (ready() == 0) {
+        refreshed_for(ip);
+        Dwfl_Module *m = D.dwfl ? D.f.addrmodule(D.dwfl, ip) : NULL;
+        const char *sym = m ? D.f.module_addrname(m, ip) : NULL; /* the debug info's symbols too */
+        if (sym && sym[0]) {
+            snprintf(name, len, "%s", sym);
             found = 1;
         }
     }

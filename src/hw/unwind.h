@@ -52,6 +52,10 @@ const char *mlprof__unwind_why(void);
  * object (libdw's line tables); 0 where there is none (no libdw, no debug
  * info). For symbols.c, after the run. */
 int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line);
+/* The function at ip by libdw, which also reads the symbols of separate
+ * debug info (/usr/lib/debug): for addresses the object's own symbol tables
+ * do not cover (a stripped library's local functions). 0: none. */
+int mlprof__unwind_symbol(uint64_t ip, char *name, size_t len);
 
 /* In a forked child: the unwinder's lock and view of the process are the
  * parent's; they are renewed here. */
