@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what mlprof's make targets need on Debian 12. Idempotent and quick
 # when everything is already there.
-#   install-deps.sh build    cmake, make, gcc, clang, python3, protoc, libpapi and libsqlite3 (run time),
+#   install-deps.sh build    cmake, make, gcc, clang, python3, protoc, libpapi, libsqlite3 and libdw1 (run time),
 #                            Open MPI (openmpi-bin, libopenmpi-dev) and python3-mpi4py
 #   install-deps.sh viewer   chromium, node, npm + tests/viewer/node_modules
 #   install-deps.sh torch    Debian's python3-torch, -numpy, -pytest, -pip, -setuptools, and libtorch-dev
@@ -63,6 +63,9 @@ build)
     ldconfig -p 2>/dev/null | grep -q 'libpapi\.so' || ensure_pkg libpapi7.0
     # mlprof export --sqlite loads SQLite at run time (dlopen); its test uses the real one
     ldconfig -p 2>/dev/null | grep -q 'libsqlite3\.so\.0' || ensure_pkg libsqlite3-0
+    # sampled call stacks are unwound by DWARF CFI through elfutils' libdw, loaded at run time
+    # (dlopen libdw.so.1; no headers needed); the stacks test checks it without frame pointers
+    ldconfig -p 2>/dev/null | grep -q 'libdw\.so\.1' || ensure_pkg libdw1
     # distributed runs (issue 20): the mpi hook's tests run Open MPI's mpirun, build with
     # mpicc and run an mpi4py script
     ensure mpirun:openmpi-bin mpicc:libopenmpi-dev
