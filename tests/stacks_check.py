@@ -23,13 +23,16 @@ Skipped (77), saying why, where perf_event refuses the sampling events.
     the recursion complete to RECURSE_DEPTH, and hot_a's file:line (this
     file's stacks_target.c, the line of its definition; phase_a's: its call
     of hot_a); the unwind's cost per sample and what the kernel lost at 1 and
-    10 kHz are printed. Without libdw: the leaf functions' shares alone (the
+    10 kHz are printed. Without libdw (hidden by a mount namespace where the
+    test runs as root, or really missing): the kernel's chains, said on
+    stderr and in otherData, and the leaf functions' shares alone (the
     sampled address is exact; the callers are not promised).
 Usage: stacks_check.py MLPROF STACKS_TARGET OUTDIR preload-ok|no-preload [STACKS_TARGET_NOFP]
 """
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -179,6 +182,31 @@ def check_dwarf(mlprof, nofp, out):
         fail("at 10 kHz: otherData.sampling disagrees with the samples: %r" % info)
 
 
+def check_without_libdw(mlprof, nofp, out):
+    """libdw made unloadable (a mount namespace hides it, as root): the kernel's frame-pointer chains,
+    said on stderr and in otherData.sampling.unwind_fallback; the leaves' shares still right."""
+    lib = os.path.realpath("/usr/lib/x86_64-linux-gnu/libdw.so.1")
+    if os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists(lib):
+        print("SKIP: libdw's absence: needs root, unshare and %s to hide it" % lib)
+        return
+    trace = os.path.join(out, "stacks_nolibdw.json")
+    r = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind /dev/null "$0" && exec "$@"', lib, nofp, trace,
+                        "1000", "600"], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0 and "mount" in r.stderr:
+        print("SKIP: libdw's absence: cannot hide it here: %s" % r.stderr.strip())
+        return
+    if r.returncode != 0:
+        fail("stacks_target_nofp without libdw: status %d: %s" % (r.returncode, r.stderr))
+    with open(trace) as f:
+        info = json.load(f)["otherData"]["sampling"]
+    if not info["unwind"].startswith("fp") or "libdw" not in info.get("unwind_fallback", ""):
+        fail("without libdw: otherData.sampling says %r" % info)
+    if r.stderr.count("DWARF unwinding") != 1:
+        fail("without libdw: not said once on stderr: %r" % r.stderr)
+    print("without libdw: %s" % info["unwind_fallback"])
+    check_shares("without libdw, by leaf", folded(mlprof, trace), in_stack=False)
+
+
 def main():
     mlprof, target, out = sys.argv[1], sys.argv[2], sys.argv[3]
     preload_ok = len(sys.argv) > 4 and sys.argv[4] == "preload-ok"
@@ -299,6 +327,7 @@ def main():
 
     if nofp and dwarf:
         check_dwarf(mlprof, nofp, out)
+        check_without_libdw(mlprof, nofp, out)
     elif nofp:
         print("SKIP: the DWARF checks without frame pointers: %s" % info.get("unwind_fallback", "?"))
         doc = run_target(nofp, os.path.join(out, "stacks_nofp.json"), 1000, 1000)
