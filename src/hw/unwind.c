@@ -33,10 +33,13 @@
 #endif
 #include "unwind.h"
 
+#include "../common/common.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -100,6 +103,8 @@ typedef struct Dwfl_Module Dwfl_Module;
 typedef struct Dwfl_Thread Dwfl_Thread;
 typedef struct Dwfl_Frame Dwfl_Frame;
 typedef struct Dwfl_Line Dwfl_Line;
+typedef struct Dwarf_Die Dwarf_Die;   /* only pointers libdw hands out */
+typedef struct Dwarf_Line Dwarf_Line;
 typedef uint64_t Dwarf_Addr;
 typedef uint64_t Dwarf_Word;
 
@@ -163,7 +168,25 @@ static struct {
         Dwfl_Line *(*module_getsrc)(Dwfl_Module *, Dwarf_Addr);
         const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *linep, int *colp, Dwarf_Word *, Dwarf_Word *);
         const char *(*module_addrname)(Dwfl_Module *, Dwarf_Addr);
+        Dwarf_Die *(*module_nextcu)(Dwfl_Module *, Dwarf_Die *lastcu, Dwarf_Addr *bias);
+        ptrdiff_t (*ranges)(Dwarf_Die *, ptrdiff_t offset, Dwarf_Addr *basep, Dwarf_Addr *startp, Dwarf_Addr *endp);
+        Dwarf_Line *(*getsrc_die)(Dwarf_Die *cudie, Dwarf_Addr);
+        int (*lineno)(Dwarf_Line *, int *linep);
+        const char *(*linesrc)(Dwarf_Line *, Dwarf_Word *, Dwarf_Word *);
     } f;
+    /* modules whose debug info has no .debug_aranges (clang's default),
+     * where libdw 0.188 finds no compile unit for an address: their units'
+     * address ranges, sorted, made at the first lookup */
+    struct cu_table {
+        Dwfl_Module *mod;
+        struct cu_range {
+            Dwarf_Addr start, end; /* the unit's own addresses (bias off) */
+            Dwarf_Die *cu;
+        } *r;
+        size_t n;
+        Dwarf_Addr bias;
+    } cus[32];
+    size_t ncus;
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t now_ns(void)
@@ -265,6 +288,11 @@ static int load_libdw(void)
         {(void **)&D.f.module_getsrc, "dwfl_module_getsrc"},
         {(void **)&D.f.lineinfo, "dwfl_lineinfo"},
         {(void **)&D.f.module_addrname, "dwfl_module_addrname"},
+        {(void **)&D.f.module_nextcu, "dwfl_module_nextcu"},
+        {(void **)&D.f.ranges, "dwarf_ranges"},
+        {(void **)&D.f.getsrc_die, "dwarf_getsrc_die"},
+        {(void **)&D.f.lineno, "dwarf_lineno"},
+        {(void **)&D.f.linesrc, "dwarf_linesrc"},
         {(void **)&D.cb.find_elf, "dwfl_linux_proc_find_elf"},
         {(void **)&D.cb.find_debuginfo, "dwfl_standard_find_debuginfo"},
     };
@@ -282,8 +310,16 @@ static int load_libdw(void)
 /* (Re)builds the Dwfl from /proc/self/maps; lock held. A Dwfl takes one
  * dwfl_attach_state in its life, so a refresh is a new Dwfl (its CFI and
  * line tables are read again as they are used). */
+static void drop_cu_tables(void)
+{
+    for (size_t i = 0; i < D.ncus; i++)
+        mlprof__free(D.cus[i].r);
+    D.ncus = 0;
+}
+
 static int build(void)
 {
+    drop_cu_tables(); /* their units are the old Dwfl's */
     if (D.dwfl)
         D.f.end(D.dwfl);
     D.dwfl = NULL;
@@ -405,6 +441,63 @@ const char *mlprof__unwind_why(void)
     return ok ? "" : D.why;
 }
 
+static int by_start(const void *a, const void *b)
+{
+    const struct cu_range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The compile unit whose ranges hold ip, by the module's table (made now
+ * when it is not there yet); lock held. */
+static Dwarf_Die *cu_of(Dwfl_Module *m, uint64_t ip, Dwarf_Addr *bias)
+{
+    struct cu_table *t = NULL;
+    for (size_t i = 0; i < D.ncus && !t; i++)
+        t = D.cus[i].mod == m ? &D.cus[i] : NULL;
+    if (!t) {
+        if (D.ncus == sizeof D.cus / sizeof D.cus[0])
+            return NULL;
+        t = &D.cus[D.ncus++];
+        *t = (struct cu_table){.mod = m};
+        size_t cap = 0;
+        Dwarf_Addr b = 0;
+        for (Dwarf_Die *cu = D.f.module_nextcu(m, NULL, &b); cu; cu = D.f.module_nextcu(m, cu, &b)) {
+            Dwarf_Addr base, start, end;
+            t->bias = b;
+            for (ptrdiff_t off = 0; (off = D.f.ranges(cu, off, &base, &start, &end)) > 0;) {
+                if (t->n == cap) {
+                    size_t c = cap ? 2 * cap : 64;
+                    struct cu_range *r = mlprof__realloc(t->r, c * sizeof *r);
+                    if (!r)
+                        break;
+                    t->r = r;
+                    cap = c;
+                }
+                if (t->n < cap)
+                    t->r[t->n++] = (struct cu_range){start, end, cu};
+            }
+        }
+        if (t->n)
+            qsort(t->r, t->n, sizeof *t->r, by_start);
+    }
+    *bias = t->bias;
+    Dwarf_Addr a = ip - t->bias;
+    size_t lo = 0, hi = t->n; /* the last range starting at or below a */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->r[mid].start <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* ranges may nest across units rarely: a few before are looked at */
+    for (size_t k = lo, seen = 0; k-- > 0 && seen < 8; seen++) {
+        if (a >= t->r[k].start && a < t->r[k].end)
+            return t->r[k].cu;
+    }
+    return NULL;
+}
+
 int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line)
 {
     int found = 0;
@@ -416,6 +509,13 @@ int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line)
         Dwarf_Addr at;
         int ln = 0, col = 0;
         const char *src = l ? D.f.lineinfo(l, &at, &ln, &col, NULL, NULL) : NULL;
+        Dwarf_Addr bias;
+        Dwarf_Die *cu = !src && m ? cu_of(m, ip, &bias) : NULL;
+        if (cu) { /* no .debug_aranges: the unit found by its ranges */
+            Dwarf_Line *dl = D.f.getsrc_die(cu, ip - bias);
+            if (dl && D.f.lineno(dl, &ln) == 0)
+                src = D.f.linesrc(dl, NULL, NULL);
+        }
         if (src && src[0] && ln > 0) {
             snprintf(file, len, "%s", src);
             *line = ln;
@@ -450,4 +550,5 @@ void mlprof__unwind_after_fork(void)
      * thread of the parent may have been inside it), and build anew */
     pthread_mutex_init(&D.lock, NULL);
     D.dwfl = NULL; /* built again at the next use, for this process */
+    D.ncus = 0;    /* (their memory is left: the old Dwfl's units) */
 }
