@@ -20,7 +20,8 @@ Skipped (77), saying why, where perf_event refuses the sampling events.
     default where libdw loads; each check says SKIP with the reason where it
     does not): the shares within 5 points at 1 kHz over about 2 s, each hot
     function's whole stack (_start ... main, its phase function, itself),
-    the recursion complete to RECURSE_DEPTH, and hot_a's file:line (this
+    the recursion complete to RECURSE_DEPTH (cut short, and counted, with
+    sampling_stack=1K), and hot_a's file:line (this
     file's stacks_target.c, the line of its definition; phase_a's: its call
     of hot_a); the unwind's cost per sample and what the kernel lost at 1 and
     10 kHz are printed. Without libdw (hidden by a mount namespace where the
@@ -170,6 +171,14 @@ def check_dwarf(mlprof, nofp, out):
     titles = [t.text for t in ET.parse(svg).getroot().iter(ns + "title")]
     if not any(t.startswith("hot_a (") and "%) stacks_target.c:" in t for t in titles):
         fail("the SVG's hover text of hot_a has no file:line: %r" % [t for t in titles if "hot_a" in t])
+    # a copy too small for the recursion: its walks stop short, counted as off_copy
+    small = run_target(nofp, os.path.join(out, "stacks_nofp_1k.json"), 1000, 200, "sampling_stack=1K")
+    sinfo = small["otherData"]["sampling"]
+    sdeep = max((f.count("recurse") for f, _ in folded(mlprof, os.path.join(out, "stacks_nofp_1k.json"))), default=0)
+    print("  sampling_stack=1K: %d bytes copied, deepest recursion %d, walks %r"
+          % (sinfo.get("stack_bytes"), sdeep, sinfo.get("unwind_stops")))
+    if sinfo.get("stack_bytes") != 1024 or sdeep >= RECURSE_DEPTH or not sinfo["unwind_stops"]["off_copy"]:
+        fail("sampling_stack=1K: the recursion's walks are not cut and counted: %r" % sinfo)
     stops = info.get("unwind_stops", {})
     print("DWARF unwind on the reader thread: %s ns/sample, %s frames/sample; walks %r"
           % (info.get("unwind_ns_per_sample"), info.get("unwind_frames_per_sample"), stops))

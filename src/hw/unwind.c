@@ -384,12 +384,14 @@ static size_t walk(const mlprof__ustack *u, uint64_t *ips, size_t max, int *stop
     D.n = 0;
     D.off_copy = 0;
     int rc = D.f.getthread_frames(D.dwfl, D.pid, on_frame, NULL);
-    if (rc == 0)
-        *stop = MLPROF__UNWIND_DONE;
-    else if (rc == DWARF_CB_ABORT)
+    /* a read beyond the copy ended the walk, whatever libdw says (it takes
+     * a return address it cannot read for the end of the stack) */
+    if (rc == DWARF_CB_ABORT)
         *stop = MLPROF__UNWIND_TRUNCATED;
+    else if (D.off_copy)
+        *stop = MLPROF__UNWIND_OFF_COPY;
     else
-        *stop = D.off_copy ? MLPROF__UNWIND_OFF_COPY : MLPROF__UNWIND_NO_INFO;
+        *stop = rc == 0 ? MLPROF__UNWIND_DONE : MLPROF__UNWIND_NO_INFO;
     D.u = NULL;
     return D.n;
 }
