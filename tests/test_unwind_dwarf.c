@@ -117,7 +117,9 @@ static void check_walk(const char *caller, const char *outermost)
 
     char file[1024];
     int line = 0;
-    CHECK(mlprof__unwind_srcline(ips[0], file, sizeof file, &line) == 1, "no file:line for the leaf");
+    /* the leaf's pc is getcontext's return address here: its call is looked up
+     * (clang gives the instruction after a call line 0 at times) */
+    CHECK(mlprof__unwind_srcline(ips[0] - 1, file, sizeof file, &line) == 1, "no file:line for the leaf");
     CHECK(strstr(file, "test_unwind_dwarf.c") && line == g_leaf_line, "the leaf is at %s:%d, not line %d", file,
           line, g_leaf_line);
     line = 0;
