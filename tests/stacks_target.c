@@ -13,13 +13,21 @@
  * configuration keys. With "fork" it then forks while sampling: the child
  * spins in child_fn and writes its own trace (the filename with its pid, as
  * every forked child's), the parent spins in parent_fn meanwhile, waits for
- * it and writes its own.
+ * it and writes its own. Before the trace, it spins 100 ms in hot_paused
+ * while paused, and prints how much work its spins did (blocks of
+ * iterations): a sampler's cost in the sampled threads shows as fewer.
+ * STACKS_TARGET_HOLD=first|all: before the run, the program installs a
+ * handler of its own on SIGRTMAX-2 (the timer-signal sampler's first
+ * choice) or on every real-time signal up to it; at the end it checks that
+ * its handler is still there and still runs (status 3 if not).
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +44,41 @@ static uint64_t thread_cpu_ns(void)
 }
 
 volatile uint64_t sink;
+static uint64_t spins; /* blocks of iterations done (atomic: two threads spin) */
+static volatile sig_atomic_t held_runs;
+
+static void held_handler(int sig)
+{
+    (void)sig;
+    held_runs++;
+}
+
+/* The program's own handler on hold=first: SIGRTMAX-2; all: SIGRTMIN..SIGRTMAX-2. */
+static int hold_signals(const char *hold, int check)
+{
+    int lo = strcmp(hold, "all") == 0 ? SIGRTMIN : SIGRTMAX - 2;
+    for (int sig = lo; sig <= SIGRTMAX - 2; sig++) {
+        struct sigaction sa;
+        if (!check) {
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = held_handler;
+            if (sigaction(sig, &sa, NULL) != 0)
+                return -1;
+            continue;
+        }
+        if (sigaction(sig, NULL, &sa) != 0 || sa.sa_handler != held_handler) {
+            fprintf(stderr, "stacks_target: signal %d lost the program's handler\n", sig);
+            return -1;
+        }
+        sig_atomic_t before = held_runs;
+        raise(sig);
+        if (held_runs != before + 1) {
+            fprintf(stderr, "stacks_target: the program's handler of signal %d did not run\n", sig);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 /* external, so that the compiler keeps them whole and the symbol table names them */
 void hot_a(uint64_t ns);
@@ -46,6 +89,7 @@ void phase_b(uint64_t ns);
 void phase_c(uint64_t ns);
 void recurse(int depth);
 void *thread_fn(void *arg);
+void hot_paused(uint64_t ns);
 void child_fn(void);
 void parent_fn(void);
 
@@ -59,12 +103,14 @@ void parent_fn(void);
             for (int i_ = 0; i_ < 200000; i_++)                                                              \
                 x_ = x_ * 6364136223846793005ull + 1442695040888963407ull;                                   \
             sink = x_;                                                                                       \
+            __atomic_add_fetch(&spins, 1, __ATOMIC_RELAXED);                                                 \
         }                                                                                                    \
     } while (0)
 
 __attribute__((noinline)) void hot_a(uint64_t ns) { SPIN(ns); }
 __attribute__((noinline)) void hot_b(uint64_t ns) { SPIN(ns); }
 __attribute__((noinline)) void hot_c(uint64_t ns) { SPIN(ns); }
+__attribute__((noinline)) void hot_paused(uint64_t ns) { SPIN(ns); }
 
 /* Each hot function's only caller, between it and main: without frame
  * pointers, a stack that names phase_b between main and hot_b was unwound
@@ -136,6 +182,11 @@ int main(int argc, char **argv)
         return 2;
     }
     uint64_t total = (uint64_t)atol(argv[3]) * 1000000ull;
+    const char *hold = getenv("STACKS_TARGET_HOLD");
+    if (hold && *hold && hold_signals(hold, 0) != 0) {
+        perror("stacks_target: sigaction");
+        return 1;
+    }
     if (mlprof_set_config("filename", argv[1]) != MLPROF_OK || mlprof_set_config("sampling", argv[2]) != MLPROF_OK) {
         fprintf(stderr, "stacks_target: %s\n", mlprof_last_error());
         return 1;
@@ -176,9 +227,21 @@ int main(int argc, char **argv)
         return 1;
     if (forking && fork_part() != 0)
         return 1;
+    if (mlprof_pause() != MLPROF_OK) /* nothing recorded while paused */
+        return 1;
+    hot_paused(100000000ull);
+    if (mlprof_resume() != MLPROF_OK)
+        return 1;
     if (mlprof_dump(1) != MLPROF_OK) {
         fprintf(stderr, "stacks_target: %s\n", mlprof_last_error());
         return 1;
     }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("stacks_target: %llu spin blocks; process CPU %.3f s\n", (unsigned long long)spins,
+           (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+               ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6);
+    if (hold && *hold && hold_signals(hold, 1) != 0)
+        return 3;
     return 0;
 }

@@ -172,6 +172,11 @@ MLPROF_API const char *mlprof_last_error(void);
  *                    times per second of its CPU time (1..20000, or
  *                    off) through perf_event; written as the trace's
  *                    stackFrames and samples (mlprof flame)          off
+ *   sampling_source  how: perf (perf_event), signal (a user CPU-time
+ *                    timer per thread sending a real-time signal the
+ *                    program does not handle, stacks copied by the
+ *                    handler and walked by mlprof's thread), or auto:
+ *                    perf, and signal where perf_event is refused    auto
  *   papi_library     where PAPI is loaded from                       libpapi.so
  *   nvml_library     where NVML is loaded from               libnvidia-ml.so.1
  *   powercap_dir     where RAPL's powercap zones are  /sys/class/powercap

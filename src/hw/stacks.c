@@ -21,9 +21,12 @@
  * short and why). A forked child that goes on recording samples itself
  * (its own reader and events, into its own trace); the parent's events,
  * which the kernel copies onto the child, drop its samples as another
- * process's. No timer-signal fallback here: where perf_event is refused,
- * that is said and nothing is
- * sampled.
+ * process's. Where perf_event is refused (sampling_source auto, said once
+ * with the reason) or where sampling_source=signal asks for it, the same
+ * reader drives the timer-signal sampler instead (sigsample.c: a CPU-time
+ * timer and a real-time signal per thread, stacks copied by the handler
+ * and unwound here by mlprof__unwind); its samples are kept in the same
+ * storage and attributed the same way.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -46,6 +49,7 @@
 #include "../export/sink.h"
 #include "../record/produce.h"
 #include "hw_internal.h"
+#include "sigsample.h"
 #include "stacks.h"
 #include "unwind.h"
 
@@ -95,12 +99,16 @@ static struct {
     int started;          /* a reader thread to join */
     int stop;             /* atomic */
     int opened;           /* the reader said how the open went: 1 */
+    int source;           /* the sampling_source key: SRC_* */
+    int signal;           /* the timer-signal sampler runs (sigsample.c) */
+    int used_signal;      /* it ran in this run (otherData) */
+    char perf_refused[256]; /* why perf_event was refused before the signal sampler took over, or "" */
     pthread_t thread;
     pid_t reader_tid, pid;
     ring rings[MAX_CPUS]; /* one per CPU */
     int fds[MAX_FDS];
     size_t nrings, nfds, threads_opened, threads_refused, threads_skipped;
-    char refused[256]; /* why nothing could be sampled, or "" */
+    char refused[512]; /* why nothing could be sampled, or "" */
     int paranoid;      /* /proc/sys/kernel/perf_event_paranoid, or -99 */
     /* samples: ts, tid, n, then n addresses, leaf first */
     uint64_t *words;
@@ -114,6 +122,8 @@ static struct {
         int8_t own;
     } tids[TID_SLOTS];
 } K = {.lock = PTHREAD_MUTEX_INITIALIZER, .ready = PTHREAD_COND_INITIALIZER, .paranoid = -99};
+
+enum { SRC_AUTO, SRC_PERF, SRC_SIGNAL };
 
 static int read_paranoid(void)
 {
@@ -186,6 +196,14 @@ static void keep(uint64_t ts, uint32_t tid, const uint64_t *ips, uint64_t nr, in
     memcpy(w + 3, user, n * sizeof *user);
     K.nwords += 3 + n;
     K.samples++;
+}
+
+/* The signal sampler's samples (sigsample.c, on the reader, lock held):
+ * one sample each (the weight, the periods it stands for, is counted there). */
+static void keep_signal(uint64_t ts, uint32_t tid, uint32_t weight, const uint64_t *ips, size_t n)
+{
+    (void)weight;
+    keep(ts, tid, ips, n, n >= MLPROF__STACK_DEPTH);
 }
 
 static uint64_t clock_ns(void)
@@ -353,7 +371,7 @@ static size_t ring_pages(void)
     return pages;
 }
 
-static void open_all(void)
+static void open_all(int fallback)
 {
     DIR *dir = opendir("/proc/self/task");
     int err = 0;
@@ -413,7 +431,10 @@ static void open_all(void)
     }
     if (dir)
         closedir(dir);
-    if (!K.nrings) {
+    if (!K.nrings && fallback) { /* said once: the signal sampler takes over */
+        snprintf(K.perf_refused, sizeof K.perf_refused, "%s (kernel.perf_event_paranoid is %d)",
+                 dir ? mlprof__perf_why(err ? err : ESRCH) : "cannot list /proc/self/task", K.paranoid);
+    } else if (!K.nrings) {
         snprintf(K.refused, sizeof K.refused, "%s (kernel.perf_event_paranoid is %d)",
                  dir ? mlprof__perf_why(err ? err : ESRCH) : "cannot list /proc/self/task", K.paranoid);
         mlprof__hw_unavailable("sampling (call stacks)", K.refused);
@@ -425,8 +446,43 @@ static void open_all(void)
     }
 }
 
+/* The timer-signal sampler instead of perf_event (on the reader). */
+static void open_signal(void)
+{
+    char why[200];
+    uint64_t stack = mlprof__g.cfg.sampling_stack;
+    pthread_mutex_lock(&K.lock); /* its counts are read under the lock (otherData) */
+    int rc = mlprof__sigsample_start(K.hz, K.reader_tid, (size_t)stack, why, sizeof why);
+    pthread_mutex_unlock(&K.lock);
+    if (rc == 0) {
+        K.signal = K.used_signal = 1;
+        if (K.perf_refused[0])
+            mlprof__log(MLPROF_LOG_WARN,
+                        "sampling (call stacks): perf_event is refused: %s; sampling with a timer signal instead "
+                        "(sampling_source=signal)", K.perf_refused);
+        return;
+    }
+    if (K.perf_refused[0])
+        snprintf(K.refused, sizeof K.refused, "perf_event is refused: %.200s; the timer signal too: %.200s",
+                 K.perf_refused, why);
+    else
+        snprintf(K.refused, sizeof K.refused, "the timer signal (sampling_source=signal): %.200s", why);
+    mlprof__hw_unavailable("sampling (call stacks)", K.refused);
+}
+
 static void close_all(int after_fork)
 {
+    if (K.signal) {
+        if (after_fork) {
+            mlprof__sigsample_after_fork();
+        } else {
+            pthread_mutex_lock(&K.lock);
+            mlprof__sigsample_stop(recording(), keep_signal);
+            pthread_mutex_unlock(&K.lock);
+            mlprof__sigsample_report();
+        }
+        K.signal = 0;
+    }
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     for (size_t i = 0; i < K.nfds && !after_fork; i++) /* stop first: the last drain reads everything */
         ioctl(K.fds[i], PERF_EVENT_IOC_DISABLE, 0);  /* (a child's descriptors are the parent's events) */
@@ -446,17 +502,25 @@ static void *reader_main(void *arg)
     mlprof__busy = 1; /* mlprof's own thread: the hooks leave it alone */
     pthread_setname_np(pthread_self(), "mlprof stacks");
     K.reader_tid = (pid_t)syscall(SYS_gettid);
-    open_all();
+    if (K.source != SRC_SIGNAL)
+        open_all(K.source == SRC_AUTO);
+    if (!K.nrings && K.source != SRC_PERF)
+        open_signal();
     pthread_mutex_lock(&K.lock);
     K.opened = 1;
     pthread_cond_broadcast(&K.ready);
     pthread_mutex_unlock(&K.lock);
-    while (K.nrings && !__atomic_load_n(&K.stop, __ATOMIC_ACQUIRE)) {
+    while ((K.nrings || K.signal) && !__atomic_load_n(&K.stop, __ATOMIC_ACQUIRE)) {
         struct timespec ts = {0, (long)DRAIN_NS};
         nanosleep(&ts, NULL);
         int keeping = recording();
         for (size_t i = 0; i < K.nrings; i++)
             drain(&K.rings[i], keeping);
+        if (K.signal) {
+            pthread_mutex_lock(&K.lock);
+            mlprof__sigsample_poll(keeping, keep_signal);
+            pthread_mutex_unlock(&K.lock);
+        }
     }
     close_all(0);
     return NULL;
@@ -477,9 +541,24 @@ static int parse_hz(const char *v, unsigned *hz)
     return 0;
 }
 
+static int parse_source(const char *v)
+{
+    return strcmp(v, "auto") == 0     ? SRC_AUTO
+           : strcmp(v, "perf") == 0   ? SRC_PERF
+           : strcmp(v, "signal") == 0 ? SRC_SIGNAL
+                                      : -1;
+}
+
 static int parse_key(const char *key, const char *value, unsigned *mask, char *why, size_t len)
 {
     *mask = 0;
+    if (strcmp(key, "sampling_source") == 0) {
+        if (parse_source(value) >= 0)
+            return 0;
+        snprintf(why, len, "expected auto (perf_event, or a timer signal per thread where perf_event is refused), "
+                 "perf or signal");
+        return -1;
+    }
     if (strcmp(key, "sampling_unwind") == 0) {
         if (strcmp(value, "auto") && strcmp(value, "dwarf") && strcmp(value, "fp")) {
             snprintf(why, len,
@@ -505,7 +584,12 @@ static void view_free(void);
 static void reset_samples(void)
 {
     view_free();
+    /* a forked child resets the trace before the modules' after_fork: the
+     * lock may be held by the parent's reader, which the child has not */
+    if (K.started && K.pid != mlprof__g.pid)
+        pthread_mutex_init(&K.lock, NULL);
     pthread_mutex_lock(&K.lock);
+    mlprof__sigsample_reset();
     K.nwords = 0;
     K.samples = K.lost_kernel = K.lost_memory = K.truncated = K.own_samples = K.other_process = 0;
     K.no_regs = K.unwind_ns = K.unwound = K.unwound_frames = 0;
@@ -518,7 +602,11 @@ static int stacks_start(void)
     unsigned hz = 0;
     parse_hz(mlprof__g.cfg.sampling, &hz);
     K.hz = hz;
-    K.refused[0] = '\0';
+    K.source = parse_source(mlprof__g.cfg.sampling_source);
+    if (K.source < 0)
+        K.source = SRC_AUTO;
+    K.refused[0] = K.perf_refused[0] = '\0';
+    K.used_signal = 0;
     K.threads_opened = K.threads_refused = K.threads_skipped = 0;
     if (!hz || K.started)
         return MLPROF_OK;
@@ -617,14 +705,23 @@ static void stacks_other_data(mlprof__sb *out)
                           K.unwound ? (double)K.unwind_ns / (double)K.unwound : 0.0,
                           K.unwound ? (double)K.unwound_frames / (double)K.unwound : 0.0);
     mlprof__sb_printf(out,
-                      ",\"hz\":%u,\"clock\":\"cpu-clock\",\"method\":\"perf_event\",\"max_depth\":%d,"
+                      ",\"hz\":%u,\"source\":\"%s\",\"clock\":\"%s\",\"method\":\"%s\",\"max_depth\":%d,"
                       "\"perf_event_paranoid\":%d,\"threads_opened\":%zu,\"samples\":%llu,\"lost_kernel\":%llu,"
                       "\"lost_memory\":%llu,\"truncated_stacks\":%llu,\"mlprof_thread_samples\":%llu,"
                       "\"other_process_samples\":%llu",
-                      K.hz, MLPROF__STACK_DEPTH, K.paranoid, K.threads_opened,
+                      K.hz, K.used_signal || K.source == SRC_SIGNAL ? "signal" : "perf",
+                      K.used_signal || K.source == SRC_SIGNAL ? "thread user CPU-time timers" : "cpu-clock",
+                      K.used_signal || K.source == SRC_SIGNAL ? "timer_signal" : "perf_event", MLPROF__STACK_DEPTH,
+                      K.paranoid, K.threads_opened,
                       (unsigned long long)K.samples, (unsigned long long)K.lost_kernel,
                       (unsigned long long)K.lost_memory, (unsigned long long)K.truncated,
                       (unsigned long long)K.own_samples, (unsigned long long)K.other_process);
+    if (K.used_signal || K.source == SRC_SIGNAL)
+        mlprof__sigsample_other_data(out);
+    if (K.perf_refused[0]) {
+        mlprof__sb_puts(out, ",\"perf_refused\":");
+        mlprof__sb_json_str(out, K.perf_refused, strlen(K.perf_refused));
+    }
     if (K.refused[0]) {
         mlprof__sb_puts(out, ",\"refused\":");
         mlprof__sb_json_str(out, K.refused, strlen(K.refused));

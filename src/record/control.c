@@ -122,6 +122,9 @@ static const key_def g_keys[] = {
     {"sampling_stack", T_SIZE, F(sampling_stack), 1024, 65536,
      "a size in bytes from 1K to 64K, such as 8K, 16K or 32K: the user stack copied at each sample for "
      "sampling_unwind=dwarf (a deeper stack needs more; 64K means the kernel's most, 65528)"},
+    {"sampling_source", T_MODULE, F(sampling_source), 0, 0,
+     "one of auto (perf_event, or per-thread timer signals where perf_event is refused), perf, signal",
+     SIZE(sampling_source), 0},
     {"sampler_period", T_DOUBLE, F(sampler_period), 0.0001, 3600, "seconds, from 0.0001 to 3600"},
     {"papi_library", T_STR, F(papi_library), 0, 0, "a shared library name or path"},
     {"nvml_library", T_STR, F(nvml_library), 0, 0, "a shared library name or path"},
@@ -184,6 +187,7 @@ static void config_defaults(mlprof__config *c)
     strcpy(c->sampling, "off");
     strcpy(c->sampling_unwind, "auto");
     c->sampling_stack = 16384;
+    strcpy(c->sampling_source, "auto");
     strcpy(c->papi_library, "libpapi.so");
     strcpy(c->nvml_library, "libnvidia-ml.so.1");
     strcpy(c->sqlite_library, "libsqlite3.so.0");

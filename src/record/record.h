@@ -213,6 +213,7 @@ typedef struct mlprof__config {
     char sampling[16]; /* call stacks sampled per second of CPU time (src/hw/stacks.c), or off */
     char sampling_unwind[16]; /* auto, dwarf (stack copies unwound by CFI, src/hw/unwind.c), fp (kernel chains) */
     uint64_t sampling_stack;  /* bytes of user stack copied at each sample for dwarf */
+    char sampling_source[8]; /* auto, perf (perf_event) or signal (src/hw/sigsample.c) */
     char papi_library[MLPROF__PATH_MAX];
     char nvml_library[MLPROF__PATH_MAX];
     char powercap_dir[MLPROF__PATH_MAX];
