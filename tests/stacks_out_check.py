@@ -23,6 +23,8 @@ exec and kills:
 Behaviour only: sample counts are checked against a third of what the CPU
 time spent gives, never against time. Skipped (77), saying why, where
 perf_event refuses the sampling events; the protobuf parts without protoc.
+The share, recursion and span checks, and mlprof flame's folded output, are
+stacks_common.py's (as in stacks_check.py and stacks_signal_check.py).
 Usage: stacks_out_check.py MLPROF STACKS_TARGET STACKS_SPIN TEST_STACKS_PERFETTO OUTDIR PROTO preload-ok|no-preload
 """
 import collections
@@ -36,13 +38,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perfetto_decode import decode_text, protoc_decode, resolve  # noqa: E402
-
-RECURSE_DEPTH = 100
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
+from stacks_common import check_recursion, check_shares, check_span_b, fail, folded, share, skip  # noqa: E402
 
 
 def run(cmd, **kw):
@@ -84,19 +80,15 @@ def refused(doc, stderr):
     if info is None:
         fail("otherData.sampling is missing")
     if info.get("refused"):
-        print("SKIP: perf_event refuses the sampling events here: %s" % info["refused"])
-        sys.exit(77)
+        skip("perf_event refuses the sampling events here: %s" % info["refused"])
     return info
 
 
-def folded(mlprof, trace, *extra):
-    r = run([mlprof, "flame", trace, "--folded", *extra])
-    if r.returncode != 0:
-        fail("mlprof flame %s %s: status %d: %s" % (trace, " ".join(extra), r.returncode, r.stderr))
+def folded_counts(mlprof, trace):
+    """mlprof flame TRACE --folded as {"outer;...;leaf": samples}, to compare two traces'."""
     out = collections.Counter()
-    for line in r.stdout.splitlines():
-        stack, n = line.rsplit(" ", 1)
-        out[stack] += int(n)
+    for frames, n in folded(mlprof, trace):
+        out[";".join(frames)] += n
     return out
 
 
@@ -126,14 +118,14 @@ def same_run(mlprof, tsp, out, protoc, proto):
         fail("the protobuf has no samples in pf_hot_a or pf_hot_b: %r" % leaves.most_common(5))
     if not any(s[1] != pid and "pf_thread_fn" in s[3] for s in got):
         fail("the thread started while sampling has no samples of pf_thread_fn on its own tid")
-    fj, fp = folded(mlprof, js), folded(mlprof, pf)
+    fj, fp = folded_counts(mlprof, js), folded_counts(mlprof, pf)
     if fj != fp:
         fail("mlprof flame: the protobuf's folded stacks differ from the JSON's: %r" % list((fj - fp).items())[:3])
     merged = os.path.join(out, "same_merged.json")
     r = run([mlprof, "merge", pf, js, "-o", merged])
     if r.returncode != 0:
         fail("mlprof merge of the protobuf and the JSON: %s" % r.stderr)
-    n = sum(folded(mlprof, merged).values())
+    n = sum(folded_counts(mlprof, merged).values())
     if n != 2 * len(want):
         fail("the merge of the protobuf and the JSON has %d samples, not %d" % (n, 2 * len(want)))
 
@@ -153,8 +145,7 @@ def whole_pftrace(mlprof, target, out, protoc, proto):
     if isinstance(info, str):
         info = json.loads(info)
     if info.get("refused"):
-        print("SKIP: perf_event refuses the sampling events here: %s" % info["refused"])
-        sys.exit(77)
+        skip("perf_event refuses the sampling events here: %s" % info["refused"])
     samples = pf_samples(events)
     pid = other[-1]["pid"]
     print("whole .pftrace: %d samples (otherData.sampling.samples %d)" % (len(samples), info["samples"]))
@@ -168,26 +159,12 @@ def whole_pftrace(mlprof, target, out, protoc, proto):
     if not begins or min(ts) > max(begins) or max(ts) < min(begins):
         fail("the samples' times are not on the spans' clock")
     leaves = collections.Counter(s[3][-1] for s in samples if s[1] == pid)
-    a, b, c = leaves["hot_a"], leaves["hot_b"], leaves["hot_c"]
-    total = a + b + c
-    if total < 300:
-        fail("too few samples in the hot functions: %d" % total)
-    for name, n, want in (("hot_a", a, 60), ("hot_b", b, 30), ("hot_c", c, 10)):
-        pct = 100.0 * n / total
-        print("  %s: %.1f%% (want %d%%)" % (name, pct, want))
-        if abs(pct - want) > 5:
-            fail("%s has %.1f%% of the samples, not %d%% within 5 points" % (name, pct, want))
-    deepest = max(s[3].count("recurse") for s in samples)
-    if deepest != RECURSE_DEPTH:
-        fail("the recursion's stacks have %d frames of recurse, not %d" % (deepest, RECURSE_DEPTH))
+    check_shares("the protobuf's leaves (main thread)", leaves)
+    check_recursion("the protobuf", [(s[3], 1) for s in samples])
     if not any(s[1] != pid and "thread_fn" in s[3] for s in samples):
         fail("the thread started while sampling has no samples of thread_fn")
-    inside = folded(mlprof, trace, "--span", "span_b")
-    n_in = sum(inside.values())
-    b_in = sum(n for k, n in inside.items() if k.split(";")[-1] == "hot_b")
-    print("  mlprof flame --span span_b on the protobuf: %d samples, %d in hot_b" % (n_in, b_in))
-    if n_in == 0 or b_in < 0.95 * n_in or b_in < 0.9 * b:
-        fail("the protobuf's samples inside span_b are not hot_b's: %d of %d (hot_b has %d)" % (b_in, n_in, b))
+    check_span_b("mlprof flame --span span_b on the protobuf", folded(mlprof, trace, "--span", "span_b"),
+                 leaves["hot_b"], by_leaf=True)
 
 
 def forked(target, out):
@@ -236,13 +213,11 @@ def under_run(mlprof, spin, out):
         r = run([mlprof, "run", "-q", "--sample", "1000", *extra, "-o", merged, "--", *cmd])
         if r.returncode != want_rc:
             fail("%s: mlprof run: status %d, not %d: %s" % (name, r.returncode, want_rc, r.stderr))
-        f = run([mlprof, "flame", merged, "--folded"])
-        if f.returncode != 0:
-            fail("%s: mlprof flame: %s" % (name, f.stderr))
-        n = sum(int(line.rsplit(" ", 1)[1]) for line in f.stdout.splitlines() if "spin_fn" in line)
+        stacks = folded(mlprof, merged)
+        n = share(stacks, "spin_fn")
         print("%s: %d samples of spin_fn in the merged trace" % (name, n))
         if n < 100:
-            fail("%s: %d samples of spin_fn (0.3 s of CPU at 1 kHz): %r" % (name, n, f.stdout[-500:]))
+            fail("%s: %d samples of spin_fn (0.3 s of CPU at 1 kHz): %r" % (name, n, stacks[-5:]))
 
     spin_samples("exec", ["sh", "-c", "exec %s 300" % spin])
     spin_samples("sigterm", [spin, "300", "term"], want_rc=128 + 15)

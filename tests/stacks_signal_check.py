@@ -1,25 +1,15 @@
 #!/usr/bin/env python3
 """stacks_signal_check.py - the timer-signal sampler (sampling_source=signal,
-src/hw/sigsample.c) against stacks_check.py's expectations, from
-stacks_target.c's known CPU shares:
-  - hot_a, hot_b, hot_c get 60/30/10% of the main thread's CPU time: their
-    sample shares within 5 points (the samples are on CPU time, so a loaded
-    machine changes their number, not their shares);
-  - the recursion's stacks are complete: RECURSE_DEPTH frames of recurse;
-  - --span span_b keeps the samples inside span_b: hot_b's;
-  - a thread started and ended while sampling has samples of thread_fn;
+src/hw/sigsample.c) against what stacks_common.py expects of any source
+from stacks_target.c's known CPU shares (hot_a/b/c's shares, the whole
+recursion, span_b's samples, the thread's, the folded output and SVG,
+mlprof run --sample), never skipped, the shares over enough draws (the
+kernel's tick bounds the signals: reruns, up to 6 runs, until 1000), and:
   - 100 ms spun while paused (hot_paused) are not sampled, but for what a
     drain period (4 ms) may let through;
-  - the folded output parses, and so does the SVG (xml.etree), with its frames
-    and script; lost samples are said in otherData.sampling;
-  - mlprof run --sample: a program without mlprof (python) gets samples in its
-    parts, and the merged trace has them all;
-    a rate out of range is refused naming the key.
-Skipped (77), saying why, where perf_event refuses the sampling events.
+  - losses are said on stderr;
   - built without frame pointers: the leaf functions' shares are still
-    right (the sampled address is exact; the callers are not promised).
-With --source=signal the same expectations hold for the timer-signal
-sampler (sampling_source=signal, src/hw/sigsample.c), never skipped, and:
+    right (the sampled address is exact; the callers are not promised);
   - with --no-perf=NO_PERF (perf_event_open refused by seccomp):
     sampling_source=perf says the refusal clearly, auto falls back to the
     signal sampler and says why once; with process_vm_readv refused too, the
@@ -32,6 +22,8 @@ sampler (sampling_source=signal, src/hw/sigsample.c), never skipped, and:
   - a forked child that goes on recording samples itself (its own timers);
   - a bench line: the work the sampled threads did at 1 kHz and 10 kHz
     against unsampled, and the cost per sample that follows (printed only).
+Without --source it runs the shared checks on the default source (skipped,
+77, where perf_event refuses the sampling events).
 Usage: stacks_signal_check.py MLPROF STACKS_TARGET OUTDIR preload-ok|no-preload [STACKS_TARGET_NOFP]
        [--source=signal] [--no-perf=NO_PERF]
 """
@@ -40,31 +32,13 @@ import os
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 
-RECURSE_DEPTH = 100
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stacks_common import (check_run_sample, check_stack_shares, check_trace, fail, folded,  # noqa: E402
+                           parse_args, run_target, sampling_info, share)
 
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def folded(mlprof, trace, *extra):
-    r = subprocess.run([mlprof, "flame", trace, "--folded", *extra], capture_output=True, text=True)
-    if r.returncode != 0:
-        fail("mlprof flame %s: status %d: %s" % (" ".join(extra), r.returncode, r.stderr))
-    stacks = []
-    for line in r.stdout.splitlines():
-        m = re.match(r"^(.+) (\d+)$", line)
-        if not m:
-            fail("folded line does not parse: %r" % line)
-        stacks.append((m.group(1).split(";"), int(m.group(2))))
-    return stacks
-
-
-def share(stacks, name):
-    return sum(n for frames, n in stacks if name in frames)
+USAGE = ("stacks_signal_check.py MLPROF STACKS_TARGET OUTDIR preload-ok|no-preload [STACKS_TARGET_NOFP] "
+         "[--source=signal] [--no-perf=NO_PERF]")
 
 
 def spin_blocks(stdout):
@@ -163,13 +137,9 @@ def signal_checks(mlprof, target, out, no_perf):
     # fixed CPU time of the spins does less work (blocks) when sampled
     runs = {}
     for hz in ("0", "1000", "10000"):
-        trace = os.path.join(out, "bench_%s.json" % hz)
-        r = subprocess.run([target, trace, hz, "500", "sampling_source=signal"], capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            fail("stacks_target at %s Hz: %s" % (hz, r.stderr))
+        doc, r = run_target(target, os.path.join(out, "bench_%s.json" % hz), hz, 500, "sampling_source=signal")
         blocks, cpu = spin_blocks(r.stdout)
-        with open(trace) as f:
-            info = json.load(f)["otherData"].get("sampling") or {}
+        info = doc["otherData"].get("sampling") or {}
         runs[hz] = (blocks, cpu, info.get("signals_taken", 0), info.get("weight", 0),
                     info.get("handler_ns_per_sample", 0), info.get("handler_ns_min", 0))
     base = runs["0"][0]
@@ -195,11 +165,8 @@ def draws(mlprof, exe, out, name, info, stacks, src, ms):
     got, runs = info.get("signals_kept", 0), 1
     while got < 1000 and runs < 6:
         trace = os.path.join(out, "%s_more%d.json" % (name, runs))
-        r = subprocess.run([exe, trace, "1000", ms, *src], capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            fail("%s (run %d): status %d: %s" % (exe, runs + 1, r.returncode, r.stderr))
-        with open(trace) as f:
-            got += json.load(f)["otherData"]["sampling"].get("signals_kept", 0)
+        doc, _ = run_target(exe, trace, 1000, ms, *src)
+        got += doc["otherData"]["sampling"].get("signals_kept", 0)
         stacks = stacks + folded(mlprof, trace)
         runs += 1
     print("%s: %d signals (draws) over %d runs" % (name, got, runs))
@@ -207,159 +174,41 @@ def draws(mlprof, exe, out, name, info, stacks, src, ms):
 
 
 def main():
-    source = None
-    no_perf = None
-    args = []
-    for a in sys.argv[1:]:
-        if a.startswith("--source="):
-            source = a.split("=", 1)[1]
-        elif a.startswith("--no-perf="):
-            no_perf = a.split("=", 1)[1]
-        else:
-            args.append(a)
-    sys.argv[1:] = args
+    mlprof, target, out, preload_ok, nofp, opts = parse_args(USAGE, ("source", "no-perf"))
+    source, no_perf = opts.get("source"), opts.get("no-perf")
     src = ["sampling_source=" + source] if source else []
-    mlprof, target, out = sys.argv[1], sys.argv[2], sys.argv[3]
-    preload_ok = len(sys.argv) > 4 and sys.argv[4] == "preload-ok"
-    nofp = sys.argv[5] if len(sys.argv) > 5 else None
-    os.makedirs(out, exist_ok=True)
     trace = os.path.join(out, "stacks.json")
     # 2 s for the signal sampler: the kernel checks CPU-time timers at its
     # tick (often 250 Hz), so its shares rest on fewer draws (signals), and
     # fewer still under contention; see draws()
     ms = "2000" if source == "signal" else "1000"
-    r = subprocess.run([target, trace, "1000", ms, *src], capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        fail("stacks_target: status %d: %s" % (r.returncode, r.stderr))
-    with open(trace) as f:
-        doc = json.load(f)
-    info = doc["otherData"].get("sampling")
-    if info is None:
-        fail("otherData.sampling is missing")
+    doc, r = run_target(target, trace, 1000, ms, *src)
+    info = doc["otherData"].get("sampling") or {}
     if info.get("refused") and source == "signal":
         fail("the timer-signal sampler was refused: %s" % info["refused"])
-    if source and info.get("source") != source:
+    if source and info and info.get("source") != source:
         fail("otherData.sampling.source is %r, not %r" % (info.get("source"), source))
-    if info.get("refused"):
-        if "sampling (call stacks)" not in r.stderr:
-            fail("the refusal was not said on stderr: %r" % r.stderr)
-        print("SKIP: perf_event refuses the sampling events here: %s" % info["refused"])
-        sys.exit(77)
-    for key in ("samples", "lost_kernel", "lost_memory", "truncated_stacks", "perf_event_paranoid", "hz"):
-        if key not in info:
-            fail("otherData.sampling has no %s: %r" % (key, info))
+    info = sampling_info(doc, r.stderr)
     lost = {k: info.get(k) for k in ("lost_ring", "cut_by_copy", "stack_copy_failed", "threads_without_timer")
             if info.get(k)}
     if lost and "sampling (timer signal)" not in r.stderr:
         fail("losses not said on stderr: %r, %r" % (lost, r.stderr))
-    if info["hz"] != 1000 or info["samples"] != len(doc["samples"]):
-        fail("otherData.sampling disagrees with the samples: %r, %d samples" % (info, len(doc["samples"])))
-    # every sample names a frame the trace defines
-    frames = doc["stackFrames"]
-    for s in doc["samples"]:
-        if s["sf"] not in frames or "ts" not in s or "tid" not in s:
-            fail("a sample without its frame, time or thread: %r" % s)
 
     first = folded(mlprof, trace)
     stacks = draws(mlprof, target, out, "stacks", info, first, src, ms)
-    a, b, c = share(stacks, "hot_a"), share(stacks, "hot_b"), share(stacks, "hot_c")
-    total = a + b + c
-    print("samples: %d in all; hot_a %d, hot_b %d, hot_c %d" % (sum(n for _, n in stacks), a, b, c))
-    if total < 300:
-        fail("too few samples in the hot functions: %d (1 s of CPU at 1 kHz)" % total)
-    for name, got, want in (("hot_a", a, 60), ("hot_b", b, 30), ("hot_c", c, 10)):
-        pct = 100.0 * got / total
-        print("  %s: %.1f%% (want %d%%)" % (name, pct, want))
-        if abs(pct - want) > 5:
-            fail("%s has %.1f%% of the samples, not %d%% within 5 points" % (name, pct, want))
-
+    check_trace(mlprof, trace, doc, out, first, stacks)
     paused = share(stacks, "hot_paused")
     print("samples of hot_paused (100 ms spun while paused): %d" % paused)
     if paused > 25:
         fail("%d samples taken while paused (hot_paused)" % paused)
+    check_run_sample(mlprof, out, preload_ok, source)
 
-    deepest = max((f.count("recurse") for f, _ in stacks), default=0)
-    print("deepest recursion seen: %d frames of recurse" % deepest)
-    if deepest != RECURSE_DEPTH:
-        fail("the recursion's stacks have %d frames of recurse, not %d" % (deepest, RECURSE_DEPTH))
-
-    inside = folded(mlprof, trace, "--span", "span_b")
-    n_in = sum(n for _, n in inside)
-    b_in = share(inside, "hot_b")
-    print("inside span_b: %d samples, %d in hot_b" % (n_in, b_in))
-    b = share(first, "hot_b")  # this trace's
-    if n_in == 0 or b_in < 0.95 * n_in or b_in < 0.9 * b:
-        fail("the samples inside span_b are not hot_b's: %d of %d (hot_b has %d in all)" % (b_in, n_in, b))
-    r = subprocess.run([mlprof, "flame", trace, "--folded", "--span", "no_such_span"], capture_output=True, text=True)
-    if r.returncode != 1 or "no_such_span" not in r.stderr:
-        fail("a span with no samples: status %d, %r" % (r.returncode, r.stderr))
-
-    pid = doc["otherData"]["pid"]
-    thread_samples = [s for s in doc["samples"] if s["tid"] != pid]
-    names = set()
-    for s in thread_samples:
-        k = s["sf"]
-        while k:
-            names.add(frames[k]["name"])
-            k = frames[k].get("parent")
-    print("samples of other threads: %d" % len(thread_samples))
-    if not thread_samples or "thread_fn" not in names:
-        fail("the thread started while sampling has no samples of thread_fn")
-
-    svg = os.path.join(out, "flame.svg")
-    r = subprocess.run([mlprof, "flame", trace, "-o", svg], capture_output=True, text=True)
-    if r.returncode != 0:
-        fail("mlprof flame -o: %s" % r.stderr)
-    root = ET.parse(svg).getroot()
-    ns = "{http://www.w3.org/2000/svg}"
-    titles = [t.text for t in root.iter(ns + "title")]
-    if not any(t.startswith("hot_a (") and "%)" in t for t in titles):
-        fail("the SVG has no frame hot_a with its samples and share: %r" % titles[:10])
-    if root.find(ns + "script") is None:
-        fail("the SVG has no script (zoom)")
-
-    r = subprocess.run([mlprof, "run", "--sample", "50000", "--", "true"], capture_output=True, text=True)
-    if r.returncode != 2 or "sampling" not in r.stderr:
-        fail("mlprof run --sample 50000: status %d, %r" % (r.returncode, r.stderr))
-    if preload_ok:
-        merged = os.path.join(out, "run.json")
-        loop = "s = 0\nfor i in range(3000000): s += i\n"
-        r = subprocess.run([mlprof, "run", "-q", "--sample", "2000", *(["--sampling_source", source] if source else []),
-                            "-o", merged, "--", sys.executable, "-c", loop],
-                           capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            fail("mlprof run --sample: status %d: %s" % (r.returncode, r.stderr))
-        parts = os.path.join(merged + ".parts")
-        got = 0
-        for name in os.listdir(parts):
-            with open(os.path.join(parts, name)) as f:
-                # the weights: a timer signal's sample may stand for several periods
-                got += sum(s.get("weight", 1) for s in json.load(f).get("samples", []))
-        print("mlprof run --sample 2000 -- python: %d samples (weights) in its parts" % got)
-        if got == 0:
-            fail("mlprof run --sample: no samples in %s" % parts)
-        merged_stacks = folded(mlprof, merged)  # the merge keeps them
-        if sum(n for _, n in merged_stacks) != got:
-            fail("the merged trace has %d samples, its parts %d" % (sum(n for _, n in merged_stacks), got))
     if nofp:
         trace = os.path.join(out, "stacks_nofp.json")
-        r = subprocess.run([nofp, trace, "1000", ms, *src], capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            fail("stacks_target_nofp: status %d: %s" % (r.returncode, r.stderr))
-        with open(trace) as f:
-            info = json.load(f)["otherData"]["sampling"]
-        leaves = {}
-        for frames_, n in draws(mlprof, nofp, out, "stacks_nofp", info, folded(mlprof, trace), src, ms):
-            leaves[frames_[-1]] = leaves.get(frames_[-1], 0) + n
-        a, b, c = leaves.get("hot_a", 0), leaves.get("hot_b", 0), leaves.get("hot_c", 0)
-        total = a + b + c
-        if total < 300:
-            fail("without frame pointers: too few leaf samples in the hot functions: %d" % total)
-        for name, got, want in (("hot_a", a, 60), ("hot_b", b, 30), ("hot_c", c, 10)):
-            pct = 100.0 * got / total
-            print("  without frame pointers, leaf %s: %.1f%% (want %d%%)" % (name, pct, want))
-            if abs(pct - want) > 5:
-                fail("without frame pointers, leaf %s has %.1f%%, not %d%% within 5 points" % (name, pct, want))
+        doc, _ = run_target(nofp, trace, 1000, ms, *src)
+        check_stack_shares("without frame pointers, by leaf",
+                           draws(mlprof, nofp, out, "stacks_nofp", doc["otherData"]["sampling"], folded(mlprof, trace),
+                                 src, ms), by_leaf=True)
     if source == "signal":
         signal_checks(mlprof, target, out, no_perf)
     print("PASS")
