@@ -1,0 +1,710 @@
+/*
+ * pyframes.c - the Python frames of a sampled thread (pyframes.h).
+ *
+ * Capture runs in a signal handler on the sampled thread: it finds the
+ * thread's PyThreadState through PyGILState_GetThisThreadState (in 3.10 to
+ * 3.12 a read of the runtime's gilstate and a pthread_getspecific, no lock,
+ * no allocation) and follows its frame chain with plain loads, using the
+ * struct offsets of that CPython version. It reads only the frames (which
+ * live on the thread's own data stack, in generators, or in frame objects,
+ * and which only this thread changes), never the code objects: those are
+ * read later, on the reader thread, through process_vm_readv, so a code
+ * object freed since the sample reads as a failed read and not as a fault.
+ *
+ * The offsets are facts from each version's headers (Include/cpython/
+ * pystate.h, code.h, frameobject.h, Include/internal/pycore_frame.h,
+ * x86-64 and aarch64 release builds alike: all fields are pointers and
+ * ints). mlprof__pyframes_init checks them against the running interpreter
+ * before anything is captured: it calls a Python function that calls back
+ * into C, captures there, and compares frame for frame with what
+ * PyEval_GetFrame and PyFrame_GetBack say (code objects, lines, names,
+ * files). An unknown version, or one that fails, is refused with a message.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "pyframes.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- layouts */
+
+typedef struct layout {
+    int minor;          /* 3.minor */
+    int ts_frame;       /* 3.10: PyThreadState.frame (the current PyFrameObject); else -1 */
+    int ts_cframe;      /* 3.11+: PyThreadState.cframe */
+    int cf_current;     /* _PyCFrame.current_frame */
+    int fr_code;        /* the frame's code object */
+    int fr_previous;    /* the caller's frame (f_back in 3.10) */
+    int fr_instr;       /* 3.11+: prev_instr (a pointer); 3.10: f_lasti (an int, in code units) */
+    int fr_is_entry;    /* 3.11: is_entry (a bool); else -1 */
+    int fr_owner;       /* 3.12: owner (a char); else -1 */
+    int owner_cstack;   /* 3.12: FRAME_OWNED_BY_CSTACK */
+    int co_firstlineno; /* int */
+    int co_filename;    /* str */
+    int co_name;        /* str: co_qualname from 3.11 */
+    int co_linetable;   /* bytes */
+    int co_code;        /* 3.11+: co_code_adaptive, the instructions, inside the code object */
+    int ascii_size;     /* sizeof(PyASCIIObject): where an ASCII compact str's characters start */
+    int compact_size;   /* sizeof(PyCompactUnicodeObject): the same for the other compact ones */
+} layout;
+
+/* Common to all three: PyObject.ob_type at 8, PyVarObject.ob_size at 16,
+ * PyBytesObject.ob_sval at 32, PyASCIIObject.length at 16 and .state at 32. */
+static const layout LAYOUTS[] = {
+    {10, 24, -1, -1, 32, 24, 96, -1, -1, -1, 40, 104, 112, 120, -1, 48, 72},
+    {11, -1, 56, 8, 32, 48, 56, 68, 69, -1, 72, 112, 128, 136, 184, 48, 72},
+    {12, -1, 56, 0, 0, 8, 56, -1, 70, 3, 68, 112, 128, 136, 192, 40, 56},
+};
+
+/* The Python C API, found with dlsym in the running process. */
+typedef void *(*fn_ptr)(void);
+static struct {
+    int (*is_initialized)(void);
+    const char *(*get_version)(void);
+    void *(*this_thread_state)(void);
+    int (*gil_ensure)(void);
+    void (*gil_release)(int);
+    void *(*run_string)(const char *, int, void *, void *);
+    void *(*dict_new)(void);
+    int (*dict_set)(void *, const char *, void *);
+    void *(*dict_get)(void *, const char *);
+    void *(*builtins)(void);
+    void *(*cfunction_new)(void *, void *, void *);
+    void *(*call)(void *, ...);
+    void *(*get_frame)(void);
+    void *(*frame_code)(void *);
+    void *(*frame_back)(void *);
+    int (*frame_line)(void *);
+    void *(*getattr)(void *, const char *);
+    const char *(*as_utf8)(void *);
+    void (*incref)(void *);
+    void (*decref)(void *);
+    void (*err_clear)(void);
+    void *none;
+    void *code_type;
+} Py;
+
+/* Set once init succeeded; read by the handler (acquire). */
+static const layout *g_layout;
+static char g_version[16];
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_init_result; /* 0: not tried */
+static char g_init_why[512];
+
+const char *mlprof__pyframes_version(void) { return __atomic_load_n(&g_layout, __ATOMIC_ACQUIRE) ? g_version : ""; }
+
+/* ------------------------------------------------------------- capture */
+
+static size_t capture_with(const layout *L, uint64_t *out, size_t max)
+{
+    if (!L || max < 3 || !Py.this_thread_state)
+        return 0;
+    const char *ts = Py.this_thread_state();
+    if (!ts)
+        return 0; /* a thread Python never saw */
+    const char *f;
+    if (L->ts_frame >= 0) {
+        f = *(const char *const *)(ts + L->ts_frame);
+    } else {
+        const char *cf = *(const char *const *)(ts + L->ts_cframe);
+        if (!cf)
+            return 0;
+        f = *(const char *const *)(cf + L->cf_current);
+    }
+    size_t cap = (max - 1) / 2, n = 0;
+    uint64_t truncated = 0;
+    for (int depth = 0; f; depth++) {
+        if (((uintptr_t)f & 7) != 0 || depth >= MLPROF__PYFRAMES_MAX) { /* not a frame, or a cycle */
+            truncated = 1;
+            break;
+        }
+        if (L->fr_owner >= 0 && L->owner_cstack >= 0 && *(const signed char *)(f + L->fr_owner) == L->owner_cstack) {
+            /* 3.12's entry shim: the frame before it ran in this eval call */
+            if (n)
+                out[2 + 2 * (n - 1)] |= 1ull << 32;
+            f = *(const char *const *)(f + L->fr_previous);
+            continue;
+        }
+        if (n == cap) {
+            truncated = 1;
+            break;
+        }
+        uint64_t code = *(const uint64_t *)(f + L->fr_code);
+        int64_t off;
+        uint64_t entry;
+        if (L->co_code < 0) { /* 3.10: f_lasti counts code units; every frame has its own eval call */
+            off = 2 * (int64_t) * (const int *)(f + L->fr_instr);
+            entry = 1;
+        } else {
+            uint64_t instr = *(const uint64_t *)(f + L->fr_instr);
+            off = (int64_t)(instr - (code + (uint64_t)L->co_code));
+            entry = L->fr_is_entry >= 0 ? *(const unsigned char *)(f + L->fr_is_entry) != 0 : 0;
+        }
+        if (off < INT32_MIN || off > INT32_MAX)
+            off = -1;
+        out[1 + 2 * n] = code;
+        out[2 + 2 * n] = (uint64_t)(uint32_t)(int32_t)off | entry << 32;
+        n++;
+        f = *(const char *const *)(f + L->fr_previous);
+    }
+    if (!n)
+        return 0;
+    out[0] = MLPROF__PYFRAMES_MAGIC | truncated << 31 | n;
+    return 1 + 2 * n;
+}
+
+size_t mlprof__pyframes_capture(uint64_t *out, size_t max)
+{
+    return capture_with(__atomic_load_n(&g_layout, __ATOMIC_ACQUIRE), out, max);
+}
+
+size_t mlprof__pyframes_decode(const uint64_t *words, size_t nwords, mlprof__pyframe *out, size_t max,
+                               size_t *used, int *truncated)
+{
+    *used = 0;
+    if (truncated)
+        *truncated = 0;
+    if (nwords < 1 || (words[0] & 0xffffff0000000000ull) != MLPROF__PYFRAMES_MAGIC)
+        return 0;
+    size_t n = (size_t)(words[0] & 0x7fffffffu);
+    if (n > (nwords - 1) / 2)
+        return 0;
+    *used = 1 + 2 * n;
+    if (truncated)
+        *truncated = (words[0] >> 31) & 1;
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < max; i++, k++) {
+        out[k].code = words[1 + 2 * i];
+        out[k].offset = (int32_t)(uint32_t)words[2 + 2 * i];
+        out[k].entry = (int)((words[2 + 2 * i] >> 32) & 1);
+    }
+    if (k < n && truncated)
+        *truncated = 1;
+    return k;
+}
+
+/* ------------------------------------------------------- reading safely */
+
+static int read_mem(uint64_t addr, void *buf, size_t len)
+{
+    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+    ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (got == (ssize_t)len)
+        return 0;
+    if (got >= 0 || (errno != ENOSYS && errno != EPERM))
+        return -1;
+    /* process_vm_readv refused (a seccomp filter): write() through a pipe
+     * says EFAULT instead of faulting on memory that is gone */
+    static int fds[2] = {-1, -1};
+    if (fds[0] < 0 && pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+        return -1;
+    size_t done = 0;
+    while (done < len) {
+        size_t chunk = len - done > 4096 ? 4096 : len - done;
+        ssize_t w = write(fds[1], (const char *)(uintptr_t)addr + done, chunk);
+        if (w <= 0)
+            return -1;
+        if (read(fds[0], (char *)buf + done, (size_t)w) != w)
+            return -1;
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+static int read_u64(uint64_t addr, uint64_t *v) { return read_mem(addr, v, sizeof *v); }
+
+/* A str object as UTF-8 (compact ones: all that code objects hold). */
+static int read_str(const layout *L, uint64_t s, char *out, size_t len)
+{
+    unsigned char h[80];
+    out[0] = '\0';
+    if (!s || read_mem(s, h, (size_t)L->compact_size) != 0)
+        return -1;
+    int64_t n;
+    uint32_t state;
+    memcpy(&n, h + 16, sizeof n);
+    memcpy(&state, h + 32, sizeof state);
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || n < 0 || (kind != 1 && kind != 2 && kind != 4))
+        return -1;
+    if (n > 1024)
+        n = 1024; /* a name or a path: enough of it */
+    unsigned char raw[4096];
+    if (read_mem(s + (uint64_t)(ascii ? L->ascii_size : L->compact_size), raw, (size_t)n * kind) != 0)
+        return -1;
+    size_t o = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t c = kind == 1 ? raw[i] : kind == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
+                                                     : (uint32_t)(raw[4 * i] | raw[4 * i + 1] << 8 |
+                                                                  raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24);
+        unsigned char u[4];
+        size_t k;
+        if (c < 0x80)
+            u[0] = (unsigned char)c, k = 1;
+        else if (c < 0x800)
+            u[0] = (unsigned char)(0xc0 | c >> 6), u[1] = (unsigned char)(0x80 | (c & 63)), k = 2;
+        else if (c < 0x10000)
+            u[0] = (unsigned char)(0xe0 | c >> 12), u[1] = (unsigned char)(0x80 | (c >> 6 & 63)),
+            u[2] = (unsigned char)(0x80 | (c & 63)), k = 3;
+        else
+            u[0] = (unsigned char)(0xf0 | (c >> 18 & 7)), u[1] = (unsigned char)(0x80 | (c >> 12 & 63)),
+            u[2] = (unsigned char)(0x80 | (c >> 6 & 63)), u[3] = (unsigned char)(0x80 | (c & 63)), k = 4;
+        if (o + k + 1 > len)
+            break;
+        memcpy(out + o, u, k);
+        o += k;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* ---------------------------------------------------------- line tables */
+
+/* 3.10's co_linetable: (bytes advanced, lines advanced) pairs, unsigned
+ * and signed bytes; a line delta of -128 marks code with no line. */
+static int line_310(const unsigned char *t, size_t len, int first, int32_t off)
+{
+    if (off < 0)
+        return first;
+    int line = first, end = 0;
+    for (size_t i = 0; i + 1 < len; i += 2) {
+        int start = end;
+        end += t[i];
+        int ld = (signed char)t[i + 1];
+        int here = -1;
+        if (ld != -128) {
+            line += ld;
+            here = line;
+        }
+        if (start <= off && off < end)
+            return here;
+    }
+    return -1;
+}
+
+/* 3.11 and 3.12's location table (Objects/locations.md): entries start with
+ * a byte with its top bit set, code (bits 3-6) and length in code units
+ * minus one (bits 0-2); the line delta comes from the code: 15 no
+ * location, 14 long form and 13 no columns (a signed varint follows),
+ * 10-12 one line forms (delta code-10), 0-9 short forms (same line). */
+static unsigned varint(const unsigned char *t, size_t len, size_t *i)
+{
+    unsigned v = 0, shift = 0;
+    while (*i < len) {
+        unsigned char b = t[(*i)++];
+        v |= (unsigned)(b & 63) << shift;
+        shift += 6;
+        if (!(b & 64) || shift > 24)
+            break;
+    }
+    return v;
+}
+
+static int line_311(const unsigned char *t, size_t len, int first, int32_t off)
+{
+    if (off < 0)
+        return first;
+    int line = first;
+    int32_t end = 0;
+    size_t i = 0;
+    while (i < len) {
+        unsigned char b = t[i];
+        int code = (b >> 3) & 15;
+        int32_t start = end;
+        end += ((b & 7) + 1) * 2;
+        size_t j = i + 1;
+        if (code == 13 || code == 14) {
+            unsigned u = varint(t, len, &j);
+            line += (u & 1) ? -(int)(u >> 1) : (int)(u >> 1);
+        } else if (code >= 10 && code <= 12) {
+            line += code - 10;
+        }
+        if (start <= off && off < end)
+            return code == 15 ? -1 : line;
+        for (i = i + 1; i < len && !(t[i] & 128); i++) /* the next entry */
+            ;
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- cache */
+
+typedef struct code_info {
+    uint64_t code; /* 0: a free slot */
+    int ok;
+    int firstlineno;
+    char *name, *file;
+    unsigned char *table;
+    size_t table_len;
+} code_info;
+
+static struct {
+    pthread_mutex_t lock;
+    code_info *slots;
+    size_t nslots, used, failed;
+} C = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+/* Reads one code object into ci (ci->code set): its fixed part in one read. */
+static void load_code(const layout *L, code_info *ci)
+{
+    unsigned char co[160]; /* past co_linetable in all layouts */
+    uint64_t c = ci->code, type, fn, nm, lt, size = 0;
+    int32_t first;
+    char buf[4096];
+    ci->ok = 0;
+    if (read_mem(c, co, (size_t)L->co_linetable + 8) != 0)
+        return;
+    memcpy(&type, co + 8, 8);
+    memcpy(&first, co + L->co_firstlineno, 4);
+    memcpy(&fn, co + L->co_filename, 8);
+    memcpy(&nm, co + L->co_name, 8);
+    memcpy(&lt, co + L->co_linetable, 8);
+    if (type != (uint64_t)(uintptr_t)Py.code_type || read_u64(lt + 16, &size) != 0 || size > (1u << 24))
+        return;
+    ci->firstlineno = first;
+    ci->table = malloc(size ? size : 1);
+    if (!ci->table || read_mem(lt + 32, ci->table, size) != 0)
+        return;
+    ci->table_len = size;
+    ci->name = read_str(L, nm, buf, sizeof buf) == 0 ? dup_str(buf) : NULL;
+    ci->file = read_str(L, fn, buf, sizeof buf) == 0 ? dup_str(buf) : NULL;
+    ci->ok = ci->name && ci->file;
+}
+
+static code_info *lookup(const layout *L, uint64_t code)
+{
+    if (C.used * 2 >= C.nslots) {
+        size_t n = C.nslots ? 2 * C.nslots : 1024;
+        code_info *s = calloc(n, sizeof *s);
+        if (!s)
+            return NULL;
+        for (size_t i = 0; i < C.nslots; i++) {
+            if (!C.slots[i].code)
+                continue;
+            size_t h = (size_t)(C.slots[i].code * 0x9e3779b97f4a7c15ull >> 20) & (n - 1);
+            while (s[h].code)
+                h = (h + 1) & (n - 1);
+            s[h] = C.slots[i];
+        }
+        free(C.slots);
+        C.slots = s;
+        C.nslots = n;
+    }
+    size_t h = (size_t)(code * 0x9e3779b97f4a7c15ull >> 20) & (C.nslots - 1);
+    while (C.slots[h].code && C.slots[h].code != code)
+        h = (h + 1) & (C.nslots - 1);
+    code_info *ci = &C.slots[h];
+    if (!ci->code) {
+        ci->code = code;
+        C.used++;
+        load_code(L, ci);
+        C.failed += !ci->ok;
+    }
+    return ci;
+}
+
+int mlprof__pyframes_resolve(uint64_t code, int32_t offset, char *name, size_t name_len, char *file,
+                             size_t file_len, int *line)
+{
+    const layout *L = __atomic_load_n(&g_layout, __ATOMIC_ACQUIRE);
+    snprintf(name, name_len, "?");
+    snprintf(file, file_len, "?");
+    *line = -1;
+    if (!L)
+        return -1;
+    pthread_mutex_lock(&C.lock);
+    code_info *ci = lookup(L, code);
+    int ok = ci && ci->ok;
+    if (ok) {
+        snprintf(name, name_len, "%s", ci->name);
+        snprintf(file, file_len, "%s", ci->file);
+        *line = L->co_code < 0 ? line_310(ci->table, ci->table_len, ci->firstlineno, offset)
+                               : line_311(ci->table, ci->table_len, ci->firstlineno, offset);
+    }
+    pthread_mutex_unlock(&C.lock);
+    return ok ? 0 : -1;
+}
+
+void mlprof__pyframes_stats(size_t *cached, size_t *failed)
+{
+    pthread_mutex_lock(&C.lock);
+    *cached = C.used;
+    *failed = C.failed;
+    pthread_mutex_unlock(&C.lock);
+}
+
+void mlprof__pyframes_label(const mlprof__pyframe *f, char *out, size_t len)
+{
+    char name[512], file[1024];
+    int line;
+    if (mlprof__pyframes_resolve(f->code, f->offset, name, sizeof name, file, sizeof file, &line) != 0) {
+        snprintf(out, len, "? (python code 0x%llx, gone)", (unsigned long long)f->code);
+        return;
+    }
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    if (line >= 0)
+        snprintf(out, len, "%s (%s:%d)", name, base, line);
+    else
+        snprintf(out, len, "%s (%s)", name, base);
+}
+
+int mlprof__pyframes_is_eval(const char *symbol)
+{
+    /* .cold and other suffixes a compiler adds to a split function count too */
+    return strncmp(symbol, "_PyEval_EvalFrameDefault", 24) == 0 || strncmp(symbol, "PyEval_EvalFrameEx", 18) == 0;
+}
+
+size_t mlprof__pyframes_interleave(const unsigned char *is_eval, size_t nnative, const mlprof__pyframe *py,
+                                   size_t npy, int32_t *out, size_t max)
+{
+    size_t n = 0, p = 0;
+    for (size_t i = 0; i < nnative && n < max; i++) {
+        if (!is_eval[i] || p == npy) {
+            out[n++] = (int32_t)i;
+            continue;
+        }
+        do { /* the frames this call of the eval loop ran, leaf first */
+            out[n++] = -1 - (int32_t)p;
+        } while (!py[p++].entry && p < npy && n < max);
+    }
+    while (p < npy && n < max) /* the native stack ended first */
+        out[n++] = -1 - (int32_t)p++;
+    return n;
+}
+
+/* ------------------------------------------------------------ self-test */
+
+/* PyMethodDef, field for field. */
+typedef struct method_def {
+    const char *name;
+    void *(*fn)(void *, void *);
+    int flags;
+    const char *doc;
+} method_def;
+
+static struct {
+    const layout *L;
+    char why[256];
+    int done;
+} T;
+
+static int test_fail(const char *fmt, const char *a, const char *b, int x, int y)
+{
+    snprintf(T.why, sizeof T.why, fmt, a, b, x, y);
+    return -1;
+}
+
+/* Compares the frames captured here with the interpreter's own view. */
+static int compare_here(void)
+{
+    const layout *L = T.L;
+    uint64_t words[1 + 2 * 64];
+    mlprof__pyframe fr[64];
+    size_t used;
+    size_t nw = capture_with(L, words, sizeof words / sizeof words[0]);
+    size_t n = mlprof__pyframes_decode(words, nw, fr, 64, &used, NULL);
+    if (n < 2)
+        return test_fail("found %s%s%d frames of the 2 or more expected", "", "", (int)n, 0);
+    void *f = Py.get_frame(); /* borrowed */
+    if (f)
+        Py.incref(f);
+    size_t i = 0;
+    int rc = 0;
+    for (; f && i < n && rc == 0; i++) {
+        void *code = Py.frame_code(f);
+        int line = Py.frame_line(f);
+        char name[512], file[1024];
+        int got_line;
+        void *qn = Py.getattr(code, L->minor >= 11 ? "co_qualname" : "co_name");
+        void *fnm = Py.getattr(code, "co_filename");
+        const char *want_name = qn ? Py.as_utf8(qn) : NULL, *want_file = fnm ? Py.as_utf8(fnm) : NULL;
+        if ((uint64_t)(uintptr_t)code != fr[i].code)
+            rc = test_fail("frame %s%s%d: another code object than the interpreter's (%d frames seen)", "", "",
+                           (int)i, (int)n);
+        else if (mlprof__pyframes_resolve(fr[i].code, fr[i].offset, name, sizeof name, file, sizeof file,
+                                          &got_line) != 0)
+            rc = test_fail("frame %s%s%d: its code object could not be read (of %d)", "", "", (int)i, (int)n);
+        else if (!want_name || !want_file || strcmp(name, want_name) != 0 || strcmp(file, want_file) != 0)
+            rc = test_fail("read \"%.60s\" in \"%.80s\" where the interpreter has another name or file (frame %d of %d)",
+                           name, file, (int)i, (int)n);
+        else if (got_line != line)
+            rc = test_fail("%s%sline %d where the interpreter says %d", "", "", got_line, line);
+        if (!qn || !fnm)
+            Py.err_clear();
+        if (qn)
+            Py.decref(qn);
+        if (fnm)
+            Py.decref(fnm);
+        Py.decref(code);
+        void *back = Py.frame_back(f);
+        Py.decref(f);
+        f = back;
+    }
+    if (f)
+        Py.decref(f);
+    if (rc == 0 && i != n)
+        rc = test_fail("%s%scaptured %d frames where the interpreter has %d", "", "", (int)n, (int)i);
+    /* _mlprof_probe_b (leaf, called from Python) and _mlprof_probe_a (called from C) */
+    if (rc == 0 && L->minor >= 11 && (fr[0].entry || !fr[1].entry))
+        rc = test_fail("%s%sentry frames misread (leaf %d, its caller %d; expected 0 and 1)", "", "", fr[0].entry,
+                       fr[1].entry);
+    return rc;
+}
+
+static void *probe(void *self, void *unused)
+{
+    (void)self;
+    (void)unused;
+    if (compare_here() == 0)
+        T.done = 1;
+    Py.incref(Py.none);
+    return Py.none;
+}
+
+static const char PROBE_SRC[] = "def _mlprof_probe_b(f):\n"
+                                "    return f()\n"
+                                "\n"
+                                "def _mlprof_probe_a(f):\n"
+                                "    x = 1\n"
+                                "    return _mlprof_probe_b(f)\n";
+
+static int self_test(const layout *L, char *why, size_t len)
+{
+    static method_def def = {"_mlprof_probe", probe, 0x0004 /* METH_NOARGS */, NULL};
+    int g = Py.gil_ensure();
+    int rc = -1;
+    void *globals = Py.dict_new(), *res = NULL, *fn = NULL;
+    T.L = L;
+    T.done = 0;
+    snprintf(T.why, sizeof T.why, "the probe did not run");
+    if (globals && Py.dict_set(globals, "__builtins__", Py.builtins()) == 0)
+        res = Py.run_string(PROBE_SRC, 257 /* Py_file_input */, globals, globals);
+    void *a = res ? Py.dict_get(globals, "_mlprof_probe_a") : NULL; /* borrowed */
+    fn = a ? Py.cfunction_new(&def, NULL, NULL) : NULL;
+    void *r = fn ? Py.call(a, fn, NULL) : NULL;
+    if (!r)
+        Py.err_clear();
+    if (T.done)
+        rc = 0;
+    else
+        snprintf(why, len, "Python %s frames: the self-test failed: %.200s", g_version, T.why);
+    if (r)
+        Py.decref(r);
+    if (fn)
+        Py.decref(fn);
+    if (res)
+        Py.decref(res);
+    if (globals)
+        Py.decref(globals);
+    Py.gil_release(g);
+    return rc;
+}
+
+static int find_api(char *why, size_t len)
+{
+    static const struct {
+        void **slot;
+        const char *name;
+    } fns[] = {
+        {(void **)&Py.get_version, "Py_GetVersion"},
+        {(void **)&Py.this_thread_state, "PyGILState_GetThisThreadState"},
+        {(void **)&Py.gil_ensure, "PyGILState_Ensure"},
+        {(void **)&Py.gil_release, "PyGILState_Release"},
+        {(void **)&Py.run_string, "PyRun_String"},
+        {(void **)&Py.dict_new, "PyDict_New"},
+        {(void **)&Py.dict_set, "PyDict_SetItemString"},
+        {(void **)&Py.dict_get, "PyDict_GetItemString"},
+        {(void **)&Py.builtins, "PyEval_GetBuiltins"},
+        {(void **)&Py.cfunction_new, "PyCFunction_NewEx"},
+        {(void **)&Py.call, "PyObject_CallFunctionObjArgs"},
+        {(void **)&Py.get_frame, "PyEval_GetFrame"},
+        {(void **)&Py.frame_code, "PyFrame_GetCode"},
+        {(void **)&Py.frame_back, "PyFrame_GetBack"},
+        {(void **)&Py.frame_line, "PyFrame_GetLineNumber"},
+        {(void **)&Py.getattr, "PyObject_GetAttrString"},
+        {(void **)&Py.as_utf8, "PyUnicode_AsUTF8"},
+        {(void **)&Py.incref, "Py_IncRef"},
+        {(void **)&Py.decref, "Py_DecRef"},
+        {(void **)&Py.err_clear, "PyErr_Clear"},
+        {&Py.none, "_Py_NoneStruct"},
+        {&Py.code_type, "PyCode_Type"},
+    };
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        *fns[i].slot = dlsym(RTLD_DEFAULT, fns[i].name);
+        if (!*fns[i].slot) {
+            snprintf(why, len, "this Python has no %s (a Python before 3.9?): no Python frames", fns[i].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int init_locked(char *why, size_t len)
+{
+    *(void **)&Py.is_initialized = dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    if (!Py.is_initialized) {
+        snprintf(why, len, "not a Python process");
+        return 0;
+    }
+    if (!Py.is_initialized()) {
+        snprintf(why, len, "the Python interpreter is not initialized yet");
+        return 0;
+    }
+    if (find_api(why, len) != 0)
+        return -1;
+    const char *v = Py.get_version();
+    int major = 0, minor = 0;
+    if (sscanf(v, "%d.%d", &major, &minor) != 2)
+        major = 0;
+    snprintf(g_version, sizeof g_version, "%d.%d", major, minor);
+    const layout *L = NULL;
+    for (size_t i = 0; i < sizeof LAYOUTS / sizeof LAYOUTS[0]; i++) {
+        if (major == 3 && LAYOUTS[i].minor == minor)
+            L = &LAYOUTS[i];
+    }
+    if (!L) {
+        snprintf(why, len, "Python %s: no Python frames (mlprof reads the frames of 3.10, 3.11 and 3.12)", v);
+        return -1;
+    }
+    /* the resolver reads with this layout during the self-test */
+    __atomic_store_n(&g_layout, L, __ATOMIC_RELEASE);
+    if (self_test(L, why, len) != 0) {
+        __atomic_store_n(&g_layout, NULL, __ATOMIC_RELEASE);
+        return -1;
+    }
+    snprintf(why, len, "Python %s frames", g_version);
+    return 1;
+}
+
+int mlprof__pyframes_init(char *why, size_t len)
+{
+    pthread_mutex_lock(&g_init_lock);
+    if (g_init_result == 0 || (g_init_result == 2 && Py.is_initialized && Py.is_initialized())) {
+        int r = init_locked(g_init_why, sizeof g_init_why);
+        /* 2: nothing to do yet, tried again later; else the answer for good */
+        g_init_result = r == 1 ? 1 : r < 0 ? -1 : (Py.is_initialized ? 2 : 3);
+    }
+    int r = g_init_result == 1 ? 1 : g_init_result == -1 ? -1 : 0;
+    snprintf(why, len, "%s", g_init_why);
+    pthread_mutex_unlock(&g_init_lock);
+    return r;
+}

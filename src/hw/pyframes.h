@@ -1,0 +1,83 @@
+/*
+ * pyframes.h - the Python frames of a sampled thread, as py-spy shows them:
+ * taken on the sampled thread itself (from the timer-signal sampler's
+ * handler: async-signal-safe, no lock, no allocation, no Python API that
+ * takes the GIL or touches a reference count), named after the run on
+ * mlprof's reader thread, and put in place of the native frames of the
+ * interpreter's eval loop that ran them.
+ *
+ * Words written by mlprof__pyframes_capture, leaf first:
+ *   [0]        MLPROF__PYFRAMES_MAGIC | truncated << 31 | n
+ *   [1 + 2i]   frame i's code object (its address)
+ *   [2 + 2i]   its instruction's byte offset in the code (int32, low half)
+ *              | entry << 32: the outermost frame one call of the eval
+ *              loop runs (3.11 is_entry; in 3.12 the frame under a
+ *              FRAME_OWNED_BY_CSTACK one; every frame in 3.10)
+ * Self-contained (libc and dlsym), so a test can build it alone.
+ */
+#ifndef MLPROF_HW_PYFRAMES_H
+#define MLPROF_HW_PYFRAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MLPROF__PYFRAMES_MAGIC 0x5059460000000000ull /* "PYF" in the top bytes */
+#define MLPROF__PYFRAMES_MAX 256                     /* frames one capture walks at most */
+
+/* 1: this process runs a supported Python whose layouts passed the
+ * self-test, and captures may start; 0: no Python here (why says so); -1:
+ * refused (an unknown version, a layout that failed its self-test: why
+ * says which). Takes the GIL itself (PyGILState_Ensure) and runs a few
+ * lines of Python, so call it where the interpreter is initialized and
+ * not finalizing, never from a signal handler. Idempotent. */
+int mlprof__pyframes_init(char *why, size_t len);
+
+/* "3.11" once init succeeded, else "". */
+const char *mlprof__pyframes_version(void);
+
+/* From the sampled thread (a signal handler is fine): writes the words
+ * above and returns how many (0: no Python frames on this thread, or not
+ * initialized). max counts words. */
+size_t mlprof__pyframes_capture(uint64_t *out, size_t max);
+
+typedef struct mlprof__pyframe {
+    uint64_t code;  /* the code object's address */
+    int32_t offset; /* byte offset of the instruction (negative: not started) */
+    int entry;      /* 1: the outermost frame of one eval-loop call */
+} mlprof__pyframe;
+
+/* Reads words written by capture: returns the frames (leaf first) and sets
+ * *used to the words they took (0 and 0 when words[0] is not a capture). */
+size_t mlprof__pyframes_decode(const uint64_t *words, size_t nwords, mlprof__pyframe *out, size_t max,
+                               size_t *used, int *truncated);
+
+/* Off the sampled threads: a frame's function (co_qualname, co_name before
+ * 3.11), file and line, read with process_vm_readv (never a fault on a
+ * code object freed since the sample; ob_type checked against PyCode_Type)
+ * and cached by the code's address. 0, or -1 when the address holds no
+ * code object any more (name says "?"). Thread-safe (a mutex). */
+int mlprof__pyframes_resolve(uint64_t code, int32_t offset, char *name, size_t name_len, char *file,
+                             size_t file_len, int *line);
+
+/* "train (main.py:12)": the name a frame gets in stackFrames and flame
+ * graphs (the file's base name; the category says "python"). */
+void mlprof__pyframes_label(const mlprof__pyframe *f, char *out, size_t len);
+
+/* Whether a native symbol is the interpreter's eval loop, the frame that
+ * Python frames replace. */
+int mlprof__pyframes_is_eval(const char *symbol);
+
+/* Interleaves, py-spy's way: native frames (leaf first; is_eval[i] from
+ * mlprof__pyframes_is_eval of their names) and Python frames (leaf first)
+ * become one stack, leaf first, in out: a value >= 0 is native frame i, a
+ * value < 0 is Python frame -1 - value. Each eval frame, from the leaf,
+ * is replaced by the next run of Python frames up to an entry frame; an
+ * eval frame with none left stays; Python frames left over (a native
+ * stack cut short) go at the root. Returns how many were written. */
+size_t mlprof__pyframes_interleave(const unsigned char *is_eval, size_t nnative, const mlprof__pyframe *py,
+                                   size_t npy, int32_t *out, size_t max);
+
+/* What resolving has cached (code objects) and how many reads failed. */
+void mlprof__pyframes_stats(size_t *cached, size_t *failed);
+
+#endif /* MLPROF_HW_PYFRAMES_H */

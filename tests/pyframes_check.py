@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""pyframes_check.py - the Python frames of sampled threads (src/hw/pyframes.c),
+inside real interpreters, through a test-only SIGPROF sampler
+(tests/pyframes_shim.c, loaded with ctypes) that calls the capture from its
+handler on the sampled thread and resolves and interleaves at the end:
+  - the self-test at init passes (the struct offsets of this version are the
+    running interpreter's); an unsupported version is refused with a reason;
+  - hot_a and hot_b get 70% and 30% of the CPU (the same loop, 7 and 3
+    rounds: the shares come from the work, not the clock): their shares
+    among the samples within 5 points, each under work, with a line inside
+    its own body and this file's name;
+  - a nested call outer -> middle -> inner -> (ctypes) shim_raise: the
+    Python frames in that order, interleaved with the native ones py-spy's
+    way: native startup frames, then the Python ones in place of the eval
+    loop, then ctypes/libffi and the handler's native frames;
+  - a thread started in Python gets its own frames (thread_fn, not outer).
+Each interpreter given is run (missing ones are said and skipped); exits
+77 (skip) when none of them is supported.
+Usage: pyframes_check.py SHIM OUTDIR PYTHON... ; or: pyframes_check.py --target SHIM OUT
+"""
+import ctypes
+import glob
+import os
+import re
+import subprocess
+import sys
+import threading
+
+
+def hot_loop(n):
+    x = 0
+    for i in range(n):
+        x += i * i % 7
+    return x
+
+
+def hot_a(n):
+    return hot_loop(7 * n)  # 70% of the work
+
+
+def hot_b(n):
+    return hot_loop(3 * n)  # 30% of the work
+
+
+def work(lib, samples, n):
+    while lib.shim_count() < samples:  # rounds until enough samples, whatever the clock's rate
+        hot_a(n)
+        hot_b(n)
+
+
+def inner(lib):
+    lib.shim_raise()
+
+
+def middle(lib):
+    inner(lib)
+
+
+def outer(lib):
+    middle(lib)
+
+
+def outer_bench(lib):
+    return middle_bench(lib)
+
+
+def middle_bench(lib):
+    return lib.shim_bench(200000)
+
+
+def thread_inner(lib):
+    lib.shim_raise()
+
+
+def thread_fn(lib):
+    thread_inner(lib)
+
+
+def target(shim, out):
+    lib = ctypes.CDLL(shim)
+    lib.shim_dump.argtypes = [ctypes.c_char_p]
+    buf = ctypes.create_string_buffer(512)
+    r = lib.shim_init(buf, 512)
+    print("init: %d: %s" % (r, buf.value.decode()))
+    if r != 1:
+        sys.exit(77)
+    lib.shim_bench.restype = ctypes.c_double
+    print("capture with warm caches: %.0f ns a sample" % outer_bench(lib))
+    outer(lib)
+    t = threading.Thread(target=thread_fn, args=(lib,))
+    t.start()
+    t.join()
+    # 1000 samples: the share within 5 points is 3.5 standard deviations
+    lib.shim_start(1000)
+    work(lib, 1002, 20000)
+    lib.shim_stop()
+    n = lib.shim_dump(out.encode())
+    print("samples: %d" % n)
+    with open(out + ".lines", "w") as f:  # where each function's body is
+        for fn in (hot_a, hot_b, hot_loop, work, inner, middle, outer, thread_inner, thread_fn):
+            c = fn.__code__
+            last = max(l for _, _, l in c.co_lines() if l is not None)
+            f.write("%s %d %d %d\n" % (fn.__name__, c.co_firstlineno, last, threading.get_native_id()))
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def py_frames(stack):
+    """[(name, file, line)] of the Python frames, root first."""
+    out = []
+    for f in stack:
+        m = re.match(r"py:(.*) \((.*?):(\d+)\)( \[entry\])?$", f)
+        if m:
+            out.append((m.group(1), m.group(2), int(m.group(3))))
+    return out
+
+
+def check_one(shim, outdir, python):
+    name = os.path.basename(os.path.dirname(os.path.dirname(python))) if "pyenv" in python else python
+    out = os.path.join(outdir, "pyframes_%s.txt" % re.sub(r"[^\w.]", "_", name))
+    r = subprocess.run([python, os.path.abspath(__file__), "--target", shim, out], capture_output=True, text=True,
+                       timeout=240)
+    print("%s: %s" % (python, r.stdout.strip().replace("\n", "; ")))
+    if r.returncode == 77:
+        print("SKIP %s: %s" % (python, r.stdout.strip()))
+        return False
+    if r.returncode != 0:
+        fail("%s: status %d: %s%s" % (python, r.returncode, r.stdout, r.stderr))
+    lines = {}
+    main_tid = None
+    for l in open(out + ".lines"):
+        fn, first, last, tid = l.split()
+        lines[fn] = (int(first), int(last))
+        main_tid = tid
+    samples = []
+    costs = None
+    for l in open(out):
+        if l.startswith("#costs"):
+            costs = l.split()[1:]
+            continue
+        tid, _, rest = l.rstrip("\n").partition("\t")
+        samples.append((tid, rest.split(";") if rest else []))
+    if len(samples) < 3:
+        fail("%s: %d samples" % (python, len(samples)))
+    me = os.path.basename(__file__)
+
+    # the nested call, with its native frames (the first sample, raised in outer)
+    tid, stack = samples[0]
+    py = py_frames(stack)
+    names = [p[0] for p in py]
+    if names[-3:] != ["outer", "middle", "inner"]:
+        fail("%s: nested call: Python frames %s, expected ... outer, middle, inner" % (python, names))
+    for fn, f, line in py[-3:]:
+        lo, hi = lines[fn]
+        if f != me or not lo <= line <= hi:
+            fail("%s: %s at %s:%d, expected %s:%d-%d" % (python, fn, f, line, me, lo, hi))
+    first_py = next(i for i, f in enumerate(stack) if f.startswith("py:"))
+    last_py = max(i for i, f in enumerate(stack) if f.startswith("py:"))
+    if first_py == 0 or not any(f.startswith("c:Py_") or f == "c:main" or "start" in f for f in stack[:first_py]):
+        fail("%s: no native startup frames before the Python ones: %s" % (python, stack))
+    if "c:shim_raise" not in stack[last_py:]:
+        fail("%s: shim_raise is not under the Python frames: %s" % (python, stack))
+    if any(f.startswith("c:_PyEval_EvalFrameDefault") for f in stack):
+        fail("%s: an eval-loop frame was left in place: %s" % (python, stack))
+    print("%s: nested: %s" % (python, " > ".join(stack)))
+
+    # the thread's own frames
+    tid2, stack2 = samples[1]
+    names2 = [p[0].split(".")[-1] for p in py_frames(stack2)]
+    if tid2 == tid or names2[-2:] != ["thread_fn", "thread_inner"] or "outer" in names2:
+        fail("%s: thread sample (tid %s, main %s): %s" % (python, tid2, tid, names2))
+
+    # shares of hot_a and hot_b among the timer's samples
+    count = {"hot_a": 0, "hot_b": 0}
+    for t, stack in samples[2:]:
+        py = py_frames(stack)
+        names = [p[0] for p in py]
+        for fn in count:
+            if fn in names:
+                i = names.index(fn)
+                if i == 0 or names[i - 1] != "work":
+                    fail("%s: %s not called from work: %s" % (python, fn, names))
+                f, line = py[i][1], py[i][2]
+                lo, hi = lines[fn]
+                if f != me or not lo <= line <= hi:
+                    fail("%s: %s at %s:%d, expected %s:%d-%d" % (python, fn, f, line, me, lo, hi))
+                count[fn] += 1
+    total = count["hot_a"] + count["hot_b"]
+    if total < 100:
+        fail("%s: only %d samples in hot_a or hot_b (of %d)" % (python, total, len(samples) - 2))
+    share = 100.0 * count["hot_a"] / total
+    print("%s: hot_a %.1f%%, hot_b %.1f%% of %d samples" % (python, share, 100 - share, total))
+    if abs(share - 70) > 5:
+        fail("%s: hot_a has %.1f%% of the samples, expected 70 +- 5" % (python, share))
+    if costs:
+        c = dict(zip(costs[::2], (int(v) for v in costs[1::2])))
+        print("%s: capture %.0f ns a sample (median); resolve %.0f ns a new code object, %.0f ns a cached one" % (
+            python, c["capture_ns"] / max(c["captures"], 1), c["resolve_cold_ns"] / max(c["cold"], 1),
+            c["resolve_warm_ns"] / max(c["warm"], 1)))
+    return True
+
+
+def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--target":
+        target(sys.argv[2], sys.argv[3])
+        return
+    if len(sys.argv) < 4:
+        print(__doc__)
+        sys.exit(2)
+    shim, outdir = os.path.abspath(sys.argv[1]), sys.argv[2]
+    os.makedirs(outdir, exist_ok=True)
+    ran, seen = 0, set()
+    for python in sys.argv[3:]:
+        try:  # a name (a pyenv shim too) or a path: the interpreter it runs
+            r = subprocess.run([python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True,
+                               timeout=60)
+            real = os.path.realpath(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None
+        except (OSError, subprocess.TimeoutExpired):
+            real = None
+        if not real and re.match(r"python3\.\d+$", python):  # pyenv's, where its shims do not run it
+            try:
+                root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, timeout=60).stdout.strip()
+            except (OSError, subprocess.TimeoutExpired):
+                root = ""
+            found = sorted(glob.glob(os.path.join(root, "versions", python[6:] + ".*", "bin", python))) if root else []
+            real = os.path.realpath(found[-1]) if found else None
+        if not real:
+            print("SKIP %s: not installed" % python)
+            continue
+        python = real
+        if real in seen:
+            continue
+        seen.add(real)
+        ran += check_one(shim, outdir, python)
+    if not ran:
+        print("SKIP: no supported Python among %s" % sys.argv[3:])
+        sys.exit(77)
+    print("OK: %d interpreters" % ran)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+/*
+ * test_pyframes.c - the parts of src/hw/pyframes.c that need no Python
+ * (runs plain and under the sanitizers; tests/pyframes_check.py does the
+ * rest inside real interpreters): decoding captured words, interleaving
+ * Python frames with native ones py-spy's way, naming the eval loop, and
+ * staying quiet in a process without Python.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../src/hw/pyframes.h"
+
+static int failures;
+
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);                                                        \
+            failures++;                                                                                                \
+        }                                                                                                              \
+    } while (0)
+
+/* out as a string: native frames as their index, Python frames as p<index> */
+static void show(const int32_t *out, size_t n, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && o + 8 < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%s%d", i ? " " : "", out[i] < 0 ? "p" : "",
+                              out[i] < 0 ? -1 - out[i] : out[i]);
+}
+
+static void test_interleave(void)
+{
+    char s[256];
+    int32_t out[32];
+    /* 3.11: leaf native frames 0-1 (a C function and the call into it),
+     * eval (2) running p0 p1 (p1 the entry), native 3, eval (4) running p2
+     * p3 (entry), natives 5-6 (main, _start) */
+    unsigned char ev[] = {0, 0, 1, 0, 1, 0, 0};
+    mlprof__pyframe py[] = {{1, 0, 0}, {2, 0, 1}, {3, 0, 0}, {4, 0, 1}};
+    size_t n = mlprof__pyframes_interleave(ev, 7, py, 4, out, 32);
+    show(out, n, s, sizeof s);
+    CHECK(strcmp(s, "0 1 p0 p1 3 p2 p3 5 6") == 0);
+    /* the native stack cut short (no outer eval frame): the rest at the root */
+    n = mlprof__pyframes_interleave(ev, 3, py, 4, out, 32);
+    show(out, n, s, sizeof s);
+    CHECK(strcmp(s, "0 1 p0 p1 p2 p3") == 0);
+    /* more eval frames than runs of Python frames: the extra ones stay */
+    unsigned char ev2[] = {1, 1, 0};
+    mlprof__pyframe one[] = {{1, 0, 1}};
+    n = mlprof__pyframes_interleave(ev2, 3, one, 1, out, 32);
+    show(out, n, s, sizeof s);
+    CHECK(strcmp(s, "p0 1 2") == 0);
+    /* no Python frames: the native stack as it is */
+    n = mlprof__pyframes_interleave(ev, 7, py, 0, out, 32);
+    show(out, n, s, sizeof s);
+    CHECK(strcmp(s, "0 1 2 3 4 5 6") == 0);
+    /* a run with no entry frame at its end (a truncated capture) takes the rest */
+    mlprof__pyframe open_run[] = {{1, 0, 0}, {2, 0, 0}};
+    n = mlprof__pyframes_interleave(ev, 7, open_run, 2, out, 32);
+    show(out, n, s, sizeof s);
+    CHECK(strcmp(s, "0 1 p0 p1 3 4 5 6") == 0);
+    /* never more than max */
+    n = mlprof__pyframes_interleave(ev, 7, py, 4, out, 3);
+    CHECK(n == 3);
+}
+
+static void test_decode(void)
+{
+    uint64_t w[] = {MLPROF__PYFRAMES_MAGIC | 1ull << 31 | 2, 0x1000, (uint64_t)(uint32_t)-2 | 1ull << 32, 0x2000, 40,
+                    99};
+    mlprof__pyframe f[4];
+    size_t used;
+    int trunc;
+    size_t n = mlprof__pyframes_decode(w, 6, f, 4, &used, &trunc);
+    CHECK(n == 2 && used == 5 && trunc == 1);
+    CHECK(f[0].code == 0x1000 && f[0].offset == -2 && f[0].entry == 1);
+    CHECK(f[1].code == 0x2000 && f[1].offset == 40 && f[1].entry == 0);
+    /* fewer words than the header promises, or no header: nothing */
+    CHECK(mlprof__pyframes_decode(w, 4, f, 4, &used, NULL) == 0 && used == 0);
+    uint64_t junk[] = {7, 8, 9};
+    CHECK(mlprof__pyframes_decode(junk, 3, f, 4, &used, NULL) == 0 && used == 0);
+    /* room for one: the rest said truncated, all words still used */
+    n = mlprof__pyframes_decode(w, 6, f, 1, &used, &trunc);
+    CHECK(n == 1 && used == 5 && trunc == 1);
+}
+
+static void test_no_python(void)
+{
+    char why[256];
+    uint64_t w[16];
+    CHECK(mlprof__pyframes_init(why, sizeof why) == 0);
+    CHECK(strstr(why, "not a Python process") != NULL);
+    CHECK(mlprof__pyframes_capture(w, 16) == 0);
+    CHECK(strcmp(mlprof__pyframes_version(), "") == 0);
+    char name[64], file[64];
+    int line;
+    CHECK(mlprof__pyframes_resolve(0x1000, 0, name, sizeof name, file, sizeof file, &line) == -1);
+    CHECK(strcmp(name, "?") == 0 && line == -1);
+}
+
+int main(void)
+{
+    CHECK(mlprof__pyframes_is_eval("_PyEval_EvalFrameDefault"));
+    CHECK(mlprof__pyframes_is_eval("_PyEval_EvalFrameDefault.cold"));
+    CHECK(!mlprof__pyframes_is_eval("PyEval_EvalCode"));
+    test_interleave();
+    test_decode();
+    test_no_python();
+    if (failures)
+        return 1;
+    printf("OK\n");
+    return 0;
+}
