@@ -137,7 +137,11 @@ def check_one(shim, outdir, python):
         main_tid = tid
     samples = []
     costs = None
+    tagged = []  # the same samples, interleaved by the reader's way (tags)
     for l in open(out):
+        if l.startswith("=tags\t"):
+            tagged.append((len(samples) - 1, l.rstrip("\n").split("\t")[1].split(";")))
+            continue
         if l.startswith("#costs"):
             costs = l.split()[1:]
             continue
@@ -166,6 +170,15 @@ def check_one(shim, outdir, python):
     if any(f.startswith("c:_PyEval_EvalFrameDefault") for f in stack):
         fail("%s: an eval-loop frame was left in place: %s" % (python, stack))
     print("%s: nested: %s" % (python, " > ".join(stack)))
+
+    # the reader's interleaving (eval frames by address, Python frames as
+    # interned tags) gives the same stacks as the one by names above
+    if len(tagged) < 2:
+        fail("%s: %d samples interleaved with tags, expected 2" % (python, len(tagged)))
+    for i, stack_t in tagged:
+        want = [f.replace(" [entry]", "") for f in samples[i][1]]
+        if stack_t != want:
+            fail("%s: with tags:\n  %s\nby names:\n  %s" % (python, ";".join(stack_t), ";".join(want)))
 
     # the thread's own frames
     tid2, stack2 = samples[1]

@@ -171,6 +171,22 @@ long shim_dump(const char *path)
         }
         if (!no)
             fputc('\n', f);
+        if (nn) { /* the reader's way: eval frames known by address, Python frames as tags */
+            uint64_t tagged[NATIVE_MAX + MLPROF__PYFRAMES_MAX];
+            size_t nt = mlprof__pyframes_tag(w + 2, nn, w + 2 + nn, WORDS - 2 - nn, tagged,
+                                             sizeof tagged / sizeof tagged[0]);
+            fputs("=tags\t", f);
+            for (size_t k = nt; k-- > 0;) {
+                char name[600];
+                Dl_info di;
+                if (mlprof__pyframes_is_tag(tagged[k]))
+                    mlprof__pyframes_tag_name(tagged[k] - (k > 0), name, sizeof name);
+                else
+                    snprintf(name, sizeof name, "%s",
+                             dladdr((void *)(uintptr_t)(tagged[k] - (k > 0)), &di) && di.dli_sname ? di.dli_sname : "?");
+                fprintf(f, "%s%s%s", mlprof__pyframes_is_tag(tagged[k]) ? "py:" : "c:", name, k ? ";" : "\n");
+            }
+        }
     }
     /* the median: a mean would count the times the handler was preempted */
     qsort(g_cost, n, sizeof g_cost[0], by_value);

@@ -98,6 +98,12 @@ static void test_no_python(void)
     int line;
     CHECK(mlprof__pyframes_resolve(0x1000, 0, name, sizeof name, file, sizeof file, &line) == -1);
     CHECK(strcmp(name, "?") == 0 && line == -1);
+    /* without Python frames the reader's interleaving is the native stack */
+    uint64_t ips[] = {0x401000, 0x402000, 0x403000}, out[8];
+    CHECK(mlprof__pyframes_tag(ips, 3, NULL, 0, out, 8) == 3 && memcmp(out, ips, sizeof ips) == 0);
+    CHECK(!mlprof__pyframes_is_tag(0x401000) && mlprof__pyframes_is_tag(MLPROF__PYFRAMES_TAG | 0x18));
+    mlprof__pyframes_tag_name(MLPROF__PYFRAMES_TAG | 0x18, name, sizeof name);
+    CHECK(strcmp(name, "?") == 0); /* a tag never made */
 }
 
 int main(void)

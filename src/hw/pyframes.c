@@ -26,6 +26,7 @@
 #include "pyframes.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -491,6 +492,102 @@ size_t mlprof__pyframes_interleave(const unsigned char *is_eval, size_t nnative,
     return n;
 }
 
+/* ----------------------------------------------------------------- tags */
+
+/* The names tags stand for, interned (reader side, under C.lock). */
+static struct {
+    char **name;
+    size_t n, cap;
+    uint32_t *head; /* hash of the name: index + 1 */
+    size_t nhead;
+} N;
+
+static uint64_t eval_start, eval_end; /* _PyEval_EvalFrameDefault's extent, or 0 */
+
+static uint32_t intern_locked(const char *s)
+{
+    if (N.n * 2 >= N.nhead) {
+        size_t nh = N.nhead ? 2 * N.nhead : 1024;
+        uint32_t *h = calloc(nh, sizeof *h);
+        if (!h)
+            return UINT32_MAX; /* out of memory: a tag named "?" */
+        for (size_t i = 0; i < N.n; i++) {
+            size_t k = 2166136261u;
+            for (const char *p = N.name[i]; *p; p++)
+                k = (k ^ (unsigned char)*p) * 16777619u;
+            while (h[k & (nh - 1)])
+                k++;
+            h[k & (nh - 1)] = (uint32_t)i + 1;
+        }
+        free(N.head);
+        N.head = h;
+        N.nhead = nh;
+    }
+    size_t k = 2166136261u;
+    for (const char *p = s; *p; p++)
+        k = (k ^ (unsigned char)*p) * 16777619u;
+    for (; N.head[k & (N.nhead - 1)]; k++) {
+        uint32_t i = N.head[k & (N.nhead - 1)] - 1;
+        if (strcmp(N.name[i], s) == 0)
+            return i;
+    }
+    if (N.n == N.cap) {
+        size_t cap = N.cap ? 2 * N.cap : 256;
+        char **g = realloc(N.name, cap * sizeof *g);
+        if (!g)
+            return UINT32_MAX; /* out of memory: a tag named "?" */
+        N.name = g;
+        N.cap = cap;
+    }
+    char *d = dup_str(s);
+    if (!d)
+        return UINT32_MAX; /* out of memory: a tag named "?" */
+    N.name[N.n] = d;
+    N.head[k & (N.nhead - 1)] = (uint32_t)N.n + 1;
+    return (uint32_t)N.n++;
+}
+
+static uint64_t tag_of(const mlprof__pyframe *f)
+{
+    char label[600];
+    mlprof__pyframes_label(f, label, sizeof label);
+    pthread_mutex_lock(&C.lock);
+    uint32_t id = intern_locked(label);
+    pthread_mutex_unlock(&C.lock);
+    return MLPROF__PYFRAMES_TAG | (uint64_t)id << 4 | 8;
+}
+
+int mlprof__pyframes_is_tag(uint64_t ip) { return (ip & MLPROF__PYFRAMES_TAG_MASK) == MLPROF__PYFRAMES_TAG; }
+
+void mlprof__pyframes_tag_name(uint64_t ip, char *out, size_t len)
+{
+    uint64_t id = (ip & ~MLPROF__PYFRAMES_TAG_MASK) >> 4;
+    pthread_mutex_lock(&C.lock);
+    snprintf(out, len, "%s", mlprof__pyframes_is_tag(ip) && id < N.n ? N.name[id] : "?");
+    pthread_mutex_unlock(&C.lock);
+}
+
+size_t mlprof__pyframes_tag(const uint64_t *ips, size_t nips, const uint64_t *extra, size_t nextra, uint64_t *out,
+                            size_t max)
+{
+    mlprof__pyframe py[MLPROF__PYFRAMES_MAX];
+    size_t used;
+    size_t np = mlprof__pyframes_decode(extra, nextra, py, MLPROF__PYFRAMES_MAX, &used, NULL);
+    unsigned char is_eval[MLPROF__PYFRAMES_MAX];
+    int32_t order[2 * MLPROF__PYFRAMES_MAX];
+    if (nips > MLPROF__PYFRAMES_MAX)
+        nips = MLPROF__PYFRAMES_MAX;
+    for (size_t i = 0; i < nips; i++) {
+        uint64_t a = ips[i] - (i > 0); /* a caller's return address: the call is before it */
+        is_eval[i] = np && eval_start && a >= eval_start && a < eval_end;
+    }
+    size_t no = mlprof__pyframes_interleave(is_eval, nips, py, np, order, sizeof order / sizeof order[0]);
+    size_t n = 0;
+    for (size_t k = 0; k < no && n < max; k++)
+        out[n++] = order[k] >= 0 ? ips[order[k]] : tag_of(&py[-1 - order[k]]);
+    return n;
+}
+
 /* ------------------------------------------------------------ self-test */
 
 /* PyMethodDef, field for field. */
@@ -687,6 +784,14 @@ static int init_locked(char *why, size_t len)
     }
     /* the resolver reads with this layout during the self-test */
     __atomic_store_n(&g_layout, L, __ATOMIC_RELEASE);
+    /* the eval loop's extent, so the reader knows its frames by address */
+    void *ev = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+    Dl_info di;
+    const ElfW(Sym) *sym = NULL;
+    if (ev && dladdr1(ev, &di, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
+        eval_start = (uint64_t)(uintptr_t)ev;
+        eval_end = eval_start + sym->st_size;
+    }
     if (self_test(L, why, len) != 0) {
         __atomic_store_n(&g_layout, NULL, __ATOMIC_RELEASE);
         return -1;

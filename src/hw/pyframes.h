@@ -77,6 +77,27 @@ int mlprof__pyframes_is_eval(const char *symbol);
 size_t mlprof__pyframes_interleave(const unsigned char *is_eval, size_t nnative, const mlprof__pyframe *py,
                                    size_t npy, int32_t *out, size_t max);
 
+/* The address a Python frame takes in a sampled stack once the reader has
+ * interleaved it (mlprof__pyframes_tag): an interned "train (main.py:12)",
+ * in a range no user address reaches and below perf_event's context
+ * markers. Its low 4 bits do not matter (a caller's return address minus
+ * one names the same frame). */
+#define MLPROF__PYFRAMES_TAG 0xff50000000000000ull
+#define MLPROF__PYFRAMES_TAG_MASK 0xfff0000000000000ull
+
+/* On the reader thread, soon after the sample (its code objects still
+ * alive): the native addresses (leaf first, ips[0] the sampled one) with
+ * each call of the interpreter's eval loop replaced by the Python frames it
+ * ran, as tags; extra: the words capture wrote for the same sample (none:
+ * the addresses as they are). The eval loop is known by its address
+ * (_PyEval_EvalFrameDefault's extent, found at init). Returns how many
+ * were written to out. */
+size_t mlprof__pyframes_tag(const uint64_t *ips, size_t nips, const uint64_t *extra, size_t nextra, uint64_t *out,
+                            size_t max);
+/* Whether ip is a tag, and its name ("?" for one this process never made). */
+int mlprof__pyframes_is_tag(uint64_t ip);
+void mlprof__pyframes_tag_name(uint64_t ip, char *out, size_t len);
+
 /* What resolving has cached (code objects) and how many reads failed. */
 void mlprof__pyframes_stats(size_t *cached, size_t *failed);
 
