@@ -16,10 +16,12 @@ handler on the sampled thread and resolves and interleaves at the end:
   - a thread started in Python gets its own frames (thread_fn, not outer).
 Each interpreter given is run (missing ones are said and skipped); exits
 77 (skip) when none of them is supported.
-Usage: pyframes_check.py SHIM OUTDIR PYTHON... ; or: pyframes_check.py --target SHIM OUT
+And mlprof flame draws Python frames in cool colours, native ones in warm.
+Usage: pyframes_check.py SHIM OUTDIR MLPROF PYTHON... ; or: pyframes_check.py --target SHIM OUT
 """
 import ctypes
 import glob
+import json
 import os
 import re
 import subprocess
@@ -216,17 +218,45 @@ def check_one(shim, outdir, python):
     return True
 
 
+def check_flame(mlprof, outdir):
+    """mlprof flame colours Python frames ("name (file.py:N)") apart from native ones."""
+    trace = os.path.join(outdir, "pyframes_flame.json")
+    frames = {"1": {"category": "python3", "name": "main"},
+              "2": {"category": "python", "name": "train (main.py:12)", "parent": "1"},
+              "3": {"category": "python", "name": "Model.forward (model.py:40)", "parent": "2"},
+              "4": {"category": "libtorch_cpu.so", "name": "at::native::addmm_out_cpu", "parent": "3"}}
+    samples = [{"cpu": 0, "pid": 1, "tid": 1, "ts": i, "name": "cpu-clock", "sf": "4", "weight": 1} for i in range(5)]
+    with open(trace, "w") as f:
+        json.dump({"traceEvents": [], "stackFrames": frames, "samples": samples}, f)
+    svg = os.path.join(outdir, "pyframes_flame.svg")
+    r = subprocess.run([mlprof, "flame", trace, "-o", svg], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("mlprof flame: status %d: %s" % (r.returncode, r.stderr))
+    fills = {}
+    for g in re.finditer(r"<title>(.*?) \(\d+ samples.*?fill=\"rgb\((\d+),(\d+),(\d+)\)", open(svg).read()):
+        fills[g.group(1)] = tuple(int(v) for v in g.groups()[1:])
+    for name, py in (("main", False), ("train (main.py:12)", True), ("Model.forward (model.py:40)", True),
+                     ("at::native::addmm_out_cpu", False)):
+        if name not in fills:
+            fail("flame: no frame %r in the SVG (%s)" % (name, sorted(fills)))
+        red, _, blue = fills[name]
+        if py != (blue > red):
+            fail("flame: %r coloured %s, expected %s" % (name, fills[name], "cool" if py else "warm"))
+    print("flame: Python frames in cool colours, native ones in warm")
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--target":
         target(sys.argv[2], sys.argv[3])
         return
-    if len(sys.argv) < 4:
+    if len(sys.argv) < 5:
         print(__doc__)
         sys.exit(2)
-    shim, outdir = os.path.abspath(sys.argv[1]), sys.argv[2]
+    shim, outdir, mlprof = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3]
     os.makedirs(outdir, exist_ok=True)
+    check_flame(mlprof, outdir)
     ran, seen = 0, set()
-    for python in sys.argv[3:]:
+    for python in sys.argv[4:]:
         try:  # a name (a pyenv shim too) or a path: the interpreter it runs
             r = subprocess.run([python, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True,
                                timeout=60)
@@ -249,7 +279,7 @@ def main():
         seen.add(real)
         ran += check_one(shim, outdir, python)
     if not ran:
-        print("SKIP: no supported Python among %s" % sys.argv[3:])
+        print("SKIP: no supported Python among %s" % sys.argv[4:])
         sys.exit(77)
     print("OK: %d interpreters" % ran)
 

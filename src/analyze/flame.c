@@ -573,17 +573,34 @@ static int by_name(const void *a, const void *b, void *ctx)
 static const an_flame *g_sort_flame; /* qsort has no context argument in C11 */
 static int by_name_q(const void *a, const void *b) { return by_name(a, b, (void *)g_sort_flame); }
 
+/* A Python frame's name ends in "(FILE.py:LINE)" or "(FILE.py)". */
+static int python_frame(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 5 || name[n - 1] != ')')
+        return 0;
+    size_t i = n - 1;
+    while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+        i--;
+    if (i < n - 1 && i > 0 && name[i - 1] == ':')
+        i--;
+    return i >= 4 && memcmp(name + i - 3, ".py", 3) == 0 && memchr(name, '(', i - 3) != NULL;
+}
+
 static void put_frame(const an_flame *f, long n, double x, int depth, int height_rows, mlprof__sb *out)
 {
     const node *d = &f->nd[n];
     double total = f->nd[0].total;
     double w = d->total / total * SVG_W;
     double y = PAD_TOP + (double)(height_rows - 1 - depth) * ROW;
-    /* warm colors by the name, stable from run to run */
+    /* warm colors by the name, stable from run to run; Python frames
+     * ("train (main.py:12)", src/hw/pyframes.c) in cool ones */
     unsigned h = 2166136261u;
     for (const char *p = d->name; *p; p++)
         h = (h ^ (unsigned char)*p) * 16777619u;
     int r = 205 + (int)(h % 50), g = 80 + (int)((h >> 8) % 130), b = 30 + (int)((h >> 16) % 40);
+    if (python_frame(d->name))
+        r = 60 + (int)(h % 50), g = 150 + (int)((h >> 8) % 70), b = 200 + (int)((h >> 16) % 55);
     mlprof__sb_printf(out, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\" data-n=\"%.0f\"><title>", x,
                       w, depth, d->total);
     mlprof__sb_xml(out, d->name, strlen(d->name));
