@@ -62,6 +62,16 @@ def outer(lib):
     middle(lib)
 
 
+def torch_mm(torch, a, b):
+    return torch.mm(a, b)
+
+
+def torch_work(lib, torch, samples):
+    a, b = torch.rand(256, 256), torch.rand(256, 256)
+    while lib.shim_count() < samples:
+        torch_mm(torch, a, b)
+
+
 def outer_bench(lib):
     return middle_bench(lib)
 
@@ -76,6 +86,14 @@ def thread_inner(lib):
 
 def thread_fn(lib):
     thread_inner(lib)
+
+
+def has_torch():
+    try:
+        import importlib.util
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def target(shim, out):
@@ -95,7 +113,18 @@ def target(shim, out):
     # 1000 samples: the share within 5 points is 3.5 standard deviations
     lib.shim_start(1000)
     work(lib, 1002, 20000)
-    lib.shim_stop()
+    if not has_torch():
+        lib.shim_stop()
+    try:  # PyTorch's native frames under the Python ones, where this Python has it
+        import torch
+        torch.set_num_threads(1)  # its work on this thread, sampled here
+    except ImportError:
+        torch = None
+    if torch is not None:
+        lib.shim_natives(1)
+        torch_work(lib, torch, lib.shim_count() + 100)
+        lib.shim_natives(0)
+        lib.shim_stop()
     n = lib.shim_dump(out.encode())
     print("samples: %d" % n)
     with open(out + ".lines", "w") as f:  # where each function's body is
@@ -178,7 +207,7 @@ def check_one(shim, outdir, python):
     if len(tagged) < 2:
         fail("%s: %d samples interleaved with tags, expected 2" % (python, len(tagged)))
     for i, stack_t in tagged:
-        want = [f.replace(" [entry]", "") for f in samples[i][1]]
+        want = [re.sub(r"@lib(torch|c10)[^;]*$", "", f.replace(" [entry]", "")) for f in samples[i][1]]
         if stack_t != want:
             fail("%s: with tags:\n  %s\nby names:\n  %s" % (python, ";".join(stack_t), ";".join(want)))
 
@@ -208,6 +237,25 @@ def check_one(shim, outdir, python):
         fail("%s: only %d samples in hot_a or hot_b (of %d)" % (python, total, len(samples) - 2))
     share = 100.0 * count["hot_a"] / total
     print("%s: hot_a %.1f%%, hot_b %.1f%% of %d samples" % (python, share, 100 - share, total))
+
+    # PyTorch: its native frames interleaved under torch_work > torch_mm
+    torch_samples = [st for _, st in samples if any(f.startswith("py:torch_work ") for f in st)]
+    if torch_samples:
+        both = 0
+        for st in torch_samples:
+            i = next(k for k, f in enumerate(st) if f.startswith("py:torch_work "))
+            if i + 1 < len(st) and st[i + 1].startswith("py:torch_mm ") and \
+                    any("@libtorch" in f or "@libc10" in f for f in st[i + 2:]) and \
+                    not any(f.startswith("py:") for f in st[i + 2:]):
+                both += 1
+        print("%s: torch: %d of %d samples with torch_work > torch_mm > PyTorch's native frames" % (
+            python, both, len(torch_samples)))
+        eg = torch_samples[len(torch_samples) // 2]
+        eg = eg[next(k for k, f in enumerate(eg) if f.startswith("py:torch_work ")):]
+        print("%s: torch: e.g. %s" % (python, " > ".join(f.split("@")[0] for f in eg[:8])))
+        if both < len(torch_samples) // 2:
+            fail("%s: torch: only %d of %d samples show both Python and PyTorch frames" % (
+                python, both, len(torch_samples)))
     if abs(share - 70) > 5:
         fail("%s: hot_a has %.1f%% of the samples, expected 70 +- 5" % (python, share))
     if costs:

@@ -32,12 +32,14 @@ void shim_stop(void);
 int shim_raise(void);
 long shim_dump(const char *path);
 int shim_count(void);
+void shim_natives(int on);
 double shim_bench(int iters);
 
 static uint64_t g_samples[MAX_SAMPLES][WORDS];
 static unsigned g_n;               /* atomic */
 static unsigned long long g_cost[MAX_SAMPLES]; /* the capture's cost (ns) in each sample */
 static volatile sig_atomic_t g_native_tid;  /* the thread in shim_raise */
+static volatile sig_atomic_t g_native_all;  /* every sample takes its native frames too */
 
 static unsigned long long now_ns(void)
 {
@@ -56,7 +58,7 @@ static void on_signal(int sig)
     int tid = (int)syscall(SYS_gettid);
     w[0] = (uint64_t)tid;
     w[1] = 0;
-    if (g_native_tid == tid) {
+    if (g_native_tid == tid || g_native_all) {
         void *ips[NATIVE_MAX];
         int n = backtrace(ips, NATIVE_MAX); /* loaded by shim_init: no dlopen in here */
         for (int k = 0; k < n; k++)
@@ -109,6 +111,10 @@ double shim_bench(int iters)
     return got ? (double)(now_ns() - t0) / iters : -1;
 }
 
+/* Native frames in the timer's samples too (glibc's backtrace in the
+ * handler: fine for a test whose program does not unwind meanwhile). */
+void shim_natives(int on) { g_native_all = on; }
+
 int shim_count(void) { return (int)__atomic_load_n(&g_n, __ATOMIC_RELAXED); }
 
 int shim_raise(void)
@@ -118,6 +124,9 @@ int shim_raise(void)
     g_native_tid = 0;
     return rc;
 }
+
+/* Whether a native frame's object is one of PyTorch's (its name is shown). */
+static int torch_object(const char *o) { return strncmp(o, "libtorch", 8) == 0 || strncmp(o, "libc10", 6) == 0; }
 
 static int by_value(const void *a, const void *b)
 {
@@ -153,10 +162,11 @@ long shim_dump(const char *path)
                 warm_ns += t, warm++;
         }
         unsigned char is_eval[NATIVE_MAX];
-        const char *names[NATIVE_MAX];
+        const char *names[NATIVE_MAX], *objects[NATIVE_MAX];
         for (size_t k = 0; k < nn; k++) {
             Dl_info di;
             names[k] = dladdr((void *)(uintptr_t)(w[2 + k] - (k > 0)), &di) && di.dli_sname ? di.dli_sname : "?";
+            objects[k] = di.dli_fname ? strrchr(di.dli_fname, '/') ? strrchr(di.dli_fname, '/') + 1 : di.dli_fname : "?";
             is_eval[k] = (unsigned char)mlprof__pyframes_is_eval(names[k]);
         }
         int32_t order[NATIVE_MAX + MLPROF__PYFRAMES_MAX];
@@ -164,7 +174,8 @@ long shim_dump(const char *path)
         fprintf(f, "%llu\t", (unsigned long long)w[0]);
         for (size_t k = no; k-- > 0;) {
             if (order[k] >= 0)
-                fprintf(f, "c:%s", names[order[k]]);
+                fprintf(f, "c:%s%s%s", names[order[k]], torch_object(objects[order[k]]) ? "@" : "",
+                        torch_object(objects[order[k]]) ? objects[order[k]] : "");
             else
                 fprintf(f, "py:%s%s", labels[-1 - order[k]], py[-1 - order[k]].entry ? " [entry]" : "");
             fputs(k ? ";" : "\n", f);
