@@ -13,7 +13,11 @@ handler on the sampled thread and resolves and interleaves at the end:
     Python frames in that order, interleaved with the native ones py-spy's
     way: native startup frames, then the Python ones in place of the eval
     loop, then ctypes/libffi and the handler's native frames;
-  - a thread started in Python gets its own frames (thread_fn, not outer).
+  - a thread started in Python gets its own frames (thread_fn, not outer);
+  - a layout made wrong on purpose (MLPROF_PYFRAMES_BREAK_LAYOUT=1) fails
+    the self-test: refused with the reason, no crash;
+  - init works from a thread that holds the GIL too (ctypes.PyDLL: the
+    self-test runs there) as from one that does not (CDLL: on its own thread).
 Each interpreter given is run (missing ones are said and skipped); exits
 77 (skip) when none of them is supported.
 And mlprof flame draws Python frames in cool colours, native ones in warm.
@@ -96,8 +100,10 @@ def has_torch():
         return False
 
 
-def target(shim, out):
-    lib = ctypes.CDLL(shim)
+def target(shim, out, gil):
+    # ctypes.CDLL lets go of the GIL in calls: init runs its self-test on a
+    # thread of its own; PyDLL keeps it: init runs it on the caller's
+    lib = ctypes.PyDLL(shim) if gil else ctypes.CDLL(shim)
     lib.shim_dump.argtypes = [ctypes.c_char_p]
     buf = ctypes.create_string_buffer(512)
     r = lib.shim_init(buf, 512)
@@ -110,6 +116,18 @@ def target(shim, out):
     t = threading.Thread(target=thread_fn, args=(lib,))
     t.start()
     t.join()
+    if not gil:
+        sample_work(lib)
+    n = lib.shim_dump(out.encode())
+    print("samples: %d" % n)
+    with open(out + ".lines", "w") as f:  # where each function's body is
+        for fn in (hot_a, hot_b, hot_loop, work, inner, middle, outer, thread_inner, thread_fn):
+            c = fn.__code__
+            last = max(l for _, _, l in c.co_lines() if l is not None)
+            f.write("%s %d %d %d\n" % (fn.__name__, c.co_firstlineno, last, threading.get_native_id()))
+
+
+def sample_work(lib):
     # 1000 samples: the share within 5 points is 3.5 standard deviations
     lib.shim_start(1000)
     work(lib, 1002, 20000)
@@ -125,13 +143,6 @@ def target(shim, out):
         torch_work(lib, torch, lib.shim_count() + 100)
         lib.shim_natives(0)
         lib.shim_stop()
-    n = lib.shim_dump(out.encode())
-    print("samples: %d" % n)
-    with open(out + ".lines", "w") as f:  # where each function's body is
-        for fn in (hot_a, hot_b, hot_loop, work, inner, middle, outer, thread_inner, thread_fn):
-            c = fn.__code__
-            last = max(l for _, _, l in c.co_lines() if l is not None)
-            f.write("%s %d %d %d\n" % (fn.__name__, c.co_firstlineno, last, threading.get_native_id()))
 
 
 def fail(msg):
@@ -149,11 +160,13 @@ def py_frames(stack):
     return out
 
 
-def check_one(shim, outdir, python):
+def check_one(shim, outdir, python, gil=False):
+    """gil: init from a thread that holds the GIL, and only the raised samples."""
     name = os.path.basename(os.path.dirname(os.path.dirname(python))) if "pyenv" in python else python
-    out = os.path.join(outdir, "pyframes_%s.txt" % re.sub(r"[^\w.]", "_", name))
-    r = subprocess.run([python, os.path.abspath(__file__), "--target", shim, out], capture_output=True, text=True,
-                       timeout=240)
+    out = os.path.join(outdir, "pyframes_%s%s.txt" % (re.sub(r"[^\w.]", "_", name), "_gil" if gil else ""))
+    r = subprocess.run([python, os.path.abspath(__file__), "--target-gil" if gil else "--target", shim, out],
+                       capture_output=True, text=True, timeout=240)
+    python += " (init holding the GIL)" if gil else ""
     print("%s: %s" % (python, r.stdout.strip().replace("\n", "; ")))
     if r.returncode == 77:
         print("SKIP %s: %s" % (python, r.stdout.strip()))
@@ -178,7 +191,7 @@ def check_one(shim, outdir, python):
             continue
         tid, _, rest = l.rstrip("\n").partition("\t")
         samples.append((tid, rest.split(";") if rest else []))
-    if len(samples) < 3:
+    if len(samples) < (2 if gil else 3):
         fail("%s: %d samples" % (python, len(samples)))
     me = os.path.basename(__file__)
 
@@ -216,6 +229,9 @@ def check_one(shim, outdir, python):
     names2 = [p[0].split(".")[-1] for p in py_frames(stack2)]
     if tid2 == tid or names2[-2:] != ["thread_fn", "thread_inner"] or "outer" in names2:
         fail("%s: thread sample (tid %s, main %s): %s" % (python, tid2, tid, names2))
+
+    if gil:
+        return True
 
     # shares of hot_a and hot_b among the timer's samples
     count = {"hot_a": 0, "hot_b": 0}
@@ -266,6 +282,17 @@ def check_one(shim, outdir, python):
     return True
 
 
+def check_broken(shim, outdir, python):
+    """A layout that is not the interpreter's is refused by the self-test, with a reason, without a crash."""
+    out = os.path.join(outdir, "pyframes_broken.txt")
+    env = dict(os.environ, MLPROF_PYFRAMES_BREAK_LAYOUT="1")
+    r = subprocess.run([python, os.path.abspath(__file__), "--target", shim, out], capture_output=True, text=True,
+                       timeout=240, env=env)
+    if r.returncode != 77 or "self-test failed" not in r.stdout:
+        fail("%s: a wrong layout: status %d (expected 77, refused): %s%s" % (python, r.returncode, r.stdout, r.stderr))
+    print("%s: a wrong layout refused: %s" % (python, r.stdout.strip()))
+
+
 def check_flame(mlprof, outdir):
     """mlprof flame colours Python frames ("name (file.py:N)") apart from native ones."""
     trace = os.path.join(outdir, "pyframes_flame.json")
@@ -294,8 +321,8 @@ def check_flame(mlprof, outdir):
 
 
 def main():
-    if len(sys.argv) == 4 and sys.argv[1] == "--target":
-        target(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 4 and sys.argv[1] in ("--target", "--target-gil"):
+        target(sys.argv[2], sys.argv[3], sys.argv[1] == "--target-gil")
         return
     if len(sys.argv) < 5:
         print(__doc__)
@@ -325,7 +352,10 @@ def main():
         if real in seen:
             continue
         seen.add(real)
-        ran += check_one(shim, outdir, python)
+        if check_one(shim, outdir, python):
+            ran += 1
+            check_one(shim, outdir, python, gil=True)
+            check_broken(shim, outdir, python)
     if not ran:
         print("SKIP: no supported Python among %s" % sys.argv[4:])
         sys.exit(77)

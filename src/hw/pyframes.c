@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- layouts */
@@ -74,6 +75,7 @@ static struct {
     void *(*this_thread_state)(void);
     int (*gil_ensure)(void);
     void (*gil_release)(int);
+    int (*gil_check)(void);
     void *(*run_string)(const char *, int, void *, void *);
     void *(*dict_new)(void);
     int (*dict_set)(void *, const char *, void *);
@@ -105,57 +107,88 @@ const char *mlprof__pyframes_version(void) { return __atomic_load_n(&g_layout, _
 
 /* ------------------------------------------------------------- capture */
 
-static size_t capture_with(const layout *L, uint64_t *out, size_t max)
+static int read_mem(uint64_t addr, void *buf, size_t len);
+
+/* One load of the walk: a plain one in the handler; in the self-test, with
+ * a layout not yet trusted, through read_mem (a wrong offset reads as a
+ * failed walk, never as a fault). */
+static inline __attribute__((always_inline)) int load(int safe, const char *p, size_t size, uint64_t *v)
+{
+    if (safe) {
+        *v = 0;
+        return read_mem((uint64_t)(uintptr_t)p, v, size);
+    }
+    *v = size == 8 ? *(const uint64_t *)p : size == 4 ? *(const uint32_t *)p : *(const unsigned char *)p;
+    return 0;
+}
+
+#define LOAD(p, size, v)                                                                                               \
+    do {                                                                                                               \
+        if (load(safe, (p), (size), &(v)) != 0)                                                                        \
+            goto broken;                                                                                               \
+    } while (0)
+
+static inline __attribute__((always_inline)) size_t capture_with(const layout *L, uint64_t *out, size_t max,
+                                                                 int safe)
 {
     if (!L || max < 3 || !Py.this_thread_state)
         return 0;
     const char *ts = Py.this_thread_state();
     if (!ts)
         return 0; /* a thread Python never saw */
-    const char *f;
-    if (L->ts_frame >= 0) {
-        f = *(const char *const *)(ts + L->ts_frame);
-    } else {
-        const char *cf = *(const char *const *)(ts + L->ts_cframe);
-        if (!cf)
-            return 0;
-        f = *(const char *const *)(cf + L->cf_current);
-    }
+    uint64_t v, f, truncated = 0;
     size_t cap = (max - 1) / 2, n = 0;
-    uint64_t truncated = 0;
+    if (L->ts_frame >= 0) {
+        LOAD(ts + L->ts_frame, 8, f);
+    } else {
+        LOAD(ts + L->ts_cframe, 8, v);
+        if (!v)
+            return 0;
+        LOAD((const char *)(uintptr_t)v + L->cf_current, 8, f);
+    }
     for (int depth = 0; f; depth++) {
-        if (((uintptr_t)f & 7) != 0 || depth >= MLPROF__PYFRAMES_MAX) { /* not a frame, or a cycle */
-            truncated = 1;
-            break;
-        }
-        if (L->fr_owner >= 0 && L->owner_cstack >= 0 && *(const signed char *)(f + L->fr_owner) == L->owner_cstack) {
-            /* 3.12's entry shim: the frame before it ran in this eval call */
-            if (n)
-                out[2 + 2 * (n - 1)] |= 1ull << 32;
-            f = *(const char *const *)(f + L->fr_previous);
-            continue;
+        const char *fp = (const char *)(uintptr_t)f;
+        if ((f & 7) != 0 || depth >= MLPROF__PYFRAMES_MAX) /* not a frame, or a cycle */
+            goto broken;
+        if (L->fr_owner >= 0 && L->owner_cstack >= 0) {
+            LOAD(fp + L->fr_owner, 1, v);
+            if ((signed char)v == L->owner_cstack) {
+                /* 3.12's entry shim: the frame before it ran in this eval call */
+                if (n)
+                    out[2 + 2 * (n - 1)] |= 1ull << 32;
+                LOAD(fp + L->fr_previous, 8, f);
+                continue;
+            }
         }
         if (n == cap) {
             truncated = 1;
             break;
         }
-        uint64_t code = *(const uint64_t *)(f + L->fr_code);
+        uint64_t code, entry = 1;
         int64_t off;
-        uint64_t entry;
+        LOAD(fp + L->fr_code, 8, code);
         if (L->co_code < 0) { /* 3.10: f_lasti counts code units; every frame has its own eval call */
-            off = 2 * (int64_t) * (const int *)(f + L->fr_instr);
-            entry = 1;
+            LOAD(fp + L->fr_instr, 4, v);
+            off = 2 * (int64_t)(int32_t)(uint32_t)v;
         } else {
-            uint64_t instr = *(const uint64_t *)(f + L->fr_instr);
-            off = (int64_t)(instr - (code + (uint64_t)L->co_code));
-            entry = L->fr_is_entry >= 0 ? *(const unsigned char *)(f + L->fr_is_entry) != 0 : 0;
+            LOAD(fp + L->fr_instr, 8, v);
+            off = (int64_t)(v - (code + (uint64_t)L->co_code));
+            entry = 0;
+            if (L->fr_is_entry >= 0) {
+                LOAD(fp + L->fr_is_entry, 1, v);
+                entry = v != 0;
+            }
         }
         if (off < INT32_MIN || off > INT32_MAX)
             off = -1;
         out[1 + 2 * n] = code;
         out[2 + 2 * n] = (uint64_t)(uint32_t)(int32_t)off | entry << 32;
         n++;
-        f = *(const char *const *)(f + L->fr_previous);
+        LOAD(fp + L->fr_previous, 8, f);
+    }
+    if (0) {
+broken: /* a pointer that is no frame's: what was walked so far, said cut */
+        truncated = 1;
     }
     if (!n)
         return 0;
@@ -165,7 +198,7 @@ static size_t capture_with(const layout *L, uint64_t *out, size_t max)
 
 size_t mlprof__pyframes_capture(uint64_t *out, size_t max)
 {
-    return capture_with(__atomic_load_n(&g_layout, __ATOMIC_ACQUIRE), out, max);
+    return capture_with(__atomic_load_n(&g_layout, __ATOMIC_ACQUIRE), out, max, 0);
 }
 
 size_t mlprof__pyframes_decode(const uint64_t *words, size_t nwords, mlprof__pyframe *out, size_t max,
@@ -422,10 +455,9 @@ static code_info *lookup(const layout *L, uint64_t code)
     return ci;
 }
 
-int mlprof__pyframes_resolve(uint64_t code, int32_t offset, char *name, size_t name_len, char *file,
-                             size_t file_len, int *line)
+static int resolve_with(const layout *L, uint64_t code, int32_t offset, char *name, size_t name_len, char *file,
+                        size_t file_len, int *line)
 {
-    const layout *L = __atomic_load_n(&g_layout, __ATOMIC_ACQUIRE);
     snprintf(name, name_len, "?");
     snprintf(file, file_len, "?");
     *line = -1;
@@ -442,6 +474,28 @@ int mlprof__pyframes_resolve(uint64_t code, int32_t offset, char *name, size_t n
     }
     pthread_mutex_unlock(&C.lock);
     return ok ? 0 : -1;
+}
+
+int mlprof__pyframes_resolve(uint64_t code, int32_t offset, char *name, size_t name_len, char *file,
+                             size_t file_len, int *line)
+{
+    return resolve_with(__atomic_load_n(&g_layout, __ATOMIC_ACQUIRE), code, offset, name, name_len, file, file_len,
+                        line);
+}
+
+/* Forgets what a failed self-test cached with a layout found wrong. */
+static void cache_clear(void)
+{
+    pthread_mutex_lock(&C.lock);
+    for (size_t i = 0; i < C.nslots; i++) {
+        free(C.slots[i].name);
+        free(C.slots[i].file);
+        free(C.slots[i].table);
+    }
+    free(C.slots);
+    C.slots = NULL;
+    C.nslots = C.used = C.failed = 0;
+    pthread_mutex_unlock(&C.lock);
 }
 
 void mlprof__pyframes_stats(size_t *cached, size_t *failed)
@@ -617,7 +671,7 @@ static int compare_here(void)
     uint64_t words[1 + 2 * 64];
     mlprof__pyframe fr[64];
     size_t used;
-    size_t nw = capture_with(L, words, sizeof words / sizeof words[0]);
+    size_t nw = capture_with(L, words, sizeof words / sizeof words[0], 1);
     size_t n = mlprof__pyframes_decode(words, nw, fr, 64, &used, NULL);
     if (n < 2)
         return test_fail("found %s%s%d frames of the 2 or more expected", "", "", (int)n, 0);
@@ -637,8 +691,7 @@ static int compare_here(void)
         if ((uint64_t)(uintptr_t)code != fr[i].code)
             rc = test_fail("frame %s%s%d: another code object than the interpreter's (%d frames seen)", "", "",
                            (int)i, (int)n);
-        else if (mlprof__pyframes_resolve(fr[i].code, fr[i].offset, name, sizeof name, file, sizeof file,
-                                          &got_line) != 0)
+        else if (resolve_with(L, fr[i].code, fr[i].offset, name, sizeof name, file, sizeof file, &got_line) != 0)
             rc = test_fail("frame %s%s%d: its code object could not be read (of %d)", "", "", (int)i, (int)n);
         else if (!want_name || !want_file || strcmp(name, want_name) != 0 || strcmp(file, want_file) != 0)
             rc = test_fail("read \"%.60s\" in \"%.80s\" where the interpreter has another name or file (frame %d of %d)",
@@ -716,6 +769,80 @@ static int self_test(const layout *L, char *why, size_t len)
     return rc;
 }
 
+/* The self-test where the caller does not hold the GIL (mlprof's reader):
+ * on a thread of its own, waited for a while, so that an interpreter that
+ * never lets go of the GIL, or one finalizing (where PyGILState_Ensure ends
+ * the calling thread), costs that thread and not the caller. */
+#define SELF_TEST_WAIT_S 10
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    int state; /* 0 running, 1 finished, 2 abandoned by the waiter */
+    int rc;
+    const layout *L;
+    char why[400];
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *self_test_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "mlprof pyinit"); /* mlprof's own: never sampled */
+    char why[400];
+    int rc = self_test(R.L, why, sizeof why);
+    pthread_mutex_lock(&R.lock);
+    if (R.state == 0) {
+        R.rc = rc;
+        memcpy(R.why, why, sizeof why);
+        R.state = 1;
+        pthread_cond_broadcast(&R.done_cond);
+    }
+    pthread_mutex_unlock(&R.lock);
+    return NULL;
+}
+
+static int run_self_test(const layout *L, char *why, size_t len)
+{
+    if (Py.gil_check()) /* the caller holds the GIL (a Python thread): here, now */
+        return self_test(L, why, len);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&R.done_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    R.state = 0;
+    R.L = L;
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, self_test_main, NULL) != 0) {
+        pthread_attr_destroy(&a);
+        snprintf(why, len, "Python %s frames: cannot start the self-test's thread", g_version);
+        return -1;
+    }
+    pthread_attr_destroy(&a);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += SELF_TEST_WAIT_S;
+    pthread_mutex_lock(&R.lock);
+    while (R.state == 0) {
+        if (pthread_cond_timedwait(&R.done_cond, &R.lock, &until) == ETIMEDOUT)
+            break;
+    }
+    int rc = -1;
+    if (R.state == 1) {
+        rc = R.rc;
+        snprintf(why, len, "%s", R.why);
+    } else {
+        R.state = 2; /* the thread's answer, if it ever comes, is dropped */
+        snprintf(why, len, "Python %s frames: the self-test did not get the GIL within %d s (a thread holding it, "
+                 "or the interpreter finalizing)", g_version, SELF_TEST_WAIT_S);
+    }
+    pthread_mutex_unlock(&R.lock);
+    return rc;
+}
+
 static int find_api(char *why, size_t len)
 {
     static const struct {
@@ -726,6 +853,7 @@ static int find_api(char *why, size_t len)
         {(void **)&Py.this_thread_state, "PyGILState_GetThisThreadState"},
         {(void **)&Py.gil_ensure, "PyGILState_Ensure"},
         {(void **)&Py.gil_release, "PyGILState_Release"},
+        {(void **)&Py.gil_check, "PyGILState_Check"},
         {(void **)&Py.run_string, "PyRun_String"},
         {(void **)&Py.dict_new, "PyDict_New"},
         {(void **)&Py.dict_set, "PyDict_SetItemString"},
@@ -782,8 +910,15 @@ static int init_locked(char *why, size_t len)
         snprintf(why, len, "Python %s: no Python frames (mlprof reads the frames of 3.10, 3.11 and 3.12)", v);
         return -1;
     }
-    /* the resolver reads with this layout during the self-test */
-    __atomic_store_n(&g_layout, L, __ATOMIC_RELEASE);
+    /* a test's way to see a wrong layout refused (and not crash): the
+     * caller link read 16 bytes off */
+    static layout broken;
+    const char *brk = getenv("MLPROF_PYFRAMES_BREAK_LAYOUT");
+    if (brk && brk[0] == '1') {
+        broken = *L;
+        broken.fr_previous += 16;
+        L = &broken;
+    }
     /* the eval loop's extent, so the reader knows its frames by address */
     void *ev = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
     Dl_info di;
@@ -792,10 +927,12 @@ static int init_locked(char *why, size_t len)
         eval_start = (uint64_t)(uintptr_t)ev;
         eval_end = eval_start + sym->st_size;
     }
-    if (self_test(L, why, len) != 0) {
-        __atomic_store_n(&g_layout, NULL, __ATOMIC_RELEASE);
+    if (run_self_test(L, why, len) != 0) {
+        cache_clear();
         return -1;
     }
+    /* trusted from now on: the handler's plain loads may start */
+    __atomic_store_n(&g_layout, L, __ATOMIC_RELEASE);
     snprintf(why, len, "Python %s frames", g_version);
     return 1;
 }
@@ -812,4 +949,11 @@ int mlprof__pyframes_init(char *why, size_t len)
     snprintf(why, len, "%s", g_init_why);
     pthread_mutex_unlock(&g_init_lock);
     return r;
+}
+
+void mlprof__pyframes_after_fork(void)
+{
+    pthread_mutex_init(&C.lock, NULL);
+    pthread_mutex_init(&g_init_lock, NULL);
+    pthread_mutex_init(&R.lock, NULL);
 }

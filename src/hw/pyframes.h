@@ -98,6 +98,10 @@ size_t mlprof__pyframes_tag(const uint64_t *ips, size_t nips, const uint64_t *ex
 int mlprof__pyframes_is_tag(uint64_t ip);
 void mlprof__pyframes_tag_name(uint64_t ip, char *out, size_t len);
 
+/* In a forked child (its only thread): the locks as new; what was cached
+ * stays true (the same memory). */
+void mlprof__pyframes_after_fork(void);
+
 /* What resolving has cached (code objects) and how many reads failed. */
 void mlprof__pyframes_stats(size_t *cached, size_t *failed);
 
