@@ -31,6 +31,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 
 def hot_loop(n):
@@ -106,7 +107,16 @@ def target(shim, out, gil):
     lib = ctypes.PyDLL(shim) if gil else ctypes.CDLL(shim)
     lib.shim_dump.argtypes = [ctypes.c_char_p]
     buf = ctypes.create_string_buffer(512)
-    r = lib.shim_init(buf, 512)
+    if os.environ.get("PYFRAMES_INIT") == "nowait":  # mlprof's reader's way: asks again until it has an answer
+        r = lib.shim_init_nowait(buf, 512)
+        polls = 0
+        while r == 0 and "running" in buf.value.decode() and polls < 3000:
+            time.sleep(0.01)
+            polls += 1
+            r = lib.shim_init_nowait(buf, 512)
+        print("init asked %d times" % (polls + 1))
+    else:  # waits (the self-test on its own thread where CDLL lets go of the GIL, on this one with PyDLL)
+        r = lib.shim_init(buf, 512)
     print("init: %d: %s" % (r, buf.value.decode()))
     if r != 1:
         sys.exit(77)
@@ -164,8 +174,9 @@ def check_one(shim, outdir, python, gil=False):
     """gil: init from a thread that holds the GIL, and only the raised samples."""
     name = os.path.basename(os.path.dirname(os.path.dirname(python))) if "pyenv" in python else python
     out = os.path.join(outdir, "pyframes_%s%s.txt" % (re.sub(r"[^\w.]", "_", name), "_gil" if gil else ""))
+    env = dict(os.environ, PYFRAMES_INIT="wait" if gil else "nowait")
     r = subprocess.run([python, os.path.abspath(__file__), "--target-gil" if gil else "--target", shim, out],
-                       capture_output=True, text=True, timeout=240)
+                       capture_output=True, text=True, timeout=240, env=env)
     python += " (init holding the GIL)" if gil else ""
     print("%s: %s" % (python, r.stdout.strip().replace("\n", "; ")))
     if r.returncode == 77:
@@ -285,7 +296,7 @@ def check_one(shim, outdir, python, gil=False):
 def check_broken(shim, outdir, python):
     """A layout that is not the interpreter's is refused by the self-test, with a reason, without a crash."""
     out = os.path.join(outdir, "pyframes_broken.txt")
-    env = dict(os.environ, MLPROF_PYFRAMES_BREAK_LAYOUT="1")
+    env = dict(os.environ, MLPROF_PYFRAMES_BREAK_LAYOUT="1", PYFRAMES_INIT="wait")
     r = subprocess.run([python, os.path.abspath(__file__), "--target", shim, out], capture_output=True, text=True,
                        timeout=240, env=env)
     if r.returncode != 77 or "self-test failed" not in r.stdout:

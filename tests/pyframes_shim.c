@@ -27,6 +27,7 @@
 #define WORDS 400 /* tid, native count, natives, Python words */
 
 int shim_init(char *why, int len);
+int shim_init_nowait(char *why, int len);
 int shim_start(int hz);
 void shim_stop(void);
 int shim_raise(void);
@@ -74,7 +75,7 @@ static void on_signal(int sig)
         w[off + got] = 0; /* no capture: decode finds no magic */
 }
 
-int shim_init(char *why, int len)
+static void setup(void)
 {
     void *ips[4];
     backtrace(ips, 4); /* loads libgcc_s now, outside any handler */
@@ -85,7 +86,24 @@ int shim_init(char *why, int len)
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGPROF, &sa, NULL);
+}
+
+/* Sets the handler up and waits for init's answer (its self-test on a
+ * thread of its own where the caller does not hold the GIL). */
+int shim_init(char *why, int len)
+{
+    setup();
     return mlprof__pyframes_init(why, (size_t)len);
+}
+
+/* The same as mlprof's reader does it: never waits; asked again until it
+ * answers. */
+int shim_init_nowait(char *why, int len)
+{
+    static int once;
+    if (!once++)
+        setup();
+    return mlprof__pyframes_init_nowait(why, (size_t)len);
 }
 
 int shim_start(int hz)

@@ -100,7 +100,6 @@ static struct {
 static const layout *g_layout;
 static char g_version[16];
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_init_result; /* 0: not tried */
 static char g_init_why[512];
 
 const char *mlprof__pyframes_version(void) { return __atomic_load_n(&g_layout, __ATOMIC_ACQUIRE) ? g_version : ""; }
@@ -801,48 +800,6 @@ static void *self_test_main(void *arg)
     return NULL;
 }
 
-static int run_self_test(const layout *L, char *why, size_t len)
-{
-    if (Py.gil_check()) /* the caller holds the GIL (a Python thread): here, now */
-        return self_test(L, why, len);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&R.done_cond, &ca);
-    pthread_condattr_destroy(&ca);
-    R.state = 0;
-    R.L = L;
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &a, self_test_main, NULL) != 0) {
-        pthread_attr_destroy(&a);
-        snprintf(why, len, "Python %s frames: cannot start the self-test's thread", g_version);
-        return -1;
-    }
-    pthread_attr_destroy(&a);
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += SELF_TEST_WAIT_S;
-    pthread_mutex_lock(&R.lock);
-    while (R.state == 0) {
-        if (pthread_cond_timedwait(&R.done_cond, &R.lock, &until) == ETIMEDOUT)
-            break;
-    }
-    int rc = -1;
-    if (R.state == 1) {
-        rc = R.rc;
-        snprintf(why, len, "%s", R.why);
-    } else {
-        R.state = 2; /* the thread's answer, if it ever comes, is dropped */
-        snprintf(why, len, "Python %s frames: the self-test did not get the GIL within %d s (a thread holding it, "
-                 "or the interpreter finalizing)", g_version, SELF_TEST_WAIT_S);
-    }
-    pthread_mutex_unlock(&R.lock);
-    return rc;
-}
-
 static int find_api(char *why, size_t len)
 {
     static const struct {
@@ -883,7 +840,10 @@ static int find_api(char *why, size_t len)
     return 0;
 }
 
-static int init_locked(char *why, size_t len)
+/* Finds the API, the version's layout and the eval loop: 1 (a layout to
+ * test in *out), 0 (not a Python process, or not initialized yet: why
+ * says), -1 (refused). */
+static int prepare(const layout **out, char *why, size_t len)
 {
     *(void **)&Py.is_initialized = dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     if (!Py.is_initialized) {
@@ -927,29 +887,105 @@ static int init_locked(char *why, size_t len)
         eval_start = (uint64_t)(uintptr_t)ev;
         eval_end = eval_start + sym->st_size;
     }
-    if (run_self_test(L, why, len) != 0) {
-        cache_clear();
-        return -1;
-    }
-    /* trusted from now on: the handler's plain loads may start */
-    __atomic_store_n(&g_layout, L, __ATOMIC_RELEASE);
-    snprintf(why, len, "Python %s frames", g_version);
+    *out = L;
     return 1;
 }
 
-int mlprof__pyframes_init(char *why, size_t len)
+enum { I_UNTRIED, I_LATER, I_NOPY, I_RUNNING, I_OK, I_REFUSED };
+static int g_state;
+static struct timespec g_started; /* when the self-test's thread started */
+
+static void finish(const layout *L, int rc, const char *test_why)
+{
+    if (rc != 0) {
+        cache_clear();
+        snprintf(g_init_why, sizeof g_init_why, "%s", test_why);
+        g_state = I_REFUSED;
+        return;
+    }
+    /* trusted from now on: the handler's plain loads may start */
+    __atomic_store_n(&g_layout, L, __ATOMIC_RELEASE);
+    snprintf(g_init_why, sizeof g_init_why, "Python %s frames", g_version);
+    g_state = I_OK;
+}
+
+static int start_test_thread(const layout *L)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&R.done_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    R.state = 0;
+    R.L = L;
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &a, self_test_main, NULL);
+    pthread_attr_destroy(&a);
+    clock_gettime(CLOCK_MONOTONIC, &g_started);
+    return rc == 0 ? 0 : -1;
+}
+
+/* One step of init (g_init_lock held); wait: for a self-test running on
+ * its own thread, up to SELF_TEST_WAIT_S after its start. */
+static void step(int wait)
+{
+    if (g_state == I_UNTRIED || (g_state == I_LATER && Py.is_initialized && Py.is_initialized())) {
+        const layout *L = NULL;
+        int r = prepare(&L, g_init_why, sizeof g_init_why);
+        if (r < 0) {
+            g_state = I_REFUSED;
+        } else if (r == 0) {
+            g_state = Py.is_initialized ? I_LATER : I_NOPY;
+        } else if (Py.gil_check()) { /* the caller holds the GIL (a Python thread): here, now */
+            char why[400];
+            finish(L, self_test(L, why, sizeof why), why);
+        } else if (start_test_thread(L) != 0) {
+            snprintf(g_init_why, sizeof g_init_why, "Python %s frames: cannot start the self-test's thread",
+                     g_version);
+            g_state = I_REFUSED;
+        } else {
+            snprintf(g_init_why, sizeof g_init_why, "Python %s frames: the self-test is running", g_version);
+            g_state = I_RUNNING;
+        }
+    }
+    if (g_state != I_RUNNING)
+        return;
+    struct timespec until = g_started, now;
+    until.tv_sec += SELF_TEST_WAIT_S;
+    pthread_mutex_lock(&R.lock);
+    while (wait && R.state == 0) {
+        if (pthread_cond_timedwait(&R.done_cond, &R.lock, &until) == ETIMEDOUT)
+            break;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (R.state == 1) {
+        finish(R.L, R.rc, R.why);
+    } else if (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec)) {
+        R.state = 2; /* the thread's answer, if it ever comes, is dropped */
+        snprintf(g_init_why, sizeof g_init_why,
+                 "Python %s frames: the self-test did not get the GIL within %d s (a thread holding it, or the "
+                 "interpreter finalizing)", g_version, SELF_TEST_WAIT_S);
+        g_state = I_REFUSED;
+    }
+    pthread_mutex_unlock(&R.lock);
+}
+
+static int init(char *why, size_t len, int wait)
 {
     pthread_mutex_lock(&g_init_lock);
-    if (g_init_result == 0 || (g_init_result == 2 && Py.is_initialized && Py.is_initialized())) {
-        int r = init_locked(g_init_why, sizeof g_init_why);
-        /* 2: nothing to do yet, tried again later; else the answer for good */
-        g_init_result = r == 1 ? 1 : r < 0 ? -1 : (Py.is_initialized ? 2 : 3);
-    }
-    int r = g_init_result == 1 ? 1 : g_init_result == -1 ? -1 : 0;
+    step(wait);
+    int r = g_state == I_OK ? 1 : g_state == I_REFUSED ? -1 : 0;
     snprintf(why, len, "%s", g_init_why);
     pthread_mutex_unlock(&g_init_lock);
     return r;
 }
+
+int mlprof__pyframes_init(char *why, size_t len) { return init(why, len, 1); }
+
+int mlprof__pyframes_init_nowait(char *why, size_t len) { return init(why, len, 0); }
 
 void mlprof__pyframes_after_fork(void)
 {

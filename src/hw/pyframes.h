@@ -28,9 +28,16 @@
  * self-test, and captures may start; 0: no Python here (why says so); -1:
  * refused (an unknown version, a layout that failed its self-test: why
  * says which). Takes the GIL itself (PyGILState_Ensure) and runs a few
- * lines of Python, so call it where the interpreter is initialized and
- * not finalizing, never from a signal handler. Idempotent. */
+ * lines of Python: on the calling thread where it holds the GIL, else on a
+ * thread of its own ("mlprof pyinit"), waited for at most 10 s (an
+ * interpreter finalizing ends a thread that asks for the GIL); never from a
+ * signal handler. Before the interpreter is initialized: 0, tried again at
+ * the next call; after an answer, the same answer. */
 int mlprof__pyframes_init(char *why, size_t len);
+/* The same without waiting, for mlprof's reader: where the self-test must
+ * wait for the GIL on a thread of its own, 0 ("the self-test is running")
+ * until a later call finds its answer. */
+int mlprof__pyframes_init_nowait(char *why, size_t len);
 
 /* "3.11" once init succeeded, else "". */
 const char *mlprof__pyframes_version(void);
