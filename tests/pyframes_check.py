@@ -127,6 +127,7 @@ def target(shim, out, gil):
     t.start()
     t.join()
     if not gil:
+        code_reuse(lib)
         sample_work(lib)
     n = lib.shim_dump(out.encode())
     print("samples: %d" % n)
@@ -135,6 +136,44 @@ def target(shim, out, gil):
             c = fn.__code__
             last = max(l for _, _, l in c.co_lines() if l is not None)
             f.write("%s %d %d %d\n" % (fn.__name__, c.co_firstlineno, last, threading.get_native_id()))
+
+
+def code_proto(lib):
+    lib.shim_raise()
+
+
+def code_reuse(lib):
+    """Code objects made and freed one after another, each taking the
+    address of the one before (CPython's allocator gives the block just
+    freed): each named for what it is, not for the one that had its address
+    before. The names are read 3 ms after the code object changed: the
+    resolver checks a cached entry again after 2 ms, as its reader names a
+    drain's samples within a few ms of taking them."""
+    import types
+    buf = ctypes.create_string_buffer(300)
+    reread, seen, reused = 0, set(), 0
+    line = code_proto.__code__.co_firstlineno + 1
+    f = None
+    for i in range(40):
+        f = None  # the last one freed: its address is free for the next
+        kw = dict(co_name="gen_%d" % i, co_filename="gen_%d.py" % i)
+        if sys.version_info >= (3, 11):
+            kw["co_qualname"] = "gen_%d" % i
+        f = types.FunctionType(code_proto.__code__.replace(**kw), globals())
+        reused += id(f.__code__) in seen
+        seen.add(id(f.__code__))
+        time.sleep(0.003)
+        f(lib)
+        reread = lib.shim_last_label(buf, 300)
+        want = "gen_%d (gen_%d.py:%d)" % (i, i, line)
+        if buf.value.decode() != want:
+            print("code reuse: sample %d named %r, expected %r" % (i, buf.value.decode(), want))
+            sys.exit(1)
+    if reused and not reread:
+        print("code reuse: %d addresses taken again, no cache entry read again" % reused)
+        sys.exit(1)
+    print("code reuse: 40 code objects named right (%d at an address used before; %d entries read again)" % (
+        reused, reread))
 
 
 def sample_work(lib):

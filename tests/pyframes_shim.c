@@ -33,6 +33,7 @@ void shim_stop(void);
 int shim_raise(void);
 long shim_dump(const char *path);
 int shim_count(void);
+int shim_last_label(char *out, int len);
 void shim_natives(int on);
 double shim_bench(int iters);
 
@@ -133,6 +134,24 @@ double shim_bench(int iters)
  * handler: fine for a test whose program does not unwind meanwhile). */
 void shim_natives(int on) { g_native_all = on; }
 
+/* The leaf Python frame of the last sample, named now (as the reader does
+ * a few milliseconds after a sample); returns the entries read again so far. */
+int shim_last_label(char *out, int len)
+{
+    unsigned n = __atomic_load_n(&g_n, __ATOMIC_RELAXED);
+    out[0] = '\0';
+    if (!n || n > MAX_SAMPLES)
+        return -1;
+    const uint64_t *w = g_samples[n - 1];
+    size_t nn = (size_t)w[1], used, cached, failed, reread;
+    mlprof__pyframe py[1];
+    if (mlprof__pyframes_decode(w + 2 + nn, WORDS - 2 - nn, py, 1, &used, NULL) != 1)
+        return -1;
+    mlprof__pyframes_label(&py[0], out, (size_t)len);
+    mlprof__pyframes_stats(&cached, &failed, &reread);
+    return (int)reread;
+}
+
 int shim_count(void) { return (int)__atomic_load_n(&g_n, __ATOMIC_RELAXED); }
 
 int shim_raise(void)
@@ -168,12 +187,12 @@ long shim_dump(const char *path)
         char labels[MLPROF__PYFRAMES_MAX][300];
         size_t np = mlprof__pyframes_decode(w + 2 + nn, WORDS - 2 - nn, py, MLPROF__PYFRAMES_MAX, &used, NULL);
         for (size_t k = 0; k < np; k++) {
-            size_t before, after, failed;
-            mlprof__pyframes_stats(&before, &failed);
+            size_t before, after, failed, reread;
+            mlprof__pyframes_stats(&before, &failed, &reread);
             unsigned long long t0 = now_ns();
             mlprof__pyframes_label(&py[k], labels[k], sizeof labels[k]);
             unsigned long long t = now_ns() - t0;
-            mlprof__pyframes_stats(&after, &failed);
+            mlprof__pyframes_stats(&after, &failed, &reread);
             if (after > before)
                 cold_ns += t, cold++;
             else

@@ -378,12 +378,22 @@ typedef struct code_info {
     char *name, *file;
     unsigned char *table;
     size_t table_len;
+    uint64_t sig[4];      /* ob_type, co_filename, co_name, co_linetable as read: changed, another code object */
+    uint64_t checked_ns;  /* when they were last read */
 } code_info;
+
+/* A code object freed and another made at its address (code run by exec,
+ * lambdas, imports) must not keep the first one's name: an entry is read
+ * again when it was last checked longer ago than this, a little less than
+ * the reader's period, so each drain checks the code objects it meets once
+ * (one process_vm_readv each). What it cannot see: a code object freed and
+ * its address reused between a sample and the drain that names it. */
+#define RECHECK_NS 2000000ull
 
 static struct {
     pthread_mutex_t lock;
     code_info *slots;
-    size_t nslots, used, failed;
+    size_t nslots, used, failed, reloaded;
 } C = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static char *dup_str(const char *s)
@@ -396,29 +406,51 @@ static char *dup_str(const char *s)
 }
 
 /* Reads one code object into ci (ci->code set): its fixed part in one read. */
-static void load_code(const layout *L, code_info *ci)
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Reads the fixed part of a code object (one read): 0, or -1 when it is
+ * gone or is no code object. */
+static int read_sig(const layout *L, uint64_t c, uint64_t sig[4], int32_t *first)
 {
     unsigned char co[160]; /* past co_linetable in all layouts */
-    uint64_t c = ci->code, type, fn, nm, lt, size = 0;
+    if (read_mem(c, co, (size_t)L->co_linetable + 8) != 0)
+        return -1;
+    memcpy(&sig[0], co + 8, 8);
+    memcpy(&sig[1], co + L->co_filename, 8);
+    memcpy(&sig[2], co + L->co_name, 8);
+    memcpy(&sig[3], co + L->co_linetable, 8);
+    memcpy(first, co + L->co_firstlineno, 4);
+    return sig[0] == (uint64_t)(uintptr_t)Py.code_type ? 0 : -1;
+}
+
+/* Reads one code object into ci (ci->code set; what it held freed). */
+static void load_code(const layout *L, code_info *ci)
+{
+    uint64_t size = 0;
     int32_t first;
     char buf[4096];
+    free(ci->name);
+    free(ci->file);
+    free(ci->table);
+    ci->name = ci->file = NULL;
+    ci->table = NULL;
     ci->ok = 0;
-    if (read_mem(c, co, (size_t)L->co_linetable + 8) != 0)
-        return;
-    memcpy(&type, co + 8, 8);
-    memcpy(&first, co + L->co_firstlineno, 4);
-    memcpy(&fn, co + L->co_filename, 8);
-    memcpy(&nm, co + L->co_name, 8);
-    memcpy(&lt, co + L->co_linetable, 8);
-    if (type != (uint64_t)(uintptr_t)Py.code_type || read_u64(lt + 16, &size) != 0 || size > (1u << 24))
+    ci->checked_ns = mono_ns();
+    memset(ci->sig, 0, sizeof ci->sig);
+    if (read_sig(L, ci->code, ci->sig, &first) != 0 || read_u64(ci->sig[3] + 16, &size) != 0 || size > (1u << 24))
         return;
     ci->firstlineno = first;
     ci->table = malloc(size ? size : 1);
-    if (!ci->table || read_mem(lt + 32, ci->table, size) != 0)
+    if (!ci->table || read_mem(ci->sig[3] + 32, ci->table, size) != 0)
         return;
     ci->table_len = size;
-    ci->name = read_str(L, nm, buf, sizeof buf) == 0 ? dup_str(buf) : NULL;
-    ci->file = read_str(L, fn, buf, sizeof buf) == 0 ? dup_str(buf) : NULL;
+    ci->name = read_str(L, ci->sig[2], buf, sizeof buf) == 0 ? dup_str(buf) : NULL;
+    ci->file = read_str(L, ci->sig[1], buf, sizeof buf) == 0 ? dup_str(buf) : NULL;
     ci->ok = ci->name && ci->file;
 }
 
@@ -450,6 +482,16 @@ static code_info *lookup(const layout *L, uint64_t code)
         C.used++;
         load_code(L, ci);
         C.failed += !ci->ok;
+    } else if (mono_ns() - ci->checked_ns > RECHECK_NS) { /* still the same code object? */
+        uint64_t sig[4];
+        int32_t first;
+        if (read_sig(L, code, sig, &first) != 0 || memcmp(sig, ci->sig, sizeof sig) != 0 || first != ci->firstlineno) {
+            load_code(L, ci);
+            C.reloaded++;
+            C.failed += !ci->ok;
+        } else {
+            ci->checked_ns = mono_ns();
+        }
     }
     return ci;
 }
@@ -493,15 +535,16 @@ static void cache_clear(void)
     }
     free(C.slots);
     C.slots = NULL;
-    C.nslots = C.used = C.failed = 0;
+    C.nslots = C.used = C.failed = C.reloaded = 0;
     pthread_mutex_unlock(&C.lock);
 }
 
-void mlprof__pyframes_stats(size_t *cached, size_t *failed)
+void mlprof__pyframes_stats(size_t *cached, size_t *failed, size_t *reread)
 {
     pthread_mutex_lock(&C.lock);
     *cached = C.used;
     *failed = C.failed;
+    *reread = C.reloaded;
     pthread_mutex_unlock(&C.lock);
 }
 

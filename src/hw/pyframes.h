@@ -109,7 +109,9 @@ void mlprof__pyframes_tag_name(uint64_t ip, char *out, size_t len);
  * stays true (the same memory). */
 void mlprof__pyframes_after_fork(void);
 
-/* What resolving has cached (code objects) and how many reads failed. */
-void mlprof__pyframes_stats(size_t *cached, size_t *failed);
+/* What resolving has cached (code objects), how many reads failed, and how
+ * many entries were read again because another code object had taken
+ * their address. */
+void mlprof__pyframes_stats(size_t *cached, size_t *failed, size_t *reread);
 
 #endif /* MLPROF_HW_PYFRAMES_H */
