@@ -20,7 +20,9 @@ handler on the sampled thread and resolves and interleaves at the end:
     self-test runs there) as from one that does not (CDLL: on its own thread).
 Each interpreter given is run (missing ones are said and skipped); exits
 77 (skip) when none of them is supported.
-And mlprof flame draws Python frames in cool colours, native ones in warm.
+And mlprof flame draws Python frames in cool colours, native ones in warm;
+mlprof run --sample on a Python program: its Python frames in the trace with
+the right shares (skipped, said, where this mlprof does not take them).
 Usage: pyframes_check.py SHIM OUTDIR MLPROF PYTHON... ; or: pyframes_check.py --target SHIM OUT
 """
 import ctypes
@@ -343,6 +345,71 @@ def check_broken(shim, outdir, python):
     print("%s: a wrong layout refused: %s" % (python, r.stdout.strip()))
 
 
+def e2e_thread():
+    hot_loop(3000000)
+
+
+def e2e_train():
+    for _ in range(80):
+        hot_a(20000)
+        hot_b(20000)
+
+
+def e2e_target():
+    """What mlprof run samples: 70/30 in hot_a/hot_b under e2e_train, and a
+    thread of its own in e2e_thread."""
+    t = threading.Thread(target=e2e_thread)
+    t.start()
+    e2e_train()
+    t.join()
+
+
+def check_run(mlprof, outdir, python):
+    """mlprof run --sample on a Python program: its Python frames in the
+    trace (category python), with the right shares, the thread's apart.
+    Skipped, said, where this mlprof does not take Python frames (the
+    timer-signal sampler's hooks not wired)."""
+    out = os.path.join(outdir, "pyframes_run_%d.json" % (abs(hash(python)) % 10000))
+    r = subprocess.run([mlprof, "run", "--sample", "1000", "-o", out, "-q", "--", python, os.path.abspath(__file__),
+                        "--e2e-target"], capture_output=True, text=True, timeout=240)
+    if r.returncode != 0:
+        fail("%s: mlprof run: status %d: %s" % (python, r.returncode, r.stderr))
+    sampling = None
+    for part in glob.glob(out + ".parts/*.json"):
+        d = json.load(open(part))
+        sp = d.get("otherData", {}).get("sampling")
+        if sp and sp.get("samples"):
+            sampling = sp
+    if not sampling or "python" not in sampling:
+        print("SKIP %s: mlprof run: no Python frames taken (this mlprof's sampling %s: its timer-signal "
+              "sampler does not take them yet)" % (python, sampling and sampling.get("method")))
+        return
+    if not sampling["python"].get("frames"):
+        fail("%s: mlprof run: Python frames refused: %s" % (python, sampling["python"]))
+    f = subprocess.run([mlprof, "flame", out, "--folded"], capture_output=True, text=True)
+    if f.returncode != 0:
+        fail("%s: mlprof flame: %s" % (python, f.stderr))
+    count = {"hot_a": 0, "hot_b": 0, "e2e_thread": 0}
+    for line in f.stdout.splitlines():
+        stack, _, n = line.rpartition(" ")
+        names = [x.split(" (")[0] for x in stack.split(";")]
+        for fn in count:
+            if fn in names:
+                count[fn] += int(n)
+        if "e2e_thread" in names and "e2e_train" in names:
+            fail("%s: mlprof run: the thread's frames mixed with the main thread's: %s" % (python, stack))
+        if "hot_a" in names and names[names.index("hot_a") - 1] != "e2e_train":
+            fail("%s: mlprof run: hot_a not under e2e_train: %s" % (python, stack))
+    total = count["hot_a"] + count["hot_b"]
+    if total < 100 or not count["e2e_thread"]:
+        fail("%s: mlprof run: too few samples: %s" % (python, count))
+    share = 100.0 * count["hot_a"] / total
+    print("%s: mlprof run: hot_a %.1f%% hot_b %.1f%% (%d samples), the thread %d; %s" % (
+        python, share, 100 - share, total, count["e2e_thread"], sampling["python"]))
+    if abs(share - 70) > 5:
+        fail("%s: mlprof run: hot_a has %.1f%% of the samples, expected 70 +- 5" % (python, share))
+
+
 def check_flame(mlprof, outdir):
     """mlprof flame colours Python frames ("name (file.py:N)") apart from native ones."""
     trace = os.path.join(outdir, "pyframes_flame.json")
@@ -371,6 +438,9 @@ def check_flame(mlprof, outdir):
 
 
 def main():
+    if len(sys.argv) == 2 and sys.argv[1] == "--e2e-target":
+        e2e_target()
+        return
     if len(sys.argv) == 4 and sys.argv[1] in ("--target", "--target-gil"):
         target(sys.argv[2], sys.argv[3], sys.argv[1] == "--target-gil")
         return
@@ -406,6 +476,7 @@ def main():
             ran += 1
             check_one(shim, outdir, python, gil=True)
             check_broken(shim, outdir, python)
+            check_run(mlprof, outdir, python)
     if not ran:
         print("SKIP: no supported Python among %s" % sys.argv[4:])
         sys.exit(77)
