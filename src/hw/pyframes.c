@@ -12,9 +12,9 @@
  * object freed since the sample reads as a failed read and not as a fault.
  *
  * The offsets are facts from each version's headers (Include/cpython/
- * pystate.h, code.h, frameobject.h, Include/internal/pycore_frame.h,
- * x86-64 and aarch64 release builds alike: all fields are pointers and
- * ints). mlprof__pyframes_init checks them against the running interpreter
+ * pystate.h, code.h, frameobject.h, Include/internal/pycore_frame.h),
+ * for LP64 release builds (measured on x86-64 with offsetof against each
+ * version's installed headers). mlprof__pyframes_init checks them against the running interpreter
  * before anything is captured: it calls a Python function that calls back
  * into C, captures there, and compares frame for frame with what
  * PyEval_GetFrame and PyFrame_GetBack say (code objects, lines, names,
@@ -36,6 +36,8 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#define read_mem mlprof__pyframes_read
 
 /* ------------------------------------------------------------- layouts */
 
@@ -105,8 +107,6 @@ static char g_init_why[512];
 const char *mlprof__pyframes_version(void) { return __atomic_load_n(&g_layout, __ATOMIC_ACQUIRE) ? g_version : ""; }
 
 /* ------------------------------------------------------------- capture */
-
-static int read_mem(uint64_t addr, void *buf, size_t len);
 
 /* One load of the walk: a plain one in the handler; in the self-test, with
  * a layout not yet trusted, through read_mem (a wrong offset reads as a
@@ -227,7 +227,7 @@ size_t mlprof__pyframes_decode(const uint64_t *words, size_t nwords, mlprof__pyf
 
 /* ------------------------------------------------------- reading safely */
 
-static int read_mem(uint64_t addr, void *buf, size_t len)
+int mlprof__pyframes_read(uint64_t addr, void *buf, size_t len)
 {
     struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
     ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
@@ -237,20 +237,29 @@ static int read_mem(uint64_t addr, void *buf, size_t len)
         return -1;
     /* process_vm_readv refused (a seccomp filter): write() through a pipe
      * says EFAULT instead of faulting on memory that is gone */
+    static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
     static int fds[2] = {-1, -1};
-    if (fds[0] < 0 && pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
-        return -1;
-    size_t done = 0;
-    while (done < len) {
+    int rc = 0;
+    pthread_mutex_lock(&pipe_lock);
+    if (fds[0] < 0 && pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fds[0] = -1;
+        rc = -1;
+    }
+    for (size_t done = 0; rc == 0 && done < len;) {
         size_t chunk = len - done > 4096 ? 4096 : len - done;
         ssize_t w = write(fds[1], (const char *)(uintptr_t)addr + done, chunk);
-        if (w <= 0)
-            return -1;
-        if (read(fds[0], (char *)buf + done, (size_t)w) != w)
-            return -1;
-        done += (size_t)w;
+        if (w <= 0 || read(fds[0], (char *)buf + done, (size_t)w) != w)
+            rc = -1;
+        else
+            done += (size_t)w;
     }
-    return 0;
+    if (rc != 0 && fds[0] >= 0) { /* what a write cut short left in the pipe: not the next read's */
+        char junk[256];
+        while (read(fds[0], junk, sizeof junk) > 0)
+            ;
+    }
+    pthread_mutex_unlock(&pipe_lock);
+    return rc;
 }
 
 static int read_u64(uint64_t addr, uint64_t *v) { return read_mem(addr, v, sizeof *v); }

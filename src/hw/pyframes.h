@@ -105,6 +105,11 @@ size_t mlprof__pyframes_tag(const uint64_t *ips, size_t nips, const uint64_t *ex
 int mlprof__pyframes_is_tag(uint64_t ip);
 void mlprof__pyframes_tag_name(uint64_t ip, char *out, size_t len);
 
+/* Copies len bytes at addr of this process into buf without faulting on
+ * memory that is gone: 0, or -1 (process_vm_readv; where a seccomp filter
+ * refuses it, write() through a pipe, which says EFAULT). */
+int mlprof__pyframes_read(uint64_t addr, void *buf, size_t len);
+
 /* In a forked child (its only thread): the locks as new; what was cached
  * stays true (the same memory). */
 void mlprof__pyframes_after_fork(void);
