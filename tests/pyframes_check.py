@@ -15,7 +15,8 @@ handler on the sampled thread and resolves and interleaves at the end:
     loop, then ctypes/libffi and the handler's native frames;
   - a thread started in Python gets its own frames (thread_fn, not outer);
   - a layout made wrong on purpose (MLPROF_PYFRAMES_BREAK_LAYOUT=1) fails
-    the self-test: refused with the reason, no crash;
+    the self-test, and a version made unknown (=2) is refused: each with
+    the reason, no crash;
   - init works from a thread that holds the GIL too (ctypes.PyDLL: the
     self-test runs there) as from one that does not (CDLL: on its own thread).
 Each interpreter given is run (missing ones are said and skipped); exits
@@ -335,14 +336,18 @@ def check_one(shim, outdir, python, gil=False):
 
 
 def check_broken(shim, outdir, python):
-    """A layout that is not the interpreter's is refused by the self-test, with a reason, without a crash."""
+    """A layout that is not the interpreter's is refused by the self-test,
+    and a version mlprof does not know is refused, each with its reason and
+    without a crash."""
     out = os.path.join(outdir, "pyframes_broken.txt")
-    env = dict(os.environ, MLPROF_PYFRAMES_BREAK_LAYOUT="1", PYFRAMES_INIT="wait")
-    r = subprocess.run([python, os.path.abspath(__file__), "--target", shim, out], capture_output=True, text=True,
-                       timeout=240, env=env)
-    if r.returncode != 77 or "self-test failed" not in r.stdout:
-        fail("%s: a wrong layout: status %d (expected 77, refused): %s%s" % (python, r.returncode, r.stdout, r.stderr))
-    print("%s: a wrong layout refused: %s" % (python, r.stdout.strip()))
+    for knob, what, said in (("1", "a wrong layout", "self-test failed"),
+                             ("2", "an unknown version", "3.99 (")):
+        env = dict(os.environ, MLPROF_PYFRAMES_BREAK_LAYOUT=knob, PYFRAMES_INIT="wait")
+        r = subprocess.run([python, os.path.abspath(__file__), "--target", shim, out], capture_output=True,
+                           text=True, timeout=240, env=env)
+        if r.returncode != 77 or said not in r.stdout:
+            fail("%s: %s: status %d (expected 77, refused): %s%s" % (python, what, r.returncode, r.stdout, r.stderr))
+        print("%s: %s refused: %s" % (python, what, r.stdout.strip()))
 
 
 def e2e_thread():

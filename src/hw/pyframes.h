@@ -11,8 +11,8 @@
  *   [1 + 2i]   frame i's code object (its address)
  *   [2 + 2i]   its instruction's byte offset in the code (int32, low half)
  *              | entry << 32: the outermost frame one call of the eval
- *              loop runs (3.11 is_entry; in 3.12 the frame under a
- *              FRAME_OWNED_BY_CSTACK one; every frame in 3.10)
+ *              loop runs (3.11 is_entry; in 3.12 and 3.13 the frame
+ *              under a FRAME_OWNED_BY_CSTACK one; every frame in 3.10)
  * Self-contained (libc and dlsym), so a test can build it alone.
  */
 #ifndef MLPROF_HW_PYFRAMES_H
