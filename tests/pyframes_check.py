@@ -23,7 +23,7 @@ Each interpreter given is run (missing ones are said and skipped); exits
 77 (skip) when none of them is supported.
 And mlprof flame draws Python frames in cool colours, native ones in warm;
 mlprof run --sample on a Python program: its Python frames in the trace with
-the right shares (skipped, said, where this mlprof does not take them).
+the right shares and its thread apart.
 Usage: pyframes_check.py SHIM OUTDIR MLPROF PYTHON... ; or: pyframes_check.py --target SHIM OUT
 """
 import ctypes

@@ -26,12 +26,16 @@
  * reader drives the timer-signal sampler instead (sigsample.c: a CPU-time
  * timer and a real-time signal per thread, stacks copied by the handler
  * and unwound here by mlprof__unwind); its samples are kept in the same
- * storage and attributed the same way.
+ * storage and attributed the same way. A Python process gets the signal
+ * source under auto: its handler also takes the thread's Python frames
+ * (pyframes.c), which the reader names and puts in place of the eval
+ * loop's native frames before the sample is kept.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <asm/perf_regs.h>
@@ -49,6 +53,7 @@
 #include "../export/sink.h"
 #include "../record/produce.h"
 #include "hw_internal.h"
+#include "pyframes.h"
 #include "sigsample.h"
 #include "stacks.h"
 #include "unwind.h"
@@ -103,6 +108,14 @@ static struct {
     int signal;           /* the timer-signal sampler runs (sigsample.c) */
     int used_signal;      /* it ran in this run (otherData) */
     char perf_refused[256]; /* why perf_event was refused before the signal sampler took over, or "" */
+    /* Python frames (pyframes.c), through the signal sampler's hooks */
+    int python;             /* a Python process: 1 while init has no answer yet, 2 frames on, -1 refused */
+    char python_why[512];   /* init's answer */
+    uint64_t py_ts;         /* the sample whose stack py_ips is, Python frames interleaved */
+    uint32_t py_tid;
+    int py_pending;
+    size_t py_n;
+    uint64_t py_ips[MLPROF__STACK_DEPTH];
     pthread_t thread;
     pid_t reader_tid, pid;
     ring rings[MAX_CPUS]; /* one per CPU */
@@ -203,7 +216,43 @@ static void keep(uint64_t ts, uint32_t tid, const uint64_t *ips, uint64_t nr, in
 static void keep_signal(uint64_t ts, uint32_t tid, uint32_t weight, const uint64_t *ips, size_t n)
 {
     (void)weight;
+    if (K.py_pending && K.py_ts == ts && K.py_tid == tid) { /* with its Python frames (py_extra_read) */
+        ips = K.py_ips;
+        n = K.py_n;
+    }
+    K.py_pending = 0;
     keep(ts, tid, ips, n, n >= MLPROF__STACK_DEPTH);
+}
+
+/* The signal sampler's reader hook (lock held), called with a sample's
+ * native stack and the words mlprof__pyframes_capture wrote in its handler,
+ * just before keep_signal gets the same sample: the Python frames in place
+ * of the eval loop's, named now, while their code objects are alive. */
+static void py_extra_read(uint64_t ts, uint32_t tid, const uint64_t *ips, size_t nips, const uint64_t *extra, size_t n)
+{
+    K.py_pending = 0;
+    if (!n)
+        return;
+    K.py_n = mlprof__pyframes_tag(ips, nips, extra, n, K.py_ips, MLPROF__STACK_DEPTH);
+    K.py_ts = ts;
+    K.py_tid = tid;
+    K.py_pending = 1;
+}
+
+/* On the reader: whether the Python frames can be read (the self-test
+ * needs the interpreter initialized, which it is not yet when mlprof
+ * starts from LD_PRELOAD: asked again at each drain until it answers). */
+static void python_step(void)
+{
+    if (K.python != 1)
+        return;
+    int r = mlprof__pyframes_init_nowait(K.python_why, sizeof K.python_why);
+    if (r > 0) {
+        K.python = 2;
+    } else if (r < 0) {
+        K.python = -1;
+        mlprof__log(MLPROF_LOG_WARN, "sampling: no Python frames: %s", K.python_why);
+    }
 }
 
 static uint64_t clock_ns(void)
@@ -479,6 +528,8 @@ static void close_all(int after_fork)
             pthread_mutex_lock(&K.lock);
             mlprof__sigsample_stop(recording(), keep_signal);
             pthread_mutex_unlock(&K.lock);
+            __atomic_store_n(&mlprof__sigsample_extra, NULL, __ATOMIC_RELEASE);
+            __atomic_store_n(&mlprof__sigsample_extra_read, NULL, __ATOMIC_RELEASE);
             mlprof__sigsample_report();
         }
         K.signal = 0;
@@ -502,7 +553,20 @@ static void *reader_main(void *arg)
     mlprof__busy = 1; /* mlprof's own thread: the hooks leave it alone */
     pthread_setname_np(pthread_self(), "mlprof stacks");
     K.reader_tid = (pid_t)syscall(SYS_gettid);
-    if (K.source != SRC_SIGNAL)
+    /* a Python process: its frames can only be taken on its own threads, by
+     * the timer signal's handler; auto chooses the signal for it */
+    K.python = dlsym(RTLD_DEFAULT, "Py_IsInitialized") ? 1 : 0;
+    K.python_why[0] = '\0';
+    if (K.python && K.source == SRC_PERF) {
+        snprintf(K.python_why, sizeof K.python_why, "sampling_source=perf: Python frames need the timer signal");
+        K.python = -1;
+    }
+    if (K.python == 1) {
+        __atomic_store_n(&mlprof__sigsample_extra_read, py_extra_read, __ATOMIC_RELEASE);
+        __atomic_store_n(&mlprof__sigsample_extra, mlprof__pyframes_capture, __ATOMIC_RELEASE);
+        python_step();
+    }
+    if (K.source != SRC_SIGNAL && K.python != 1 && K.python != 2)
         open_all(K.source == SRC_AUTO);
     if (!K.nrings && K.source != SRC_PERF)
         open_signal();
@@ -517,6 +581,7 @@ static void *reader_main(void *arg)
         for (size_t i = 0; i < K.nrings; i++)
             drain(&K.rings[i], keeping);
         if (K.signal) {
+            python_step();
             pthread_mutex_lock(&K.lock);
             mlprof__sigsample_poll(keeping, keep_signal);
             pthread_mutex_unlock(&K.lock);
@@ -668,6 +733,7 @@ static void stacks_after_fork(int running)
     pthread_mutex_init(&K.lock, NULL);
     pthread_cond_init(&K.ready, NULL);
     mlprof__unwind_after_fork();
+    mlprof__pyframes_after_fork();
     close_all(1);
     K.started = 0;
     K.hz = 0;
@@ -718,6 +784,15 @@ static void stacks_other_data(mlprof__sb *out)
                       (unsigned long long)K.own_samples, (unsigned long long)K.other_process);
     if (K.used_signal || K.source == SRC_SIGNAL)
         mlprof__sigsample_other_data(out);
+    if (K.python) {
+        size_t cached, failed, reread;
+        mlprof__pyframes_stats(&cached, &failed, &reread);
+        mlprof__sb_printf(out, ",\"python\":{\"frames\":%s,\"version\":\"%s\",\"code_objects\":%zu,"
+                               "\"code_objects_unread\":%zu,\"code_objects_reread\":%zu,\"why\":",
+                          K.python == 2 ? "true" : "false", mlprof__pyframes_version(), cached, failed, reread);
+        mlprof__sb_json_str(out, K.python_why, strlen(K.python_why));
+        mlprof__sb_putc(out, '}');
+    }
     if (K.perf_refused[0]) {
         mlprof__sb_puts(out, ",\"perf_refused\":");
         mlprof__sb_json_str(out, K.perf_refused, strlen(K.perf_refused));
@@ -820,9 +895,15 @@ static int view_build(void)
         char name[512];
         const char *object, *path = "";
         mlprof__stack_frame_out *f = &V.frames[k];
-        mlprof__syms_name(syms, t.f[k].ip, name, sizeof name, &object);
-        if (!mlprof__syms_mapping(syms, t.f[k].ip, &path, &f->map_start, &f->map_end, &f->map_offset))
-            path = "";
+        if (mlprof__pyframes_is_tag(t.f[k].ip)) { /* a Python frame: "train (main.py:12)", no mapping */
+            mlprof__pyframes_tag_name(t.f[k].ip, name, sizeof name);
+            path = "python";
+            f->map_start = f->map_end = f->map_offset = 0;
+        } else {
+            mlprof__syms_name(syms, t.f[k].ip, name, sizeof name, &object);
+            if (!mlprof__syms_mapping(syms, t.f[k].ip, &path, &f->map_start, &f->map_end, &f->map_offset))
+                path = "";
+        }
         f->rel_pc = t.f[k].ip - f->map_start + f->map_offset; /* the offset in its file */
         f->parent = t.f[k].parent;
         name_at[2 * k] = V.text.len;
