@@ -19,6 +19,10 @@
  *    same event at the same rate on the same work, so they take about as
  *    many samples. perf is skipped, saying why, where /usr/bin/perf is
  *    missing or refuses.
+ *  - the demo (cnn_infer, `make demo`'s program, beside this binary) as a
+ *    child with MLPROF_SAMPLING at each rate: its CPU time as a ratio to
+ *    the demo recording as usual without sampling (skipped, saying why,
+ *    where the demo is not built).
  * Medians over the rounds. The last line is machine-readable.
  * Usage: bench_stacks [ROUNDS]   (bench_stacks --work N [HZ TRACE]: a child)
  */
@@ -135,7 +139,7 @@ static double child(char *const argv[], int quiet, int *ok)
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        if (quiet && !freopen("/dev/null", "w", stderr))
+        if (quiet && (!freopen("/dev/null", "w", stderr) || !freopen("/dev/null", "w", stdout)))
             _exit(127);
         execv(argv[0], argv);
         _exit(127);
@@ -211,7 +215,15 @@ int main(int argc, char **argv)
     }
 
     double in_ratio[2][MAX_ROUNDS], per_sample[2][MAX_ROUNDS], ml_ratio[2][MAX_ROUNDS], pf_ratio[2][MAX_ROUNDS];
-    double ml_rate[2][MAX_ROUNDS], pf_rate[2][MAX_ROUNDS];
+    double ml_rate[2][MAX_ROUNDS], pf_rate[2][MAX_ROUNDS], demo_ratio[2][MAX_ROUNDS];
+    /* the demo: cnn_infer beside this binary */
+    char demo[4200], demo_trace[4200];
+    snprintf(demo, sizeof demo, "%s", self);
+    char *slash = strrchr(demo, '/');
+    snprintf(slash ? slash + 1 : demo, sizeof demo - (size_t)(slash ? slash + 1 - demo : 0), "cnn_infer");
+    snprintf(demo_trace, sizeof demo_trace, "%s/demo.json", dir);
+    int demo_ok = access(demo, X_OK) == 0;
+    char *demo_argv[] = {demo, NULL};
     double kept[2] = {0, 0};
     for (int r = 0; r < rounds; r++) {
         double base = in_process(n, "0", &samples, why, sizeof why);
@@ -220,6 +232,21 @@ int main(int argc, char **argv)
             in_ratio[k][r] = t / base;
             per_sample[k][r] = samples > 0 ? (t - base) / (double)samples : 0;
             kept[k] += (double)samples / rounds;
+        }
+        if (demo_ok) { /* the demo records its spans as usual; sampling off, then at each rate */
+            setenv("MLPROF_FILENAME", demo_trace, 1);
+            setenv("MLPROF_SAMPLING", "off", 1);
+            double dbase = child(demo_argv, 1, &ok);
+            demo_ok = ok;
+            for (int k = 0; k < 2 && demo_ok; k++) {
+                setenv("MLPROF_SAMPLING", rates[k], 1);
+                demo_ratio[k][r] = child(demo_argv, 1, &ok) / dbase;
+                demo_ok = ok;
+            }
+            unsetenv("MLPROF_SAMPLING");
+            unsetenv("MLPROF_FILENAME");
+            if (!demo_ok)
+                fprintf(stderr, "bench_stacks: the demo %s failed: left out\n", demo);
         }
         char *plain[] = {self, "--work", ns, NULL};
         double cbase = child(plain, 0, &ok), ml_fixed = 0, pf_fixed = 0;
@@ -270,12 +297,22 @@ int main(int argc, char **argv)
     }
     if (!perf_ok)
         printf("  perf record: skipped: %s\n", perf_why);
+    double m_demo[2] = {0, 0};
+    if (demo_ok) {
+        for (int k = 0; k < 2; k++)
+            m_demo[k] = median(demo_ratio[k], rounds);
+        printf("  the demo (cnn_infer), CPU time against its unsampled run: %.3fx at 1 kHz, %.3fx at 10 kHz\n",
+               m_demo[0], m_demo[1]);
+    } else {
+        printf("  the demo: skipped: %s is not built (MLPROF_BUILD_EXAMPLES) or failed\n", demo);
+    }
     printf("RESULT in_1k=%.4f in_10k=%.4f us_per_sample_1k=%.3f us_per_sample_10k=%.3f child_mlprof_1k=%.4f "
            "child_mlprof_10k=%.4f perf_1k=%.4f perf_10k=%.4f rate_mlprof_1k=%.4f rate_mlprof_10k=%.4f "
-           "rate_perf_1k=%.4f rate_perf_10k=%.4f\n",
+           "rate_perf_1k=%.4f rate_perf_10k=%.4f demo_1k=%.4f demo_10k=%.4f\n",
            m_in[0], m_in[1], m_ps[0] / 1e3, m_ps[1] / 1e3, m_ml[0], m_ml[1], m_pf[0], m_pf[1], m_mlr[0], m_mlr[1],
-           m_pfr[0], m_pfr[1]);
+           m_pfr[0], m_pfr[1], m_demo[0], m_demo[1]);
     unlink(trace);
+    unlink(demo_trace);
     unlink(perf_data);
     char old[4300];
     snprintf(old, sizeof old, "%s.old", perf_data);
