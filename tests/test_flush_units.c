@@ -60,6 +60,7 @@ static int ask_flush(const char *sock, const char *output, char *out, size_t len
         return -1;
     }
     char req[1200];
+    /* no "hello 1": the protocol of clients older than it, whose first line is the answer */
     int n = snprintf(req, sizeof req, "mlprof-capture 1\nflush 1\n%s%s%s\n", output ? "output " : "",
                      output ? output : "", output ? "\n" : "");
     if (write(fd, req, (size_t)n) != n) {
@@ -70,14 +71,7 @@ static int ask_flush(const char *sock, const char *output, char *out, size_t len
     ssize_t r;
     while (at < len - 1 && (r = read(fd, out + at, len - 1 - at)) > 0) {
         at += (size_t)r;
-        char *nl = memchr(out, '\n', at);
-        if (nl && at > 6 && memcmp(out, "hello ", 6) == 0) { /* the process has read the request */
-            size_t used = (size_t)(nl + 1 - out);
-            memmove(out, nl + 1, at - used);
-            at -= used;
-            nl = memchr(out, '\n', at);
-        }
-        if (nl)
+        if (memchr(out, '\n', at))
             break;
     }
     out[at] = '\0';

@@ -550,7 +550,10 @@ int mlprof_cmd_capture(int argc, char **argv)
             continue;
         }
         char request[3 * PATH_MAX], path[PATH_MAX * 2 + 16];
-        int len = snprintf(request, sizeof request, "mlprof-capture 1\n");
+        /* hello: the process says at once that it took the request (one
+         * older than this client does not: --answer-timeout then waits for
+         * its first real answer) */
+        int len = snprintf(request, sizeof request, "mlprof-capture 1\nhello 1\n");
         if (g_flush)
             len += snprintf(request + len, sizeof request - (size_t)len, "flush 1\n");
         else if (frames)

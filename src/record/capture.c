@@ -563,6 +563,7 @@ static int peer_allowed(int fd)
 }
 
 typedef struct request {
+    int hello; /* the client wants "hello PID" first (clients before it would take it for the answer) */
     int flush;
     uint64_t duration_ms;
     int steps;
@@ -607,6 +608,8 @@ static int read_request(int fd, request *r, int timeout_ms, char *err, size_t er
         *sp++ = '\0';
         if (strcmp(line, "flush") == 0)
             r->flush = atoi(sp) > 0;
+        else if (strcmp(line, "hello") == 0)
+            r->hello = atoi(sp) > 0;
         else if (strcmp(line, "duration_ms") == 0)
             r->duration_ms = strtoull(sp, NULL, 10);
         else if (strcmp(line, "steps") == 0)
@@ -802,9 +805,10 @@ static void serve(int fd)
         send_line(fd, "error %d %s", CODE_USAGE, err);
         return;
     }
-    /* at once, whatever follows: the client knows it is served (a process
-     * that accepts but never answers is not, and is said so) */
-    send_line(fd, "hello %d", (int)getpid());
+    /* at once, whatever follows, to a client that asks: it knows it is
+     * served (a process that accepts but never answers is said so) */
+    if (r.hello)
+        send_line(fd, "hello %d", (int)getpid());
     if (r.flush) {
         serve_flush(fd, &r);
         return;
