@@ -57,6 +57,9 @@ test_suite() {
     if [ "$f" -gt 0 ]; then
         sed -n '/The following tests FAILED/,$p' "$dir.test.log"
         grep -B2 -A40 -E "\*\*\*(Failed|Timeout|Exception)" "$dir.test.log" | head -200
+        # what the tests said of their failures, wherever in their output (the lines above stop at 40)
+        echo "-- the failing tests' own messages ($dir.test.log has everything):"
+        grep -E "^(FAIL|SKIP)|FAIL:|Traceback|Error|error:|^---|^    (thread|#[0-9])" "$dir.test.log" | head -150
         failed_names+=("$name")
     fi
     echo "== $name: tested in $((SECONDS - t0)) s"

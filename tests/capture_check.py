@@ -377,6 +377,12 @@ if wait_for(ksock, "the killed target's socket"):
 st, stseen, ststop = start_target("stopped", env)
 if wait_for(os.path.join(rt, "mlprof", f"{st.pid}.sock"), "the stopped target's socket"):
     os.kill(st.pid, signal.SIGSTOP)
+    # kill() returns before the stop: a listener still running would take the request and say hello
+    deadline = time.time() + 60
+    while time.time() < deadline and not all(
+            open(f"/proc/{st.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
+            for t in os.listdir(f"/proc/{st.pid}/task")):
+        time.sleep(0.01)
     c = capture(st.pid, "--duration", "100ms", "--answer-timeout", "1s", env=base_env)
     check(c.returncode == 1 and "did not answer in 1 s" in c.stderr,
           f"a stopped process: status {c.returncode}, 1 expected, with what it did not do")

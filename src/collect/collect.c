@@ -2659,6 +2659,8 @@ static void deadline_in(struct timespec *ts, uint64_t ns)
 static void *continuous_main(void *arg)
 {
     (void)arg;
+    /* a thread of mlprof's own, by that name: the samplers leave it out */
+    pthread_setname_np(pthread_self(), "mlprof dump");
     mlprof__ctl_lock();
     uint64_t next_dump = mlprof__clock_monotonic_ns() + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
     while (!C.thread_stop) {

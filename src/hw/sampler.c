@@ -60,6 +60,7 @@ static void *sampler_main(void *arg)
     (void)arg;
     mlprof__busy = 1; /* a thread of mlprof's own: mlprof run's hooks leave it alone */
     mlprof_thread_set_name("mlprof sampler");
+    pthread_setname_np(pthread_self(), "mlprof sampler"); /* and the call-stack samplers */
     mlprof_domain *d = mlprof_domain_create("sampler");
     size_t open = 0;
     for (size_t i = 0; i < S.n; i++) {

@@ -1013,6 +1013,7 @@ static void *listener_main(void *arg)
 {
     (void)arg;
     mlprof__busy++; /* what we allocate is not the program's */
+    pthread_setname_np(pthread_self(), "mlprof capture"); /* mlprof's own: never sampled */
     for (;;) {
         /* the socket may come after the thread (ring mode once recording):
          * a byte 0 on the pipe has it polled */
