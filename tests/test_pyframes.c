@@ -2,12 +2,14 @@
  * test_pyframes.c - the parts of src/hw/pyframes.c that need no Python
  * (runs plain and under the sanitizers; tests/pyframes_check.py does the
  * rest inside real interpreters): decoding captured words, interleaving
- * Python frames with native ones py-spy's way, naming the eval loop, and
- * staying quiet in a process without Python.
+ * Python frames with native ones py-spy's way, naming the eval loop,
+ * staying quiet in a process without Python, and the bounds of the reader's
+ * cache and names (code objects made here, laid out as 3.11's).
  */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -168,6 +170,153 @@ static void test_read(void)
 #endif
 }
 
+/* A code object, as the reader reads 3.11's (ob_type at 8, co_firstlineno
+ * at 72, co_filename at 112, co_qualname at 128, co_linetable at 136), and
+ * its name, a compact ASCII str (length at 16, state at 32, characters at 48). */
+typedef struct fake_code {
+    uint64_t co[26];
+    uint64_t name[12];
+} fake_code;
+
+static char fake_type[16];
+
+static void fake_str(uint64_t *o, const char *s)
+{
+    memset(o, 0, 12 * sizeof *o);
+    o[2] = strlen(s);
+    o[4] = 1u << 2 | 1u << 5 | 1u << 6; /* kind 1, compact, ascii */
+    memcpy((char *)o + 48, s, strlen(s) + 1);
+}
+
+static void fake_code_init(fake_code *c, int i, const uint64_t *file, const uint64_t *table)
+{
+    char nm[32];
+    memset(c, 0, sizeof *c);
+    snprintf(nm, sizeof nm, "f_%d", i);
+    fake_str(c->name, nm);
+    c->co[1] = (uint64_t)(uintptr_t)fake_type;
+    int32_t first = 100 + i;
+    memcpy((char *)c->co + 72, &first, 4);
+    c->co[112 / 8] = (uint64_t)(uintptr_t)file;
+    c->co[128 / 8] = (uint64_t)(uintptr_t)c->name;
+    c->co[136 / 8] = (uint64_t)(uintptr_t)table;
+}
+
+static int resolves(const fake_code *c, int i)
+{
+    char name[64], file[64], want[32];
+    int line;
+    snprintf(want, sizeof want, "f_%d", i);
+    return mlprof__pyframes_resolve((uint64_t)(uintptr_t)c, -1, name, sizeof name, file, sizeof file, &line) == 0 &&
+           strcmp(name, want) == 0 && strcmp(file, "/gen/x.py") == 0 && line == 100 + i;
+}
+
+static void test_bounds(void)
+{
+    enum { NCODE = MLPROF__PYFRAMES_NAMES_MAX + 100 };
+    mlprof__pyframes_fake_python(11, fake_type);
+    uint64_t file[12];
+    fake_str(file, "/gen/x.py");
+    uint64_t *small = calloc(1, 32 + 64), *big = calloc(1, 32 + (64u << 10)), *huge = calloc(1, 32 + (2u << 20));
+    fake_code *c = calloc(NCODE, sizeof *c);
+    if (!c || !small || !big || !huge) {
+        printf("skip: test_bounds: out of memory\n");
+        free(c), free(small), free(big), free(huge);
+        return;
+    }
+    small[2] = 64;
+    big[2] = 64u << 10;
+    huge[2] = 2u << 20;
+    for (int i = 0; i < NCODE; i++)
+        fake_code_init(&c[i], i, file, small);
+    mlprof__pyframes_reset();
+
+    /* more code objects than both generations hold, one of them met all
+     * along (a hot function): each resolves, the cache stays bounded, the
+     * hot one is never evicted (evictions: all the others but those cached) */
+    enum { N1 = 3 * MLPROF__PYFRAMES_GEN_ENTRIES + 7 };
+    mlprof__pyframes_bounds_t b;
+    int bad = 0;
+    size_t most = 0;
+    for (int i = 1; i < N1; i++) {
+        bad += !resolves(&c[i], i) + !resolves(&c[0], 0);
+        mlprof__pyframes_bounds(&b);
+        most = b.code_objects > most ? b.code_objects : most;
+    }
+    CHECK(bad == 0);
+    CHECK(most <= 2 * MLPROF__PYFRAMES_GEN_ENTRIES);
+    mlprof__pyframes_bounds(&b);
+    CHECK(b.evicted > 0 && b.evicted == (size_t)N1 - b.code_objects);
+    printf("cache: %d code objects, at most %zu cached, %zu evicted\n", N1, most, b.evicted);
+
+    /* the bytes bound: line tables of 64 KiB, and one of 2 MiB (not kept: a
+     * name without a line) */
+    mlprof__pyframes_reset();
+    mlprof__pyframes_bounds(&b);
+    CHECK(b.code_objects == 0 && b.evicted == 0 && b.code_bytes == 0);
+    size_t most_bytes = 0;
+    for (int i = 0; i < 200; i++) {
+        c[i].co[136 / 8] = (uint64_t)(uintptr_t)(i == 50 ? huge : big);
+        bad += !resolves(&c[i], i);
+        mlprof__pyframes_bounds(&b);
+        most_bytes = b.code_bytes > most_bytes ? b.code_bytes : most_bytes;
+    }
+    CHECK(bad == 0);
+    CHECK(most_bytes <= 2 * (MLPROF__PYFRAMES_GEN_BYTES + (64u << 10) + 64));
+    CHECK(b.evicted > 0 && b.evicted == 200 - b.code_objects);
+    printf("cache: 200 line tables of 64 KiB: at most %zu bytes cached, %zu evicted\n", most_bytes, b.evicted);
+    for (int i = 0; i < 200; i++)
+        c[i].co[136 / 8] = (uint64_t)(uintptr_t)small;
+
+    /* tag names: handed out, kept until the reset, then "?"; bounded, the
+     * frames past the bound named so and counted */
+    uint64_t ips[] = {0x401000}, out[4], w[3];
+    w[0] = MLPROF__PYFRAMES_MAGIC | 1;
+    w[2] = (uint32_t)-1 | 1ull << 32;
+    char name[128];
+    uint64_t first_tag = 0;
+    size_t full = 0;
+    for (int i = 0; i < NCODE; i++) {
+        w[1] = (uint64_t)(uintptr_t)&c[i];
+        if (mlprof__pyframes_tag(ips, 1, w, 3, out, 4) != 2 || !mlprof__pyframes_is_tag(out[1])) {
+            bad++;
+            continue;
+        }
+        if (i == 0)
+            first_tag = out[1];
+        mlprof__pyframes_tag_name(out[1], name, sizeof name);
+        char want[64];
+        snprintf(want, sizeof want, "f_%d (x.py:%d)", i, 100 + i);
+        if (i < MLPROF__PYFRAMES_NAMES_MAX)
+            bad += strcmp(name, want) != 0;
+        else
+            full += strstr(name, "was full") != NULL;
+    }
+    CHECK(bad == 0);
+    CHECK(full == NCODE - MLPROF__PYFRAMES_NAMES_MAX);
+    mlprof__pyframes_bounds(&b);
+    CHECK(b.names == MLPROF__PYFRAMES_NAMES_MAX && b.names_dropped == full);
+    CHECK(b.names_bytes <= MLPROF__PYFRAMES_NAMES_BYTES);
+    CHECK(b.code_objects <= 2 * MLPROF__PYFRAMES_GEN_ENTRIES);
+    mlprof__pyframes_tag_name(first_tag, name, sizeof name); /* still its name, the cache long past it */
+    CHECK(strcmp(name, "f_0 (x.py:100)") == 0);
+    printf("names: %zu kept (%zu bytes), %zu frames past the bound\n", b.names, b.names_bytes, b.names_dropped);
+    mlprof__pyframes_reset();
+    mlprof__pyframes_bounds(&b);
+    CHECK(b.names == 0 && b.names_dropped == 0 && b.code_objects == 0);
+    mlprof__pyframes_tag_name(first_tag, name, sizeof name); /* a tag from before the reset */
+    CHECK(strcmp(name, "?") == 0);
+    w[1] = (uint64_t)(uintptr_t)&c[7];
+    CHECK(mlprof__pyframes_tag(ips, 1, w, 3, out, 4) == 2 && out[1] != first_tag);
+    mlprof__pyframes_tag_name(out[1], name, sizeof name);
+    CHECK(strcmp(name, "f_7 (x.py:107)") == 0);
+    mlprof__pyframes_reset();
+    free(c);
+    free(small);
+    free(big);
+    free(huge);
+}
+
 int main(void)
 {
     CHECK(mlprof__pyframes_is_eval("_PyEval_EvalFrameDefault"));
@@ -177,6 +326,7 @@ int main(void)
     test_decode();
     test_no_python();
     test_read();
+    test_bounds(); /* last: it makes this process look like a Python one */
     if (failures)
         return 1;
     printf("OK\n");

@@ -387,10 +387,12 @@ static int line_311(const unsigned char *t, size_t len, int first, int32_t off)
 typedef struct code_info {
     uint64_t code; /* 0: a free slot */
     int ok;
+    int moved; /* in the old generation: taken into the young one (its memory with it) */
     int firstlineno;
     char *name, *file;
     unsigned char *table;
     size_t table_len;
+    size_t bytes;         /* what name, file and table take (the generation's budget) */
     uint64_t sig[4];      /* ob_type, co_filename, co_name, co_linetable as read: changed, another code object */
     uint64_t checked_ns;  /* when they were last read */
 } code_info;
@@ -403,10 +405,25 @@ typedef struct code_info {
  * its address reused between a sample and the drain that names it. */
 #define RECHECK_NS 2000000ull
 
+/* Programs that keep making code (torch.fx's "<eval_with_key>.N", exec'd
+ * strings) would grow a plain cache for the life of the process. Two
+ * generations instead, each a fixed table: entries go into the young one;
+ * when it is full (entries or bytes) the old one is freed (its entries
+ * counted as evicted) and the young one becomes old. A code object met in
+ * the old one moves to the young one, so the ones still sampled stay and a
+ * hit in the young one costs what it did. */
+#define GEN_SLOTS (2 * MLPROF__PYFRAMES_GEN_ENTRIES) /* open addressing, at most half full */
+#define TABLE_MAX (1u << 20) /* a longer line table is not kept: the frame gets no line */
+
+typedef struct gen {
+    code_info *slots; /* GEN_SLOTS, or NULL before the first use */
+    size_t used, bytes;
+} gen;
+
 static struct {
     pthread_mutex_t lock;
-    code_info *slots;
-    size_t nslots, used, failed, reloaded;
+    gen g[2]; /* young, old */
+    size_t failed, reloaded, evicted;
 } C = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static char *dup_str(const char *s)
@@ -418,7 +435,6 @@ static char *dup_str(const char *s)
     return d;
 }
 
-/* Reads one code object into ci (ci->code set): its fixed part in one read. */
 static uint64_t mono_ns(void)
 {
     struct timespec t;
@@ -441,65 +457,115 @@ static int read_sig(const layout *L, uint64_t c, uint64_t sig[4], int32_t *first
     return sig[0] == (uint64_t)(uintptr_t)Py.code_type ? 0 : -1;
 }
 
+static void free_code(code_info *ci)
+{
+    free(ci->name);
+    free(ci->file);
+    free(ci->table);
+    ci->name = ci->file = NULL;
+    ci->table = NULL;
+    ci->table_len = ci->bytes = 0;
+}
+
 /* Reads one code object into ci (ci->code set; what it held freed). */
 static void load_code(const layout *L, code_info *ci)
 {
     uint64_t size = 0;
     int32_t first;
     char buf[4096];
-    free(ci->name);
-    free(ci->file);
-    free(ci->table);
-    ci->name = ci->file = NULL;
-    ci->table = NULL;
+    free_code(ci);
     ci->ok = 0;
     ci->checked_ns = mono_ns();
     memset(ci->sig, 0, sizeof ci->sig);
-    if (read_sig(L, ci->code, ci->sig, &first) != 0 || read_u64(ci->sig[3] + 16, &size) != 0 || size > (1u << 24))
+    if (read_sig(L, ci->code, ci->sig, &first) != 0 || read_u64(ci->sig[3] + 16, &size) != 0)
         return;
     ci->firstlineno = first;
-    ci->table = malloc(size ? size : 1);
-    if (!ci->table || read_mem(ci->sig[3] + 32, ci->table, size) != 0)
-        return;
-    ci->table_len = size;
+    if (size <= TABLE_MAX) { /* else no table: the name without a line */
+        ci->table = malloc(size ? size : 1);
+        if (!ci->table)
+            return;
+        if (read_mem(ci->sig[3] + 32, ci->table, size) != 0)
+            return;
+        ci->table_len = size;
+    }
     ci->name = read_str(L, ci->sig[2], buf, sizeof buf) == 0 ? dup_str(buf) : NULL;
     ci->file = read_str(L, ci->sig[1], buf, sizeof buf) == 0 ? dup_str(buf) : NULL;
     ci->ok = ci->name && ci->file;
+    ci->bytes = ci->table_len + (ci->name ? strlen(ci->name) + 1 : 0) + (ci->file ? strlen(ci->file) + 1 : 0);
+}
+
+static code_info *probe_gen(gen *g, uint64_t code)
+{
+    size_t h = (size_t)(code * 0x9e3779b97f4a7c15ull >> 20) & (GEN_SLOTS - 1);
+    while (g->slots[h].code && g->slots[h].code != code)
+        h = (h + 1) & (GEN_SLOTS - 1);
+    return &g->slots[h];
+}
+
+/* Frees what a generation holds; its table stays (all free slots). */
+static size_t gen_empty(gen *g)
+{
+    size_t n = 0;
+    for (size_t i = 0; g->slots && i < GEN_SLOTS; i++) {
+        n += g->slots[i].code && !g->slots[i].moved;
+        free_code(&g->slots[i]);
+    }
+    if (g->slots)
+        memset(g->slots, 0, GEN_SLOTS * sizeof *g->slots);
+    g->used = g->bytes = 0;
+    return n;
 }
 
 static code_info *lookup(const layout *L, uint64_t code)
 {
-    if (C.used * 2 >= C.nslots) {
-        size_t n = C.nslots ? 2 * C.nslots : 1024;
-        code_info *s = calloc(n, sizeof *s);
-        if (!s)
-            return NULL;
-        for (size_t i = 0; i < C.nslots; i++) {
-            if (!C.slots[i].code)
-                continue;
-            size_t h = (size_t)(C.slots[i].code * 0x9e3779b97f4a7c15ull >> 20) & (n - 1);
-            while (s[h].code)
-                h = (h + 1) & (n - 1);
-            s[h] = C.slots[i];
-        }
-        free(C.slots);
-        C.slots = s;
-        C.nslots = n;
-    }
-    size_t h = (size_t)(code * 0x9e3779b97f4a7c15ull >> 20) & (C.nslots - 1);
-    while (C.slots[h].code && C.slots[h].code != code)
-        h = (h + 1) & (C.nslots - 1);
-    code_info *ci = &C.slots[h];
+    gen *y = &C.g[0], *o = &C.g[1];
+    if (!y->slots && !(y->slots = calloc(GEN_SLOTS, sizeof *y->slots)))
+        return NULL;
+    code_info *ci = probe_gen(y, code);
     if (!ci->code) {
+        if (y->used >= MLPROF__PYFRAMES_GEN_ENTRIES || y->bytes >= MLPROF__PYFRAMES_GEN_BYTES) {
+            C.evicted += gen_empty(o); /* the old generation goes, the young one becomes old */
+            gen t = *o;
+            *o = *y;
+            *y = t;
+            if (!y->slots && !(y->slots = calloc(GEN_SLOTS, sizeof *y->slots)))
+                return NULL;
+            ci = probe_gen(y, code);
+        }
+        code_info *was = o->slots ? probe_gen(o, code) : NULL;
         ci->code = code;
-        C.used++;
-        load_code(L, ci);
-        C.failed += !ci->ok;
-    } else if (mono_ns() - ci->checked_ns > RECHECK_NS) { /* still the same code object? */
+        y->used++;
+        if (was && was->code && !was->moved) { /* still in use: moves, checked below as any other */
+            ci->ok = was->ok;
+            ci->firstlineno = was->firstlineno;
+            ci->name = was->name;
+            ci->file = was->file;
+            ci->table = was->table;
+            ci->table_len = was->table_len;
+            ci->bytes = was->bytes;
+            memcpy(ci->sig, was->sig, sizeof ci->sig);
+            ci->checked_ns = was->checked_ns;
+            was->moved = 1; /* code kept: later probes of the old table go past it */
+            was->name = was->file = NULL;
+            was->table = NULL;
+            o->bytes -= was->bytes;
+            o->used--;
+            was->bytes = 0;
+            y->bytes += ci->bytes;
+        } else {
+            load_code(L, ci);
+            y->bytes += ci->bytes;
+            C.failed += !ci->ok;
+            return ci;
+        }
+    }
+    if (mono_ns() - ci->checked_ns > RECHECK_NS) { /* still the same code object? */
         uint64_t sig[4];
         int32_t first;
         if (read_sig(L, code, sig, &first) != 0 || memcmp(sig, ci->sig, sizeof sig) != 0 || first != ci->firstlineno) {
+            y->bytes -= ci->bytes;
             load_code(L, ci);
+            y->bytes += ci->bytes;
             C.reloaded++;
             C.failed += !ci->ok;
         } else {
@@ -537,25 +603,29 @@ int mlprof__pyframes_resolve(uint64_t code, int32_t offset, char *name, size_t n
                         line);
 }
 
-/* Forgets what a failed self-test cached with a layout found wrong. */
+/* Forgets what the cache holds (C.lock held): after a failed self-test
+ * (read with a layout found wrong), and at mlprof's reset. */
+static void cache_clear_locked(void)
+{
+    for (int i = 0; i < 2; i++) {
+        gen_empty(&C.g[i]);
+        free(C.g[i].slots);
+        C.g[i].slots = NULL;
+    }
+    C.failed = C.reloaded = C.evicted = 0;
+}
+
 static void cache_clear(void)
 {
     pthread_mutex_lock(&C.lock);
-    for (size_t i = 0; i < C.nslots; i++) {
-        free(C.slots[i].name);
-        free(C.slots[i].file);
-        free(C.slots[i].table);
-    }
-    free(C.slots);
-    C.slots = NULL;
-    C.nslots = C.used = C.failed = C.reloaded = 0;
+    cache_clear_locked();
     pthread_mutex_unlock(&C.lock);
 }
 
 void mlprof__pyframes_stats(size_t *cached, size_t *failed, size_t *reread)
 {
     pthread_mutex_lock(&C.lock);
-    *cached = C.used;
+    *cached = C.g[0].used + C.g[1].used;
     *failed = C.failed;
     *reread = C.reloaded;
     pthread_mutex_unlock(&C.lock);
@@ -603,12 +673,20 @@ size_t mlprof__pyframes_interleave(const unsigned char *is_eval, size_t nnative,
 
 /* ----------------------------------------------------------------- tags */
 
-/* The names tags stand for, interned (reader side, under C.lock). */
+/* The names tags stand for, interned (reader side, under C.lock). A
+ * stored sample keeps its Python frames as tags (ids here), named only when
+ * the trace is written: the names live until mlprof's reset clears them
+ * with the samples, and stay bounded meanwhile (a name past the bound is
+ * NAMES_FULL, counted). The epoch, in each tag, makes a tag made before a
+ * reset name "?" and not whichever name took its id since. */
+#define NAMES_FULL (UINT32_MAX - 1)
+#define NAMES_NONE UINT32_MAX /* out of memory: "?" */
 static struct {
     char **name;
-    size_t n, cap;
+    size_t n, cap, bytes, dropped;
     uint32_t *head; /* hash of the name: index + 1 */
     size_t nhead;
+    uint64_t epoch; /* 16 bits of it in each tag */
 } N;
 
 static uint64_t eval_start, eval_end; /* _PyEval_EvalFrameDefault's extent, or 0 */
@@ -619,7 +697,7 @@ static uint32_t intern_locked(const char *s)
         size_t nh = N.nhead ? 2 * N.nhead : 1024;
         uint32_t *h = calloc(nh, sizeof *h);
         if (!h)
-            return UINT32_MAX; /* out of memory: a tag named "?" */
+            return NAMES_NONE;
         for (size_t i = 0; i < N.n; i++) {
             size_t k = 2166136261u;
             for (const char *p = N.name[i]; *p; p++)
@@ -640,18 +718,24 @@ static uint32_t intern_locked(const char *s)
         if (strcmp(N.name[i], s) == 0)
             return i;
     }
+    size_t len = strlen(s) + 1;
+    if (N.n >= MLPROF__PYFRAMES_NAMES_MAX || N.bytes + len > MLPROF__PYFRAMES_NAMES_BYTES) {
+        N.dropped++;
+        return NAMES_FULL;
+    }
     if (N.n == N.cap) {
         size_t cap = N.cap ? 2 * N.cap : 256;
         char **g = realloc(N.name, cap * sizeof *g);
         if (!g)
-            return UINT32_MAX; /* out of memory: a tag named "?" */
+            return NAMES_NONE;
         N.name = g;
         N.cap = cap;
     }
     char *d = dup_str(s);
     if (!d)
-        return UINT32_MAX; /* out of memory: a tag named "?" */
+        return NAMES_NONE;
     N.name[N.n] = d;
+    N.bytes += len;
     N.head[k & (N.nhead - 1)] = (uint32_t)N.n + 1;
     return (uint32_t)N.n++;
 }
@@ -661,19 +745,61 @@ static uint64_t tag_of(const mlprof__pyframe *f)
     char label[600];
     mlprof__pyframes_label(f, label, sizeof label);
     pthread_mutex_lock(&C.lock);
-    uint32_t id = intern_locked(label);
+    uint64_t id = intern_locked(label), epoch = N.epoch & 0xffff;
     pthread_mutex_unlock(&C.lock);
-    return MLPROF__PYFRAMES_TAG | (uint64_t)id << 4 | 8;
+    return MLPROF__PYFRAMES_TAG | epoch << 36 | id << 4 | 8;
 }
 
 int mlprof__pyframes_is_tag(uint64_t ip) { return (ip & MLPROF__PYFRAMES_TAG_MASK) == MLPROF__PYFRAMES_TAG; }
 
 void mlprof__pyframes_tag_name(uint64_t ip, char *out, size_t len)
 {
-    uint64_t id = (ip & ~MLPROF__PYFRAMES_TAG_MASK) >> 4;
+    uint64_t id = (ip >> 4) & 0xffffffffu, epoch = (ip >> 36) & 0xffff;
     pthread_mutex_lock(&C.lock);
-    snprintf(out, len, "%s", mlprof__pyframes_is_tag(ip) && id < N.n ? N.name[id] : "?");
+    int mine = mlprof__pyframes_is_tag(ip) && epoch == (N.epoch & 0xffff);
+    snprintf(out, len, "%s",
+             !mine                ? "?"
+             : id == NAMES_FULL   ? "? (mlprof's table of Python frame names was full)"
+             : id < N.n           ? N.name[id]
+                                  : "?");
     pthread_mutex_unlock(&C.lock);
+}
+
+void mlprof__pyframes_reset(void)
+{
+    pthread_mutex_lock(&C.lock);
+    cache_clear_locked();
+    for (size_t i = 0; i < N.n; i++)
+        free(N.name[i]);
+    free(N.name);
+    free(N.head);
+    N.name = NULL;
+    N.head = NULL;
+    N.n = N.cap = N.bytes = N.dropped = N.nhead = 0;
+    N.epoch++;
+    pthread_mutex_unlock(&C.lock);
+}
+
+void mlprof__pyframes_bounds(mlprof__pyframes_bounds_t *b)
+{
+    pthread_mutex_lock(&C.lock);
+    b->code_objects = C.g[0].used + C.g[1].used;
+    b->code_bytes = C.g[0].bytes + C.g[1].bytes;
+    b->evicted = C.evicted;
+    b->names = N.n;
+    b->names_bytes = N.bytes;
+    b->names_dropped = N.dropped;
+    pthread_mutex_unlock(&C.lock);
+}
+
+void mlprof__pyframes_fake_python(int minor, const void *code_type)
+{
+    for (size_t i = 0; i < sizeof LAYOUTS / sizeof LAYOUTS[0]; i++) {
+        if (LAYOUTS[i].minor == minor) {
+            Py.code_type = (void *)(uintptr_t)code_type;
+            __atomic_store_n(&g_layout, &LAYOUTS[i], __ATOMIC_RELEASE);
+        }
+    }
 }
 
 size_t mlprof__pyframes_tag(const uint64_t *ips, size_t nips, const uint64_t *extra, size_t nextra, uint64_t *out,

@@ -119,4 +119,35 @@ void mlprof__pyframes_after_fork(void);
  * their address. */
 void mlprof__pyframes_stats(size_t *cached, size_t *failed, size_t *reread);
 
+/* The bounds of what the reader keeps, for programs that keep making
+ * code (torch.fx's "<eval_with_key>.N", exec'd strings). Code objects: two
+ * generations of at most GEN_ENTRIES entries and about GEN_BYTES of names
+ * and line tables each (one entry may overrun by its own size, at most
+ * 1 MiB of line table; a longer one is not kept, its frames get no line);
+ * when the young one is full the old one is evicted. Names of tags: at
+ * most NAMES_MAX and NAMES_BYTES until mlprof__pyframes_reset; a frame
+ * past them is named "? (mlprof's table of Python frame names was full)"
+ * and counted. */
+#define MLPROF__PYFRAMES_GEN_ENTRIES 2048
+#define MLPROF__PYFRAMES_GEN_BYTES (2u << 20)
+#define MLPROF__PYFRAMES_NAMES_MAX 65536
+#define MLPROF__PYFRAMES_NAMES_BYTES (8u << 20)
+
+typedef struct mlprof__pyframes_bounds_t {
+    size_t code_objects, code_bytes; /* cached now, both generations */
+    size_t evicted;                  /* code objects evicted since the last reset */
+    size_t names, names_bytes;       /* tag names held */
+    size_t names_dropped;            /* frames named "...was full" since the last reset */
+} mlprof__pyframes_bounds_t;
+void mlprof__pyframes_bounds(mlprof__pyframes_bounds_t *b);
+
+/* With the samples (mlprof's reset, stacks.c's reset_samples): frees the
+ * cache and the tag names, and zeroes the counters. Tags made before name
+ * "?" after it (the samples holding them are gone). */
+void mlprof__pyframes_reset(void);
+
+/* Tests only: resolve as if this process ran Python 3.minor, with code
+ * objects whose ob_type is code_type (made by the test in its own memory). */
+void mlprof__pyframes_fake_python(int minor, const void *code_type);
+
 #endif /* MLPROF_HW_PYFRAMES_H */

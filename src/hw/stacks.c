@@ -651,10 +651,16 @@ static void reset_samples(void)
     view_free();
     /* a forked child resets the trace before the modules' after_fork: the
      * lock may be held by the parent's reader, which the child has not */
-    if (K.started && K.pid != mlprof__g.pid)
+    if (K.started && K.pid != mlprof__g.pid) {
         pthread_mutex_init(&K.lock, NULL);
+        mlprof__pyframes_after_fork(); /* its lock too, for the reset below */
+    }
     pthread_mutex_lock(&K.lock);
     mlprof__sigsample_reset();
+    /* the samples' Python frames are tags naming pyframes' names: they go
+     * with the samples, and so does its cache of code objects */
+    mlprof__pyframes_reset();
+    K.py_pending = 0;
     K.nwords = 0;
     K.samples = K.lost_kernel = K.lost_memory = K.truncated = K.own_samples = K.other_process = 0;
     K.no_regs = K.unwind_ns = K.unwound = K.unwound_frames = 0;
@@ -786,10 +792,15 @@ static void stacks_other_data(mlprof__sb *out)
         mlprof__sigsample_other_data(out);
     if (K.python) {
         size_t cached, failed, reread;
+        mlprof__pyframes_bounds_t b;
         mlprof__pyframes_stats(&cached, &failed, &reread);
+        mlprof__pyframes_bounds(&b);
         mlprof__sb_printf(out, ",\"python\":{\"frames\":%s,\"version\":\"%s\",\"code_objects\":%zu,"
-                               "\"code_objects_unread\":%zu,\"code_objects_reread\":%zu,\"why\":",
-                          K.python == 2 ? "true" : "false", mlprof__pyframes_version(), cached, failed, reread);
+                               "\"code_objects_unread\":%zu,\"code_objects_reread\":%zu,"
+                               "\"code_objects_evicted\":%zu,\"code_bytes\":%zu,\"names\":%zu,"
+                               "\"names_bytes\":%zu,\"names_dropped\":%zu,\"why\":",
+                          K.python == 2 ? "true" : "false", mlprof__pyframes_version(), cached, failed, reread,
+                          b.evicted, b.code_bytes, b.names, b.names_bytes, b.names_dropped);
         mlprof__sb_json_str(out, K.python_why, strlen(K.python_why));
         mlprof__sb_putc(out, '}');
     }
