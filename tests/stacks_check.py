@@ -23,7 +23,10 @@ Skipped (77), saying why, where perf_event refuses the sampling events.
 Usage: stacks_check.py MLPROF STACKS_TARGET OUTDIR preload-ok|no-preload [STACKS_TARGET_NOFP]
 """
 import json
+import mmap
 import os
+import pwd
+import resource
 import shutil
 import subprocess
 import sys
@@ -155,6 +158,128 @@ def check_without_libdw(mlprof, nofp, out):
     check_stack_shares("without libdw, by leaf", folded(mlprof, trace), by_leaf=True)
 
 
+# A process of nobody's that holds perf_event rings of about PAGES pages in
+# all (the user's locked-memory budget, shared by all its processes), until
+# its stdin closes.
+HOLDER = r"""
+import ctypes, mmap, struct, sys
+want, page = int(sys.argv[1]), mmap.PAGESIZE
+libc = ctypes.CDLL(None, use_errno=True)
+attr = bytearray(128)
+struct.pack_into("IIQ", attr, 0, 1, 128, 0)            # PERF_TYPE_SOFTWARE, its size, CPU_CLOCK
+struct.pack_into("Q", attr, 40, 1 | 1 << 5 | 1 << 6)   # disabled, exclude_kernel, exclude_hv
+buf = (ctypes.c_char * 128).from_buffer(attr)
+held, maps = 0, []
+while want - held >= 2:
+    k = 1
+    while 1 + 2 * k <= want - held:
+        k *= 2
+    fd = libc.syscall(298, buf, 0, -1, -1, 8)          # this thread, any CPU, FD_CLOEXEC
+    if fd < 0:
+        sys.exit("perf_event_open: errno %d" % ctypes.get_errno())
+    maps.append(mmap.mmap(fd, (1 + k) * page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE))
+    held += 1 + k
+print(held, flush=True)
+sys.stdin.read()
+"""
+
+
+def check_locked_memory(target, out):
+    """As nobody with ulimit -l 0: the rings fit the user's budget on every
+    CPU; with the budget nearly spent, the CPUs left without a ring are
+    counted and said (perf), or the timer signal takes over (auto)."""
+    if os.uname().machine != "x86_64":
+        return print("SKIP locked memory: the holder's perf_event_open number is x86-64's")
+    if os.geteuid() != 0:
+        return print("SKIP locked memory: not root, cannot run a process as nobody")
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        return print("SKIP locked memory: no user nobody")
+
+    def as_nobody():
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
+        os.setgroups([])
+        os.setgid(nobody.pw_gid)
+        os.setuid(nobody.pw_uid)
+    if subprocess.run(["/bin/sh", "-c", 'test -x "$0"', target], preexec_fn=as_nobody).returncode != 0:
+        # a checkout in a private folder (a mktemp -d, a home) is out of another user's reach
+        return print("SKIP locked memory: nobody cannot run the build's programs from this folder")
+    try:
+        with open("/proc/sys/kernel/perf_event_mlock_kb") as f:
+            mlock_kb = int(f.read())
+        with open("/proc/sys/kernel/perf_event_paranoid") as f:
+            paranoid = int(f.read())
+    except OSError as e:
+        return print("SKIP locked memory: %s" % e)
+    if paranoid == -1:
+        return print("SKIP locked memory: kernel.perf_event_paranoid is -1 (no limit)")
+    page = mmap.PAGESIZE
+    budget = mlock_kb * 1024 // page * os.sysconf("SC_NPROCESSORS_ONLN")  # pages, for the user
+    ncpu = os.sysconf("SC_NPROCESSORS_CONF")
+    work = os.path.join(out, "nobody")
+    os.makedirs(work, exist_ok=True)
+    os.chmod(work, 0o777)
+
+    def run(name, *keys):
+        trace = os.path.join(work, name)
+        r = subprocess.run([target, trace, "1000", "300", *keys], capture_output=True, text=True, timeout=300,
+                           preexec_fn=as_nobody)
+        if r.returncode != 0:
+            fail("as nobody, %s: status %d: %s" % (" ".join(keys), r.returncode, r.stderr))
+        with open(trace) as f:
+            return json.load(f)["otherData"]["sampling"], r.stderr
+
+    # the budget alone: rings of one size on every CPU, none refused (4 kHz
+    # with 16 KiB copies wanted 1 MiB or more a CPU, past the default budget)
+    info, err = run("fits.json", "sampling=4000", "sampling_source=perf", "sampling_stack=16K")
+    if info.get("refused"):
+        return print("SKIP locked memory: perf_event refuses nobody: %s" % info["refused"])
+    print("as nobody, ulimit -l 0: rings of %s KiB on %d CPUs (budget %d KiB), cpus_without_ring %s" %
+          (info.get("ring_kib"), ncpu, budget * page // 1024, info.get("cpus_without_ring", 0)))
+    if info.get("cpus_without_ring") or "some CPUs" in err:
+        fail("the rings do not fit the budget on every CPU: %r, %r" % (info, err))
+    if info.get("ring_kib") is None or (info["ring_kib"] * 1024 // page + 1) * ncpu > budget:
+        fail("ring_kib %r past the budget of %d pages on %d CPUs" % (info.get("ring_kib"), budget, ncpu))
+
+    # another of nobody's processes holds all but about 20 pages: one ring
+    # of the smallest size (17 pages) fits, not one on each CPU
+    if ncpu < 2:
+        return print("SKIP locked memory, a CPU without a ring: one CPU")
+    python = next((p for p in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3")
+                   if subprocess.run(["/bin/sh", "-c", 'test -x "$0"', p], preexec_fn=as_nobody).returncode == 0),
+                  None)
+    if python is None:
+        return print("SKIP locked memory, a CPU without a ring: nobody can run no Python (%s)" % sys.executable)
+    holder = subprocess.Popen([python, "-c", HOLDER, str(budget - 20)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, preexec_fn=as_nobody)
+    try:
+        held = holder.stdout.readline().strip()
+        if not held.isdigit():
+            fail("the holder of locked memory did not start (status %r)" % holder.poll())
+        print("another process of nobody's holds %s of %d pages" % (held, budget))
+        info, err = run("perf.json", "sampling_source=perf")
+        print("sampling_source=perf: cpus_without_ring %s, %d samples; stderr: %s" %
+              (info.get("cpus_without_ring"), info.get("samples", 0), err.strip()))
+        if not info.get("cpus_without_ring") or info.get("source") != "perf":
+            fail("sampling_source=perf: the CPUs without a ring are not counted: %r" % info)
+        if "sampling on some CPUs" not in err or "got no ring buffer" not in err or "lost" not in err:
+            fail("sampling_source=perf: the CPUs without a ring were not said on stderr: %r" % err)
+        info, err = run("auto.json")
+        print("sampling_source=auto: source %s, cpus_without_ring %s, %d samples" %
+              (info.get("source"), info.get("cpus_without_ring"), info.get("samples", 0)))
+        if info.get("source") != "signal" or not info.get("cpus_without_ring") or \
+                "no ring buffer" not in info.get("perf_refused", ""):
+            fail("sampling_source=auto: the timer signal did not take over: %r" % info)
+        if "sampling with a timer signal instead" not in err or "no ring buffer" not in err:
+            fail("sampling_source=auto: the fallback was not said on stderr: %r" % err)
+        if not info.get("samples"):
+            fail("sampling_source=auto: no samples from the timer signal: %r" % info)
+    finally:
+        holder.stdin.close()
+        holder.wait()
+
+
 def main():
     mlprof, target, out, preload_ok, nofp, _ = parse_args(USAGE)
     check_keys_refused(target, out)
@@ -167,6 +292,7 @@ def main():
         fail("the DWARF unwinding's absence was not said on stderr: %r" % r.stderr)
     check_trace(mlprof, trace, doc, out, folded(mlprof, trace))
     check_run_sample(mlprof, out, preload_ok)
+    check_locked_memory(target, out)
 
     # the kernel's frame-pointer call chains, asked for
     doc, _ = run_target(target, os.path.join(out, "stacks_fp.json"), 1000, 1000, "sampling_unwind=fp")

@@ -46,6 +46,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +122,8 @@ static struct {
     ring rings[MAX_CPUS]; /* one per CPU */
     int fds[MAX_FDS];
     size_t nrings, nfds, threads_opened, threads_refused, threads_skipped;
+    size_t ring_size;         /* data pages of each ring (open_all) */
+    size_t cpus_without_ring; /* CPUs whose ring was refused (open_all) */
     char refused[512]; /* why nothing could be sampled, or "" */
     int paranoid;      /* /proc/sys/kernel/perf_event_paranoid, or -99 */
     /* samples: ts, tid, n, then n addresses, leaf first */
@@ -402,10 +405,6 @@ static int open_one(pid_t tid, int cpu, int *err)
     return fd;
 }
 
-/* Opens an event on every thread but mlprof's own (the reader, at start),
- * on each CPU: the kernel maps no ring of an inherited event that follows
- * its task over all CPUs, so there is one ring per CPU, and every other
- * event on that CPU writes into it (PERF_EVENT_IOC_SET_OUTPUT). */
 /* Data pages of a ring: with stack copies, room for 4 of the reader's
  * periods of samples at the rate (a CPU runs one thread at a time, so it
  * writes at most hz samples a second), as a power of 2. */
@@ -420,19 +419,114 @@ static size_t ring_pages(void)
     return pages;
 }
 
+/* A number from a /proc file, or -1. */
+static long long read_proc_num(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    long long v = -1;
+    if (f) {
+        if (fscanf(f, "%lld", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+/* CAP_IPC_LOCK (bit 14) in this thread's effective set: its rings are not
+ * limited (nor is anyone's where perf_event_paranoid is -1). */
+static int can_lock_freely(void)
+{
+    if (K.paranoid == -1)
+        return 1;
+    FILE *f = fopen("/proc/thread-self/status", "re");
+    char line[256];
+    int yes = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long long caps;
+        if (sscanf(line, "CapEff: %llx", &caps) == 1) {
+            yes = (caps >> 14) & 1;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    return yes;
+}
+
+/* The ring size to begin with: ring_pages(), made smaller where the
+ * locked-memory budget cannot give it to every CPU. The kernel charges a
+ * ring's pages (data and header) to the user, up to perf_event_mlock_kb
+ * for each online CPU (shared by all the user's processes), and what
+ * goes past that to the process's RLIMIT_MEMLOCK; it refuses past both
+ * (EPERM). Asking each CPU its share up front gives them all a ring of
+ * one size instead of the first CPUs a large one and the last none. The
+ * budget as read here ignores the user's other processes: what they hold
+ * shows as EPERM later, and open_all halves all rings alike. */
+static size_t ring_budget_pages(long ncpu, size_t page)
+{
+    size_t want = ring_pages();
+    if (can_lock_freely())
+        return want;
+    long long kb = read_proc_num("/proc/sys/kernel/perf_event_mlock_kb");
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    struct rlimit rl;
+    if (kb < 0 || getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return want;
+    uint64_t budget = (uint64_t)kb * 1024u / page * (uint64_t)(online > 0 ? online : 1) + rl.rlim_cur / page;
+    uint64_t share = budget / (uint64_t)ncpu; /* pages a CPU may lock: its ring and the header page */
+    size_t pages = want;
+    while (pages > RING_PAGES_MIN && 1 + (uint64_t)pages > share)
+        pages /= 2;
+    return pages;
+}
+
+/* Maps a ring on each of n new events (one per CPU) at one size, halving
+ * it for all where any is refused for locked memory, down to
+ * RING_PAGES_MIN; at the last size each keeps what it got (MAP_FAILED and
+ * its errno in err[i] where none). */
+static size_t map_rings(const int *fd, void **m, int *err, size_t n, size_t pages, size_t page)
+{
+    for (;;) {
+        int refused = 0;
+        for (size_t i = 0; i < n; i++) {
+            m[i] = mmap(NULL, (1 + pages) * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd[i], 0);
+            err[i] = m[i] == MAP_FAILED ? errno : 0;
+            refused |= err[i] == EPERM;
+        }
+        if (!refused || pages / 2 < RING_PAGES_MIN)
+            return pages;
+        for (size_t i = 0; i < n; i++) { /* the budget back, for smaller rings on every CPU */
+            if (m[i] != MAP_FAILED)
+                munmap(m[i], (1 + pages) * page);
+        }
+        pages /= 2;
+    }
+}
+
+/* Opens an event on every thread but mlprof's own (the reader, at start),
+ * on each CPU: the kernel maps no ring of an inherited event that follows
+ * its task over all CPUs, so there is one ring per CPU, and every other
+ * event on that CPU writes into it (PERF_EVENT_IOC_SET_OUTPUT). A CPU left
+ * without a ring (the locked-memory limit) would lose its samples: under
+ * auto the signal sampler takes over instead, under perf it is said. */
 static void open_all(int fallback)
 {
     DIR *dir = opendir("/proc/self/task");
-    int err = 0;
+    int err = 0, ring_err = 0;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     long ncpu = sysconf(_SC_NPROCESSORS_CONF);
     if (ncpu < 1)
         ncpu = 1;
     if (ncpu > MAX_CPUS)
         ncpu = MAX_CPUS;
-    int ring_of[MAX_CPUS]; /* index in rings, or -1 */
+    K.ring_size = ring_budget_pages(ncpu, page);
+    int ring_of[MAX_CPUS];   /* index in rings, or -1 */
+    char no_ring[MAX_CPUS];  /* an event opened there, but its ring was refused */
+    int tfd[MAX_CPUS], nfd[MAX_CPUS], nerr[MAX_CPUS];
+    long ncpu_of[MAX_CPUS];
+    void *nmap[MAX_CPUS];
     for (long c = 0; c < ncpu; c++)
-        ring_of[c] = -1;
+        ring_of[c] = -1, no_ring[c] = 0;
     struct dirent *e;
     while (dir && (e = readdir(dir)) != NULL) {
         pid_t tid = (pid_t)atoi(e->d_name);
@@ -442,35 +536,40 @@ static void open_all(int fallback)
             K.threads_skipped++;
             continue;
         }
+        /* the thread's events; the CPUs without a ring yet get theirs from
+         * them, all of one size (map_rings), the others write into theirs */
+        size_t n = 0;
+        for (long c = 0; c < ncpu; c++) {
+            tfd[c] = open_one(tid, (int)c, &err);
+            if (tfd[c] >= 0 && ring_of[c] < 0)
+                ncpu_of[n] = c, nfd[n++] = tfd[c];
+        }
+        if (n) {
+            size_t pages = map_rings(nfd, nmap, nerr, n, K.ring_size, page);
+            K.ring_size = pages; /* a later CPU's ring no larger than the others */
+            for (size_t i = 0; i < n; i++) {
+                long c = ncpu_of[i];
+                if (nmap[i] == MAP_FAILED) {
+                    err = ring_err = nerr[i];
+                    no_ring[c] = 1;
+                    close(tfd[c]);
+                    tfd[c] = -1;
+                    continue;
+                }
+                no_ring[c] = 0;
+                ring_of[c] = (int)K.nrings;
+                K.rings[K.nrings++] = (ring){tfd[c], nmap[i], pages};
+            }
+        }
         int any = 0;
         for (long c = 0; c < ncpu; c++) {
-            int fd = open_one(tid, (int)c, &err);
+            int fd = tfd[c];
             if (fd < 0)
                 continue;
-            if (ring_of[c] >= 0) {
-                if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, K.rings[ring_of[c]].fd) != 0) {
-                    err = errno;
-                    close(fd);
-                    continue;
-                }
-            } else {
-                /* the locked-memory limit (perf_event_mlock_kb, RLIMIT_MEMLOCK)
-                 * may refuse a large ring to a user without CAP_IPC_LOCK:
-                 * smaller ones are tried, and what that loses is counted */
-                size_t pages = ring_pages();
-                void *m = MAP_FAILED;
-                for (; pages >= RING_PAGES_MIN; pages /= 2) {
-                    m = mmap(NULL, (1 + pages) * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-                    if (m != MAP_FAILED || errno != EPERM)
-                        break;
-                }
-                if (m == MAP_FAILED) {
-                    err = errno;
-                    close(fd);
-                    continue;
-                }
-                ring_of[c] = (int)K.nrings;
-                K.rings[K.nrings++] = (ring){fd, m, pages};
+            if (K.rings[ring_of[c]].fd != fd && ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, K.rings[ring_of[c]].fd) != 0) {
+                err = errno;
+                close(fd);
+                continue;
             }
             K.fds[K.nfds++] = fd;
             any = 1;
@@ -480,18 +579,57 @@ static void open_all(int fallback)
     }
     if (dir)
         closedir(dir);
+    K.cpus_without_ring = 0;
+    for (long c = 0; c < ncpu; c++)
+        K.cpus_without_ring += no_ring[c];
+    char lost[400] = "";
+    if (K.cpus_without_ring && ring_err == EPERM) {
+        struct rlimit rl;
+        char lim[40] = "unlimited";
+        if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            snprintf(lim, sizeof lim, "%llu KiB", (unsigned long long)(rl.rlim_cur / 1024));
+        snprintf(lost, sizeof lost, "%zu of %ld CPUs got no ring buffer, even of %zu KiB (the locked-memory limit: "
+                                    "kernel.perf_event_mlock_kb %lld KiB a CPU for all this user's processes, "
+                                    "then ulimit -l %s)",
+                 K.cpus_without_ring, ncpu, K.ring_size * page / 1024,
+                 read_proc_num("/proc/sys/kernel/perf_event_mlock_kb"), lim);
+    } else if (K.cpus_without_ring) {
+        snprintf(lost, sizeof lost, "%zu of %ld CPUs got no ring buffer (%s)", K.cpus_without_ring, ncpu,
+                 strerror(ring_err));
+    }
+    if (K.nrings && K.cpus_without_ring && fallback) {
+        /* sampling some CPUs only would give shares that are not the
+         * program's: the signal sampler takes all of its threads instead */
+        for (size_t i = 0; i < K.nrings; i++)
+            munmap(K.rings[i].map, (1 + K.rings[i].pages) * page);
+        for (size_t i = 0; i < K.nfds; i++)
+            close(K.fds[i]);
+        K.nrings = K.nfds = K.threads_opened = 0;
+        snprintf(K.perf_refused, sizeof K.perf_refused, "%s", lost);
+        return;
+    }
     if (!K.nrings && fallback) { /* said once: the signal sampler takes over */
         snprintf(K.perf_refused, sizeof K.perf_refused, "%s (kernel.perf_event_paranoid is %d)",
-                 dir ? mlprof__perf_why(err ? err : ESRCH) : "cannot list /proc/self/task", K.paranoid);
+                 lost[0] ? lost : dir ? mlprof__perf_why(err ? err : ESRCH) : "cannot list /proc/self/task",
+                 K.paranoid);
     } else if (!K.nrings) {
         snprintf(K.refused, sizeof K.refused, "%s (kernel.perf_event_paranoid is %d)",
-                 dir ? mlprof__perf_why(err ? err : ESRCH) : "cannot list /proc/self/task", K.paranoid);
+                 lost[0] ? lost : dir ? mlprof__perf_why(err ? err : ESRCH) : "cannot list /proc/self/task",
+                 K.paranoid);
         mlprof__hw_unavailable("sampling (call stacks)", K.refused);
-    } else if (K.threads_refused || K.threads_skipped) {
-        char why[300];
-        snprintf(why, sizeof why, "%zu threads could not be sampled (%s), %zu skipped (more than %d events)",
-                 K.threads_refused, mlprof__perf_why(err), K.threads_skipped, MAX_FDS);
-        mlprof__hw_unavailable("sampling of some threads", why);
+    } else {
+        if (K.cpus_without_ring) {
+            char why[500];
+            snprintf(why, sizeof why, "%s: the samples of threads while they run there are lost "
+                                      "(sampling_source=auto would use the timer signal instead)", lost);
+            mlprof__hw_unavailable("sampling on some CPUs", why);
+        }
+        if (K.threads_refused || K.threads_skipped) {
+            char why[300];
+            snprintf(why, sizeof why, "%zu threads could not be sampled (%s), %zu skipped (more than %d events)",
+                     K.threads_refused, mlprof__perf_why(err), K.threads_skipped, MAX_FDS);
+            mlprof__hw_unavailable("sampling of some threads", why);
+        }
     }
 }
 
@@ -678,7 +816,7 @@ static int stacks_start(void)
         K.source = SRC_AUTO;
     K.refused[0] = K.perf_refused[0] = '\0';
     K.used_signal = 0;
-    K.threads_opened = K.threads_refused = K.threads_skipped = 0;
+    K.threads_opened = K.threads_refused = K.threads_skipped = K.cpus_without_ring = K.ring_size = 0;
     if (!hz || K.started)
         return MLPROF_OK;
     /* dwarf unless fp is asked for or libdw cannot be loaded (said once) */
@@ -788,6 +926,16 @@ static void stacks_other_data(mlprof__sb *out)
                       (unsigned long long)K.samples, (unsigned long long)K.lost_kernel,
                       (unsigned long long)K.lost_memory, (unsigned long long)K.truncated,
                       (unsigned long long)K.own_samples, (unsigned long long)K.other_process);
+    if (K.ring_size && !K.used_signal && K.source != SRC_SIGNAL)
+    {
+        /* smaller than the rate asks where the locked-memory budget is short: more lost_kernel */
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        mlprof__sb_printf(out, ",\"ring_kib\":%zu", K.ring_size * page / 1024);
+        if (K.ring_size < ring_pages())
+            mlprof__sb_printf(out, ",\"ring_kib_wanted\":%zu", ring_pages() * page / 1024);
+    }
+    if (K.cpus_without_ring) /* their samples lost (perf), or why the timer signal took over (auto) */
+        mlprof__sb_printf(out, ",\"cpus_without_ring\":%zu", K.cpus_without_ring);
     if (K.used_signal || K.source == SRC_SIGNAL)
         mlprof__sigsample_other_data(out);
     if (K.python) {
