@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 
@@ -24,6 +25,25 @@ static void *g_log_user;
  * of the static TLS block leaves room for the one initial-exec variable. */
 static __thread char t_error[1024];
 __thread int mlprof__busy;
+int mlprof__crashing;
+
+int mlprof__lock_for_dump(pthread_mutex_t *m, int *gave_up)
+{
+    if (!__atomic_load_n(&mlprof__crashing, __ATOMIC_ACQUIRE)) {
+        *gave_up = 0; /* a new dump: a test may go on after a crash's dump */
+        pthread_mutex_lock(m);
+        return 0;
+    }
+    if (*gave_up)
+        return pthread_mutex_trylock(m) == 0 ? 0 : -1;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 1;
+    if (pthread_mutex_timedlock(m, &deadline) == 0)
+        return 0;
+    *gave_up = 1;
+    return -1;
+}
 
 int mlprof_set_allocator(void *(*malloc_fn)(size_t), void *(*realloc_fn)(void *, size_t),
                          void (*free_fn)(void *))

@@ -7,6 +7,7 @@
 #ifndef MLPROF_COMMON_H
 #define MLPROF_COMMON_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
@@ -40,6 +41,17 @@ char *mlprof__strndup(const char *s, size_t n);
  * lock, or is one of its own threads): the interposers of mlprof run do not
  * record what it does then (the collector's own allocations). */
 extern __thread int mlprof__busy;
+
+/* 1 while the crash's dump runs (mlprof__dump_on_signal): the crashed
+ * thread may hold one of mlprof's locks for good (mlprof's sampler thread,
+ * inside libdw), so the dump's parts take their locks with a bound and
+ * leave out, saying so, what they cannot reach (mlprof__lock_for_dump). */
+extern int mlprof__crashing;
+/* Locks m: outside a crash, as pthread_mutex_lock (0). In the crash's dump,
+ * waits up to a second (another thread's short hold ends in that time), and
+ * once that failed for *gave_up's caller, only tries (the holder is stuck):
+ * -1 when m could not be had, and *gave_up is set. */
+int mlprof__lock_for_dump(pthread_mutex_t *m, int *gave_up);
 
 /* The next item of a comma (or space) separated list at *p: its length, 0
  * at the end; *p is moved to the item's start. The caller steps past it. */

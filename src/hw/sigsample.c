@@ -39,6 +39,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +100,11 @@ typedef struct thr {
     int seen;
 } thr;
 
-/* The reader's (one thread at a time; the counts under the caller's lock for other_data) */
+/* The reader's (one thread at a time). The counts other_data reads change
+ * under the caller's lock (poll's and stop's lock argument), taken only
+ * around those stores: never across an unwind, a /proc scan or the Python
+ * frames' reads, where a crash of the reader would leave it held and the
+ * crash's dump waiting on it. */
 static struct {
     int signo;
     unsigned hz;
@@ -260,8 +265,23 @@ static int timer_for(pid_t tid)
     return timer;
 }
 
-static void rescan(void)
+static void lock(pthread_mutex_t *m)
 {
+    if (m)
+        pthread_mutex_lock(m);
+}
+
+static void unlock(pthread_mutex_t *m)
+{
+    if (m)
+        pthread_mutex_unlock(m);
+}
+
+/* The counts in locals, added under lk at the end (NULL: the caller holds it). */
+static void rescan(pthread_mutex_t *lk)
+{
+    size_t sampled = 0, failed = 0, blocked = 0;
+    int failed_errno = 0;
     DIR *dir = opendir("/proc/self/task");
     if (!dir)
         return;
@@ -278,8 +298,8 @@ static void rescan(void)
         if (i == R.n) {
             thr *g = mlprof__grow(R.t, &R.cap, R.n, sizeof *g, 64);
             if (!g) {
-                R.threads_failed++;
-                R.failed_errno = ENOMEM;
+                failed++;
+                failed_errno = ENOMEM;
                 continue;
             }
             R.t = g;
@@ -301,23 +321,32 @@ static void rescan(void)
             /* not at the first: glibc blocks every signal in a thread being
              * started, and in its creator around the clone */
             if (t->timer >= 0)
-                R.threads_blocked += blocks_signal(tid, R.signo);
+                blocked += (size_t)blocks_signal(tid, R.signo);
             continue;
         }
         t->timer = timer_for(tid);
         if (t->timer >= 0) {
-            R.threads_sampled++;
+            sampled++;
             continue;
         }
         int err = errno;
         char path[64];
         snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
         if (access(path, F_OK) == 0) { /* not a thread that has just ended */
-            R.threads_failed++;
-            R.failed_errno = err;
+            failed++;
+            failed_errno = err;
         }
     }
     closedir(dir);
+    if (sampled || failed || blocked) {
+        lock(lk);
+        R.threads_sampled += sampled;
+        R.threads_failed += failed;
+        R.threads_blocked += blocked;
+        if (failed)
+            R.failed_errno = failed_errno;
+        unlock(lk);
+    }
     size_t k = 0;
     for (size_t i = 0; i < R.n; i++) {
         if (!R.t[i].seen) {
@@ -343,7 +372,9 @@ static void set_armed(int on)
 
 /* ------------------------------------------------------------- the ring */
 
-static void drain(int keeping, mlprof__sigsample_keep_fn keep)
+/* Each sample unwound (and its extra words read) outside lk; lk around its
+ * counts and keep. */
+static void drain(int keeping, mlprof__sigsample_keep_fn keep, pthread_mutex_t *lk)
 {
     static uint64_t ips[MLPROF__STACK_DEPTH];
     unsigned start = __atomic_load_n(&H.next, __ATOMIC_RELAXED); /* oldest first, roughly */
@@ -358,17 +389,32 @@ static void drain(int keeping, mlprof__sigsample_keep_fn keep)
             u.stack_len = s->stack_len;
             int why = 0;
             size_t n = mlprof__unwind(&u, ips, MLPROF__STACK_DEPTH, &why);
+            if (mlprof__sigsample_extra_read)
+                mlprof__sigsample_extra_read(s->ts, s->tid, ips, n, s->extra, s->nextra);
+            lock(lk);
             if (why == MLPROF__UNWIND_OFF_COPY && s->stack_len == H.stack_bytes)
                 R.cut++;
             else if (why == MLPROF__UNWIND_NO_INFO || why == MLPROF__UNWIND_OFF_COPY)
                 R.unwind_failed++;
-            if (mlprof__sigsample_extra_read)
-                mlprof__sigsample_extra_read(s->ts, s->tid, ips, n, s->extra, s->nextra);
             R.signals++;
             R.weight += s->weight;
             keep(s->ts, s->tid, s->weight, ips, n);
+            unlock(lk);
         }
         __atomic_store_n(&s->state, SLOT_FREE, __ATOMIC_RELEASE);
+    }
+}
+
+/* Empties the ring of what it holds: READY slots only. A handler may be
+ * writing a slot (SLOT_WRITING) right now (a reset from another thread while
+ * sampling, a late handler of the last run); freeing that one would let a
+ * second handler claim it and mix two threads' registers and stacks in one
+ * sample. It turns READY when its handler is done and is drained then. */
+static void free_ready_slots(void)
+{
+    for (unsigned i = 0; i < NSLOTS; i++) {
+        int expect = SLOT_READY;
+        __atomic_compare_exchange_n(&H.ring[i].state, &expect, SLOT_FREE, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
     }
 }
 
@@ -427,8 +473,7 @@ int mlprof__sigsample_start(unsigned hz, pid_t self_tid, size_t stack_bytes, cha
                             strerror(errno)), -1;
         H.ring = m;
     }
-    for (unsigned i = 0; i < NSLOTS; i++)
-        __atomic_store_n(&H.ring[i].state, SLOT_FREE, __ATOMIC_RELAXED);
+    free_ready_slots();
     R.note[0] = '\0';
     R.signo = choose_signal(why, len);
     if (R.signo < 0)
@@ -441,10 +486,10 @@ int mlprof__sigsample_start(unsigned hz, pid_t self_tid, size_t stack_bytes, cha
     H.pid = getpid();
     __atomic_store_n(&H.active, 1, __ATOMIC_SEQ_CST);
     R.armed = 1;
-    rescan();
+    rescan(NULL); /* the caller holds the lock around start */
     if (!R.threads_sampled) {
         int e = R.failed_errno;
-        mlprof__sigsample_stop(0, NULL);
+        mlprof__sigsample_stop(0, NULL, NULL);
         snprintf(why, len, "no thread got a CPU-time timer (%s)", e ? strerror(e) : "no thread");
         return -1;
     }
@@ -452,7 +497,7 @@ int mlprof__sigsample_start(unsigned hz, pid_t self_tid, size_t stack_bytes, cha
 #endif
 }
 
-void mlprof__sigsample_poll(int recording, mlprof__sigsample_keep_fn keep)
+void mlprof__sigsample_poll(int recording, mlprof__sigsample_keep_fn keep, pthread_mutex_t *lk)
 {
     if (!R.hz)
         return;
@@ -460,7 +505,9 @@ void mlprof__sigsample_poll(int recording, mlprof__sigsample_keep_fn keep)
     if (!R.lost_signal && sigaction(R.signo, NULL, &cur) == 0 && !ours(&cur)) {
         /* the program installed its own handler: it gets the signal, and the
          * timers stop (never sending it signals it did not ask for) */
+        lock(lk);
         R.lost_signal = 1;
+        unlock(lk);
         for (size_t i = 0; i < R.n; i++) {
             if (R.t[i].timer >= 0)
                 syscall(SYS_timer_delete, R.t[i].timer);
@@ -473,12 +520,12 @@ void mlprof__sigsample_poll(int recording, mlprof__sigsample_keep_fn keep)
     }
     if (!R.lost_signal) {
         set_armed(recording);
-        rescan();
+        rescan(lk);
     }
-    drain(recording, keep);
+    drain(recording, keep, lk);
 }
 
-void mlprof__sigsample_stop(int recording, mlprof__sigsample_keep_fn keep)
+void mlprof__sigsample_stop(int recording, mlprof__sigsample_keep_fn keep, pthread_mutex_t *lk)
 {
     for (size_t i = 0; i < R.n; i++) {
         if (R.t[i].timer >= 0)
@@ -492,7 +539,7 @@ void mlprof__sigsample_stop(int recording, mlprof__sigsample_keep_fn keep)
         nanosleep(&ts, NULL);
     }
     if (keep && H.ring)
-        drain(recording, keep);
+        drain(recording, keep, lk);
     R.armed = 0;
 }
 
@@ -507,6 +554,10 @@ void mlprof__sigsample_after_fork(void)
     __atomic_store_n(&H.active, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&H.inside, 0, __ATOMIC_SEQ_CST);
     mlprof__sigsample_reset();
+    /* the child's only thread is this one: a slot another thread of the
+     * parent was writing at the fork would stay SLOT_WRITING for good */
+    for (unsigned i = 0; H.ring && i < NSLOTS; i++)
+        __atomic_store_n(&H.ring[i].state, SLOT_FREE, __ATOMIC_RELAXED);
 }
 
 void mlprof__sigsample_reset(void)
@@ -520,10 +571,8 @@ void mlprof__sigsample_reset(void)
     R.failed_errno = 0;
     R.cut = R.unwind_failed = R.weight = R.signals = 0;
     R.said = 0;
-    if (H.ring) {
-        for (unsigned i = 0; i < NSLOTS; i++)
-            __atomic_store_n(&H.ring[i].state, SLOT_FREE, __ATOMIC_RELAXED);
-    }
+    if (H.ring)
+        free_ready_slots();
 }
 
 void mlprof__sigsample_other_data(mlprof__sb *out)

@@ -10,6 +10,7 @@
 #ifndef MLPROF_HW_SIGSAMPLE_H
 #define MLPROF_HW_SIGSAMPLE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -51,11 +52,15 @@ int mlprof__sigsample_start(unsigned hz, pid_t self_tid, size_t stack_bytes, cha
 /* On the reader, every few milliseconds: gives timers to new threads,
  * deletes those of ended ones, disarms them while !recording (and arms them
  * again after), and hands what the ring holds to keep (dropped when
- * !recording). */
-void mlprof__sigsample_poll(int recording, mlprof__sigsample_keep_fn keep);
+ * !recording). Called without lk, which it takes only around the counts
+ * other_data reads and each call of keep (keep runs with lk held): the
+ * unwinds, the extra reader hook and the /proc scan run outside it (NULL:
+ * no lock). */
+void mlprof__sigsample_poll(int recording, mlprof__sigsample_keep_fn keep, pthread_mutex_t *lk);
 /* On the reader, at the end: deletes the timers, waits for handlers still
- * running and drains the ring a last time (kept when recording). */
-void mlprof__sigsample_stop(int recording, mlprof__sigsample_keep_fn keep);
+ * running and drains the ring a last time (kept when recording); lk as
+ * poll's. */
+void mlprof__sigsample_stop(int recording, mlprof__sigsample_keep_fn keep, pthread_mutex_t *lk);
 /* In a forked child: the parent's timers are not the child's (timers are
  * not inherited); forgets them and empties the ring. */
 void mlprof__sigsample_after_fork(void);

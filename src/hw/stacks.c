@@ -96,7 +96,13 @@ static uint64_t regs_mask(void)
 }
 
 static struct {
-    pthread_mutex_t lock; /* the samples, the counts, start and stop */
+    /* the samples, the counts, start and stop: held only around storing
+     * them, never across an unwind, libdw, the Python frames' reads or a
+     * /proc scan (a crash of the reader there would leave it held for good
+     * and the crash's dump, which takes it, waiting) */
+    pthread_mutex_t lock;
+    int dump_gave_up;      /* mlprof__lock_for_dump's: the crash's dump could not have lock */
+    int crash_left_out;    /* the crash's dump left the samples out (said in otherData) */
     pthread_cond_t ready;
     unsigned hz;
     int dwarf;            /* stacks copied and unwound here (sampling_unwind dwarf), else the kernel's chains */
@@ -214,7 +220,8 @@ static void keep(uint64_t ts, uint32_t tid, const uint64_t *ips, uint64_t nr, in
     K.samples++;
 }
 
-/* The signal sampler's samples (sigsample.c, on the reader, lock held):
+/* The signal sampler's samples (sigsample.c's drain, on the reader, lock
+ * held by it around this call only):
  * one sample each (the weight, the periods it stands for, is counted there). */
 static void keep_signal(uint64_t ts, uint32_t tid, uint32_t weight, const uint64_t *ips, size_t n)
 {
@@ -227,7 +234,8 @@ static void keep_signal(uint64_t ts, uint32_t tid, uint32_t weight, const uint64
     keep(ts, tid, ips, n, n >= MLPROF__STACK_DEPTH);
 }
 
-/* The signal sampler's reader hook (lock held), called with a sample's
+/* The signal sampler's reader hook (on the reader, lock not held: K.py_*
+ * are the reader's own), called with a sample's
  * native stack and the words mlprof__pyframes_capture wrote in its handler,
  * just before keep_signal gets the same sample: the Python frames in place
  * of the eval loop's, named now, while their code objects are alive. */
@@ -663,9 +671,7 @@ static void close_all(int after_fork)
         if (after_fork) {
             mlprof__sigsample_after_fork();
         } else {
-            pthread_mutex_lock(&K.lock);
-            mlprof__sigsample_stop(recording(), keep_signal);
-            pthread_mutex_unlock(&K.lock);
+            mlprof__sigsample_stop(recording(), keep_signal, &K.lock);
             __atomic_store_n(&mlprof__sigsample_extra, NULL, __ATOMIC_RELEASE);
             __atomic_store_n(&mlprof__sigsample_extra_read, NULL, __ATOMIC_RELEASE);
             mlprof__sigsample_report();
@@ -720,9 +726,7 @@ static void *reader_main(void *arg)
             drain(&K.rings[i], keeping);
         if (K.signal) {
             python_step();
-            pthread_mutex_lock(&K.lock);
-            mlprof__sigsample_poll(keeping, keep_signal);
-            pthread_mutex_unlock(&K.lock);
+            mlprof__sigsample_poll(keeping, keep_signal, &K.lock); /* the lock around each keep only */
         }
     }
     close_all(0);
@@ -896,10 +900,29 @@ static void stacks_other_data(mlprof__sb *out)
 {
     if (!K.hz)
         return;
-    pthread_mutex_lock(&K.lock);
+    K.crash_left_out = 0;
+    if (mlprof__lock_for_dump(&K.lock, &K.dump_gave_up) != 0) {
+        /* the crash's dump, the sampler's lock held (by the crashed thread):
+         * neither its counts nor its samples can be read safely */
+        K.crash_left_out = 1;
+        const char *why = "the sampler's lock was held at the crash: the sampled stacks and their counts are "
+                          "left out of this trace";
+        mlprof__log(MLPROF_LOG_WARN, "sampling: %s", why);
+        mlprof__sb_printf(out, ",\"sampling\":{\"hz\":%u,\"left_out_at_crash\":", K.hz);
+        mlprof__sb_json_str(out, why, strlen(why));
+        mlprof__sb_putc(out, '}');
+        return;
+    }
     mlprof__sb_printf(out, ",\"sampling\":{\"unwind\":\"%s\",\"stack_bytes\":%u",
                       K.dwarf ? "dwarf (libdw, the objects' CFI)" : "fp (the kernel's frame-pointer call chains)",
                       K.dwarf ? K.stack_bytes : 0);
+    if (mlprof__unwind_busy_at_crash()) {
+        const char *why = "libdw's lock was held at the crash (the crash may be inside libdw, on mlprof's "
+                          "sampler thread): the frames' source lines and debug-info names are left out";
+        mlprof__log(MLPROF_LOG_WARN, "sampling: %s", why);
+        mlprof__sb_puts(out, ",\"source_lines_left_out_at_crash\":");
+        mlprof__sb_json_str(out, why, strlen(why));
+    }
     if (K.unwind_why[0]) {
         mlprof__sb_puts(out, ",\"unwind_fallback\":");
         mlprof__sb_json_str(out, K.unwind_why, strlen(K.unwind_why));
@@ -1104,7 +1127,13 @@ static void stacks_trace_members(mlprof__sb *out)
 {
     if (!K.hz)
         return;
-    pthread_mutex_lock(&K.lock);
+    if (K.crash_left_out) /* said in otherData.sampling and on stderr */
+        return;
+    if (mlprof__lock_for_dump(&K.lock, &K.dump_gave_up) != 0) {
+        mlprof__log(MLPROF_LOG_WARN, "sampling: the sampler's lock was held at the crash: the sampled stacks "
+                    "are left out of this trace");
+        return;
+    }
     int rc = view_build();
     pthread_mutex_unlock(&K.lock);
     if (rc != 0) {

@@ -138,6 +138,7 @@ typedef struct dw_thread_callbacks {
 
 static struct {
     pthread_mutex_t lock;
+    int dump_gave_up; /* mlprof__lock_for_dump's: the crash's dump could not have lock */
     int tried;      /* libdw was looked for */
     void *lib;      /* NULL: not loaded, why says so */
     char why[256];
@@ -429,7 +430,8 @@ out:
 
 const char *mlprof__unwind_method(void)
 {
-    pthread_mutex_lock(&D.lock);
+    if (mlprof__lock_for_dump(&D.lock, &D.dump_gave_up) != 0)
+        return "unknown (libdw's lock was held at the crash)";
     int ok = ready() == 0;
     pthread_mutex_unlock(&D.lock);
     return ok ? "dwarf (libdw)" : "frame pointers";
@@ -437,7 +439,8 @@ const char *mlprof__unwind_method(void)
 
 const char *mlprof__unwind_why(void)
 {
-    pthread_mutex_lock(&D.lock);
+    if (mlprof__lock_for_dump(&D.lock, &D.dump_gave_up) != 0)
+        return "libdw's lock was held at the crash";
     int ok = ready() == 0;
     pthread_mutex_unlock(&D.lock);
     return ok ? "" : D.why;
@@ -503,7 +506,8 @@ static Dwarf_Die *cu_of(Dwfl_Module *m, uint64_t ip, Dwarf_Addr *bias)
 int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line)
 {
     int found = 0;
-    pthread_mutex_lock(&D.lock);
+    if (mlprof__lock_for_dump(&D.lock, &D.dump_gave_up) != 0)
+        return 0; /* the crash's dump: said by mlprof__unwind_busy_at_crash */
     if (ready() == 0) {
         refreshed_for(ip);
         Dwfl_Module *m = D.dwfl ? D.f.addrmodule(D.dwfl, ip) : NULL;
@@ -531,7 +535,8 @@ int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line)
 int mlprof__unwind_symbol(uint64_t ip, char *name, size_t len)
 {
     int found = 0;
-    pthread_mutex_lock(&D.lock);
+    if (mlprof__lock_for_dump(&D.lock, &D.dump_gave_up) != 0)
+        return 0;
     if (ready() == 0) {
         refreshed_for(ip);
         Dwfl_Module *m = D.dwfl ? D.f.addrmodule(D.dwfl, ip) : NULL;
@@ -543,6 +548,16 @@ int mlprof__unwind_symbol(uint64_t ip, char *name, size_t len)
     }
     pthread_mutex_unlock(&D.lock);
     return found;
+}
+
+int mlprof__unwind_busy_at_crash(void)
+{
+    if (!__atomic_load_n(&mlprof__crashing, __ATOMIC_ACQUIRE))
+        return 0;
+    if (mlprof__lock_for_dump(&D.lock, &D.dump_gave_up) != 0)
+        return 1;
+    pthread_mutex_unlock(&D.lock);
+    return 0;
 }
 
 void mlprof__unwind_after_fork(void)

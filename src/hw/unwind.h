@@ -56,6 +56,11 @@ int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line);
  * debug info (/usr/lib/debug): for addresses the object's own symbol tables
  * do not cover (a stripped library's local functions). 0: none. */
 int mlprof__unwind_symbol(uint64_t ip, char *name, size_t len);
+/* In the crash's dump (mlprof__crashing): 1 when libdw's lock could not be
+ * had within mlprof__lock_for_dump's bound (the crash is inside libdw, on
+ * the sampler's thread): the source lines and debug-info names are left
+ * out then (srcline and symbol answer 0); 0 otherwise, and outside a crash. */
+int mlprof__unwind_busy_at_crash(void);
 
 /* In a forked child: the unwinder's lock and view of the process are the
  * parent's; they are renewed here. */

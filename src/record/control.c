@@ -969,7 +969,12 @@ int mlprof__dump_on_signal(int sig)
      * flags do not matter once the active flag is clear */
     __atomic_store_n(&mlprof__mem_on, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&mlprof_active_flag, 0, __ATOMIC_RELEASE);
+    /* the crashed thread may hold a lock of the sampler's for good (a crash
+     * inside libdw on its reader): the dump's parts wait for them with a
+     * bound (mlprof__lock_for_dump) */
+    __atomic_store_n(&mlprof__crashing, 1, __ATOMIC_RELEASE);
     int rc = want ? mlprof__collect_dump(NULL, 1) : MLPROF_OK;
+    __atomic_store_n(&mlprof__crashing, 0, __ATOMIC_RELEASE);
     if (want)
         mlprof__log(rc == MLPROF_OK ? MLPROF_LOG_WARN : MLPROF_LOG_ERROR, "killed by signal %d (%s): %s", sig,
                     strsignal(sig), rc == MLPROF_OK ? "the trace up to it is written" : mlprof_last_error());
