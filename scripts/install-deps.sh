@@ -53,6 +53,8 @@ build)
     ensure cmake:cmake make:make gcc:gcc clang:clang python3:python3 pkg-config:pkg-config
     # the Perfetto protobuf test decodes mlprof's traces with protoc (tests/proto)
     ensure protoc:protobuf-compiler
+    # stacks_crash_sampler crashes mlprof's sampler thread under gdb
+    ensure gdb:gdb
     # the ASan+UBSan suite builds with clang: its sanitizer runtime is a package of its own
     rt=$(clang -print-file-name=libclang_rt.asan-x86_64.a)
     if [ ! -f "$rt" ]; then

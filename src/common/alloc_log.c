@@ -30,18 +30,19 @@ int mlprof__crashing;
 int mlprof__lock_for_dump(pthread_mutex_t *m, int *gave_up)
 {
     if (!__atomic_load_n(&mlprof__crashing, __ATOMIC_ACQUIRE)) {
-        *gave_up = 0; /* a new dump: a test may go on after a crash's dump */
         pthread_mutex_lock(m);
+        /* a test goes on after a crash's dump: the next one waits again */
+        __atomic_store_n(gave_up, 0, __ATOMIC_RELAXED);
         return 0;
     }
-    if (*gave_up)
+    if (__atomic_load_n(gave_up, __ATOMIC_RELAXED))
         return pthread_mutex_trylock(m) == 0 ? 0 : -1;
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 1;
     if (pthread_mutex_timedlock(m, &deadline) == 0)
         return 0;
-    *gave_up = 1;
+    __atomic_store_n(gave_up, 1, __ATOMIC_RELAXED);
     return -1;
 }
 
