@@ -121,6 +121,8 @@ static struct {
     uint64_t py_ts;         /* the sample whose stack py_ips is, Python frames interleaved */
     uint32_t py_tid;
     int py_pending;
+    unsigned py_gen;        /* resets seen when py_ips was tagged */
+    unsigned resets;        /* atomic; bumped under lock by each reset: tags of before it name freed names */
     size_t py_n;
     uint64_t py_ips[MLPROF__STACK_DEPTH];
     pthread_t thread;
@@ -226,7 +228,10 @@ static void keep(uint64_t ts, uint32_t tid, const uint64_t *ips, uint64_t nr, in
 static void keep_signal(uint64_t ts, uint32_t tid, uint32_t weight, const uint64_t *ips, size_t n)
 {
     (void)weight;
-    if (K.py_pending && K.py_ts == ts && K.py_tid == tid) { /* with its Python frames (py_extra_read) */
+    /* with its Python frames (py_extra_read), unless a reset came in between
+     * (it runs outside the lock): its tags would name pyframes' freed names */
+    if (K.py_pending && K.py_ts == ts && K.py_tid == tid &&
+        K.py_gen == __atomic_load_n(&K.resets, __ATOMIC_RELAXED)) {
         ips = K.py_ips;
         n = K.py_n;
     }
@@ -244,6 +249,7 @@ static void py_extra_read(uint64_t ts, uint32_t tid, const uint64_t *ips, size_t
     K.py_pending = 0;
     if (!n)
         return;
+    K.py_gen = __atomic_load_n(&K.resets, __ATOMIC_ACQUIRE);
     K.py_n = mlprof__pyframes_tag(ips, nips, extra, n, K.py_ips, MLPROF__STACK_DEPTH);
     K.py_ts = ts;
     K.py_tid = tid;
@@ -802,7 +808,9 @@ static void reset_samples(void)
     /* the samples' Python frames are tags naming pyframes' names: they go
      * with the samples, and so does its cache of code objects */
     mlprof__pyframes_reset();
-    K.py_pending = 0;
+    /* the reader tags Python frames outside the lock (py_extra_read): what it
+     * tagged before this reset is dropped by keep_signal, seeing the count */
+    __atomic_add_fetch(&K.resets, 1, __ATOMIC_RELEASE);
     K.nwords = 0;
     K.samples = K.lost_kernel = K.lost_memory = K.truncated = K.own_samples = K.other_process = 0;
     K.no_regs = K.unwind_ns = K.unwound = K.unwound_frames = 0;
