@@ -238,7 +238,15 @@ def check_locked_memory(target, out):
     print("as nobody, ulimit -l 0: rings of %s KiB on %d CPUs (budget %d KiB), cpus_without_ring %s" %
           (info.get("ring_kib"), ncpu, budget * page // 1024, info.get("cpus_without_ring", 0)))
     if info.get("cpus_without_ring") or "some CPUs" in err:
-        fail("the rings do not fit the budget on every CPU: %r, %r" % (info, err))
+        # the budget is the user's, over all its processes: another check
+        # beside this one runs nobody's too, whose rings take part of it
+        # (sized to it, they fit when alone: ring_kib is checked below): a
+        # CPU left without one must then be counted and said, never silent
+        if not (info.get("cpus_without_ring") and "some CPUs" in err):
+            fail("the rings do not fit the budget on every CPU, and that is not both counted and said: %r, %r"
+                 % (info, err))
+        print("as nobody: a CPU left without a ring, counted and said (another process of nobody's, such as "
+              "a second check beside this one, holds part of the user's budget)")
     if info.get("ring_kib") is None or (info["ring_kib"] * 1024 // page + 1) * ncpu > budget:
         fail("ring_kib %r past the budget of %d pages on %d CPUs" % (info.get("ring_kib"), budget, ncpu))
 

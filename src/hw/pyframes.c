@@ -110,12 +110,24 @@ const char *mlprof__pyframes_version(void) { return __atomic_load_n(&g_layout, _
 
 /* ------------------------------------------------------------- capture */
 
-/* One load of the walk: a plain one in the handler; in the self-test, with
- * a layout not yet trusted, through read_mem (a wrong offset reads as a
- * failed walk, never as a fault). */
+static int g_vm_readv = -1; /* process_vm_readv works here: 1; refused (seccomp): 0; not yet known: -1 */
+
+/* One load of the walk. In the self-test, with a layout not yet trusted,
+ * through read_mem (a wrong offset reads as a failed walk, never as a
+ * fault). In the handler (safe 2), through process_vm_readv alone (a system
+ * call, async-signal-safe, no lock): the interrupted thread may be halfway
+ * through pushing or popping a frame, and a frame's memory may just have
+ * been unmapped (a data-stack chunk): a plain load there would kill the
+ * program (seen once on a loaded machine). Where process_vm_readv is
+ * refused, plain loads, as before the check. */
 static inline __attribute__((always_inline)) int load(int safe, const char *p, size_t size, uint64_t *v)
 {
-    if (safe) {
+    if (safe == 2 && __atomic_load_n(&g_vm_readv, __ATOMIC_RELAXED) == 1) {
+        *v = 0;
+        struct iovec local = {v, size}, remote = {(void *)(uintptr_t)p, size};
+        return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)size ? 0 : -1;
+    }
+    if (safe == 1) {
         *v = 0;
         return read_mem((uint64_t)(uintptr_t)p, v, size);
     }
@@ -201,7 +213,7 @@ broken: /* a pointer that is no frame's: what was walked so far, said cut */
 
 size_t mlprof__pyframes_capture(uint64_t *out, size_t max)
 {
-    return capture_with(__atomic_load_n(&g_layout, __ATOMIC_ACQUIRE), out, max, 0);
+    return capture_with(__atomic_load_n(&g_layout, __ATOMIC_ACQUIRE), out, max, 2);
 }
 
 size_t mlprof__pyframes_decode(const uint64_t *words, size_t nwords, mlprof__pyframe *out, size_t max,
@@ -1088,7 +1100,12 @@ static void finish(const layout *L, int rc, const char *test_why)
         g_state = I_REFUSED;
         return;
     }
-    /* trusted from now on: the handler's plain loads may start */
+    /* trusted from now on: the handler's loads may start; checked ones
+     * where process_vm_readv works */
+    uint64_t probe = 0, here = 42;
+    struct iovec local = {&probe, sizeof probe}, remote = {&here, sizeof here};
+    __atomic_store_n(&g_vm_readv, process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof probe,
+                     __ATOMIC_RELAXED);
     __atomic_store_n(&g_layout, L, __ATOMIC_RELEASE);
     snprintf(g_init_why, sizeof g_init_why, "Python %s frames", g_version);
     g_state = I_OK;
