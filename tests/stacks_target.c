@@ -33,15 +33,9 @@
 #include <unistd.h>
 
 #include "mlprof/mlprof.h"
+#include "spin.h"
 
 #define RECURSE_DEPTH 100
-
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 volatile uint64_t sink;
 static uint64_t spins; /* blocks of iterations done (atomic: two threads spin) */
@@ -93,19 +87,7 @@ void hot_paused(uint64_t ns);
 void child_fn(void);
 void parent_fn(void);
 
-/* Spins for ns of this thread's CPU time, in its caller's frame mostly: the
- * clock is read once per many iterations, so that samples inside the vDSO
- * (which has no frame pointer to follow) are rare. */
-#define SPIN(ns)                                                                                             \
-    do {                                                                                                     \
-        uint64_t c0_ = thread_cpu_ns(), x_ = sink;                                                           \
-        while (thread_cpu_ns() - c0_ < (ns)) {                                                               \
-            for (int i_ = 0; i_ < 200000; i_++)                                                              \
-                x_ = x_ * 6364136223846793005ull + 1442695040888963407ull;                                   \
-            sink = x_;                                                                                       \
-            __atomic_add_fetch(&spins, 1, __ATOMIC_RELAXED);                                                 \
-        }                                                                                                    \
-    } while (0)
+#define SPIN(ns) SPIN_CPU(ns, sink, __atomic_add_fetch(&spins, 1, __ATOMIC_RELAXED))
 
 __attribute__((noinline)) void hot_a(uint64_t ns) { SPIN(ns); }
 __attribute__((noinline)) void hot_b(uint64_t ns) { SPIN(ns); }

@@ -21,6 +21,7 @@
 #include "../src/export/sink.h"
 #include "../src/hw/stacks.h"
 #include "mlprof/mlprof.h"
+#include "spin.h"
 
 volatile uint64_t sink;
 
@@ -28,22 +29,7 @@ void pf_hot_a(uint64_t ns);
 void pf_hot_b(uint64_t ns);
 void *pf_thread_fn(void *arg);
 
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-#define SPIN(ns)                                                                                             \
-    do {                                                                                                     \
-        uint64_t c0_ = thread_cpu_ns(), x_ = sink;                                                           \
-        while (thread_cpu_ns() - c0_ < (ns)) {                                                               \
-            for (int i_ = 0; i_ < 200000; i_++)                                                              \
-                x_ = x_ * 6364136223846793005ull + 1442695040888963407ull;                                   \
-            sink = x_;                                                                                       \
-        }                                                                                                    \
-    } while (0)
+#define SPIN(ns) SPIN_CPU(ns, sink, (void)0)
 
 __attribute__((noinline)) void pf_hot_a(uint64_t ns) { SPIN(ns); }
 __attribute__((noinline)) void pf_hot_b(uint64_t ns) { SPIN(ns); }
