@@ -10,7 +10,12 @@
  *   2. the leaf's file:line: this file, the line of the getcontext call;
  *      middle's: its call of inner;
  *   3. at most 2 frames: 2, said as TRUNCATED; an empty copy: the leaf alone,
- *      said as OFF_COPY (the caller's return address is beyond the copy).
+ *      said as OFF_COPY (the caller's return address is beyond the copy);
+ *   4. calls the compiler inlined (deep into shallow into host): an address
+ *      in deep gives three positions, host's call of shallow, shallow's call
+ *      of deep and deep's own line, each named; at most 2: deep's and
+ *      shallow's (the innermost kept, the outer one named); a function with
+ *      nothing inlined (middle's call of inner): one.
  * Skipped (77), saying why, where libdw cannot be loaded.
  */
 #include <pthread.h>
@@ -89,6 +94,58 @@ __attribute__((noinline)) int outer(int x)
     return y + g_sink;
 }
 
+/* 4: where's return address lies in deep, inlined into shallow, inlined
+ * into host */
+static int g_deep_line, g_shallow_line, g_host_line;
+__attribute__((noinline)) static uint64_t where(void) { return (uint64_t)__builtin_return_address(0); }
+
+static inline __attribute__((always_inline)) uint64_t deep(void)
+{
+    g_deep_line = __LINE__ + 1;
+    return where();
+}
+
+static inline __attribute__((always_inline)) uint64_t shallow(void)
+{
+    g_shallow_line = __LINE__ + 1;
+    uint64_t r = deep();
+    g_sink++;
+    return r;
+}
+
+__attribute__((noinline)) uint64_t host(void);
+__attribute__((noinline)) uint64_t host(void)
+{
+    g_host_line = __LINE__ + 1;
+    uint64_t r = shallow();
+    g_sink++; /* not a tail call */
+    return r;
+}
+
+static void check_inlined(void)
+{
+    uint64_t ip = host() - 1; /* the call, not what follows it */
+    mlprof__srcpos pos[4];
+    int n = mlprof__unwind_srcpos(ip, pos, 4);
+    printf("inlined:");
+    for (int i = 0; i < n; i++)
+        printf(" %s@%d", i ? pos[i].name : "(host)", pos[i].line);
+    printf("\n");
+    CHECK(n == 3, "%d positions for a call inlined twice, not 3", n);
+    const char *names[] = {"", "shallow", "deep"};
+    const int lines[] = {g_host_line, g_shallow_line, g_deep_line};
+    for (int i = 0; i < n && i < 3; i++) {
+        CHECK(strcmp(pos[i].name, names[i]) == 0, "position %d is named \"%s\", not \"%s\"", i, pos[i].name,
+              names[i]);
+        CHECK(strstr(pos[i].file, "test_unwind_dwarf.c") && pos[i].line == lines[i], "position %d is %s:%d, not line %d",
+              i, pos[i].file, pos[i].line, lines[i]);
+    }
+    n = mlprof__unwind_srcpos(ip, pos, 2);
+    CHECK(n == 2 && strcmp(pos[0].name, "shallow") == 0 && pos[0].line == g_shallow_line &&
+              strcmp(pos[1].name, "deep") == 0 && pos[1].line == g_deep_line,
+          "at most 2: %d positions, %s@%d %s@%d", n, pos[0].name, pos[0].line, pos[1].name, pos[1].line);
+}
+
 /* The walk of g_u, named; checks the chain inner, middle, outer, caller. */
 static void check_walk(const char *caller, const char *outermost)
 {
@@ -115,16 +172,15 @@ static void check_walk(const char *caller, const char *outermost)
         found |= strstr(names[i], outermost) != NULL;
     CHECK(found, "no frame %s at the end", outermost);
 
-    char file[1024];
-    int line = 0;
+    mlprof__srcpos pos[4];
     /* the leaf's pc is getcontext's return address here: its call is looked up
      * (clang gives the instruction after a call line 0 at times) */
-    CHECK(mlprof__unwind_srcline(ips[0] - 1, file, sizeof file, &line) == 1, "no file:line for the leaf");
-    CHECK(strstr(file, "test_unwind_dwarf.c") && line == g_leaf_line, "the leaf is at %s:%d, not line %d", file,
-          line, g_leaf_line);
-    line = 0;
-    CHECK(n > 1 && mlprof__unwind_srcline(ips[1] - 1, file, sizeof file, &line) == 1 && line == g_call_line,
-          "middle's call is at line %d, not %d", line, g_call_line);
+    CHECK(mlprof__unwind_srcpos(ips[0] - 1, pos, 4) == 1, "no file:line for the leaf, or inlined calls");
+    CHECK(strstr(pos[0].file, "test_unwind_dwarf.c") && pos[0].line == g_leaf_line && !pos[0].name[0],
+          "the leaf is at %s:%d (%s), not line %d", pos[0].file, pos[0].line, pos[0].name, g_leaf_line);
+    pos[0].line = 0;
+    CHECK(n > 1 && mlprof__unwind_srcpos(ips[1] - 1, pos, 4) == 1 && pos[0].line == g_call_line,
+          "middle's call is at line %d, not %d", pos[0].line, g_call_line);
 
     why = -1;
     CHECK(mlprof__unwind(&g_u, ips, 2, &why) == 2 && why == MLPROF__UNWIND_TRUNCATED, "max 2: why %d", why);
@@ -153,6 +209,7 @@ int main(int argc, char **argv)
     }
     g_sink += outer(1);
     check_walk("main", "_start");
+    check_inlined();
     pthread_t t;
     int rc = pthread_create(&t, NULL, thread_main, NULL);
     if (rc == 0)

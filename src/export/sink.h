@@ -145,6 +145,8 @@ typedef struct mlprof__stack_frame_out {
     uint32_t parent;      /* its caller's index, 0 for a root */
     const char *file;     /* its source file (the object's debug info), or NULL */
     int line;             /* and line, where file is set */
+    int inlined;          /* 1: a call the compiler inlined into its parent
+                           * (the same address, rel_pc and mapping) */
 } mlprof__stack_frame_out;
 
 typedef struct mlprof__stack_sample_out {

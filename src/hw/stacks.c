@@ -1071,62 +1071,95 @@ static int view_build(void)
         V.samples[ns] = (mlprof__stack_sample_out){K.words[w], (pid_t)K.words[w + 1], id};
         w += 3 + n;
     }
-    V.frames = rc == 0 ? mlprof__calloc(t.n, sizeof *V.frames) : NULL;
-    if (!V.frames)
+    /* each address's frames: the function that holds it, then the calls
+     * inlined there (one frame each, the same address); leaf[k] is t's
+     * frame k's innermost, what its callees and samples hang from */
+    uint32_t *leaf = rc == 0 ? mlprof__malloc(t.n * sizeof *leaf) : NULL;
+    size_t nf = 1, cap_f = 0, cap_at = 0;
+    struct text_at {
+        size_t name, object, file; /* offsets in V.text (it moves as it grows); file -1: none */
+    } *at = NULL;
+    V.frames = mlprof__grow(NULL, &cap_f, 0, sizeof *V.frames, 1024);
+    at = mlprof__grow(NULL, &cap_at, 0, sizeof *at, 1024);
+    mlprof__syms *syms = leaf && V.frames && at ? mlprof__syms_load() : NULL;
+    if (!leaf || !V.frames || !at)
         rc = -1;
-    mlprof__syms *syms = rc == 0 ? mlprof__syms_load() : NULL;
-    /* the text's offsets first (it moves as it grows), pointers after */
-    size_t *name_at = rc == 0 ? mlprof__malloc(3 * t.n * sizeof *name_at) : NULL; /* name, object, file */
-    if (!name_at)
-        rc = -1;
+    else
+        memset(V.frames, 0, sizeof *V.frames); /* [0]: no frame */
     const char *last_path = NULL;
     size_t last_path_at = 0;
+    enum { MAX_INLINED = 16 };
+    mlprof__srcpos *pos = rc == 0 ? mlprof__malloc(MAX_INLINED * sizeof *pos) : NULL;
+    if (!pos)
+        rc = -1;
     for (size_t k = 1; rc == 0 && k < t.n; k++) {
         char name[512];
         const char *object, *path = "";
-        mlprof__stack_frame_out *f = &V.frames[k];
+        mlprof__stack_frame_out base = {0};
+        int npos = 0;
         if (mlprof__pyframes_is_tag(t.f[k].ip)) { /* a Python frame: "train (main.py:12)", no mapping */
             mlprof__pyframes_tag_name(t.f[k].ip, name, sizeof name);
             path = "python";
-            f->map_start = f->map_end = f->map_offset = 0;
         } else {
             mlprof__syms_name(syms, t.f[k].ip, name, sizeof name, &object);
-            if (!mlprof__syms_mapping(syms, t.f[k].ip, &path, &f->map_start, &f->map_end, &f->map_offset))
+            if (!mlprof__syms_mapping(syms, t.f[k].ip, &path, &base.map_start, &base.map_end, &base.map_offset))
                 path = "";
+            npos = mlprof__syms_srcpos(syms, t.f[k].ip, pos, MAX_INLINED);
         }
-        f->rel_pc = t.f[k].ip - f->map_start + f->map_offset; /* the offset in its file */
-        f->parent = t.f[k].parent;
-        name_at[2 * k] = V.text.len;
-        mlprof__sb_put(&V.text, name, strlen(name) + 1);
+        base.rel_pc = t.f[k].ip - base.map_start + base.map_offset; /* the offset in its file */
         if (path != last_path) { /* consecutive frames mostly share their object */
             last_path = path;
             last_path_at = V.text.len;
             mlprof__sb_put(&V.text, path, strlen(path) + 1);
         }
-        name_at[2 * k + 1] = last_path_at;
-        char file[1024];
-        name_at[2 * t.n + k] = (size_t)-1;
-        if (mlprof__syms_srcline(syms, t.f[k].ip, file, sizeof file, &f->line)) {
-            name_at[2 * t.n + k] = V.text.len;
-            mlprof__sb_put(&V.text, file, strlen(file) + 1);
+        uint32_t parent = t.f[k].parent ? leaf[t.f[k].parent] : 0;
+        for (int i = 0; i < (npos > 1 ? npos : 1); i++) {
+            mlprof__stack_frame_out *g = mlprof__grow(V.frames, &cap_f, nf, sizeof *g, 1024);
+            struct text_at *ga = mlprof__grow(at, &cap_at, nf, sizeof *ga, 1024);
+            if (g)
+                V.frames = g;
+            if (ga)
+                at = ga;
+            if (!g || !ga || nf > UINT32_MAX - 1) {
+                rc = -1;
+                break;
+            }
+            mlprof__stack_frame_out *f = &V.frames[nf];
+            *f = base;
+            f->parent = parent;
+            f->inlined = i > 0;
+            const char *fname = i > 0 || (npos > 0 && pos[0].name[0]) ? pos[i].name : name;
+            at[nf] = (struct text_at){V.text.len, last_path_at, (size_t)-1};
+            mlprof__sb_put(&V.text, fname, strlen(fname) + 1);
+            if (i < npos && pos[i].file[0] && pos[i].line > 0) {
+                f->line = pos[i].line;
+                at[nf].file = V.text.len;
+                mlprof__sb_put(&V.text, pos[i].file, strlen(pos[i].file) + 1);
+            }
+            parent = (uint32_t)nf++;
         }
+        leaf[k] = parent;
     }
     if (rc == 0 && V.text.failed)
         rc = -1;
-    for (size_t k = 1; rc == 0 && k < t.n; k++) {
-        V.frames[k].name = V.text.data + name_at[2 * k];
-        V.frames[k].object = V.text.data + name_at[2 * k + 1];
-        V.frames[k].file = name_at[2 * t.n + k] != (size_t)-1 ? V.text.data + name_at[2 * t.n + k] : NULL;
+    for (size_t k = 1; rc == 0 && k < nf; k++) {
+        V.frames[k].name = V.text.data + at[k].name;
+        V.frames[k].object = V.text.data + at[k].object;
+        V.frames[k].file = at[k].file != (size_t)-1 ? V.text.data + at[k].file : NULL;
     }
+    for (size_t i = 0; rc == 0 && i < ns; i++)
+        V.samples[i].frame = V.samples[i].frame ? leaf[V.samples[i].frame] : 0;
     mlprof__syms_free(syms);
-    mlprof__free(name_at);
+    mlprof__free(pos);
+    mlprof__free(at);
+    mlprof__free(leaf);
     mlprof__free(t.f);
     mlprof__free(t.head);
     if (rc != 0) {
         view_free();
         return -1;
     }
-    V.out = (mlprof__stacks_out){K.pid, V.frames, t.n, V.samples, ns};
+    V.out = (mlprof__stacks_out){K.pid, V.frames, nf, V.samples, ns};
     V.valid = 1;
     return 0;
 }
@@ -1162,6 +1195,8 @@ static void stacks_trace_members(mlprof__sb *out)
             mlprof__sb_json_str(out, f->file, strlen(f->file));
             mlprof__sb_printf(out, ",\"line\":%d", f->line);
         }
+        if (f->inlined) /* a call the compiler inlined: the same address as its parent */
+            mlprof__sb_puts(out, ",\"inlined\":true");
         if (f->parent)
             mlprof__sb_printf(out, ",\"parent\":\"%u\"", f->parent);
         mlprof__sb_putc(out, '}');

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../common/common.h"
+#include "unwind.h"
 
 /* The frames a sample keeps at most (perf_event's sample_max_stack). */
 #define MLPROF__STACK_DEPTH 127
@@ -32,7 +33,9 @@ int mlprof__syms_mapping(mlprof__syms *s, uint64_t ip, const char **path, uint64
  * or a fork; NULL when nothing is sampled. */
 struct mlprof__stacks_out;
 const struct mlprof__stacks_out *mlprof__stacks_view(void);
-/* ip's source file and line where debug info has them (1), else 0. */
-int mlprof__syms_srcline(mlprof__syms *s, uint64_t ip, char *file, size_t len, int *line);
+/* ip's source positions, the function that holds it then the calls inlined
+ * there (unwind.h's mlprof__unwind_srcpos): how many, 0 where debug info
+ * says nothing. */
+int mlprof__syms_srcpos(mlprof__syms *s, uint64_t ip, mlprof__srcpos *out, int max);
 
 #endif /* MLPROF_HW_STACKS_H */

@@ -265,8 +265,8 @@ int mlprof__syms_mapping(mlprof__syms *s, uint64_t ip, const char **path, uint64
     return 0;
 }
 
-int mlprof__syms_srcline(mlprof__syms *s, uint64_t ip, char *file, size_t len, int *line)
+int mlprof__syms_srcpos(mlprof__syms *s, uint64_t ip, mlprof__srcpos *out, int max)
 {
     (void)s; /* libdw keeps its own view of the mappings (unwind.c) */
-    return mlprof__unwind_srcline(ip, file, len, line);
+    return mlprof__unwind_srcpos(ip, out, max);
 }

@@ -8,8 +8,9 @@
  * both .eh_frame and .debug_frame, follows separate debug info (build-id
  * and .gnu_debuglink under /usr/lib/debug), falls back to the frame-pointer
  * chain for code without CFI, and the same library gives file:line from the
- * line tables (mlprof__unwind_srcline, for symbols.c); it is what perf uses
- * for --call-graph dwarf. Its remote-unwinding interface takes the registers
+ * line tables and the calls inlined at an address from the scopes
+ * (mlprof__unwind_srcpos, for symbols.c); it is what perf uses for
+ * --call-graph dwarf. Its remote-unwinding interface takes the registers
  * and memory from callbacks, which is exactly a copied stack. libunwind's
  * remote interface would do the unwinding but not the line tables (a second
  * library), and a parser of our own would redo libdw's CFI interpreter and
@@ -103,8 +104,22 @@ typedef struct Dwfl_Module Dwfl_Module;
 typedef struct Dwfl_Thread Dwfl_Thread;
 typedef struct Dwfl_Frame Dwfl_Frame;
 typedef struct Dwfl_Line Dwfl_Line;
-typedef struct Dwarf_Die Dwarf_Die;   /* only pointers libdw hands out */
+/* Dwarf_Die and Dwarf_Attribute are filled in by the caller's memory, so
+ * their layouts (libdw.h's, stable since elfutils 0.1xx) are written out */
+typedef struct Dwarf_Die {
+    void *addr;
+    void *cu;
+    void *abbrev;
+    long padding_;
+} Dwarf_Die;
+typedef struct Dwarf_Attribute {
+    unsigned int code;
+    unsigned int form;
+    unsigned char *valp;
+    void *cu;
+} Dwarf_Attribute;
 typedef struct Dwarf_Line Dwarf_Line;
+typedef struct Dwarf_Files Dwarf_Files;
 typedef uint64_t Dwarf_Addr;
 typedef uint64_t Dwarf_Word;
 
@@ -174,6 +189,17 @@ static struct {
         Dwarf_Line *(*getsrc_die)(Dwarf_Die *cudie, Dwarf_Addr);
         int (*lineno)(Dwarf_Line *, int *linep);
         const char *(*linesrc)(Dwarf_Line *, Dwarf_Word *, Dwarf_Word *);
+        /* the functions inlined at an address */
+        Dwarf_Die *(*module_addrdie)(Dwfl_Module *, Dwarf_Addr, Dwarf_Addr *bias);
+        int (*child)(Dwarf_Die *, Dwarf_Die *result);
+        int (*siblingof)(Dwarf_Die *, Dwarf_Die *result);
+        int (*tag)(Dwarf_Die *);
+        Dwarf_Attribute *(*attr)(Dwarf_Die *, unsigned int name, Dwarf_Attribute *);
+        Dwarf_Attribute *(*attr_integrate)(Dwarf_Die *, unsigned int name, Dwarf_Attribute *);
+        const char *(*formstring)(Dwarf_Attribute *);
+        int (*formudata)(Dwarf_Attribute *, Dwarf_Word *);
+        int (*getsrcfiles)(Dwarf_Die *cudie, Dwarf_Files **, size_t *nfiles);
+        const char *(*filesrc)(Dwarf_Files *, size_t idx, Dwarf_Word *mtime, Dwarf_Word *length);
     } f;
     /* modules whose debug info has no .debug_aranges (clang's default),
      * where libdw 0.188 finds no compile unit for an address: their units'
@@ -188,6 +214,23 @@ static struct {
         Dwarf_Addr bias;
     } cus[32];
     size_t ncus;
+    /* the units where srcpos looked: their functions' and inlined calls'
+     * address ranges, sorted, made at the first lookup in each (one walk
+     * of the unit, where dwarf_getscopes would walk it at every lookup) */
+    struct inl_table {
+        Dwarf_Die *cu;
+        struct inl_entry {
+            Dwarf_Die die;
+            int32_t parent; /* the enclosing function or inlined call; -1: none */
+        } *e;
+        struct inl_range {
+            Dwarf_Addr start, end; /* the unit's own addresses (bias off) */
+            uint32_t entry, depth; /* depth 0: a function, n: n calls inlined into it */
+        } *r;
+        size_t ne, nr, cap_e, cap_r;
+        int failed; /* out of memory while made: no inlined calls known */
+    } *inl;
+    size_t ninl, cap_inl;
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t now_ns(void)
@@ -294,6 +337,16 @@ static int load_libdw(void)
         {(void **)&D.f.getsrc_die, "dwarf_getsrc_die"},
         {(void **)&D.f.lineno, "dwarf_lineno"},
         {(void **)&D.f.linesrc, "dwarf_linesrc"},
+        {(void **)&D.f.module_addrdie, "dwfl_module_addrdie"},
+        {(void **)&D.f.child, "dwarf_child"},
+        {(void **)&D.f.siblingof, "dwarf_siblingof"},
+        {(void **)&D.f.tag, "dwarf_tag"},
+        {(void **)&D.f.attr, "dwarf_attr"},
+        {(void **)&D.f.attr_integrate, "dwarf_attr_integrate"},
+        {(void **)&D.f.formstring, "dwarf_formstring"},
+        {(void **)&D.f.formudata, "dwarf_formudata"},
+        {(void **)&D.f.getsrcfiles, "dwarf_getsrcfiles"},
+        {(void **)&D.f.filesrc, "dwarf_filesrc"},
         {(void **)&D.cb.find_elf, "dwfl_linux_proc_find_elf"},
         {(void **)&D.cb.find_debuginfo, "dwfl_standard_find_debuginfo"},
     };
@@ -316,6 +369,13 @@ static void drop_cu_tables(void)
     for (size_t i = 0; i < D.ncus; i++)
         mlprof__free(D.cus[i].r);
     D.ncus = 0;
+    for (size_t i = 0; i < D.ninl; i++) {
+        mlprof__free(D.inl[i].e);
+        mlprof__free(D.inl[i].r);
+    }
+    mlprof__free(D.inl);
+    D.inl = NULL;
+    D.ninl = D.cap_inl = 0;
 }
 
 static int build(void)
@@ -503,33 +563,211 @@ static Dwarf_Die *cu_of(Dwfl_Module *m, uint64_t ip, Dwarf_Addr *bias)
     return NULL;
 }
 
-int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line)
+/* DWARF's numbers for what srcpos reads (DWARF 5, section 7.5) */
+#define DW_TAG_inlined_subroutine 0x1d
+#define DW_TAG_subprogram 0x2e
+#define DW_AT_name 0x03
+#define DW_AT_call_file 0x58
+#define DW_AT_call_line 0x59
+#define DW_AT_linkage_name 0x6e
+
+static void copy_text(char *dst, size_t len, const char *src)
 {
-    int found = 0;
-    if (mlprof__lock_for_dump(&D.lock, &D.dump_gave_up) != 0)
-        return 0; /* the crash's dump: said by mlprof__unwind_busy_at_crash */
-    if (ready() == 0) {
-        refreshed_for(ip);
-        Dwfl_Module *m = D.dwfl ? D.f.addrmodule(D.dwfl, ip) : NULL;
-        Dwfl_Line *l = m ? D.f.module_getsrc(m, ip) : NULL;
-        Dwarf_Addr at;
-        int ln = 0, col = 0;
-        const char *src = l ? D.f.lineinfo(l, &at, &ln, &col, NULL, NULL) : NULL;
-        Dwarf_Addr bias;
-        Dwarf_Die *cu = !src && m ? cu_of(m, ip, &bias) : NULL;
-        if (cu) { /* no .debug_aranges: the unit found by its ranges */
-            Dwarf_Line *dl = D.f.getsrc_die(cu, ip - bias);
-            if (dl && D.f.lineno(dl, &ln) == 0)
-                src = D.f.linesrc(dl, NULL, NULL);
-        }
-        if (src && src[0] && ln > 0) {
-            snprintf(file, len, "%s", src);
-            *line = ln;
-            found = 1;
-        }
+    snprintf(dst, len, "%s", src ? src : "");
+}
+
+/* The call site of an inlined call (its DW_AT_call_file and _line, in the
+ * unit's file table) into pos; lock held. */
+static void call_site(Dwarf_Die *cu, Dwarf_Die *inl, mlprof__srcpos *pos)
+{
+    Dwarf_Attribute a;
+    Dwarf_Word file = 0, line = 0;
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    pos->file[0] = '\0';
+    pos->line = 0;
+    if (D.f.formudata(D.f.attr(inl, DW_AT_call_line, &a), &line) != 0 || line == 0 || line > INT32_MAX)
+        return;
+    if (D.f.formudata(D.f.attr(inl, DW_AT_call_file, &a), &file) != 0 || D.f.getsrcfiles(cu, &files, &nfiles) != 0 ||
+        file >= nfiles)
+        return;
+    const char *src = D.f.filesrc(files, file, NULL, NULL);
+    if (src && src[0]) {
+        copy_text(pos->file, sizeof pos->file, src);
+        pos->line = (int)line;
     }
+}
+
+/* An inlined call's function name (its abstract origin's): the linkage
+ * name where there is one, as the symbol tables name functions. */
+static const char *die_name(Dwarf_Die *d)
+{
+    Dwarf_Attribute a;
+    const char *name = D.f.formstring(D.f.attr_integrate(d, DW_AT_linkage_name, &a));
+    if (!name || !name[0])
+        name = D.f.formstring(D.f.attr_integrate(d, DW_AT_name, &a));
+    return name && name[0] ? name : "[inlined]";
+}
+
+/* The scopes that may hold code, and hold functions or inlined calls. */
+#define DW_TAG_catch_block 0x25
+#define DW_TAG_lexical_block 0x0b
+#define DW_TAG_try_block 0x32
+#define DW_TAG_namespace 0x39
+
+/* Adds the functions and inlined calls under die to t, each under parent
+ * (-1: none) at depth; lock held. */
+static void inl_walk(struct inl_table *t, Dwarf_Die *die, int32_t parent, uint32_t depth, int level)
+{
+    Dwarf_Die c, next;
+    if (level > 256 || D.f.child(die, &c) != 0)
+        return;
+    for (int more = 1; more && !t->failed; more = D.f.siblingof(&c, &next) == 0, c = next) {
+        int tag = D.f.tag(&c);
+        int32_t here = parent;
+        uint32_t d = depth;
+        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
+            Dwarf_Addr base, start, end;
+            int any = 0;
+            for (ptrdiff_t off = 0; !t->failed && (off = D.f.ranges(&c, off, &base, &start, &end)) > 0;) {
+                if (!any) {
+                    struct inl_entry *e = mlprof__grow(t->e, &t->cap_e, t->ne, sizeof *e, 64);
+                    if (!e || t->ne >= UINT32_MAX) {
+                        t->failed = 1;
+                        break;
+                    }
+                    t->e = e;
+                    int sub = tag == DW_TAG_subprogram;
+                    e[t->ne] = (struct inl_entry){c, sub ? -1 : parent};
+                    here = (int32_t)t->ne++;
+                    d = sub || parent < 0 ? 0 : depth + 1;
+                    any = 1;
+                }
+                struct inl_range *r = mlprof__grow(t->r, &t->cap_r, t->nr, sizeof *r, 256);
+                if (!r) {
+                    t->failed = 1;
+                    break;
+                }
+                t->r = r;
+                r[t->nr++] = (struct inl_range){start, end, (uint32_t)here, d};
+            }
+            if (!any) /* no code (a declaration, an abstract instance): none inside either */
+                continue;
+        } else if (tag != DW_TAG_lexical_block && tag != DW_TAG_namespace && tag != DW_TAG_try_block &&
+                   tag != DW_TAG_catch_block) {
+            continue; /* types, variables, parameters */
+        }
+        inl_walk(t, &c, here, d, level + 1);
+    }
+}
+
+static int by_range(const void *a, const void *b)
+{
+    const struct inl_range *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->depth < y->depth ? -1 : x->depth > y->depth; /* the enclosing first */
+}
+
+/* The calls inlined at a (the unit's address), innermost first, at most
+ * max: how many; lock held. */
+static int inlined_at(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Die **calls, int max)
+{
+    struct inl_table *t = NULL;
+    for (size_t i = 0; i < D.ninl && !t; i++)
+        t = D.inl[i].cu == cu ? &D.inl[i] : NULL;
+    if (!t) {
+        struct inl_table *g = mlprof__grow(D.inl, &D.cap_inl, D.ninl, sizeof *g, 16);
+        if (!g)
+            return 0;
+        D.inl = g;
+        t = &D.inl[D.ninl++];
+        *t = (struct inl_table){.cu = cu};
+        inl_walk(t, cu, -1, 0, 0);
+        if (t->failed) {
+            mlprof__log(MLPROF_LOG_WARN, "sampling: out of memory while reading a unit's inlined calls: "
+                        "their frames are left out");
+            t->nr = 0;
+        }
+        mlprof__sort(t->r, t->nr, sizeof *t->r, by_range);
+    }
+    size_t lo = 0, hi = t->nr; /* past the last range starting at or below a */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->r[mid].start <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* the innermost range holding a: back from there to the function's own
+     * range (a function's inlined calls lie inside it) */
+    const struct inl_range *best = NULL;
+    for (size_t k = lo, seen = 0; k-- > 0 && seen < 65536; seen++) {
+        const struct inl_range *r = &t->r[k];
+        if (a < r->start || a >= r->end)
+            continue;
+        if (!best || r->depth > best->depth)
+            best = r;
+        if (r->depth == 0)
+            break;
+    }
+    int n = 0;
+    for (int32_t e = best ? (int32_t)best->entry : -1; e >= 0 && n < max; e = t->e[e].parent) {
+        if (D.f.tag(&t->e[e].die) != DW_TAG_inlined_subroutine)
+            break;
+        calls[n++] = &t->e[e].die;
+    }
+    return n;
+}
+
+int mlprof__unwind_srcpos(uint64_t ip, mlprof__srcpos *out, int max)
+{
+    int n = 0;
+    if (max <= 0 || mlprof__lock_for_dump(&D.lock, &D.dump_gave_up) != 0)
+        return 0; /* the crash's dump: said by mlprof__unwind_busy_at_crash */
+    if (ready() != 0)
+        goto out;
+    refreshed_for(ip);
+    Dwfl_Module *m = D.dwfl ? D.f.addrmodule(D.dwfl, ip) : NULL;
+    if (!m)
+        goto out;
+    /* ip's own line: by dwfl (the units' .debug_aranges), else the unit
+     * found by its ranges */
+    Dwfl_Line *l = D.f.module_getsrc(m, ip);
+    Dwarf_Addr at, bias = 0;
+    int ln = 0, col = 0;
+    const char *src = l ? D.f.lineinfo(l, &at, &ln, &col, NULL, NULL) : NULL;
+    Dwarf_Die *cu = D.f.module_addrdie(m, ip, &bias);
+    if (!cu)
+        cu = cu_of(m, ip, &bias);
+    if (!src && cu) {
+        Dwarf_Line *dl = D.f.getsrc_die(cu, ip - bias);
+        if (dl && D.f.lineno(dl, &ln) == 0)
+            src = D.f.linesrc(dl, NULL, NULL);
+    }
+    if (!src || !src[0] || ln <= 0)
+        goto out;
+    /* the calls inlined at ip, innermost first, up to the function that
+     * holds them; the outermost entry gets the line of its first inlined
+     * call, each inlined function that of the next, the innermost ip's own */
+    Dwarf_Die *calls[64];
+    int ncalls = cu ? inlined_at(cu, ip - bias, calls, 64) : 0;
+    int ninl = ncalls < max - 1 ? ncalls : max - 1; /* the innermost calls are kept: ip lies in them */
+    n = ninl + 1;
+    mlprof__srcpos *inner = &out[n - 1];
+    inner->name[0] = '\0';
+    copy_text(inner->file, sizeof inner->file, src);
+    inner->line = ln;
+    for (int i = 0; i < ninl; i++) { /* out[n-1-i] is calls[i]'s function, out[n-2-i] its caller */
+        call_site(cu, calls[i], &out[n - 2 - i]);
+        copy_text(out[n - 1 - i].name, sizeof out[n - 1 - i].name, die_name(calls[i]));
+        out[n - 2 - i].name[0] = '\0';
+    }
+    if (ncalls > ninl) /* more inlined calls than max: the outermost kept is one of them */
+        copy_text(out[0].name, sizeof out[0].name, die_name(calls[ninl]));
+out:
     pthread_mutex_unlock(&D.lock);
-    return found;
+    return n;
 }
 
 int mlprof__unwind_symbol(uint64_t ip, char *name, size_t len)

@@ -48,10 +48,22 @@ size_t mlprof__unwind(const mlprof__ustack *u, uint64_t *ips, size_t max, int *w
 const char *mlprof__unwind_method(void);
 const char *mlprof__unwind_why(void);
 
-/* The source file and line of a code address, from the debug info of its
- * object (libdw's line tables); 0 where there is none (no libdw, no debug
- * info). For symbols.c, after the run. */
-int mlprof__unwind_srcline(uint64_t ip, char *file, size_t len, int *line);
+/* Where a code address is in the source, from the debug info of its object
+ * (libdw's line tables and scopes), one entry per function: the function
+ * that holds ip first (name "": the symbol table names it), then each call
+ * the compiler inlined there, the innermost last (name: the inlined
+ * function's). Each entry's file and line are where that function is at
+ * ip: the line of the inlined call it makes, the innermost ip's own line.
+ * A call site the debug info does not give has file "" and line 0. The
+ * count (at most max; the innermost calls kept where there are more), 0
+ * where nothing is known (no libdw, no debug info). For symbols.c, after
+ * the run. */
+typedef struct mlprof__srcpos {
+    char name[256];
+    char file[512];
+    int line;
+} mlprof__srcpos;
+int mlprof__unwind_srcpos(uint64_t ip, mlprof__srcpos *out, int max);
 /* The function at ip by libdw, which also reads the symbols of separate
  * debug info (/usr/lib/debug): for addresses the object's own symbol tables
  * do not cover (a stripped library's local functions). 0: none. */
@@ -59,7 +71,7 @@ int mlprof__unwind_symbol(uint64_t ip, char *name, size_t len);
 /* In the crash's dump (mlprof__crashing): 1 when libdw's lock could not be
  * had within mlprof__lock_for_dump's bound (the crash is inside libdw, on
  * the sampler's thread): the source lines and debug-info names are left
- * out then (srcline and symbol answer 0); 0 otherwise, and outside a crash. */
+ * out then (srcpos and symbol answer 0); 0 otherwise, and outside a crash. */
 int mlprof__unwind_busy_at_crash(void);
 
 /* In a forked child: the unwinder's lock and view of the process are the
