@@ -622,7 +622,7 @@ static void inl_walk(struct inl_table *t, Dwarf_Die *die, int32_t parent, uint32
     Dwarf_Die c, next;
     if (level > 256 || D.f.child(die, &c) != 0)
         return;
-    for (int more = 1; more && !t->failed; more = D.f.siblingof(&c, &next) == 0, c = next) {
+    for (int more = 1; more && !t->failed; more = D.f.siblingof(&c, &next) == 0 && (c = next, 1)) {
         int tag = D.f.tag(&c);
         int32_t here = parent;
         uint32_t d = depth;
@@ -704,8 +704,11 @@ static int inlined_at(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Die **calls, int max)
     const struct inl_range *best = NULL;
     for (size_t k = lo, seen = 0; k-- > 0 && seen < 65536; seen++) {
         const struct inl_range *r = &t->r[k];
-        if (a < r->start || a >= r->end)
+        if (a < r->start || a >= r->end) {
+            if (r->depth == 0 && r->end <= a)
+                break; /* a function before a's: functions do not overlap, so none before holds a */
             continue;
+        }
         if (!best || r->depth > best->depth)
             best = r;
         if (r->depth == 0)
