@@ -46,14 +46,17 @@ def run(cmd, **kw):
     return r
 
 
-def json_samples(doc):
-    """(pid, tid, ts in ns, stack outermost first) of a JSON trace's samples."""
+def json_samples(doc, whole=False):
+    """(pid, tid, ts in ns, stack outermost first) of a JSON trace's samples;
+    whole: each frame as (name, object, file, line, inlined), else its name."""
     frames = doc["stackFrames"]
     out = []
     for s in doc["samples"]:
         stack, k = [], s["sf"]
         while k:
-            stack.append(frames[k]["name"])
+            fr = frames[k]
+            stack.append((fr["name"], fr["category"], fr.get("file"), fr.get("line"), fr.get("inlined", False))
+                         if whole else fr["name"])
             k = frames[k].get("parent")
         out.append((s["pid"], s["tid"], round(s["ts"] * 1000), tuple(reversed(stack))))
     return out
@@ -101,6 +104,18 @@ def same_run(mlprof, tsp, out, protoc, proto):
         doc = json.load(f)
     refused(doc, r.stderr)
     want = json_samples(doc)
+    # two more dumps, paused since: one names the addresses from what the
+    # first kept, the last afresh; each sample's stack the same in all three,
+    # to the file:line and inlined calls
+    first = json_samples(doc, True)
+    for suffix, how in ((".kept.json", "names kept from the first dump"), (".end.json", "named afresh")):
+        with open(js + suffix) as f:
+            later = {s[:3]: s[3] for s in json_samples(json.load(f), True)}
+        same = sum(1 for s in first if later.get(s[:3]) == s[3])
+        print("%s (%s): %d of %d samples with the same stack" % (suffix, how, same, len(first)))
+        if not first or same != len(first):
+            diff = [(s[3], later.get(s[:3])) for s in first if later.get(s[:3]) != s[3]]
+            fail("%s (%s) names %d samples' stacks otherwise: %r" % (suffix, how, len(diff), diff[:2]))
     if not protoc:
         print("SKIP (part): protoc is not installed: the protobuf is not decoded")
         return

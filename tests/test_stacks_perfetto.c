@@ -8,6 +8,9 @@
  * every sample of the JSON is in it, same thread, time and stack. The run
  * spins in pf_hot_a and pf_hot_b on the main thread and in pf_thread_fn
  * on a thread started and ended while sampling. Built with frame pointers.
+ * Two more dumps, still paused: OUT.json.kept.json names the addresses from
+ * what the first dump kept, and the final one (OUT.json.end.json), after
+ * mlprof__stacks_names_drop, afresh; stacks_out_check.py compares them.
  * Usage: test_stacks_perfetto OUT.json OUT.pftrace
  */
 #include <pthread.h>
@@ -95,5 +98,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_stacks_perfetto: cannot write %s\n", argv[2]);
         return 1;
     }
+    char kept[4096];
+    snprintf(kept, sizeof kept, "%s.kept.json", argv[1]);
+    if (mlprof_dump_to(kept, 0) != MLPROF_OK) {
+        fprintf(stderr, "test_stacks_perfetto: %s\n", mlprof_last_error());
+        return 1;
+    }
+    mlprof__stacks_names_drop();
     return mlprof_dump(1) == MLPROF_OK ? 0 : 1;
 }

@@ -794,9 +794,12 @@ static int parse_key(const char *key, const char *value, unsigned *mask, char *w
 
 static void view_free(void);
 
+static void names_free(void);
+
 static void reset_samples(void)
 {
     view_free();
+    names_free();
     /* a forked child resets the trace before the modules' after_fork: the
      * lock may be held by the parent's reader, which the child has not */
     if (K.started && K.pid != mlprof__g.pid) {
@@ -900,6 +903,7 @@ static void stacks_after_fork(int running)
     K.no_regs = K.unwind_ns = K.unwound = K.unwound_frames = 0;
     memset(K.stops, 0, sizeof K.stops);
     view_free();
+    names_free();
     if (running && was)
         stacks_start();
 }
@@ -1047,6 +1051,182 @@ static void view_free(void)
 
 const mlprof__stacks_out *mlprof__stacks_view(void) { return V.valid ? &V.out : NULL; }
 
+/* What each code address was named at an earlier dump, so that continuous
+ * dumps do not name the same frames again: a large library's symbol table
+ * read and sorted, and libdw's lookups (a linear search of the symbols
+ * where an object is stripped), cost a torch process about 0.3 s of CPU a
+ * dump. An entry stands while its address lies in the same mapping of the
+ * same file, checked against each dump's maps; all go at a reset and after
+ * a fork. Under K.lock, as V. */
+enum { MAX_INLINED = 16 };
+typedef struct named_pos {
+    size_t name, file; /* offsets in C.text; file (size_t)-1: none */
+    int line;
+} named_pos;
+typedef struct named {
+    uint64_t ip, map_start, map_end, map_offset;
+    size_t name, path;  /* offsets in C.text */
+    uint32_t pos, npos; /* C.pos[pos .. pos + npos) */
+    uint32_t next;      /* in the hash chain */
+} named;
+static struct {
+    named *e; /* e[0] unused */
+    size_t n, cap;
+    named_pos *pos;
+    size_t npos, cap_pos;
+    uint32_t *head;
+    size_t nhead;
+    mlprof__sb text;
+    size_t last_path; /* the path last put in text, which the next entries mostly share */
+    int full;         /* at its bound, or out of memory: new addresses are named afresh at each dump */
+} C;
+#define NAMED_MAX (1u << 20)
+#define NAMED_TEXT_MAX ((size_t)128 << 20)
+
+static void names_free(void)
+{
+    mlprof__free(C.e);
+    mlprof__free(C.pos);
+    mlprof__free(C.head);
+    mlprof__sb_free(&C.text);
+    memset(&C, 0, sizeof C);
+}
+
+void mlprof__stacks_names_drop(void)
+{
+    pthread_mutex_lock(&K.lock);
+    names_free();
+    pthread_mutex_unlock(&K.lock);
+}
+
+static size_t names_hash(uint64_t ip) { return (size_t)((ip * 0x9e3779b97f4a7c15ull) >> 20) % C.nhead; }
+
+/* A frame's names as view_build uses them: pointers into C.text or into
+ * the caller's buffers, good until the next entry is made. */
+typedef struct naming {
+    const char *name, *path;
+    uint64_t map_start, map_end, map_offset;
+    int npos;
+    const char *pos_name[MAX_INLINED], *pos_file[MAX_INLINED];
+    int pos_line[MAX_INLINED];
+} naming;
+
+static void naming_of(const named *e, naming *out)
+{
+    out->name = C.text.data + e->name;
+    out->path = C.text.data + e->path;
+    out->map_start = e->map_start;
+    out->map_end = e->map_end;
+    out->map_offset = e->map_offset;
+    out->npos = (int)e->npos;
+    for (uint32_t i = 0; i < e->npos; i++) {
+        const named_pos *p = &C.pos[e->pos + i];
+        out->pos_name[i] = C.text.data + p->name;
+        out->pos_file[i] = p->file != (size_t)-1 ? C.text.data + p->file : NULL;
+        out->pos_line[i] = p->line;
+    }
+}
+
+/* Keeps a fresh naming in C (where it has room); 1 when kept. */
+static int names_keep(uint64_t ip, const naming *f)
+{
+    if (C.full)
+        return 0;
+    if (!C.head) {
+        C.nhead = 65536;
+        C.head = mlprof__calloc(C.nhead, sizeof *C.head);
+        C.e = mlprof__grow(NULL, &C.cap, 0, sizeof *C.e, 1024);
+        if (!C.head || !C.e) {
+            names_free();
+            C.full = 1;
+            return 0;
+        }
+        C.n = 1;
+        C.last_path = (size_t)-1;
+    }
+    named *g = mlprof__grow(C.e, &C.cap, C.n, sizeof *g, 1024);
+    if (g)
+        C.e = g;
+    size_t need = C.npos + (size_t)f->npos;
+    if (need > C.cap_pos && g) {
+        size_t c = C.cap_pos ? C.cap_pos : 1024;
+        while (c < need)
+            c *= 2;
+        named_pos *p = mlprof__realloc(C.pos, c * sizeof *p);
+        if (!p)
+            g = NULL;
+        else {
+            C.pos = p;
+            C.cap_pos = c;
+        }
+    }
+    if (!g || C.n >= NAMED_MAX || C.text.len >= NAMED_TEXT_MAX || C.text.failed) {
+        C.full = 1;
+        return 0;
+    }
+    named *e = &C.e[C.n];
+    *e = (named){ip, f->map_start, f->map_end, f->map_offset, C.text.len, 0, (uint32_t)C.npos, (uint32_t)f->npos, 0};
+    mlprof__sb_put(&C.text, f->name, strlen(f->name) + 1);
+    if (C.last_path == (size_t)-1 || strcmp(C.text.data + C.last_path, f->path) != 0) {
+        C.last_path = C.text.len;
+        mlprof__sb_put(&C.text, f->path, strlen(f->path) + 1);
+    }
+    e->path = C.last_path;
+    for (int i = 0; i < f->npos; i++) {
+        named_pos *p = &C.pos[C.npos++];
+        p->name = C.text.len;
+        mlprof__sb_put(&C.text, f->pos_name[i], strlen(f->pos_name[i]) + 1);
+        p->file = (size_t)-1;
+        if (f->pos_file[i]) {
+            p->file = C.text.len;
+            mlprof__sb_put(&C.text, f->pos_file[i], strlen(f->pos_file[i]) + 1);
+        }
+        p->line = f->pos_line[i];
+    }
+    if (C.text.failed) { /* the text is unusable now: nothing kept from here on */
+        names_free();
+        C.full = 1;
+        return 0;
+    }
+    size_t h = names_hash(ip);
+    e->next = C.head[h];
+    C.head[h] = (uint32_t)C.n++;
+    return 1;
+}
+
+/* The names of the code address ip (not a Python frame's tag): kept from
+ * an earlier dump where its mapping is the same now, else looked up (and
+ * kept). name and pos are the caller's room for a fresh lookup. */
+static void frame_naming(mlprof__syms *syms, uint64_t ip, naming *out, char *name, size_t len, mlprof__srcpos *pos)
+{
+    const char *path = "";
+    uint64_t start = 0, end = 0, offset = 0;
+    if (!mlprof__syms_mapping(syms, ip, &path, &start, &end, &offset))
+        path = "";
+    for (uint32_t k = C.head ? C.head[names_hash(ip)] : 0; k; k = C.e[k].next) {
+        const named *e = &C.e[k];
+        if (e->ip == ip) {
+            if (e->map_start == start && e->map_end == end && e->map_offset == offset &&
+                strcmp(C.text.data + e->path, path) == 0) {
+                naming_of(e, out);
+                return;
+            }
+            break; /* another object there now: named afresh (the old entry stays, shadowed) */
+        }
+    }
+    const char *object;
+    mlprof__syms_name(syms, ip, name, len, &object);
+    *out = (naming){.name = name, .path = path, .map_start = start, .map_end = end, .map_offset = offset};
+    out->npos = mlprof__syms_srcpos(syms, ip, pos, MAX_INLINED);
+    for (int i = 0; i < out->npos; i++) {
+        out->pos_name[i] = pos[i].name;
+        out->pos_file[i] = pos[i].file[0] && pos[i].line > 0 ? pos[i].file : NULL;
+        out->pos_line[i] = pos[i].line;
+    }
+    if (names_keep(ip, out))
+        naming_of(&C.e[C.n - 1], out);
+}
+
 /* Builds V from the samples kept (K.lock held): the frame tree, each frame
  * named and placed in its mapping. 0, or -1 out of memory. */
 static int view_build(void)
@@ -1086,34 +1266,30 @@ static int view_build(void)
         rc = -1;
     else
         memset(V.frames, 0, sizeof *V.frames); /* [0]: no frame */
-    const char *last_path = NULL;
+    int have_path = 0;
     size_t last_path_at = 0;
-    enum { MAX_INLINED = 16 };
     mlprof__srcpos *pos = rc == 0 ? mlprof__malloc(MAX_INLINED * sizeof *pos) : NULL;
     if (!pos)
         rc = -1;
     for (size_t k = 1; rc == 0 && k < t.n; k++) {
         char name[512];
-        const char *object, *path = "";
-        mlprof__stack_frame_out base = {0};
-        int npos = 0;
+        naming nm;
         if (mlprof__pyframes_is_tag(t.f[k].ip)) { /* a Python frame: "train (main.py:12)", no mapping */
             mlprof__pyframes_tag_name(t.f[k].ip, name, sizeof name);
-            path = "python";
+            nm = (naming){.name = name, .path = "python"};
         } else {
-            mlprof__syms_name(syms, t.f[k].ip, name, sizeof name, &object);
-            if (!mlprof__syms_mapping(syms, t.f[k].ip, &path, &base.map_start, &base.map_end, &base.map_offset))
-                path = "";
-            npos = mlprof__syms_srcpos(syms, t.f[k].ip, pos, MAX_INLINED);
+            frame_naming(syms, t.f[k].ip, &nm, name, sizeof name, pos);
         }
+        mlprof__stack_frame_out base = {.map_start = nm.map_start, .map_end = nm.map_end, .map_offset = nm.map_offset};
         base.rel_pc = t.f[k].ip - base.map_start + base.map_offset; /* the offset in its file */
-        if (path != last_path) { /* consecutive frames mostly share their object */
-            last_path = path;
+        /* consecutive frames mostly share their object (V.text moves as it grows: compared there) */
+        if (!have_path || V.text.failed || strcmp(nm.path, V.text.data + last_path_at) != 0) {
             last_path_at = V.text.len;
-            mlprof__sb_put(&V.text, path, strlen(path) + 1);
+            mlprof__sb_put(&V.text, nm.path, strlen(nm.path) + 1);
+            have_path = 1;
         }
         uint32_t parent = t.f[k].parent ? leaf[t.f[k].parent] : 0;
-        for (int i = 0; i < (npos > 1 ? npos : 1); i++) {
+        for (int i = 0; i < (nm.npos > 1 ? nm.npos : 1); i++) {
             mlprof__stack_frame_out *g = mlprof__grow(V.frames, &cap_f, nf, sizeof *g, 1024);
             struct text_at *ga = mlprof__grow(at, &cap_at, nf, sizeof *ga, 1024);
             if (g)
@@ -1128,13 +1304,13 @@ static int view_build(void)
             *f = base;
             f->parent = parent;
             f->inlined = i > 0;
-            const char *fname = i > 0 || (npos > 0 && pos[0].name[0]) ? pos[i].name : name;
+            const char *fname = i > 0 || (nm.npos > 0 && nm.pos_name[0][0]) ? nm.pos_name[i] : nm.name;
             at[nf] = (struct text_at){V.text.len, last_path_at, (size_t)-1};
             mlprof__sb_put(&V.text, fname, strlen(fname) + 1);
-            if (i < npos && pos[i].file[0] && pos[i].line > 0) {
-                f->line = pos[i].line;
+            if (i < nm.npos && nm.pos_file[i]) {
+                f->line = nm.pos_line[i];
                 at[nf].file = V.text.len;
-                mlprof__sb_put(&V.text, pos[i].file, strlen(pos[i].file) + 1);
+                mlprof__sb_put(&V.text, nm.pos_file[i], strlen(nm.pos_file[i]) + 1);
             }
             parent = (uint32_t)nf++;
         }

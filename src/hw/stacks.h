@@ -33,6 +33,10 @@ int mlprof__syms_mapping(mlprof__syms *s, uint64_t ip, const char **path, uint64
  * or a fork; NULL when nothing is sampled. */
 struct mlprof__stacks_out;
 const struct mlprof__stacks_out *mlprof__stacks_view(void);
+/* Forgets how the code addresses were named at earlier dumps (kept so that
+ * continuous dumps do not name them again): the next dump names each
+ * afresh. For tests, which compare the two. */
+void mlprof__stacks_names_drop(void);
 /* ip's source positions, the function that holds it then the calls inlined
  * there (unwind.h's mlprof__unwind_srcpos): how many, 0 where debug info
  * says nothing. */
