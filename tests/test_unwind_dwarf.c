@@ -15,12 +15,14 @@
  *      in deep gives three positions, host's call of shallow, shallow's call
  *      of deep and deep's own line, each named; at most 2: deep's and
  *      shallow's (the innermost kept, the outer one named); a function with
- *      nothing inlined (middle's call of inner): one.
+ *      nothing inlined (middle's call of inner): one; an address in
+ *      anonymous memory: -1 (not known now).
  * Skipped (77), saying why, where libdw cannot be loaded.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <ucontext.h>
 
 #include "../src/hw/stacks.h"
@@ -140,6 +142,13 @@ static void check_inlined(void)
         CHECK(strstr(pos[i].file, "test_unwind_dwarf.c") && pos[i].line == lines[i], "position %d is %s:%d, not line %d",
               i, pos[i].file, pos[i].line, lines[i]);
     }
+    /* an address in no object (anonymous memory, as JIT code is): not
+     * known now, so that a caller does not keep the answer */
+    void *anon = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(anon != MAP_FAILED && mlprof__unwind_srcpos((uint64_t)(uintptr_t)anon + 16, pos, 4) == -1,
+          "an address in anonymous memory is not said to be unknown now (-1)");
+    if (anon != MAP_FAILED)
+        munmap(anon, 4096);
     n = mlprof__unwind_srcpos(ip, pos, 2);
     CHECK(n == 2 && strcmp(pos[0].name, "shallow") == 0 && pos[0].line == g_shallow_line &&
               strcmp(pos[1].name, "deep") == 0 && pos[1].line == g_deep_line,

@@ -1218,12 +1218,15 @@ static void frame_naming(mlprof__syms *syms, uint64_t ip, naming *out, char *nam
     mlprof__syms_name(syms, ip, name, len, &object);
     *out = (naming){.name = name, .path = path, .map_start = start, .map_end = end, .map_offset = offset};
     out->npos = mlprof__syms_srcpos(syms, ip, pos, MAX_INLINED);
+    int later = out->npos < 0; /* libdw does not see its object yet: named again at the next dump */
+    if (later)
+        out->npos = 0;
     for (int i = 0; i < out->npos; i++) {
         out->pos_name[i] = pos[i].name;
         out->pos_file[i] = pos[i].file[0] && pos[i].line > 0 ? pos[i].file : NULL;
         out->pos_line[i] = pos[i].line;
     }
-    if (names_keep(ip, out))
+    if (!later && names_keep(ip, out))
         naming_of(&C.e[C.n - 1], out);
 }
 

@@ -39,7 +39,7 @@ const struct mlprof__stacks_out *mlprof__stacks_view(void);
 void mlprof__stacks_names_drop(void);
 /* ip's source positions, the function that holds it then the calls inlined
  * there (unwind.h's mlprof__unwind_srcpos): how many, 0 where debug info
- * says nothing. */
+ * says nothing, -1 where it cannot say yet. */
 int mlprof__syms_srcpos(mlprof__syms *s, uint64_t ip, mlprof__srcpos *out, int max);
 
 #endif /* MLPROF_HW_STACKS_H */

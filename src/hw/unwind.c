@@ -230,7 +230,7 @@ static struct {
         size_t ne, nr, cap_e, cap_r;
         int failed; /* out of memory while made: no inlined calls known */
     } *inl;
-    size_t ninl, cap_inl;
+    size_t ninl, cap_inl, inl_last; /* inl_last: the table last used (consecutive addresses mostly share it) */
 } D = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t now_ns(void)
@@ -375,7 +375,7 @@ static void drop_cu_tables(void)
     }
     mlprof__free(D.inl);
     D.inl = NULL;
-    D.ninl = D.cap_inl = 0;
+    D.ninl = D.cap_inl = D.inl_last = 0;
 }
 
 static int build(void)
@@ -630,6 +630,8 @@ static void inl_walk(struct inl_table *t, Dwarf_Die *die, int32_t parent, uint32
             Dwarf_Addr base, start, end;
             int any = 0;
             for (ptrdiff_t off = 0; !t->failed && (off = D.f.ranges(&c, off, &base, &start, &end)) > 0;) {
+                if (start == 0 || end <= start)
+                    continue; /* code the linker dropped (a discarded COMDAT copy keeps its DIEs at 0) */
                 if (!any) {
                     struct inl_entry *e = mlprof__grow(t->e, &t->cap_e, t->ne, sizeof *e, 64);
                     if (!e || t->ne >= UINT32_MAX) {
@@ -673,14 +675,17 @@ static int by_range(const void *a, const void *b)
  * max: how many; lock held. */
 static int inlined_at(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Die **calls, int max)
 {
-    struct inl_table *t = NULL;
-    for (size_t i = 0; i < D.ninl && !t; i++)
+    struct inl_table *t = D.ninl && D.inl[D.inl_last].cu == cu ? &D.inl[D.inl_last] : NULL;
+    for (size_t i = 0; i < D.ninl && !t; i++) {
         t = D.inl[i].cu == cu ? &D.inl[i] : NULL;
+        D.inl_last = i;
+    }
     if (!t) {
         struct inl_table *g = mlprof__grow(D.inl, &D.cap_inl, D.ninl, sizeof *g, 16);
         if (!g)
             return 0;
         D.inl = g;
+        D.inl_last = D.ninl;
         t = &D.inl[D.ninl++];
         *t = (struct inl_table){.cu = cu};
         inl_walk(t, cu, -1, 0, 0);
@@ -726,14 +731,18 @@ static int inlined_at(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Die **calls, int max)
 int mlprof__unwind_srcpos(uint64_t ip, mlprof__srcpos *out, int max)
 {
     int n = 0;
-    if (max <= 0 || mlprof__lock_for_dump(&D.lock, &D.dump_gave_up) != 0)
-        return 0; /* the crash's dump: said by mlprof__unwind_busy_at_crash */
+    if (max <= 0)
+        return 0;
+    if (mlprof__lock_for_dump(&D.lock, &D.dump_gave_up) != 0)
+        return -1; /* the crash's dump: said by mlprof__unwind_busy_at_crash */
     if (ready() != 0)
         goto out;
     refreshed_for(ip);
     Dwfl_Module *m = D.dwfl ? D.f.addrmodule(D.dwfl, ip) : NULL;
-    if (!m)
+    if (!m) {
+        n = -1; /* in no object of libdw's view (loaded since its last look, at most 100 ms ago) */
         goto out;
+    }
     /* ip's own line: by dwfl (the units' .debug_aranges), else the unit
      * found by its ranges */
     Dwfl_Line *l = D.f.module_getsrc(m, ip);
@@ -743,19 +752,27 @@ int mlprof__unwind_srcpos(uint64_t ip, mlprof__srcpos *out, int max)
     Dwarf_Die *cu = D.f.module_addrdie(m, ip, &bias);
     if (!cu)
         cu = cu_of(m, ip, &bias);
-    if (!src && cu) {
+    if ((!src || ln <= 0) && cu) {
         Dwarf_Line *dl = D.f.getsrc_die(cu, ip - bias);
-        if (dl && D.f.lineno(dl, &ln) == 0)
-            src = D.f.linesrc(dl, NULL, NULL);
+        const char *s2 = NULL;
+        int l2 = 0;
+        if (dl && D.f.lineno(dl, &l2) == 0 && l2 > 0 && (s2 = D.f.linesrc(dl, NULL, NULL)) != NULL) {
+            src = s2;
+            ln = l2;
+        }
     }
-    if (!src || !src[0] || ln <= 0)
-        goto out;
+    if (!src || !src[0] || ln <= 0) { /* no line (line 0: code the compiler made); its inlined calls still count */
+        src = "";
+        ln = 0;
+    }
     /* the calls inlined at ip, innermost first, up to the function that
      * holds them; the outermost entry gets the line of its first inlined
      * call, each inlined function that of the next, the innermost ip's own */
     Dwarf_Die *calls[64];
     int ncalls = cu ? inlined_at(cu, ip - bias, calls, 64) : 0;
     int ninl = ncalls < max - 1 ? ncalls : max - 1; /* the innermost calls are kept: ip lies in them */
+    if (!ln && !ninl)
+        goto out; /* nothing known */
     n = ninl + 1;
     mlprof__srcpos *inner = &out[n - 1];
     inner->name[0] = '\0';
@@ -809,4 +826,6 @@ void mlprof__unwind_after_fork(void)
     pthread_mutex_init(&D.lock, NULL);
     D.dwfl = NULL; /* built again at the next use, for this process */
     D.ncus = 0;    /* (their memory is left: the old Dwfl's units) */
+    D.inl = NULL;  /* the same for the units' inlined calls */
+    D.ninl = D.cap_inl = D.inl_last = 0;
 }

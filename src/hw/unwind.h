@@ -54,10 +54,13 @@ const char *mlprof__unwind_why(void);
  * the compiler inlined there, the innermost last (name: the inlined
  * function's). Each entry's file and line are where that function is at
  * ip: the line of the inlined call it makes, the innermost ip's own line.
- * A call site the debug info does not give has file "" and line 0. The
- * count (at most max; the innermost calls kept where there are more), 0
- * where nothing is known (no libdw, no debug info). For symbols.c, after
- * the run. */
+ * A call site the debug info does not give, or code at line 0, has file ""
+ * and line 0. The count (at most max; the innermost calls kept where there
+ * are more), 0 where nothing is known (no libdw, no debug info), -1 where
+ * nothing is known now but may be later (the address is in no object of
+ * libdw's view, which looks again at most every 100 ms; the crash's dump
+ * without libdw's lock): a caller keeping the answer should not keep that.
+ * For symbols.c, after the run. */
 typedef struct mlprof__srcpos {
     char name[256];
     char file[512];
