@@ -16,6 +16,7 @@
 #include "../src/analyze/analyze.h"
 #include "../src/analyze/augment.h"
 #include "../src/analyze/ceilings.h"
+#include "../src/analyze/gpu_ceilings.h"
 #include "../src/analyze/dist_ranks.h"
 #include "../src/analyze/flame.h"
 #include "../src/analyze/gpu.h"
@@ -1205,8 +1206,15 @@ static void ceilings_usage(FILE *out)
             "measured several times: min, median, max and spread are shown; roofs use max.\n"
             "The result is cached in $XDG_CACHE_HOME/mlprof/ceilings-HASH.json (else\n"
             "~/.cache/mlprof/), HASH of the CPU model and the thread count, and reused.\n"
-            "No GPU ceilings: CUDA kernels are left out.\n"
             "\n"
+            "With --gpu, a GPU's instead, from CUDA kernels (PTX mlprof writes, compiled by\n"
+            "the driver; libcuda.so.1, or $MLPROF_CUDA_LIBRARY, loaded at run time): FMA\n"
+            "peaks in fp64, fp32 and fp16x2 (no tensor cores) and the triad's bandwidth in\n"
+            "L2 and device memory, plus a curve; measured each time (a few seconds).\n"
+            "\n"
+            "  --gpu              measure a GPU (not cached)\n"
+            "  --device N         which GPU (default 0)\n"
+            "  --ptx              print the GPU kernels' PTX and stop\n"
             "  --refresh          measure even when cached (and cache the new result)\n"
             "  --json             the ceilings as JSON (the cache file's format)\n"
             "  -o, --output FILE  write there instead of standard output\n"
@@ -1215,7 +1223,7 @@ static void ceilings_usage(FILE *out)
             "                     MiB to 1 GiB, at most a quarter of free memory; implies\n"
             "                     --refresh; K, M, G suffixes)\n"
             "Exit status: 0 done, 1 the measurement or the output failed, 2 a mistake on\n"
-            "the command line.\n");
+            "the command line, 3 (--gpu) no NVIDIA driver or no such GPU.\n");
 }
 
 /* "64M", "1G", "1048576": bytes, or -1. */
@@ -1239,10 +1247,13 @@ static double parse_size(const char *s)
 static int cmd_ceilings(int argc, char **argv)
 {
     const char *cmd = "ceilings", *output = NULL, *v;
-    int refresh = 0, json = 0;
+    int refresh = 0, json = 0, gpu = 0, ptx = 0;
     ce_options co;
     ce_options_default(&co);
     co.progress = stderr;
+    gce_options go;
+    gce_options_default(&go);
+    go.progress = stderr;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             ceilings_usage(stdout);
@@ -1250,6 +1261,16 @@ static int cmd_ceilings(int argc, char **argv)
         }
         if (strcmp(argv[i], "--refresh") == 0) {
             refresh = 1;
+        } else if (strcmp(argv[i], "--gpu") == 0) {
+            gpu = 1;
+        } else if (strcmp(argv[i], "--ptx") == 0) {
+            ptx = 1;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--device", NULL))) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (end == v || *end || n < 0 || n > 1023)
+                bad_usage(cmd, "--device: expected a GPU's number from 0, got \"%s\"", v);
+            go.device = (int)n;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if ((v = option_value(cmd, argc, argv, &i, "--output", "-o"))) {
@@ -1259,7 +1280,7 @@ static int cmd_ceilings(int argc, char **argv)
             long n = strtol(v, &end, 10);
             if (end == v || *end || n < 1 || n > 63)
                 bad_usage(cmd, "--repeats: expected a count from 1 to 63, got \"%s\"", v);
-            co.repeats = (int)n;
+            co.repeats = go.repeats = (int)n;
             refresh = 1;
         } else if ((v = option_value(cmd, argc, argv, &i, "--max-size", NULL))) {
             double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
@@ -1271,13 +1292,42 @@ static int cmd_ceilings(int argc, char **argv)
             bad_usage(cmd, "unknown option \"%s\"", argv[i]);
         }
     }
+    mlprof__sb out;
+    if (ptx || gpu) {
+        mlprof__sb_init(&out);
+        char err[1400];
+        int rc = 0;
+        if (ptx) {
+            char *text = gce_ptx();
+            if (text)
+                mlprof__sb_puts(&out, text);
+            else
+                out.failed = 1;
+            mlprof__free(text);
+        } else {
+            gce_ceilings *g = mlprof__calloc(1, sizeof *g);
+            if (!g || (rc = gce_measure(g, &go, err, sizeof err)) != 0) {
+                fprintf(stderr, PROG " ceilings --gpu: %s\n", g ? err : "out of memory");
+                mlprof__free(g);
+                mlprof__sb_free(&out);
+                return rc == 1 ? 3 : 1;
+            }
+            if (json)
+                gce_write_json(g, &out);
+            else
+                gce_print(g, &out);
+            mlprof__free(g);
+        }
+        rc = out.failed ? 1 : write_output(output, &out);
+        mlprof__sb_free(&out);
+        return rc;
+    }
     ce_ceilings c;
     char from[4096], err[700];
     if (ce_get(&c, &co, refresh, from, sizeof from, err, sizeof err) != 0) {
         fprintf(stderr, PROG " ceilings: %s\n", err);
         return 1;
     }
-    mlprof__sb out;
     mlprof__sb_init(&out);
     if (json) {
         ce_write_json(&c, &out);

@@ -356,7 +356,7 @@ static int cmp_double(const void *pa, const void *pb)
     return a < b ? -1 : a > b;
 }
 
-static ce_stat stat_of(double *v, int n)
+ce_stat ce_stat_of(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     ce_stat s = {v[0], n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[n - 1]};
@@ -406,7 +406,7 @@ static int measure_fma(ctx *x, int f64, int nthreads, ce_point *p)
     memset(p, 0, sizeof *p);
     snprintf(p->what, sizeof p->what, "%s", f64 ? "fp64" : "fp32");
     p->threads = nthreads;
-    p->s = stat_of(rates, x->o->repeats);
+    p->s = ce_stat_of(rates, x->o->repeats);
     return 0;
 }
 
@@ -447,7 +447,7 @@ static int measure_triad(ctx *x, double total, int nthreads, ce_point *p)
     memset(p, 0, sizeof *p);
     p->threads = nthreads;
     p->bytes = 24.0 * (double)n * nthreads;
-    p->s = stat_of(rates, x->o->repeats);
+    p->s = ce_stat_of(rates, x->o->repeats);
     return 0;
 }
 
@@ -958,7 +958,7 @@ size_t ce_levels(const ce_ceilings *c, int all_threads, const ce_point **out, si
 
 /* ------------------------------------------------------------- printing */
 
-static void put_si(mlprof__sb *out, double v, const char *unit)
+void ce_put_si(mlprof__sb *out, double v, const char *unit)
 {
     static const char *const pre[] = {"", "K", "M", "G", "T", "P"};
     int p = 0;
@@ -969,7 +969,7 @@ static void put_si(mlprof__sb *out, double v, const char *unit)
     mlprof__sb_printf(out, "%7.*f %s%s", v < 10 ? 2 : v < 100 ? 1 : 0, v, pre[p], unit);
 }
 
-static void put_size(mlprof__sb *out, double bytes)
+void ce_put_size(mlprof__sb *out, double bytes)
 {
     static const char *const u[] = {"B", "KiB", "MiB", "GiB"};
     int k = 0;
@@ -980,13 +980,13 @@ static void put_size(mlprof__sb *out, double bytes)
     mlprof__sb_printf(out, "%6.*f %-3s", bytes < 10 && k ? 1 : 0, bytes, u[k]);
 }
 
-static void put_stat_row(mlprof__sb *out, const ce_stat *s, const char *unit)
+void ce_put_stat_row(mlprof__sb *out, const ce_stat *s, const char *unit)
 {
-    put_si(out, s->min, unit);
+    ce_put_si(out, s->min, unit);
     mlprof__sb_puts(out, "  ");
-    put_si(out, s->median, unit);
+    ce_put_si(out, s->median, unit);
     mlprof__sb_puts(out, "  ");
-    put_si(out, s->max, unit);
+    ce_put_si(out, s->max, unit);
     double spread = s->max > 0 ? 100 * (s->max - s->min) / s->max : 0;
     mlprof__sb_printf(out, "  %5.1f%%\n", spread);
 }
@@ -1010,7 +1010,7 @@ void ce_print(const ce_ceilings *c, mlprof__sb *out)
                          "  spread\n");
     for (size_t i = 0; i < c->ncompute; i++) {
         mlprof__sb_printf(out, "  %-28s %7d  ", c->compute[i].what, c->compute[i].threads);
-        put_stat_row(out, &c->compute[i].s, "FLOP/s");
+        ce_put_stat_row(out, &c->compute[i].s, "FLOP/s");
     }
     mlprof__sb_puts(out, "\nbandwidth (triad, 24 B/element)\n  level  cache      working set  threads"
                          "        min         median            max  spread\n");
@@ -1018,21 +1018,21 @@ void ce_print(const ce_ceilings *c, mlprof__sb *out)
         const ce_point *p = &c->levels[i];
         mlprof__sb_printf(out, "  %-5s  ", p->what);
         if (p->cache_bytes > 0)
-            put_size(out, p->cache_bytes);
+            ce_put_size(out, p->cache_bytes);
         else
             mlprof__sb_puts(out, "         -");
         mlprof__sb_puts(out, "  ");
-        put_size(out, p->bytes);
+        ce_put_size(out, p->bytes);
         mlprof__sb_printf(out, " %8d  ", p->threads);
-        put_stat_row(out, &p->s, "B/s");
+        ce_put_stat_row(out, &p->s, "B/s");
     }
     mlprof__sb_puts(out, "\nbandwidth curve (triad, one thread)\n  working set         min         median"
                          "            max  spread\n");
     for (size_t i = 0; i < c->ncurve; i++) {
         mlprof__sb_puts(out, "  ");
-        put_size(out, c->curve[i].bytes);
+        ce_put_size(out, c->curve[i].bytes);
         mlprof__sb_puts(out, "  ");
-        put_stat_row(out, &c->curve[i].s, "B/s");
+        ce_put_stat_row(out, &c->curve[i].s, "B/s");
     }
 }
 

@@ -86,6 +86,14 @@ int ce_read_mem(ce_ceilings *c, const char *name, const void *data, size_t n, ch
 /* Writes the JSON to path (atomically; the folder is made). 0 or -1 + err. */
 int ce_save(const ce_ceilings *c, const char *path, char *err, size_t len);
 
+/* n measurements of one rate as min, median, max (v is sorted). */
+ce_stat ce_stat_of(double *v, int n);
+/* For tables of rates: v with an SI prefix and unit in 11 columns; a size
+ * in binary units; a row "min  median  max  spread%\n". */
+void ce_put_si(mlprof__sb *out, double v, const char *unit);
+void ce_put_size(mlprof__sb *out, double bytes);
+void ce_put_stat_row(mlprof__sb *out, const ce_stat *s, const char *unit);
+
 /* The ceilings for a person: peaks, levels, curve, each min/median/max. */
 void ce_print(const ce_ceilings *c, mlprof__sb *out);
 
