@@ -2266,7 +2266,7 @@ static void reset_trace(void)
         if (m->reset)
             m->reset();
     }
-    mlprof__g.run_ns = mlprof__g.state == MLPROF_STATE_RUN ? mlprof_now_ns() : 0;
+    __atomic_store_n(&mlprof__g.run_ns, mlprof__g.state == MLPROF_STATE_RUN ? mlprof_now_ns() : 0, __ATOMIC_RELAXED);
 }
 
 /* The statistics start again (a clear, mlprof_dumps with reset, a fork). */

@@ -136,7 +136,7 @@ const char *mlprof__mem_scope_name(const mlprof__scope_node *scope)
 
 uint64_t mlprof__mem_origin(void)
 {
-    uint64_t t0 = mlprof__g.run_ns;
+    uint64_t t0 = __atomic_load_n(&mlprof__g.run_ns, __ATOMIC_RELAXED);
     for (int i = 0; i <= MLPROF_DEVICE_MAX; i++) {
         const mem_device *d = mlprof__mem.devs[i];
         if (d && d->bucket_w && (!t0 || d->bucket_t0 < t0))

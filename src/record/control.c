@@ -842,8 +842,8 @@ static int set_state_locked(int state)
         store_state(MLPROF_STATE_RUN);
         store_paused(0);
         modules_resume();
-        if (!mlprof__g.run_ns)
-            mlprof__g.run_ns = mlprof_now_ns();
+        if (!__atomic_load_n(&mlprof__g.run_ns, __ATOMIC_RELAXED)) /* read without the lock by mlprof_step */
+            __atomic_store_n(&mlprof__g.run_ns, mlprof_now_ns(), __ATOMIC_RELAXED);
         __atomic_store_n(&mlprof__g.recorded, 1, __ATOMIC_RELEASE);
         mlprof__update_flags();
         mlprof__capture_recording(); /* a flight recorder answers flushes from now on */

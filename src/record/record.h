@@ -278,7 +278,7 @@ typedef struct mlprof__global {
     mlprof__scope_node scope_root;
     uint64_t dropped_exited;   /* atomic: drops of threads whose records were freed, and of
                                   threads that could not register (mlprof__thread_self) */
-    uint64_t run_ns;           /* (ctl) when this trace began recording, 0 before */
+    uint64_t run_ns;           /* (ctl) when this trace began recording, 0 before; atomic: read without ctl */
 } mlprof__global;
 
 extern mlprof__global mlprof__g;
