@@ -47,13 +47,17 @@ def main():
     r = run(mlprof, ["--gpu", "--json", "--repeats", "3"], fake_env)
     if r.returncode != 0:
         fail("mlprof ceilings --gpu on the fake driver: status %d: %s" % (r.returncode, r.stderr))
+    gpu_json = os.path.join(out, "gpu.json")
+    with open(gpu_json, "w") as f:
+        f.write(r.stdout)
     doc = json.loads(r.stdout)
-    print("fake GPU: %s, cc %s, %d SMs, grid %d x %d" % (doc["gpu"], doc["compute_capability"], doc["sms"],
-                                                         doc["grid"], doc["block"]))
-    if doc["gpu"] != "mlprof fake GPU" or doc["sms"] != 4 or doc["compute_capability"] != "9.0":
-        fail("the device is not described as the fake's: %r" % {k: doc[k] for k in ("gpu", "sms")})
-    if doc["grid"] * doc["block"] != 4 * 2048:
-        fail("the launches do not fill the GPU: %d x %d threads" % (doc["grid"], doc["block"]))
+    print("fake GPU: %s, %d threads a launch; %s" % (doc["cpu"], doc["threads"], doc["note"]))
+    if doc["cpu"] != "mlprof fake GPU" or doc.get("gpu") is not True or doc["format"] != "mlprof-ceilings-1":
+        fail("the ceilings do not name the fake GPU as a GPU's: %r" % {k: doc.get(k) for k in ("cpu", "gpu", "format")})
+    if "compute capability 9.0, 4 SMs" not in doc["note"] or "no tensor cores" not in doc["note"]:
+        fail("the note does not describe the fake GPU and the conventions: %r" % doc["note"])
+    if doc["threads"] != 4 * 2048:
+        fail("the launches do not fill the GPU: %d threads" % doc["threads"])
     compute = {p["what"]: p for p in doc["compute"]}
     for what, rate in (("fp64", 10e12), ("fp32", 20e12), ("fp16", 40e12)):
         if what not in compute:

@@ -204,6 +204,69 @@ mm = [o for o in r["not_placed"] if o["name"] == "aten::mm"]
 check(mm and "GPU" in mm[0].get("reason", ""), f"aten::mm is not placed, launched GPU work: {r['not_placed']}")
 check("1 operator launched GPU kernels" in p.stderr, f"the note says why: {p.stderr}")
 
+# ---- the GPU's roofline (--gpu-ceilings, as mlprof ceilings --gpu --json
+# writes): the operators that launched GPU work, timed by that work,
+# against the GPU's roofs, fp16 for a half-precision one; the CPU operator
+# is not placed
+gpu_ceil = {
+    "format": "mlprof-ceilings-1", "cpu": "test GPU", "gpu": True, "threads": 8192, "isa": "ptx",
+    "measured": "2026-01-01T00:00:00Z", "repeats": 5, "pinned": False, "note": "GPU 0",
+    "compute": [
+        {"what": "fp64", "threads": 8192, "min": 9e12, "median": 9.5e12, "max": 1e13},
+        {"what": "fp32", "threads": 8192, "min": 1.8e13, "median": 1.9e13, "max": 2e13},
+        {"what": "fp16", "threads": 8192, "min": 3.6e13, "median": 3.8e13, "max": 4e13},
+    ],
+    "levels": [
+        {"what": "L2", "threads": 8192, "bytes": 2097152, "cache_bytes": 4194304, "min": 4e12, "median": 4.5e12,
+         "max": 5e12},
+        {"what": "DRAM", "threads": 8192, "bytes": 268435456, "min": 9e11, "median": 9.5e11, "max": 1e12},
+    ],
+    "curve": [],
+}
+gpu_ceil_path = os.path.join(out, "gpu_ceilings.json")
+with open(gpu_ceil_path, "w") as f:
+    json.dump(gpu_ceil, f)
+gpu["traceEvents"] += [
+    {"name": "aten::addmm", "cat": "cpu_op", "ph": "X", "ts": 600, "dur": 40, "pid": 1, "tid": 1,
+     "args": {"flops": 4e9, "bytes": 1e6, "dtype": "c10::Half"}},
+    {"name": "cudaLaunchKernel", "cat": "cuda_runtime", "ph": "X", "ts": 610, "dur": 5, "pid": 1, "tid": 1,
+     "args": {"correlation": 8}},
+    {"name": "hgemm_kernel", "cat": "kernel", "ph": "X", "ts": 620, "dur": 200, "pid": 0, "tid": 7,
+     "args": {"correlation": 8, "device": 0, "stream": 7}},
+]
+json.dump(gpu, open(gpu_path, "w"))
+gsvg = os.path.join(out, "gpu_roofline.svg")
+p = mlprof("roofline", gpu_path, "--gpu-ceilings", gpu_ceil_path, "-o", gsvg, "--format", "json")
+r = json.loads(p.stdout)
+placed = {o["name"]: o for o in r["placed"]}
+check(set(placed) == {"aten::mm", "aten::addmm"}, f"the GPU roofline places the two GPU operators: {r['placed']}")
+mm = placed.get("aten::mm", {})
+check(mm.get("time_ns") == 300000 and math.isclose(mm.get("attained", 0), 2e9 / 300e-6, rel_tol=1e-5),
+      f"aten::mm is timed by its kernel (300 us): {mm}")
+check(mm.get("precision") == "fp32" and mm.get("bound") == "compute" and math.isclose(mm.get("roof", 0), 2e13),
+      f"aten::mm against the GPU's fp32 peak: {mm}")
+hm = placed.get("aten::addmm", {})
+check(hm.get("precision") == "fp16" and math.isclose(hm.get("roof", 0), 4e13)
+      and math.isclose(hm.get("percent_of_roof", 0), 50, rel_tol=1e-4),
+      f"aten::addmm (c10::Half) at 50% of the GPU's fp16 peak: {hm}")
+check([o["name"] for o in r["not_placed"] if o["reason"] == "no GPU work"] == ["cpu_add"],
+      f"cpu_add is not placed on the GPU's roofline: {r['not_placed']}")
+check("GPU roofline" in p.stderr and "1 operator with FLOPs and bytes launched none" in p.stderr,
+      f"the note says how: {p.stderr}")
+root = ET.parse(gsvg).getroot()
+roofs = {e.get("data-what") for e in root.iter(SVG + "line") if "compute" in (e.get("class") or "")}
+check(roofs == {"fp32", "fp64", "fp16"}, f"the GPU roofline's SVG draws the three peaks: {roofs}")
+check(any((e.text or "") == "ceilings (GPU)" for e in root.iter(SVG + "text")), "the SVG's legend says GPU")
+p = mlprof("roofline", gpu_path, "--gpu-ceilings", gpu_ceil_path, "-o", gsvg)
+check("time: the GPU time of the kernels" in p.stdout and "ceilings of the GPU test GPU" in p.stdout,
+      f"the table says whose ceilings and what time:\n{p.stdout}")
+p = mlprof("roofline", gpu_path, "--gpu-ceilings", fixed_path, "-o", gsvg, expect=1)
+check("a CPU's ceilings" in p.stderr, f"--gpu-ceilings with a CPU's file: {p.stderr}")
+p = mlprof("roofline", gpu_path, "--ceilings", gpu_ceil_path, "-o", gsvg, expect=1)
+check("a GPU's ceilings" in p.stderr and "--gpu-ceilings" in p.stderr, f"--ceilings with a GPU's file: {p.stderr}")
+p = mlprof("roofline", gpu_path, "--gpu-ceilings", gpu_ceil_path, "--aggregate-by", "thread", "-o", gsvg, expect=2)
+check("groups operators by name" in p.stderr, f"--gpu-ceilings with another grouping: {p.stderr}")
+
 # ---- errors
 bare = os.path.join(out, "bare.json")
 json.dump({"traceEvents": [{"name": "a", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]}, open(bare, "w"))

@@ -1357,10 +1357,16 @@ static void roofline_usage(FILE *out)
             "An operator's roof is the peak of its precision (its \"dtype\" argument;\n"
             "fp32 when it has none, and the table says so) or its intensity times the\n"
             "bandwidth of the level its bytes per call fit in, whichever is lower.\n"
-            "Operators without FLOPs or bytes are listed as not placed.\n"
+            "Operators without FLOPs or bytes are listed as not placed, and so are those\n"
+            "that launched GPU work (their CPU time is the launch's).\n"
+            "With --gpu-ceilings FILE (" PROG " ceilings --gpu --json), the GPU's roofline\n"
+            "instead: the operators that launched GPU work, each timed by the kernels,\n"
+            "copies and memsets launched inside it, against that GPU's peaks (fp16 too)\n"
+            "and bandwidths; operators are grouped by name.\n"
             "\n"
             "  -o, --output FILE  the SVG (default roofline.svg)\n"
             "  --ceilings FILE    ceilings from this file (" PROG " ceilings --json)\n"
+            "  --gpu-ceilings FILE  a GPU's ceilings (" PROG " ceilings --gpu --json)\n"
             "  --refresh          measure the ceilings again\n"
             "  --one-thread       the one-thread roofs (default: all threads')\n"
             "  --format F         the table as table (default) or json\n"
@@ -1372,7 +1378,7 @@ static void roofline_usage(FILE *out)
 
 static int cmd_roofline(int argc, char **argv)
 {
-    const char *cmd = "roofline", *path = NULL, *svg_path = NULL, *ceil_path = NULL, *v;
+    const char *cmd = "roofline", *path = NULL, *svg_path = NULL, *ceil_path = NULL, *gpu_path = NULL, *v;
     int refresh = 0;
     an_options o;
     an_options_default(&o);
@@ -1387,6 +1393,8 @@ static int cmd_roofline(int argc, char **argv)
             continue;
         if ((v = option_value(cmd, argc, argv, &i, "--ceilings", NULL)))
             ceil_path = v;
+        else if ((v = option_value(cmd, argc, argv, &i, "--gpu-ceilings", NULL)))
+            gpu_path = v;
         else if (strcmp(arg, "--refresh") == 0)
             refresh = 1;
         else if (strcmp(arg, "--one-thread") == 0)
@@ -1404,6 +1412,12 @@ static int cmd_roofline(int argc, char **argv)
         bad_usage(cmd, "%s", "--format: table or json");
     if (ceil_path && refresh)
         bad_usage(cmd, "%s", "--ceilings and --refresh: choose one");
+    if (gpu_path && (ceil_path || refresh || ro.one_thread))
+        bad_usage(cmd, "%s", "--gpu-ceilings places GPU work against a GPU's ceilings: not with --ceilings, "
+                             "--refresh or --one-thread (the CPU's)");
+    if (gpu_path && o.aggregate_by && strcmp(o.aggregate_by, "name") != 0)
+        bad_usage(cmd, "--gpu-ceilings groups operators by name (their GPU time is summed by name), not by \"%s\"",
+                  o.aggregate_by);
     char err[700];
     if (an_options_check(&o, err, sizeof err) != 0)
         bad_usage(cmd, "%s", err);
@@ -1419,13 +1433,21 @@ static int cmd_roofline(int argc, char **argv)
     }
     ce_ceilings c;
     char from[4096];
-    if (ceil_path) {
-        if (ce_read(&c, ceil_path, err, sizeof err) != 0) {
-            fprintf(stderr, PROG " roofline: --ceilings: %s\n", err);
+    if (ceil_path || gpu_path) {
+        const char *opt = gpu_path ? "--gpu-ceilings" : "--ceilings", *file = gpu_path ? gpu_path : ceil_path;
+        int bad = ce_read(&c, file, err, sizeof err) != 0;
+        if (!bad && c.gpu != !!gpu_path) {
+            snprintf(err, sizeof err, "%s: %s", file,
+                     c.gpu ? "a GPU's ceilings (mlprof ceilings --gpu): give them as --gpu-ceilings"
+                           : "a CPU's ceilings: --gpu-ceilings takes those of mlprof ceilings --gpu --json");
+            bad = 1;
+        }
+        if (bad) {
+            fprintf(stderr, PROG " roofline: %s: %s\n", opt, err);
             an_trace_free(&t);
             return 1;
         }
-        snprintf(from, sizeof from, "%s", ceil_path);
+        snprintf(from, sizeof from, "%s", file);
     } else {
         ce_options co;
         ce_options_default(&co);
@@ -1449,7 +1471,11 @@ static int cmd_roofline(int argc, char **argv)
         rc = 1;
     } else {
         rc = write_output(NULL, &table);
-        if (!placed && on_gpu) {
+        if (!placed && gpu_path) {
+            fprintf(stderr, PROG " roofline: %s: no operator that launched GPU work carries both FLOPs and bytes "
+                                 "(said below): nothing to place, no SVG written\n", path);
+            rc = 1;
+        } else if (!placed && on_gpu) {
             fprintf(stderr, PROG " roofline: %s: the operators with FLOPs and bytes launched GPU work (said below): "
                                  "nothing to place against this CPU, no SVG written\n", path);
             rc = 1;

@@ -675,6 +675,8 @@ void ce_write_json(const ce_ceilings *c, mlprof__sb *out)
                       c->threads, c->isa, c->when, c->repeats, c->pinned ? "true" : "false");
     if (c->load >= 0)
         mlprof__sb_printf(out, ",\"load\":%.2f", c->load);
+    if (c->gpu)
+        mlprof__sb_puts(out, ",\"gpu\":true");
     mlprof__sb_puts(out, ",\"note\":");
     mlprof__sb_json_str(out, c->note, strlen(c->note));
     mlprof__sb_puts(out, ",\n\"units\":{\"compute\":\"FLOP/s\",\"levels\":\"bytes/s\",\"curve\":\"bytes/s\"}");
@@ -825,8 +827,8 @@ static int read_body(an_input *in, ce_ceilings *c, mlprof__sb *key, mlprof__sb *
                 c->threads = (int)v;
             else
                 c->repeats = (int)v;
-        } else if (strcmp(k, "pinned") == 0) {
-            c->pinned = an_json_peek(in) == 't';
+        } else if (strcmp(k, "pinned") == 0 || strcmp(k, "gpu") == 0) {
+            *(k[0] == 'p' ? &c->pinned : &c->gpu) = an_json_peek(in) == 't';
             rc = an_json_skip(in, NULL);
         } else if (strcmp(k, "load") == 0) {
             double v;

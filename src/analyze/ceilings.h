@@ -42,6 +42,8 @@ typedef struct ce_ceilings {
     int pinned;     /* 1 when the threads could be pinned to their CPUs */
     char note[256]; /* what the measurement could not do as asked, or "" */
     double load;    /* the 1-minute load average when measured, -1 unknown: other work lowers the rates */
+    int gpu;        /* 1: a GPU's (mlprof ceilings --gpu): cpu names the GPU, threads are a launch's, and
+                       the roofline holds operators' GPU work to them */
     ce_point compute[CE_MAX_COMPUTE];
     size_t ncompute;
     ce_point levels[CE_MAX_LEVELS]; /* each level with 1 thread and all threads */

@@ -601,36 +601,40 @@ void gce_print(const gce_ceilings *c, mlprof__sb *out)
     }
 }
 
-static void put_points(mlprof__sb *out, const char *name, const ce_point *p, size_t n, int named)
+_Static_assert((int)GCE_MAX_COMPUTE <= (int)CE_MAX_COMPUTE && (int)GCE_MAX_LEVELS <= (int)CE_MAX_LEVELS &&
+                   (int)GCE_MAX_CURVE <= (int)CE_MAX_CURVE,
+               "a GPU's ceilings fit a ce_ceilings");
+
+void gce_to_ceilings(const gce_ceilings *g, ce_ceilings *c)
 {
-    mlprof__sb_printf(out, ",\n  \"%s\": [", name);
-    for (size_t i = 0; i < n; i++) {
-        mlprof__sb_puts(out, i ? ",\n    {" : "\n    {");
-        if (named) {
-            mlprof__sb_puts(out, "\"what\": ");
-            mlprof__sb_json_str(out, p[i].what, strlen(p[i].what));
-            mlprof__sb_puts(out, ", ");
-        }
-        mlprof__sb_printf(out, "\"threads\": %d, \"bytes\": %.17g, \"cache_bytes\": %.17g, \"min\": %.17g, "
-                               "\"median\": %.17g, \"max\": %.17g}",
-                          p[i].threads, p[i].bytes, p[i].cache_bytes, p[i].s.min, p[i].s.median, p[i].s.max);
-    }
-    mlprof__sb_puts(out, n ? "\n  ]" : "]");
+    memset(c, 0, sizeof *c);
+    snprintf(c->cpu, sizeof c->cpu, "%s", g->gpu);
+    c->gpu = 1;
+    c->threads = (int)(g->grid * g->block);
+    snprintf(c->isa, sizeof c->isa, "ptx");
+    snprintf(c->when, sizeof c->when, "%s", g->when);
+    c->repeats = g->repeats;
+    c->load = -1;
+    snprintf(c->note, sizeof c->note,
+             "GPU %d, compute capability %d.%d, %d SMs, L2 %.0f bytes, memory %.0f bytes, driver %d; an FMA is 2 "
+             "FLOPs, a half2 FMA 4; no tensor cores",
+             g->device, g->cc_major, g->cc_minor, g->sms, g->l2_bytes, g->mem_bytes, g->driver);
+    memcpy(c->compute, g->compute, g->ncompute * sizeof *c->compute);
+    c->ncompute = g->ncompute;
+    memcpy(c->levels, g->levels, g->nlevels * sizeof *c->levels);
+    c->nlevels = g->nlevels;
+    memcpy(c->curve, g->curve, g->ncurve * sizeof *c->curve);
+    c->ncurve = g->ncurve;
 }
 
-void gce_write_json(const gce_ceilings *c, mlprof__sb *out)
+void gce_write_json(const gce_ceilings *g, mlprof__sb *out)
 {
-    mlprof__sb_puts(out, "{\n  \"format\": \"mlprof-gpu-ceilings-1\",\n  \"gpu\": ");
-    mlprof__sb_json_str(out, c->gpu, strlen(c->gpu));
-    mlprof__sb_printf(out, ",\n  \"device\": %d,\n  \"compute_capability\": \"%d.%d\",\n  \"sms\": %d,\n"
-                           "  \"driver\": %d,\n  \"l2_bytes\": %.17g,\n  \"memory_bytes\": %.17g,\n"
-                           "  \"grid\": %u,\n  \"block\": %u,\n  \"when\": \"%s\",\n  \"repeats\": %d,\n"
-                           "  \"conventions\": \"an FMA is 2 FLOPs, a half2 FMA 4; no tensor cores; "
-                           "triad 24 bytes per fp64 element\"",
-                      c->device, c->cc_major, c->cc_minor, c->sms, c->driver, c->l2_bytes, c->mem_bytes, c->grid,
-                      c->block, c->when, c->repeats);
-    put_points(out, "compute", c->compute, c->ncompute, 1);
-    put_points(out, "levels", c->levels, c->nlevels, 1);
-    put_points(out, "curve", c->curve, c->ncurve, 0);
-    mlprof__sb_puts(out, "\n}\n");
+    ce_ceilings *c = mlprof__malloc(sizeof *c);
+    if (!c) {
+        out->failed = 1;
+        return;
+    }
+    gce_to_ceilings(g, c);
+    ce_write_json(c, out);
+    mlprof__free(c);
 }

@@ -54,8 +54,12 @@ char *gce_ptx(void);
  * (err names the call and its error). */
 int gce_measure(gce_ceilings *c, const gce_options *o, char *err, size_t len);
 
-/* For a person, and as JSON (the format of `mlprof ceilings --gpu --json`). */
+/* For a person; and as ceilings (ceilings.h, gpu set: the GPU's name as
+ * cpu, a launch's threads as threads, the rest in the note), which JSON
+ * (`mlprof ceilings --gpu --json`) ce_read reads back, for `mlprof roofline
+ * --gpu-ceilings`. */
 void gce_print(const gce_ceilings *c, mlprof__sb *out);
+void gce_to_ceilings(const gce_ceilings *g, ce_ceilings *c);
 void gce_write_json(const gce_ceilings *c, mlprof__sb *out);
 
 #endif /* MLPROF_ANALYZE_GPU_CEILINGS_H */

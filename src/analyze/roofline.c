@@ -18,30 +18,54 @@
 
 typedef struct op {
     const an_group_row *g;
+    int64_t ns;           /* its time: the group's on the CPU, or its GPU work's (--gpu-ceilings) */
     const char *why_not;  /* NULL when placed */
     double ai, attained, roof, pct, spread, share;
     const ce_point *peak, *level;
     int memory_bound;
-    const char *prec;     /* "fp32", "fp64" */
+    const char *prec;     /* "fp32", "fp64", "fp16" (GPU) */
     const char *prec_src; /* the dtype argument's text, or NULL: assumed */
     double x, y, r;       /* in the picture */
 } op;
 
 /* ------------------------------------------------------ GPU operators */
 
-static int cmp_ptr(const void *a, const void *b)
+/* The CPU operators around the launch of GPU work (a kernel, copy or
+ * memset), by name (interned: compared by address), with the time of that
+ * work: each GPU event's duration counts once for every operator name
+ * around its launch. On the CPU roofline they are not placed (their time on
+ * the CPU is not what their work took, and the ceilings are the CPU's); on
+ * the GPU's (--gpu-ceilings) they are, with that time. */
+typedef struct gpu_time {
+    const char *name;
+    int64_t ns;
+} gpu_time;
+
+static int by_name_ptr(const void *a, const void *b)
 {
-    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+    uintptr_t x = (uintptr_t)((const gpu_time *)a)->name, y = (uintptr_t)((const gpu_time *)b)->name;
     return x < y ? -1 : x > y;
 }
 
-/* The names (interned: compared by address) of the CPU operators around the
- * launch of a GPU kernel, copy or memset: their time on the CPU is not
- * what their work took, and the ceilings are this CPU's. Sorted into
- * *names (free with mlprof__free), *n. Returns 0, or -1 (out of memory). */
-static int gpu_op_names(an_trace *t, const char ***names, size_t *n)
+/* Sorts by name and sums each name's entries into one. */
+static size_t merge_names(gpu_time *g, size_t n)
 {
-    *names = NULL;
+    mlprof__sort(g, n, sizeof *g, by_name_ptr);
+    size_t u = 0;
+    for (size_t j = 0; j < n; j++) {
+        if (u && g[u - 1].name == g[j].name)
+            g[u - 1].ns += g[j].ns;
+        else
+            g[u++] = g[j];
+    }
+    return u;
+}
+
+/* Into *out (free with mlprof__free), *n, sorted by name. Returns 0, or -1
+ * (out of memory). */
+static int gpu_op_times(an_trace *t, gpu_time **out, size_t *n)
+{
+    *out = NULL;
     *n = 0;
     an_gpu_links links;
     if (an_gpu_link(t, &links) != 0)
@@ -51,49 +75,52 @@ static int gpu_op_names(an_trace *t, const char ***names, size_t *n)
     for (size_t i = 0; i < t->nev && links.gpu_events; i++) {
         if (links.kind[i] == AN_GPU_NONE)
             continue;
+        size_t chain = *n; /* this launch's names start here */
         for (int32_t k = links.bottom[i]; k >= 0; k = t->ev[k].parent) {
-            if (*n == cap) {
-                size_t nc = cap ? 2 * cap : 64;
-                const char **grown = mlprof__realloc(*names, nc * sizeof *grown);
-                if (!grown) {
+            int seen = 0; /* a name twice around one launch (recursion) counts once */
+            for (size_t j = chain; j < *n && !seen; j++)
+                seen = (*out)[j].name == t->ev[k].name;
+            if (!seen) {
+                gpu_time *g = mlprof__grow(*out, &cap, *n, sizeof *g, 64);
+                if (!g) {
                     rc = -1;
                     goto done;
                 }
-                *names = grown;
-                cap = nc;
+                *out = g;
+                g[(*n)++] = (gpu_time){t->ev[k].name, t->ev[i].dur > 0 ? t->ev[i].dur : 0};
             }
-            (*names)[(*n)++] = t->ev[k].name;
             if (k == links.top[i])
                 break;
         }
-        if (*n > 4096) { /* keep it small: sort and unique now and then */
-            qsort(*names, *n, sizeof **names, cmp_ptr);
-            size_t u = 0;
-            for (size_t j = 0; j < *n; j++)
-                if (!u || (*names)[u - 1] != (*names)[j])
-                    (*names)[u++] = (*names)[j];
-            *n = u;
-        }
+        if (*n > 4096) /* keep it small */
+            *n = merge_names(*out, *n);
     }
-    if (*n)
-        qsort(*names, *n, sizeof **names, cmp_ptr);
+    *n = merge_names(*out, *n);
 done:
     an_gpu_links_free(&links);
     return rc;
 }
 
-static int name_on_gpu(const char *const *names, size_t n, const char *name)
+static const gpu_time *gpu_time_of(const gpu_time *g, size_t n, const char *name)
 {
-    return n && bsearch(&name, names, n, sizeof *names, cmp_ptr) != NULL;
+    gpu_time key = {name, 0};
+    return n ? bsearch(&key, g, n, sizeof *g, by_name_ptr) : NULL;
 }
 
 /* ---------------------------------------------------------- precision */
 
+/* The precisions whose compute peaks are drawn (a GPU's ceilings have fp16
+ * too), and their colours. */
+enum { NPRECS = 3 };
+static const char *const k_precs[NPRECS] = {"fp32", "fp64", "fp16"};
+static const char *const k_prec_colors[NPRECS] = {"#ff7f0e", "#e377c2", "#bcbd22"};
+
 static const char *const k_dtype_keys[] = {"dtype", "input_type", "Input type", "precision", "data_type", NULL};
 
-/* fp64 for doubles, fp32 otherwise (the roof of halves is not measured: the
- * fp32 roof is drawn and the text says so). */
-static const char *precision_of(const an_trace *t, const an_event *e, const char **src)
+/* fp64 for doubles; fp16 for 16-bit floats where the ceilings have that
+ * peak (a GPU's: half2 FMAs), else fp32, as for everything else (the text
+ * says so). */
+static const char *precision_of(const an_trace *t, const an_event *e, const ce_ceilings *c, const char **src)
 {
     const an_arg *a = an_event_arg_any(t, e, k_dtype_keys);
     *src = a && a->str && a->str[0] ? a->str : NULL;
@@ -101,6 +128,8 @@ static const char *precision_of(const an_trace *t, const an_event *e, const char
         return "fp32";
     if (strstr(*src, "64") || strcasestr(*src, "double"))
         return "fp64";
+    if ((strstr(*src, "16") || strcasestr(*src, "half")) && ce_peak(c, "fp16", 1))
+        return "fp16";
     return "fp32";
 }
 
@@ -133,18 +162,18 @@ static void place(const an_trace *t, const ce_ceilings *c, int all, const ce_poi
         p->why_not = "0 bytes";
         return;
     }
-    if (g->total_ns <= 0) {
+    if (p->ns <= 0) {
         p->why_not = "no time";
         return;
     }
-    p->prec = precision_of(t, g->first, &p->prec_src);
+    p->prec = precision_of(t, g->first, c, &p->prec_src);
     p->peak = ce_peak(c, p->prec, all);
     if (!p->peak) { /* a file with one precision only */
         p->prec = strcmp(p->prec, "fp32") == 0 ? "fp64" : "fp32";
         p->peak = ce_peak(c, p->prec, all);
     }
     p->ai = g->flops / g->bytes;
-    p->attained = g->flops / ((double)g->total_ns * 1e-9);
+    p->attained = g->flops / ((double)p->ns * 1e-9);
     p->level = level_for(lv, nlv, g->bytes / (double)g->bytes_n);
     double mem = p->level ? p->ai * p->level->s.max : INFINITY;
     double peak = p->peak ? p->peak->s.max : INFINITY;
@@ -157,8 +186,8 @@ static void place(const an_trace *t, const ce_ceilings *c, int all, const ce_poi
 static int by_time(const void *pa, const void *pb)
 {
     const op *a = pa, *b = pb;
-    if (a->g->total_ns != b->g->total_ns)
-        return a->g->total_ns > b->g->total_ns ? -1 : 1;
+    if (a->ns != b->ns)
+        return a->ns > b->ns ? -1 : 1;
     return strcmp(a->g->name, b->g->name);
 }
 
@@ -175,12 +204,11 @@ static void put_cell_si(mlprof__sb *out, double v, const char *unit, int width)
 
 static void put_roofs(mlprof__sb *out, const ce_ceilings *c, int all, const ce_point *const *lv, size_t nlv)
 {
-    const char *precs[] = {"fp32", "fp64"};
-    for (int i = 0; i < 2; i++) {
-        const ce_point *p = ce_peak(c, precs[i], all);
+    for (int i = 0, k = 0; i < NPRECS; i++) {
+        const ce_point *p = ce_peak(c, k_precs[i], all);
         if (!p)
             continue;
-        mlprof__sb_printf(out, "%s%s ", i ? ", " : "", precs[i]);
+        mlprof__sb_printf(out, "%s%s ", k++ ? ", " : "", k_precs[i]);
         an_put_si(out, p->s.max, "FLOP/s");
         mlprof__sb_printf(out, " (spread %.0f%%)", 100 * spread_of(p));
     }
@@ -206,11 +234,17 @@ static void format_table(mlprof__sb *out, const an_trace *t, const ce_ceilings *
     int all = !ro->one_thread;
     mlprof__sb_printf(out, "roofline of %s: %zu operator%s placed, %zu not placed\n", t->path, placed,
                       placed == 1 ? "" : "s", n - placed);
-    mlprof__sb_printf(out, "ceilings of %s, %d thread%s, best of %d (%s): ", c->cpu, all ? c->threads : 1,
-                      all && c->threads != 1 ? "s" : "", c->repeats, ro->ceilings ? ro->ceilings : "measured now");
+    if (c->gpu)
+        mlprof__sb_printf(out, "ceilings of the GPU %s, best of %d (%s): ", c->cpu, c->repeats,
+                          ro->ceilings ? ro->ceilings : "measured now");
+    else
+        mlprof__sb_printf(out, "ceilings of %s, %d thread%s, best of %d (%s): ", c->cpu, all ? c->threads : 1,
+                          all && c->threads != 1 ? "s" : "", c->repeats, ro->ceilings ? ro->ceilings : "measured now");
     put_roofs(out, c, all, lv, nlv);
     mlprof__sb_puts(out, "\nroof: the peak of the op's precision, or its intensity times the bandwidth of the "
                          "level its bytes per call fit in\n");
+    if (c->gpu)
+        mlprof__sb_puts(out, "time: the GPU time of the kernels, copies and memsets launched inside each operator\n");
     int assumed = 0;
     for (size_t i = 0; i < n; i++)
         assumed += !ops[i].why_not && !ops[i].prec_src;
@@ -236,7 +270,7 @@ static void format_table(mlprof__sb *out, const an_trace *t, const ce_ceilings *
         mlprof__sb_printf(out, " %7llu ", (unsigned long long)p->g->count);
         mlprof__sb tmp;
         mlprof__sb_init(&tmp);
-        an_put_duration(&tmp, p->g->total_ns);
+        an_put_duration(&tmp, p->ns);
         mlprof__sb_printf(out, "%11s %5.1f%% ", tmp.data ? tmp.data : "", 100 * p->share);
         mlprof__sb_free(&tmp);
         put_cell_si(out, p->g->flops, "", 12);
@@ -249,7 +283,7 @@ static void format_table(mlprof__sb *out, const an_trace *t, const ce_ceilings *
         mlprof__sb_printf(out, " %8.1f%%  %s (%s)%s\n", p->pct, p->memory_bound ? "memory" : "compute",
                           p->memory_bound ? p->level->what : p->prec,
                           !p->prec_src               ? " [fp32 assumed]"
-                          : strstr(p->prec_src, "16") || strcasestr(p->prec_src, "half")
+                          : strcmp(p->prec, "fp32") == 0 && (strstr(p->prec_src, "16") || strcasestr(p->prec_src, "half"))
                               ? " [no 16-bit roof measured: fp32's]"
                               : "");
     }
@@ -294,7 +328,7 @@ static void format_json(mlprof__sb *out, const an_trace *t, const ce_ceilings *c
         mlprof__sb_puts(out, k++ ? ",\n{\"name\":" : "\n{\"name\":");
         mlprof__sb_json_str(out, p->g->name, strlen(p->g->name));
         mlprof__sb_printf(out, ",\"count\":%llu,\"time_ns\":%lld", (unsigned long long)p->g->count,
-                          (long long)p->g->total_ns);
+                          (long long)p->ns);
         json_num(out, "share", p->share);
         json_num(out, "flops", p->g->flops);
         json_num(out, "bytes", p->g->bytes);
@@ -423,7 +457,7 @@ static void put_point(mlprof__sb *out, const op *p, int all, const ce_ceilings *
                       p->spread);
     put_xml(out, p->g->name);
     mlprof__sb_printf(out, "\ncount %llu, time ", (unsigned long long)p->g->count);
-    an_put_duration(out, p->g->total_ns);
+    an_put_duration(out, p->ns);
     mlprof__sb_printf(out, " (%.1f%% of the placed operators')\nFLOPs ", 100 * p->share);
     an_put_si(out, p->g->flops, "");
     mlprof__sb_puts(out, ", bytes ");
@@ -443,9 +477,11 @@ static void put_svg(mlprof__sb *out, const an_trace *t, const ce_ceilings *c, co
                     size_t n, size_t nplaced, const ce_point *const *lv, size_t nlv)
 {
     int all = !ro->one_thread;
-    const ce_point *peaks[2] = {ce_peak(c, "fp32", all), ce_peak(c, "fp64", all)};
+    const ce_point *peaks[NPRECS];
+    for (int i = 0; i < NPRECS; i++)
+        peaks[i] = ce_peak(c, k_precs[i], all);
     double top = 0, fast_bw = 0, lo_ai = INFINITY, hi_ai = 0, lo_y = INFINITY, hi_y = 0;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < NPRECS; i++)
         if (peaks[i])
             top = fmax(top, peaks[i]->s.max);
     for (size_t i = 0; i < nlv; i++)
@@ -589,9 +625,8 @@ static void put_svg(mlprof__sb *out, const an_trace *t, const ce_ceilings *c, co
         mlprof__sb_puts(out, "</text>\n");
         mlprof__sb_free(&tmp);
     }
-    const char *names[2] = {"fp32", "fp64"};
-    const char *colors[2] = {"#ff7f0e", "#e377c2"};
-    for (int i = 0; i < 2; i++) {
+    const char *const *names = k_precs, *const *colors = k_prec_colors;
+    for (int i = 0; i < NPRECS; i++) {
         if (!peaks[i])
             continue;
         double pk = peaks[i]->s.max, x0 = fmax(xmin, fast_bw > 0 ? pk / fast_bw : xmin);
@@ -609,7 +644,7 @@ static void put_svg(mlprof__sb *out, const an_trace *t, const ce_ceilings *c, co
         mlprof__sb_puts(out, "</text>\n");
     }
     /* the one-thread peaks, dashed, for single-threaded operators */
-    for (int i = 0; all && c->threads > 1 && i < 2; i++) {
+    for (int i = 0; all && c->threads > 1 && !c->gpu && i < NPRECS; i++) {
         const ce_point *p1 = ce_peak(c, names[i], 0);
         if (!p1 || p1->threads != 1)
             continue;
@@ -647,11 +682,15 @@ static void put_svg(mlprof__sb *out, const an_trace *t, const ce_ceilings *c, co
 
     /* the legend, right of the plot */
     int lx = PX1 + 20, ly = PY0 + 10;
-    mlprof__sb_printf(out, "<g id=\"legend\" class=\"legend\">\n<text x=\"%d\" y=\"%d\" font-weight=\"bold\">"
-                           "ceilings (%d thread%s)</text>\n", lx, ly, all ? c->threads : 1,
-                      all && c->threads != 1 ? "s" : "");
+    if (c->gpu)
+        mlprof__sb_printf(out, "<g id=\"legend\" class=\"legend\">\n<text x=\"%d\" y=\"%d\" font-weight=\"bold\">"
+                               "ceilings (GPU)</text>\n", lx, ly);
+    else
+        mlprof__sb_printf(out, "<g id=\"legend\" class=\"legend\">\n<text x=\"%d\" y=\"%d\" font-weight=\"bold\">"
+                               "ceilings (%d thread%s)</text>\n", lx, ly, all ? c->threads : 1,
+                          all && c->threads != 1 ? "s" : "");
     ly += 20;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NPRECS; i++) {
         if (!peaks[i])
             continue;
         mlprof__sb_printf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2.2\"/>"
@@ -659,7 +698,7 @@ static void put_svg(mlprof__sb *out, const an_trace *t, const ce_ceilings *c, co
                           lx, ly - 4, lx + 24, ly - 4, colors[i], lx + 30, ly, names[i]);
         ly += 18;
     }
-    if (all && c->threads > 1) {
+    if (all && c->threads > 1 && !c->gpu) {
         mlprof__sb_printf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\" stroke-dasharray=\"6 4\"/>"
                                "<text x=\"%d\" y=\"%d\">peak on one thread</text>\n",
                           lx, ly - 4, lx + 24, ly - 4, lx + 30, ly);
@@ -743,7 +782,7 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
                 mlprof__sb *table, mlprof__sb *svg, mlprof__sb *notes, size_t *placed, size_t *on_gpu)
 {
     ce_ceilings eff = *measured, *c = &eff;
-    int raised = ro->one_thread ? 0 : raise_to_one_thread(c);
+    int raised = ro->one_thread || c->gpu ? 0 : raise_to_one_thread(c);
     an_group_row *rows;
     size_t n;
     *placed = 0;
@@ -757,41 +796,58 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
     int all = !ro->one_thread;
     const ce_point *lv[CE_MAX_LEVELS];
     size_t nlv = ce_levels(c, all, lv, CE_MAX_LEVELS);
-    const char **gpu_names;
+    gpu_time *gpu;
     size_t ngpu;
-    if (gpu_op_names(t, &gpu_names, &ngpu) != 0) {
+    if (gpu_op_times(t, &gpu, &ngpu) != 0) {
         mlprof__free(ops);
         mlprof__free(rows);
         return -1;
     }
-    size_t on_gpu_count = 0;
+    size_t on_gpu_count = 0, cpu_count = 0;
     double time = 0;
     for (size_t i = 0; i < n; i++) {
         ops[i].g = &rows[i];
-        if (rows[i].first && name_on_gpu(gpu_names, ngpu, rows[i].first->name)) {
+        const gpu_time *on = rows[i].first ? gpu_time_of(gpu, ngpu, rows[i].first->name) : NULL;
+        on_gpu_count += on != NULL;
+        ops[i].ns = c->gpu ? (on ? on->ns : 0) : rows[i].total_ns;
+        if (on && !c->gpu) {
             ops[i].why_not = "launched GPU work";
-            on_gpu_count++;
+            continue;
+        }
+        if (!on && c->gpu) {
+            ops[i].ns = rows[i].total_ns;
+            place(t, c, all, lv, nlv, &ops[i]); /* for its reason where it has no FLOPs or bytes either */
+            if (!ops[i].why_not) {
+                ops[i].why_not = "no GPU work";
+                cpu_count++;
+            }
             continue;
         }
         place(t, c, all, lv, nlv, &ops[i]);
         if (!ops[i].why_not) {
             (*placed)++;
-            time += (double)rows[i].total_ns;
+            time += (double)ops[i].ns;
         }
     }
     for (size_t i = 0; i < n; i++)
-        ops[i].share = !ops[i].why_not && time > 0 ? (double)rows[i].total_ns / time : 0;
+        ops[i].share = !ops[i].why_not && time > 0 ? (double)ops[i].ns / time : 0;
     mlprof__sort(ops, n, sizeof *ops, by_time);
-    mlprof__free(gpu_names);
+    mlprof__free(gpu);
     if (on_gpu)
         *on_gpu = on_gpu_count;
     if (!nlv && notes)
         mlprof__sb_printf(notes, "the ceilings have no %s bandwidth: no memory roof, every operator is held to its "
                                  "compute peak only\n", all ? "all-thread" : "one-thread");
-    if (on_gpu_count && notes)
+    if (on_gpu_count && !c->gpu && notes)
         mlprof__sb_printf(notes, "%zu operator%s launched GPU kernels, copies or memsets: not placed (their CPU time is "
-                                 "not their work's, and the ceilings are this CPU's; GPU ceilings are not measured yet)\n",
+                                 "not their work's, and the ceilings are this CPU's; mlprof roofline --gpu-ceilings "
+                                 "places them against a GPU's)\n",
                           on_gpu_count, on_gpu_count == 1 ? "" : "s");
+    if (c->gpu && notes)
+        mlprof__sb_printf(notes, "GPU roofline: each operator's time is that of the GPU work (kernels, copies, "
+                                 "memsets) launched inside it; %zu operator%s with FLOPs and bytes launched none "
+                                 "and %s not placed\n",
+                          cpu_count, cpu_count == 1 ? "" : "s", cpu_count == 1 ? "is" : "are");
     if (notes)
         ce_load_note(c, notes);
     if (raised && notes)
