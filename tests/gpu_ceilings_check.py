@@ -84,6 +84,16 @@ def main():
     if r.returncode != 0 or "mlprof fake GPU" not in r.stdout or "no tensor cores" not in r.stdout:
         fail("the table: status %d: %s%s" % (r.returncode, r.stdout, r.stderr))
     print(r.stdout)
+    if "left behind" in r.stderr:
+        fail("mlprof left the driver's resources: %s" % r.stderr)
+    sizes = [p["bytes"] for p in curve]
+    if len(set(sizes)) != len(sizes) or any(s % (24 * doc["threads"]) for s in sizes):
+        fail("the curve's working sets are not distinct whole elements per thread: %r" % sizes)
+    for args, want in ((["--device", "1"], "--device chooses a GPU"), (["--gpu", "--refresh"], "measured each time"),
+                       (["--gpu", "--max-size", "64M"], "not with --gpu")):
+        r = run(mlprof, args, fake_env)
+        if r.returncode != 2 or want not in r.stderr:
+            fail("%s: status %d (want 2), %r" % (" ".join(args), r.returncode, r.stderr))
 
     for args, env, want in ((["--gpu"], {"MLPROF_CUDA_LIBRARY": os.path.join(out, "no-such-libcuda.so")},
                              "no NVIDIA driver"),

@@ -234,12 +234,37 @@ gpu["traceEvents"] += [
     {"name": "hgemm_kernel", "cat": "kernel", "ph": "X", "ts": 620, "dur": 200, "pid": 0, "tid": 7,
      "args": {"correlation": 8, "device": 0, "stream": 7}},
 ]
+# aten::bmm: one call launched a kernel, the other did not (its FLOPs and
+# the GPU time would not be the same calls'); aten::matmul: faster than the
+# FMA peak (tensor cores)
+gpu["traceEvents"] += [
+    {"name": "aten::bmm", "cat": "cpu_op", "ph": "X", "ts": 900, "dur": 40, "pid": 1, "tid": 1,
+     "args": {"flops": 1e9, "bytes": 1e6}},
+    {"name": "cudaLaunchKernel", "cat": "cuda_runtime", "ph": "X", "ts": 910, "dur": 5, "pid": 1, "tid": 1,
+     "args": {"correlation": 9}},
+    {"name": "bmm_kernel", "cat": "kernel", "ph": "X", "ts": 920, "dur": 100, "pid": 0, "tid": 7,
+     "args": {"correlation": 9, "device": 0, "stream": 7}},
+    {"name": "aten::bmm", "cat": "cpu_op", "ph": "X", "ts": 1000, "dur": 40, "pid": 1, "tid": 1,
+     "args": {"flops": 1e9, "bytes": 1e6}},
+    {"name": "aten::matmul", "cat": "cpu_op", "ph": "X", "ts": 1100, "dur": 40, "pid": 1, "tid": 1,
+     "args": {"flops": 1e11, "bytes": 1e7, "dtype": "c10::Half"}},
+    {"name": "cudaLaunchKernel", "cat": "cuda_runtime", "ph": "X", "ts": 1110, "dur": 5, "pid": 1, "tid": 1,
+     "args": {"correlation": 10}},
+    {"name": "h884gemm_kernel", "cat": "kernel", "ph": "X", "ts": 1120, "dur": 1000, "pid": 0, "tid": 7,
+     "args": {"correlation": 10, "device": 0, "stream": 7}},
+]
 json.dump(gpu, open(gpu_path, "w"))
 gsvg = os.path.join(out, "gpu_roofline.svg")
 p = mlprof("roofline", gpu_path, "--gpu-ceilings", gpu_ceil_path, "-o", gsvg, "--format", "json")
 r = json.loads(p.stdout)
 placed = {o["name"]: o for o in r["placed"]}
-check(set(placed) == {"aten::mm", "aten::addmm"}, f"the GPU roofline places the two GPU operators: {r['placed']}")
+check(set(placed) == {"aten::mm", "aten::addmm", "aten::matmul"},
+      f"the GPU roofline places the three GPU operators: {r['placed']}")
+check(math.isclose(placed.get("aten::matmul", {}).get("percent_of_roof", 0), 250, rel_tol=1e-4),
+      f"aten::matmul at 250% of the fp16 FMA peak: {placed.get('aten::matmul')}")
+check([o["reason"] for o in r["not_placed"] if o["name"] == "aten::bmm"] == ["some calls launched no GPU work"],
+      f"aten::bmm, one call of two on the GPU, is not placed: {r['not_placed']}")
+check("tensor cores" in p.stderr and "as 1 operator does" in p.stderr, f"the note on tensor cores: {p.stderr}")
 mm = placed.get("aten::mm", {})
 check(mm.get("time_ns") == 300000 and math.isclose(mm.get("attained", 0), 2e9 / 300e-6, rel_tol=1e-5),
       f"aten::mm is timed by its kernel (300 us): {mm}")
@@ -260,6 +285,10 @@ check(any((e.text or "") == "ceilings (GPU)" for e in root.iter(SVG + "text")), 
 p = mlprof("roofline", gpu_path, "--gpu-ceilings", gpu_ceil_path, "-o", gsvg)
 check("time: the GPU time of the kernels" in p.stdout and "ceilings of the GPU test GPU" in p.stdout,
       f"the table says whose ceilings and what time:\n{p.stdout}")
+check(any(line.startswith("aten::matmul") and "tensor cores?" in line for line in p.stdout.splitlines()),
+      f"the table marks aten::matmul above its roof:\n{p.stdout}")
+p = mlprof("roofline", gpu_path, "--gpu-ceilings", gpu_ceil_path, "--min-time", "1", "-o", gsvg, expect=2)
+check("not with --min-time" in p.stderr, f"--gpu-ceilings with a time filter: {p.stderr}")
 p = mlprof("roofline", gpu_path, "--gpu-ceilings", fixed_path, "-o", gsvg, expect=1)
 check("a CPU's ceilings" in p.stderr, f"--gpu-ceilings with a CPU's file: {p.stderr}")
 p = mlprof("roofline", gpu_path, "--ceilings", gpu_ceil_path, "-o", gsvg, expect=1)

@@ -1247,7 +1247,7 @@ static double parse_size(const char *s)
 static int cmd_ceilings(int argc, char **argv)
 {
     const char *cmd = "ceilings", *output = NULL, *v;
-    int refresh = 0, json = 0, gpu = 0, ptx = 0;
+    int refresh = 0, json = 0, gpu = 0, ptx = 0, asked_refresh = 0;
     ce_options co;
     ce_options_default(&co);
     co.progress = stderr;
@@ -1260,7 +1260,7 @@ static int cmd_ceilings(int argc, char **argv)
             return 0;
         }
         if (strcmp(argv[i], "--refresh") == 0) {
-            refresh = 1;
+            refresh = asked_refresh = 1;
         } else if (strcmp(argv[i], "--gpu") == 0) {
             gpu = 1;
         } else if (strcmp(argv[i], "--ptx") == 0) {
@@ -1292,6 +1292,11 @@ static int cmd_ceilings(int argc, char **argv)
             bad_usage(cmd, "unknown option \"%s\"", argv[i]);
         }
     }
+    if (!gpu && go.device != 0)
+        bad_usage(cmd, "%s", "--device chooses a GPU: with --gpu");
+    if (gpu && (asked_refresh || co.max_bytes > 0))
+        bad_usage(cmd, "%s", asked_refresh ? "--refresh: the GPU's ceilings are measured each time, not cached"
+                                           : "--max-size is the CPU's DRAM working set: not with --gpu");
     mlprof__sb out;
     if (ptx || gpu) {
         mlprof__sb_init(&out);
@@ -1415,6 +1420,9 @@ static int cmd_roofline(int argc, char **argv)
     if (gpu_path && (ceil_path || refresh || ro.one_thread))
         bad_usage(cmd, "%s", "--gpu-ceilings places GPU work against a GPU's ceilings: not with --ceilings, "
                              "--refresh or --one-thread (the CPU's)");
+    if (gpu_path && (o.min_ns >= 0 || o.max_ns >= 0))
+        bad_usage(cmd, "%s", "--gpu-ceilings times each operator by all its calls' GPU work: not with --min-time "
+                             "or --max-time");
     if (gpu_path && o.aggregate_by && strcmp(o.aggregate_by, "name") != 0)
         bad_usage(cmd, "--gpu-ceilings groups operators by name (their GPU time is summed by name), not by \"%s\"",
                   o.aggregate_by);

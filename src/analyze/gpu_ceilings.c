@@ -12,8 +12,8 @@
  * The triad a[i] = b[i] + s * c[i] runs over fp64 arrays with a grid-stride
  * loop, `passes` times over the same elements (each thread the same ones,
  * so no pass races another), loads cached in L2 only (ld.global.cg): a
- * working set of half the L2 gives the L2's bandwidth, one of 8x the L2 (at
- * least 256 MiB) the device memory's; 24 bytes per element, as STREAM and
+ * working set of a quarter of the L2 gives the L2's bandwidth, one of 8x the
+ * L2 (at least 256 MiB) the device memory's; 24 bytes per element, as STREAM and
  * the CPU's ceilings count. Times are CUDA events around each launch.
  */
 #include "gpu_ceilings.h"
@@ -26,7 +26,7 @@
 #include <time.h>
 
 #define FMA_CHAINS 8
-#define FMA_UNROLL 4
+#define FMA_UNROLL 16 /* 128 FMAs a loop step: its add, compare and branch cost 2% of the issue slots */
 #define BLOCK 256
 
 /* ------------------------------------------------------------------ PTX */
@@ -362,9 +362,10 @@ static int measure_fma(run *r, const fma_kind *k, CUdeviceptr out, ce_point *pt,
 static int measure_triad(run *r, CUfunction f, CUdeviceptr base, double bytes, ce_point *pt, char *err, size_t len)
 {
     drv *d = r->d;
-    unsigned long long n = (unsigned long long)(bytes / 24);
-    if (n < r->grid * (unsigned long long)BLOCK)
-        n = r->grid * (unsigned long long)BLOCK;
+    /* a whole number of elements per thread: with a remainder, the threads
+     * that have one more would run the last part of every pass alone */
+    unsigned long long threads = r->grid * (unsigned long long)BLOCK, n = (unsigned long long)(bytes / 24);
+    n = n < threads ? threads : n / threads * threads;
     CUdeviceptr a = base, b = base + n * 8, c = base + 2 * n * 8;
     double s = 3.0;
     unsigned passes = 1;
@@ -456,10 +457,11 @@ static int measure_on(run *r, gce_ceilings *c, char *err, size_t len)
     CUfunction triad = NULL;
     if (ret == 0 && (rc = d->module_function(&triad, r->mod, "mlprof_triad")) != 0)
         ret = failed(d, "cuModuleGetFunction", rc, err, len);
+    /* L2: a quarter of it (some GPUs split it in two partitions) */
     struct {
         const char *what;
         double bytes;
-    } lv[] = {{"L2", c->l2_bytes / 2}, {"DRAM", top}};
+    } lv[] = {{"L2", c->l2_bytes / 4}, {"DRAM", top}};
     for (size_t i = 0; ret == 0 && i < 2; i++) {
         if (lv[i].bytes < 65536)
             continue; /* no L2 size said */
@@ -474,7 +476,8 @@ static int measure_on(run *r, gce_ceilings *c, char *err, size_t len)
         }
     }
     say(o, "triad curve");
-    for (double ws = 1048576; ret == 0 && ws <= top && c->ncurve < GCE_MAX_CURVE; ws *= 2)
+    /* from one element per thread, doubling */
+    for (double ws = 24.0 * r->grid * BLOCK; ret == 0 && ws <= top && c->ncurve < GCE_MAX_CURVE; ws *= 2)
         if ((ret = measure_triad(r, triad, buf, ws, &c->curve[c->ncurve], err, len)) == 0)
             c->ncurve++;
     d->mem_free(buf);

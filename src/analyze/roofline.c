@@ -39,6 +39,7 @@ typedef struct op {
 typedef struct gpu_time {
     const char *name;
     int64_t ns;
+    uint64_t calls; /* its events around a launch, each once */
 } gpu_time;
 
 static int by_name_ptr(const void *a, const void *b)
@@ -53,9 +54,10 @@ static size_t merge_names(gpu_time *g, size_t n)
     mlprof__sort(g, n, sizeof *g, by_name_ptr);
     size_t u = 0;
     for (size_t j = 0; j < n; j++) {
-        if (u && g[u - 1].name == g[j].name)
+        if (u && g[u - 1].name == g[j].name) {
             g[u - 1].ns += g[j].ns;
-        else
+            g[u - 1].calls += g[j].calls;
+        } else
             g[u++] = g[j];
     }
     return u;
@@ -70,9 +72,12 @@ static int gpu_op_times(an_trace *t, gpu_time **out, size_t *n)
     an_gpu_links links;
     if (an_gpu_link(t, &links) != 0)
         return -1;
-    size_t cap = 0;
+    size_t cap = 0, merge_at = 4096;
     int rc = 0;
-    for (size_t i = 0; i < t->nev && links.gpu_events; i++) {
+    uint8_t *counted = links.gpu_events ? mlprof__calloc(t->nev ? t->nev : 1, 1) : NULL; /* events counted as calls */
+    if (links.gpu_events && !counted)
+        rc = -1;
+    for (size_t i = 0; rc == 0 && i < t->nev && links.gpu_events; i++) {
         if (links.kind[i] == AN_GPU_NONE)
             continue;
         size_t chain = *n; /* this launch's names start here */
@@ -80,23 +85,27 @@ static int gpu_op_times(an_trace *t, gpu_time **out, size_t *n)
             int seen = 0; /* a name twice around one launch (recursion) counts once */
             for (size_t j = chain; j < *n && !seen; j++)
                 seen = (*out)[j].name == t->ev[k].name;
-            if (!seen) {
+            if (!seen || !counted[k]) {
                 gpu_time *g = mlprof__grow(*out, &cap, *n, sizeof *g, 64);
                 if (!g) {
                     rc = -1;
                     goto done;
                 }
                 *out = g;
-                g[(*n)++] = (gpu_time){t->ev[k].name, t->ev[i].dur > 0 ? t->ev[i].dur : 0};
+                g[(*n)++] = (gpu_time){t->ev[k].name, !seen && t->ev[i].dur > 0 ? t->ev[i].dur : 0, !counted[k]};
+                counted[k] = 1;
             }
             if (k == links.top[i])
                 break;
         }
-        if (*n > 4096) /* keep it small */
+        if (*n > merge_at) { /* keep it small; with many names, merge less often */
             *n = merge_names(*out, *n);
+            merge_at = *n * 2 > 4096 ? *n * 2 : 4096;
+        }
     }
     *n = merge_names(*out, *n);
 done:
+    mlprof__free(counted);
     an_gpu_links_free(&links);
     return rc;
 }
@@ -128,7 +137,9 @@ static const char *precision_of(const an_trace *t, const an_event *e, const ce_c
         return "fp32";
     if (strstr(*src, "64") || strcasestr(*src, "double"))
         return "fp64";
-    if ((strstr(*src, "16") || strcasestr(*src, "half")) && ce_peak(c, "fp16", 1))
+    /* Half, float16, fp16; not bfloat16, whose non-tensor rate is not half2's */
+    if ((strcasestr(*src, "half") || strcasestr(*src, "float16") || strcasestr(*src, "fp16")) &&
+        !strcasestr(*src, "bf") && ce_peak(c, "fp16", 1))
         return "fp16";
     return "fp32";
 }
@@ -174,7 +185,9 @@ static void place(const an_trace *t, const ce_ceilings *c, int all, const ce_poi
     }
     p->ai = g->flops / g->bytes;
     p->attained = g->flops / ((double)p->ns * 1e-9);
-    p->level = level_for(lv, nlv, g->bytes / (double)g->bytes_n);
+    /* a GPU kernel's operands mostly come from device memory (an L2 roof
+     * would flatter every small one): the last level, as Nsight's roofline */
+    p->level = c->gpu ? (nlv ? lv[nlv - 1] : NULL) : level_for(lv, nlv, g->bytes / (double)g->bytes_n);
     double mem = p->level ? p->ai * p->level->s.max : INFINITY;
     double peak = p->peak ? p->peak->s.max : INFINITY;
     p->memory_bound = mem < peak;
@@ -280,8 +293,9 @@ static void format_table(mlprof__sb *out, const an_trace *t, const ce_ceilings *
         put_cell_si(out, p->attained, "FLOP/s", 15);
         mlprof__sb_putc(out, ' ');
         put_cell_si(out, p->roof, "FLOP/s", 15);
-        mlprof__sb_printf(out, " %8.1f%%  %s (%s)%s\n", p->pct, p->memory_bound ? "memory" : "compute",
+        mlprof__sb_printf(out, " %8.1f%%  %s (%s)%s%s\n", p->pct, p->memory_bound ? "memory" : "compute",
                           p->memory_bound ? p->level->what : p->prec,
+                          c->gpu && p->pct > 100 ? " [above the FMA roof: tensor cores?]" : "",
                           !p->prec_src               ? " [fp32 assumed]"
                           : strcmp(p->prec, "fp32") == 0 && (strstr(p->prec_src, "16") || strcasestr(p->prec_src, "half"))
                               ? " [no 16-bit roof measured: fp32's]"
@@ -814,6 +828,10 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
             ops[i].why_not = "launched GPU work";
             continue;
         }
+        if (on && c->gpu && on->calls != rows[i].count) { /* FLOPs and time would cover different calls */
+            ops[i].why_not = "some calls launched no GPU work";
+            continue;
+        }
         if (!on && c->gpu) {
             ops[i].ns = rows[i].total_ns;
             place(t, c, all, lv, nlv, &ops[i]); /* for its reason where it has no FLOPs or bytes either */
@@ -821,6 +839,7 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
                 ops[i].why_not = "no GPU work";
                 cpu_count++;
             }
+            ops[i].ns = 0; /* not a GPU time: out of the order by time */
             continue;
         }
         place(t, c, all, lv, nlv, &ops[i]);
@@ -843,11 +862,20 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
                                  "not their work's, and the ceilings are this CPU's; mlprof roofline --gpu-ceilings "
                                  "places them against a GPU's)\n",
                           on_gpu_count, on_gpu_count == 1 ? "" : "s");
-    if (c->gpu && notes)
+    if (c->gpu && notes) {
         mlprof__sb_printf(notes, "GPU roofline: each operator's time is that of the GPU work (kernels, copies, "
-                                 "memsets) launched inside it; %zu operator%s with FLOPs and bytes launched none "
-                                 "and %s not placed\n",
+                                 "memsets) launched inside it, its memory roof the device memory's; %zu operator%s "
+                                 "with FLOPs and bytes launched none and %s not placed\n",
                           cpu_count, cpu_count == 1 ? "" : "s", cpu_count == 1 ? "is" : "are");
+        size_t over = 0;
+        for (size_t i = 0; i < n; i++)
+            over += !ops[i].why_not && ops[i].pct > 100;
+        mlprof__sb_printf(notes, "the GPU's peaks are FMA peaks without tensor cores: matrix operators on tensor "
+                                 "cores (fp16, bf16, tf32) can exceed them%s",
+                          over ? "" : "\n");
+        if (over)
+            mlprof__sb_printf(notes, ", as %zu operator%s here\n", over, over == 1 ? " does" : "s do");
+    }
     if (notes)
         ce_load_note(c, notes);
     if (raised && notes)
