@@ -1001,21 +1001,22 @@ void ce_load_note(const ce_ceilings *c, mlprof__sb *out)
                           c->load, c->threads, c->threads == 1 ? "" : "s");
 }
 
-void ce_print(const ce_ceilings *c, mlprof__sb *out)
+void ce_print_tables(const ce_ceilings *c, mlprof__sb *out)
 {
-    mlprof__sb_printf(out, "%s, %d thread%s (%s), %s kernels, measured %s, %d times each\n", c->cpu, c->threads,
-                      c->threads == 1 ? "" : "s", c->pinned ? "pinned" : "not pinned", c->isa, c->when, c->repeats);
-    if (c->note[0])
-        mlprof__sb_printf(out, "note: %s\n", c->note);
-    ce_load_note(c, out);
-    mlprof__sb_puts(out, "\npeak (FMA, an FMA is 2 FLOPs)  threads          min         median            max"
-                         "  spread\n");
+    int cpu = !c->gpu; /* a GPU's points are all one launch's threads: no column for them */
+    mlprof__sb_puts(out, cpu ? "\npeak (FMA, an FMA is 2 FLOPs)  threads          min         median            max"
+                               "  spread\n"
+                             : "\npeak (FMA; an FMA is 2 FLOPs, a half2 FMA 4; no tensor cores)"
+                               "    min         median            max  spread\n");
     for (size_t i = 0; i < c->ncompute; i++) {
-        mlprof__sb_printf(out, "  %-28s %7d  ", c->compute[i].what, c->compute[i].threads);
+        if (cpu)
+            mlprof__sb_printf(out, "  %-28s %7d  ", c->compute[i].what, c->compute[i].threads);
+        else
+            mlprof__sb_printf(out, "  %-58s", c->compute[i].what);
         ce_put_stat_row(out, &c->compute[i].s, "FLOP/s");
     }
-    mlprof__sb_puts(out, "\nbandwidth (triad, 24 B/element)\n  level  cache      working set  threads"
-                         "        min         median            max  spread\n");
+    mlprof__sb_printf(out, "\nbandwidth (triad, 24 B/element)\n  level  cache      working set%s"
+                           "        min         median            max  spread\n", cpu ? "  threads" : "");
     for (size_t i = 0; i < c->nlevels; i++) {
         const ce_point *p = &c->levels[i];
         mlprof__sb_printf(out, "  %-5s  ", p->what);
@@ -1025,17 +1026,30 @@ void ce_print(const ce_ceilings *c, mlprof__sb *out)
             mlprof__sb_puts(out, "         -");
         mlprof__sb_puts(out, "  ");
         ce_put_size(out, p->bytes);
-        mlprof__sb_printf(out, " %8d  ", p->threads);
+        if (cpu)
+            mlprof__sb_printf(out, " %8d  ", p->threads);
+        else
+            mlprof__sb_puts(out, "  ");
         ce_put_stat_row(out, &p->s, "B/s");
     }
-    mlprof__sb_puts(out, "\nbandwidth curve (triad, one thread)\n  working set         min         median"
-                         "            max  spread\n");
+    mlprof__sb_printf(out, "\nbandwidth curve (triad%s)\n  working set         min         median"
+                           "            max  spread\n", cpu ? ", one thread" : "");
     for (size_t i = 0; i < c->ncurve; i++) {
         mlprof__sb_puts(out, "  ");
         ce_put_size(out, c->curve[i].bytes);
         mlprof__sb_puts(out, "  ");
         ce_put_stat_row(out, &c->curve[i].s, "B/s");
     }
+}
+
+void ce_print(const ce_ceilings *c, mlprof__sb *out)
+{
+    mlprof__sb_printf(out, "%s, %d thread%s (%s), %s kernels, measured %s, %d times each\n", c->cpu, c->threads,
+                      c->threads == 1 ? "" : "s", c->pinned ? "pinned" : "not pinned", c->isa, c->when, c->repeats);
+    if (c->note[0])
+        mlprof__sb_printf(out, "note: %s\n", c->note);
+    ce_load_note(c, out);
+    ce_print_tables(c, out);
 }
 
 /* --------------------------------------------------------------- getting */

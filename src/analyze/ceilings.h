@@ -96,7 +96,10 @@ void ce_put_si(mlprof__sb *out, double v, const char *unit);
 void ce_put_size(mlprof__sb *out, double bytes);
 void ce_put_stat_row(mlprof__sb *out, const ce_stat *s, const char *unit);
 
-/* The ceilings for a person: peaks, levels, curve, each min/median/max. */
+/* The peaks, levels and curve as tables, each min/median/max and spread
+ * (a GPU's without thread counts). */
+void ce_print_tables(const ce_ceilings *c, mlprof__sb *out);
+/* The ceilings for a person: a header, then the tables. */
 void ce_print(const ce_ceilings *c, mlprof__sb *out);
 
 /* The compute peak of a precision ("fp32", "fp64") with one thread

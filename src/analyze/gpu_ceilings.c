@@ -575,33 +575,14 @@ void gce_print(const gce_ceilings *c, mlprof__sb *out)
     ce_put_size(out, c->mem_bytes);
     mlprof__sb_printf(out, "), driver %d.%d, launches of %u x %u threads, measured %s, %d times each\n",
                       c->driver / 1000, c->driver % 1000 / 10, c->grid, c->block, c->when, c->repeats);
-    mlprof__sb_puts(out, "\npeak (FMA; an FMA is 2 FLOPs, a half2 FMA 4; no tensor cores)"
-                         "    min         median            max  spread\n");
-    for (size_t i = 0; i < c->ncompute; i++) {
-        mlprof__sb_printf(out, "  %-58s", c->compute[i].what);
-        ce_put_stat_row(out, &c->compute[i].s, "FLOP/s");
+    ce_ceilings *t = mlprof__malloc(sizeof *t);
+    if (!t) {
+        out->failed = 1;
+        return;
     }
-    mlprof__sb_puts(out, "\nbandwidth (triad, 24 B/element)\n  level  cache      working set"
-                         "        min         median            max  spread\n");
-    for (size_t i = 0; i < c->nlevels; i++) {
-        const ce_point *p = &c->levels[i];
-        mlprof__sb_printf(out, "  %-5s  ", p->what);
-        if (p->cache_bytes > 0)
-            ce_put_size(out, p->cache_bytes);
-        else
-            mlprof__sb_puts(out, "         -");
-        mlprof__sb_puts(out, "  ");
-        ce_put_size(out, p->bytes);
-        mlprof__sb_puts(out, "  ");
-        ce_put_stat_row(out, &p->s, "B/s");
-    }
-    mlprof__sb_puts(out, "\nbandwidth curve (triad)\n  working set         min         median            max  spread\n");
-    for (size_t i = 0; i < c->ncurve; i++) {
-        mlprof__sb_puts(out, "  ");
-        ce_put_size(out, c->curve[i].bytes);
-        mlprof__sb_puts(out, "  ");
-        ce_put_stat_row(out, &c->curve[i].s, "B/s");
-    }
+    gce_to_ceilings(c, t);
+    ce_print_tables(t, out);
+    mlprof__free(t);
 }
 
 _Static_assert((int)GCE_MAX_COMPUTE <= (int)CE_MAX_COMPUTE && (int)GCE_MAX_LEVELS <= (int)CE_MAX_LEVELS &&

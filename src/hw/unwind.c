@@ -512,6 +512,22 @@ static int by_start(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* In n ranges sorted by their start (first: the first one's start, each
+ * stride bytes after the last), the index past the last that starts at or
+ * below a. */
+static size_t past_start(const Dwarf_Addr *first, size_t n, size_t stride, Dwarf_Addr a)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (*(const Dwarf_Addr *)((const char *)first + mid * stride) <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The compile unit whose ranges hold ip, by the module's table (made now
  * when it is not there yet); lock held. */
 static Dwarf_Die *cu_of(Dwfl_Module *m, uint64_t ip, Dwarf_Addr *bias)
@@ -547,14 +563,7 @@ static Dwarf_Die *cu_of(Dwfl_Module *m, uint64_t ip, Dwarf_Addr *bias)
     }
     *bias = t->bias;
     Dwarf_Addr a = ip - t->bias;
-    size_t lo = 0, hi = t->n; /* the last range starting at or below a */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->r[mid].start <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = past_start(t->n ? &t->r[0].start : NULL, t->n, sizeof *t->r, a);
     /* ranges may nest across units rarely: a few before are looked at */
     for (size_t k = lo, seen = 0; k-- > 0 && seen < 8; seen++) {
         if (a >= t->r[k].start && a < t->r[k].end)
@@ -696,14 +705,7 @@ static int inlined_at(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Die **calls, int max)
         }
         mlprof__sort(t->r, t->nr, sizeof *t->r, by_range);
     }
-    size_t lo = 0, hi = t->nr; /* past the last range starting at or below a */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->r[mid].start <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = past_start(t->nr ? &t->r[0].start : NULL, t->nr, sizeof *t->r, a);
     /* the innermost range holding a: back from there to the function's own
      * range (a function's inlined calls lie inside it) */
     const struct inl_range *best = NULL;
