@@ -9,7 +9,9 @@
 #      by torch.profiler (record_shapes) and run under mlprof run --gpu on:
 #      kernel counts and GPU time of both (mlprof kernels), and mlprof
 #      roofline --gpu-ceilings on torch's trace;
-#   4. mlprof run --sampler nvml on the same step.
+#   4. mlprof run --sampler nvml on the same step;
+#   5. ncu on the example's GEMM: time, DRAM bytes and FMAs against what
+#      step 2's range profiler measured.
 # Every step has its own time limit; the logs go to OUT/logs, packed into
 # OUT/gpu_check.tgz, and what to read first into OUT/summary.txt.
 set -u
@@ -90,6 +92,19 @@ timeout 60 $M roofline "$L/torch.json" --gpu-ceilings "$OUT/gpu.json" -o "$L/tor
 timeout 150 $M run --gpu on -o "$L/mlrun.json" -- python3 "$L/step.py" plain >"$L/mlrun.txt" 2>&1
 echo "mlprof run status $?"; tail -8 "$L/mlrun.txt"
 timeout 60 $M kernels "$L/mlrun.json" >"$L/mlrun_kernels.txt" 2>&1; head -30 "$L/mlrun_kernels.txt"
+# the driver calls gpu=on records (those that launch work) and whether any
+# lies inside a runtime call (the runtime's own use of the driver)
+python3 - "$L/mlrun.json" <<'PY'
+import json, sys, collections
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+drv = [e for e in ev if e.get("cat") == "cuda_driver"]
+rt = collections.defaultdict(list)
+for e in ev:
+    if e.get("cat") == "cuda_runtime":
+        rt[e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
+inside = [e for e in drv if any(a <= e["ts"] and e["ts"] + e["dur"] <= b for a, b in rt[e["tid"]])]
+print("driver calls:", collections.Counter(e["name"] for e in drv).most_common(6), "; inside a runtime call:", len(inside))
+PY
 
 step "4. NVML sampler"
 timeout 90 $M run --sampler nvml -o "$L/nvml.json" -- python3 "$L/step.py" plain >"$L/nvml.txt" 2>&1
@@ -100,6 +115,12 @@ d = json.load(open(sys.argv[1]))
 c = collections.Counter(e["name"] for e in d["traceEvents"] if e.get("ph") == "C")
 print("counter series:", dict(c))
 PY
+
+step "5. ncu on the GEMM against the range profiler's figures (step 2's --metrics)"
+timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum \
+    -k regex:gemm --launch-count 3 $B/cuda_kernels --steps 3 >"$L/ncu.txt" 2>&1
+echo "ncu status $?"; grep -E "gemm_kernel|gpu__time|dram__bytes|ffma|ERR" "$L/ncu.txt" | head -12
+grep -A4 "Kernel metrics" "$L/ck_metrics_kernels.txt"
 
 step "done"
 # what comes back: this summary, the GPU's ceilings, and the logs packed

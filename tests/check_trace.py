@@ -842,8 +842,10 @@ def area_cupti(prog, out, fake, layout):
     t = load(os.path.join(out, "cupti_functions.json"))
     api = [e for e in events(t, "X") if e["cat"] == "cuda_runtime"]
     check([e["name"] for e in api] == ["cudaLaunchKernel"], f"only the chosen function: {[e['name'] for e in api]}")
+    check(not [e for e in events(t, "X") if e["cat"] == "cuda_driver"], "no driver call written (none chosen)")
     k = [e for e in events(t, "X") if e["cat"] == "kernel"]
-    check(len(k) == 1 and k[0]["args"].get("op") == "step", f"its kernel linked: {k}")
+    check(sorted(e["name"] for e in k) == ["k", "k_driver"] and all(e["args"].get("op") == "step" for e in k),
+          f"its kernel, and one launched through the driver (gpu=on turns cuLaunchKernel on), linked: {k}")
     unavailable = t["otherData"].get("counters_unavailable", {})
     check("gpu function cudaNoSuchFunction" in unavailable, f"an unknown function is said: {unavailable}")
 

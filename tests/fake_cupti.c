@@ -244,6 +244,7 @@ API uint64_t fake_cupti_now(void)
 
 API int fake_cupti_enabled(uint32_t kind) { return kind < 64 && g_enabled[kind]; }
 API int fake_cupti_runtime_api_enabled(uint32_t cbid) { return cbid < 4096 && g_runtime_api[cbid]; }
+API int fake_cupti_driver_api_enabled(uint32_t cbid) { return cbid < 4096 && g_driver_api[cbid]; }
 API int fake_cupti_thread_id_type(void) { return g_thread_type; }
 
 API void fake_cupti_drop(size_t n)

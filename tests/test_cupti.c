@@ -26,6 +26,7 @@ static struct {
     uint64_t (*now)(void);
     int (*enabled)(uint32_t);
     int (*runtime_api_enabled)(uint32_t);
+    int (*driver_api_enabled)(uint32_t);
     int (*thread_id_type)(void);
     void (*drop)(size_t);
     void (*complete_async)(void);
@@ -47,6 +48,7 @@ static struct {
 } F;
 
 enum { RUNTIME = 0, DRIVER = 1 };
+enum { CB_CU_MEMCPY_HTOD = 279 }; /* the driver's, as fake_cupti.c names it */
 enum { CB_MALLOC = 20, CB_MEMCPY = 31, CB_MEMSET = 51, CB_STREAM_SYNC = 131, CB_LAUNCH = 211, CB_GRAPH_LAUNCH = 311,
        CB_CU_LAUNCH = 307 };
 
@@ -75,6 +77,7 @@ static int load_fake(const char *path)
     } t[] = {{"fake_cupti_now", (void **)&F.now},
              {"fake_cupti_enabled", (void **)&F.enabled},
              {"fake_cupti_runtime_api_enabled", (void **)&F.runtime_api_enabled},
+             {"fake_cupti_driver_api_enabled", (void **)&F.driver_api_enabled},
              {"fake_cupti_thread_id_type", (void **)&F.thread_id_type},
              {"fake_cupti_drop", (void **)&F.drop},
              {"fake_cupti_complete_async", (void **)&F.complete_async},
@@ -203,6 +206,9 @@ static void functions_mode(void)
 {
     CHECK(F.runtime_api_enabled(CB_LAUNCH) && !F.runtime_api_enabled(CB_MEMCPY), "cudaLaunchKernel alone, by id");
     CHECK(!F.enabled(5), "not every runtime call");
+    /* gpu=on: the driver's launching calls, one by one, not every driver call */
+    CHECK(F.driver_api_enabled(CB_CU_LAUNCH) && !F.driver_api_enabled(CB_CU_MEMCPY_HTOD) && !F.enabled(6),
+          "cuLaunchKernel alone of the driver's calls");
     mlprof_domain *d = mlprof_domain_create("model");
     mlprof_span *step = mlprof_task_create(d, "step");
     static const int32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
@@ -211,6 +217,10 @@ static void functions_mode(void)
     uint64_t end = call(RUNTIME, CB_LAUNCH, 1, 10, NULL);
     F.kernel("k", 0, 7, 1, end + 1000, end + 2000, grid, block, 8, 0, 0, 0);
     call(RUNTIME, CB_MALLOC, 2, 10, NULL); /* not chosen: not written */
+    /* a kernel launched through the driver (as cuBLASLt's): linked to the
+     * span around its launch, the call itself not written (not chosen) */
+    end = call(DRIVER, CB_CU_LAUNCH, 3, 10, NULL);
+    F.kernel("k_driver", 0, 7, 3, end + 1000, end + 2000, grid, block, 8, 0, 0, 0);
     spin_us(50);
     mlprof_end(step);
     CHECK_OK(mlprof_dump(1));

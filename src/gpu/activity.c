@@ -84,8 +84,9 @@ static struct {
 
     /* counts, for otherData */
     uint64_t records, kernels, memcpys, memsets, syncs, apis, linked, unlinked, incomplete;
+    uint64_t no_times; /* records with neither start nor end */
     uint64_t cupti_dropped, refused, pending_dropped, unknown;
-    uint64_t reported_lost, reported_incomplete;
+    uint64_t reported_lost, reported_incomplete, reported_no_times;
 } G;
 
 /* ------------------------------------------------------------- helpers */
@@ -645,11 +646,15 @@ void mlprof__gpu_emit(int discard, int final)
         mlprof__sort(G.L, G.nl, sizeof *G.L, launch_cmp);
     G.nl_sorted = G.nl;
     size_t kept = 0;
-    int api_on = (mlprof__g.cfg.gpu_mask & (MLPROF__GPU_RUNTIME | MLPROF__GPU_DRIVER)) != 0;
+    int api_on = (mlprof__g.cfg.gpu_mask & (MLPROF__GPU_RUNTIME | MLPROF__GPU_DRIVER | MLPROF__GPU_LAUNCH)) != 0;
     for (size_t i = 0; i < G.np; i++) {
         act *a = &G.P[i];
         if (discard)
             continue;
+        if (a->start_ns == 0 && a->end_ns == 0) { /* no times at all: not a record still running */
+            G.no_times++;
+            continue;
+        }
         if (a->start_ns == 0 || a->end_ns < a->start_ns) { /* still running at a forced flush */
             G.incomplete++;
             continue;
@@ -689,13 +694,13 @@ void mlprof__gpu_other_data(mlprof__sb *out)
         return;
     mlprof__sb_printf(out,
                       ",\"gpu\":{\"records\":%llu,\"kernels\":%llu,\"memcpys\":%llu,\"memsets\":%llu,\"syncs\":%llu"
-                      ",\"api_calls\":%llu,\"linked\":%llu,\"unlinked\":%llu,\"incomplete\":%llu"
+                      ",\"api_calls\":%llu,\"linked\":%llu,\"unlinked\":%llu,\"incomplete\":%llu,\"without_times\":%llu"
                       ",\"dropped_by_cupti\":%llu,\"buffers_refused\":%llu,\"dropped_pending\":%llu"
                       ",\"unknown_records\":%llu,\"clock_points\":%d",
                       (unsigned long long)G.records, (unsigned long long)G.kernels, (unsigned long long)G.memcpys,
                       (unsigned long long)G.memsets, (unsigned long long)G.syncs, (unsigned long long)G.apis,
                       (unsigned long long)G.linked, (unsigned long long)G.unlinked, (unsigned long long)G.incomplete,
-                      (unsigned long long)G.cupti_dropped, (unsigned long long)G.refused,
+                      (unsigned long long)G.no_times, (unsigned long long)G.cupti_dropped, (unsigned long long)G.refused,
                       (unsigned long long)G.pending_dropped, (unsigned long long)G.unknown, G.clock.points);
     mlprof__cupti_other_data(out);
     mlprof__sb_puts(out, ",\"devices\":[");
@@ -734,14 +739,22 @@ void mlprof__gpu_report(void)
                     (unsigned long long)(G.incomplete - G.reported_incomplete));
         G.reported_incomplete = G.incomplete;
     }
+    if (G.no_times > G.reported_no_times) {
+        mlprof__log(MLPROF_LOG_WARN,
+                    "%llu GPU activity records came from CUPTI without start and end times and are not in the "
+                    "trace%s", (unsigned long long)(G.no_times - G.reported_no_times),
+                    mlprof__gpu_metrics_wanted() ? " (gpu_metrics is on: each kernel's GPU time is in its metrics)"
+                                                 : "");
+        G.reported_no_times = G.no_times;
+    }
 }
 
 void mlprof__gpu_reset(void)
 {
     G.np = G.nl = G.nl_sorted = G.npts = 0;
     G.records = G.kernels = G.memcpys = G.memsets = G.syncs = G.apis = 0;
-    G.linked = G.unlinked = G.incomplete = G.cupti_dropped = G.refused = G.pending_dropped = G.unknown = 0;
-    G.reported_lost = G.reported_incomplete = 0;
+    G.linked = G.unlinked = G.incomplete = G.no_times = G.cupti_dropped = G.refused = G.pending_dropped = G.unknown = 0;
+    G.reported_lost = G.reported_incomplete = G.reported_no_times = 0;
     mlprof__gpu_counters_reset();
 }
 

@@ -58,6 +58,7 @@ static struct {
     int names_read;
     mlprof__map interned;
     uint8_t fn_on[3][MAX_CBID];
+    uint8_t launch_fn[3][MAX_CBID]; /* the driver's launching calls (MLPROF__GPU_LAUNCH) */
     int fn_all;
 
     pthread_mutex_t lock; /* the buffers: any thread */
@@ -363,7 +364,7 @@ static const struct {
     {MLPROF__GPU_KERNEL, CUPTI_KIND_CONCURRENT_KERNEL}, {MLPROF__GPU_MEMCPY, CUPTI_KIND_MEMCPY},
     {MLPROF__GPU_MEMCPY, CUPTI_KIND_MEMCPY2},           {MLPROF__GPU_MEMSET, CUPTI_KIND_MEMSET},
     {MLPROF__GPU_SYNC, CUPTI_KIND_SYNCHRONIZATION},     {MLPROF__GPU_RUNTIME, CUPTI_KIND_RUNTIME},
-    {MLPROF__GPU_DRIVER, CUPTI_KIND_DRIVER},
+    {MLPROF__GPU_DRIVER, CUPTI_KIND_DRIVER},        {MLPROF__GPU_LAUNCH, CUPTI_KIND_DRIVER},
 };
 
 static void no_gpu(const char *why)
@@ -371,18 +372,32 @@ static void no_gpu(const char *why)
     mlprof__hw_unavailable("gpu activity", why);
 }
 
-/* Turns the calls of one API on or off function by function (what
- * gpu_functions chose); 0 when this CUPTI cannot. */
-static int api_by_function(int domain, int on)
+/* Turns the calls of one API on or off function by function (those of
+ * table: what gpu_functions chose, or the driver's launching calls); 0 when
+ * this CUPTI cannot. */
+static int api_by_function(int domain, uint8_t (*table)[MAX_CBID], int on)
 {
     int (*fn)(uint32_t, uint8_t) = domain == CUPTI_DOMAIN_RUNTIME ? K.enable_runtime_api : K.enable_driver_api;
     if (!fn)
         return 0;
     for (uint32_t id = 1; id < MAX_CBID; id++) {
-        if (K.fn_on[domain][id] && fn(id, (uint8_t)on) != CUPTI_OK)
+        if (table[domain][id] && fn(id, (uint8_t)on) != CUPTI_OK)
             return 0;
     }
     return 1;
+}
+
+/* The driver's calls that launch GPU work, by name: cuLaunch* (kernels,
+ * cooperative kernels, host functions) and cuGraphLaunch*. */
+static void choose_launches(void)
+{
+    memset(K.launch_fn, 0, sizeof K.launch_fn);
+    read_names();
+    for (uint32_t id = 1; id < MAX_CBID; id++) {
+        const char *s = K.names[CUPTI_DOMAIN_DRIVER][id];
+        if (s && (strncmp(s, "cuLaunch", 8) == 0 || strncmp(s, "cuGraphLaunch", 13) == 0))
+            K.launch_fn[CUPTI_DOMAIN_DRIVER][id] = 1;
+    }
 }
 
 static int enable_kind(uint32_t kind, char *why, size_t len)
@@ -420,6 +435,7 @@ static void start_activity(unsigned want)
         K.registered = 1;
     }
     choose_functions();
+    choose_launches();
     if (enable_kind(CUPTI_KIND_DEVICE, why, sizeof why) != 0 || enable_kind(CUPTI_KIND_CONTEXT, why, sizeof why) != 0) {
         no_gpu(why);
         return;
@@ -431,8 +447,22 @@ static void start_activity(unsigned want)
         if (!(want & k_kinds[i].bit))
             continue;
         uint32_t kind = k_kinds[i].kind;
+        if (k_kinds[i].bit == MLPROF__GPU_LAUNCH) {
+            if (want & MLPROF__GPU_DRIVER)
+                continue; /* every driver call is on */
+            if (!api_by_function(CUPTI_DOMAIN_DRIVER, K.launch_fn, 1)) {
+                mlprof__hw_unavailable("gpu driver launches", "this CUPTI cannot turn driver calls on one by one "
+                                       "(cuptiActivityEnableDriverApi): kernels launched through the driver API "
+                                       "(cuBLASLt, CUTLASS, Triton) are not linked to their launch (gpu=all links "
+                                       "them, with every driver call)");
+                continue;
+            }
+            K.per_function |= k_kinds[i].bit;
+            K.kinds_on |= k_kinds[i].bit;
+            continue;
+        }
         if ((kind == CUPTI_KIND_RUNTIME || kind == CUPTI_KIND_DRIVER) && !K.fn_all &&
-            api_by_function(kind == CUPTI_KIND_RUNTIME ? CUPTI_DOMAIN_RUNTIME : CUPTI_DOMAIN_DRIVER, 1)) {
+            api_by_function(kind == CUPTI_KIND_RUNTIME ? CUPTI_DOMAIN_RUNTIME : CUPTI_DOMAIN_DRIVER, K.fn_on, 1)) {
             K.per_function |= k_kinds[i].bit;
             K.kinds_on |= k_kinds[i].bit;
             continue;
@@ -494,7 +524,8 @@ void mlprof__gpu_stop(void)
         if (!(K.kinds_on & k_kinds[i].bit))
             continue;
         if (K.per_function & k_kinds[i].bit)
-            api_by_function(kind == CUPTI_KIND_RUNTIME ? CUPTI_DOMAIN_RUNTIME : CUPTI_DOMAIN_DRIVER, 0);
+            api_by_function(kind == CUPTI_KIND_RUNTIME ? CUPTI_DOMAIN_RUNTIME : CUPTI_DOMAIN_DRIVER,
+                            k_kinds[i].bit == MLPROF__GPU_LAUNCH ? K.launch_fn : K.fn_on, 0);
         else
             K.disable(kind);
     }
@@ -527,9 +558,10 @@ int mlprof__gpu_parse(const char *key, const char *value, unsigned *mask, char *
         unsigned bits;
     } kinds[] = {{"kernel", MLPROF__GPU_KERNEL}, {"memcpy", MLPROF__GPU_MEMCPY}, {"memset", MLPROF__GPU_MEMSET},
                  {"sync", MLPROF__GPU_SYNC},     {"runtime", MLPROF__GPU_RUNTIME}, {"driver", MLPROF__GPU_DRIVER},
+                 {"launch", MLPROF__GPU_LAUNCH},
                  {"on", MLPROF__GPU_KERNEL | MLPROF__GPU_MEMCPY | MLPROF__GPU_MEMSET | MLPROF__GPU_SYNC |
-                            MLPROF__GPU_RUNTIME},
-                 {"all", 0x3f},
+                            MLPROF__GPU_RUNTIME | MLPROF__GPU_LAUNCH},
+                 {"all", 0x7f},
                  {"off", 0},
                  {"none", 0}};
     int is_gpu = strcmp(key, "gpu") == 0, is_details = strcmp(key, "gpu_details") == 0;

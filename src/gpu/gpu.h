@@ -41,6 +41,9 @@ enum {
     MLPROF__GPU_SYNC = 1 << 3,
     MLPROF__GPU_RUNTIME = 1 << 4,
     MLPROF__GPU_DRIVER = 1 << 5,
+    MLPROF__GPU_LAUNCH = 1 << 6, /* the driver calls that launch work (cuLaunchKernel, cuLaunchKernelEx,
+                                    cuLaunchCooperativeKernel, cuGraphLaunch...): the kernels that
+                                    cuBLASLt, CUTLASS or Triton launch through the driver get linked */
 };
 /* Bits of the gpu_details key. */
 enum {
