@@ -20,6 +20,14 @@
  * path writes them, and "flops" and "bytes" from libmlprof's shared formulas
  * (mlprof_opcost_op) for the operators they know.
  *
+ * Memory (with MEMORY): every tensor allocation and free torch's allocators
+ * report; and, where torch has CUDA (built with MLPROF_TORCH_CUDA), the CUDA
+ * caching allocator's segments as mlprof_mem_reserve/release, from its trace
+ * tracker (torch 2.1 and later): "used" against "allocated" is then torch's
+ * own caching and fragmentation. The segments already reserved when a trace
+ * starts are reported first, from the allocator's snapshot, and those still
+ * reserved when it stops are released in mlprof's view.
+ *
  * Hot path (each operator): no lock, no allocation, no system call; the
  * handle cache takes a lock only the first time a name is seen.
  */
@@ -30,6 +38,10 @@
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
+#ifdef MLPROF_TORCH_CUDA
+#include <ATen/Context.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #if __has_include(<torch/csrc/api/include/torch/version.h>)
 #include <torch/csrc/api/include/torch/version.h>
@@ -64,6 +76,9 @@ struct Api {
     /* mlprof_opcost_op (mlprof/opcost.h), or null where the library has none */
     int (*opcost_op)(const char *name, const char *shapes, const char *types, const char *out_shapes,
                      const char *scalars, int64_t cost[2]);
+    /* mlprof_mem_reserve and mlprof_mem_release: the CUDA allocator's segments */
+    int (*mem_reserve)(int device, const void *addr, uint64_t bytes);
+    int (*mem_release)(int device, const void *addr);
 };
 
 enum { SHAPES = 1, MEMORY = 2, GLOBAL = 4 };
@@ -534,9 +549,69 @@ struct Memory final : c10::MemoryReportingInfoBase {
     bool memoryProfilingEnabled() const override { return true; }
 };
 
+#ifdef MLPROF_TORCH_CUDA
+/* The CUDA caching allocator's segments: its trace tracker sees each one
+ * reserved (cudaMalloc; with expandable segments, each mapping) and
+ * released. Called under the allocator's lock: mlprof's memory calls take
+ * only mlprof's own locks, which never call back into torch. */
+namespace cca = c10::cuda::CUDACachingAllocator;
+std::once_flag tracker_attached;
+std::atomic<int> segments_on{0};
+
+void on_segment(const cca::TraceEntry &te)
+{
+    if (!segments_on.load(std::memory_order_relaxed))
+        return;
+    int dev = 1 + (te.device_ < 0 ? 0 : te.device_ % 64);
+    const void *addr = reinterpret_cast<const void *>(static_cast<uintptr_t>(te.addr_));
+    switch (te.action_) {
+    case cca::TraceEntry::Action::SEGMENT_ALLOC:
+    case cca::TraceEntry::Action::SEGMENT_MAP:
+        api.mem_reserve(dev, addr, (uint64_t)te.size_);
+        break;
+    case cca::TraceEntry::Action::SEGMENT_FREE:
+    case cca::TraceEntry::Action::SEGMENT_UNMAP:
+        api.mem_release(dev, addr);
+        break;
+    default:
+        break;
+    }
+}
+
+/* From now on, the segments; those reserved before first. A process
+ * without a CUDA device has none: nothing to follow. */
+void segments_start()
+{
+    if (!api.mem_reserve || !api.mem_release || !at::globalContext().hasCUDA())
+        return;
+    std::call_once(tracker_attached, [] { cca::attachAllocatorTraceTracker(on_segment); });
+    for (const auto &seg : cca::snapshot().segments)
+        api.mem_reserve(1 + (seg.device < 0 ? 0 : seg.device % 64),
+                        reinterpret_cast<const void *>(static_cast<uintptr_t>(seg.address)),
+                        (uint64_t)seg.total_size);
+    segments_on.store(1, std::memory_order_relaxed);
+}
+
+/* Not followed from now on: the segments still reserved are released in
+ * mlprof's view, so that the next trace, which reports them again, does not
+ * count them twice. */
+void segments_stop()
+{
+    if (!segments_on.exchange(0, std::memory_order_relaxed))
+        return;
+    for (const auto &seg : cca::snapshot().segments)
+        api.mem_release(1 + (seg.device < 0 ? 0 : seg.device % 64),
+                        reinterpret_cast<const void *>(static_cast<uintptr_t>(seg.address)));
+}
+#else
+void segments_start() {}
+void segments_stop() {}
+#endif
+
 struct Session {
     at::CallbackHandle ops = 0, nodes = 0;
     bool pushed = false;
+    bool segments = false;
 };
 
 } // namespace
@@ -547,6 +622,16 @@ extern "C" {
 __attribute__((visibility("default"))) int mlprof_torch_native_abi(void) { return (int)sizeof(Api); }
 
 __attribute__((visibility("default"))) int mlprof_torch_native_version(void) { return TORCH_VERSION_MAJOR; }
+
+/* 1 where this build follows the CUDA caching allocator's segments. */
+__attribute__((visibility("default"))) int mlprof_torch_native_segments(void)
+{
+#ifdef MLPROF_TORCH_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
 
 /* Starts recording on the calling thread (or every thread with GLOBAL).
  * Returns a session to stop, or null with a reason in why. One session at a
@@ -585,6 +670,10 @@ __attribute__((visibility("default"))) void *mlprof_torch_native_start(const Api
             c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, std::make_shared<Memory>());
             s->pushed = true;
         }
+        if (flags & MEMORY) {
+            segments_start();
+            s->segments = true;
+        }
         return s;
     } catch (const std::exception &e) {
         active.store(0);
@@ -604,6 +693,8 @@ __attribute__((visibility("default"))) int mlprof_torch_native_stop(void *sessio
         at::removeCallback(s->nodes);
         if (s->pushed)
             c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+        if (s->segments)
+            segments_stop();
     } catch (const std::exception &e) {
         snprintf(why, why_size, "%s", e.what());
         delete s;

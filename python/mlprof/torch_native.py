@@ -22,7 +22,7 @@ class _Api(ctypes.Structure):
     """struct Api of _torch_native.cpp, field for field."""
     _fields_ = [(name, _fn) for name in (
         "get_state", "task_create", "begin", "end", "arg_int", "arg_str", "mem_alloc", "mem_free", "domain",
-        "opcost_op")]
+        "opcost_op", "mem_reserve", "mem_release")]
 
 
 _state = {"lib": None, "why": None, "tried": False}
@@ -86,6 +86,16 @@ def why():
     return _state["why"]
 
 
+def segments():
+    """True where the loaded extension follows the CUDA caching allocator's
+    segments (built against a torch with CUDA, 2.1 or later)."""
+    lib = load()
+    try:
+        return bool(lib and lib.mlprof_torch_native_segments())
+    except AttributeError:
+        return False
+
+
 def _opcost(lib_):
     """mlprof_opcost_op's address (the shared FLOP and byte formulas), or
     None for a library without them: the extension then counts FLOPs itself."""
@@ -111,7 +121,7 @@ class Session:
         lib_ = _lib.lib
         self.api = _Api(*[ctypes.cast(getattr(lib_, "mlprof_" + n), _fn) for n in (
             "get_state", "task_create", "begin", "end", "arg_int", "arg_str", "mem_alloc", "mem_free")],
-            domain, _opcost(lib_))
+            domain, _opcost(lib_), ctypes.cast(lib_.mlprof_mem_reserve, _fn), ctypes.cast(lib_.mlprof_mem_release, _fn))
         self.lib = lib
         why = ctypes.create_string_buffer(256)
         flags = (SHAPES if shapes else 0) | (MEMORY if memory else 0) | (GLOBAL if all_threads else 0)

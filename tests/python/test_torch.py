@@ -382,3 +382,37 @@ print(sum(1 for e in t["traceEvents"] if e.get("name") == "aten::sum"))
         assert p.stdout.split() == ["2"], p.stdout
         said = [line for line in p.stderr.splitlines() if "native tracing unavailable" in line]
         assert len(said) == 1 and why in said[0] and "dispatch-mode" in said[0], p.stderr
+
+
+def test_cuda_allocator_segments(tmp_path):
+    """Where torch has a CUDA device: the caching allocator's segments as
+    reserve and release, so that allocated (reserved) is torch's own
+    memory_reserved while used is its tensors'."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if torch_native.load() is None:
+        pytest.skip(f"native path: {torch_native.why()}")
+    if not torch_native.segments():
+        pytest.skip("this build of the extension does not follow the CUDA allocator's segments")
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    mlprof.set_state("stop")
+    mlprof.clear()
+    mlprof.set_config(filename=str(tmp_path / "segments.json"), profile_memory=True, memory_svg="", memory_csv="")
+    mlprof.set_state("run")
+    mlprof.memory_reset()
+    with mlprof.torch.trace(native=True):
+        before = mlprof.memory_info("cuda:0")
+        a = torch.empty(48 << 20, dtype=torch.uint8, device="cuda")  # 48 MiB: a segment of its own
+        mid = mlprof.memory_info("cuda:0")
+        reserved = torch.cuda.memory_reserved()
+        del a
+        torch.cuda.empty_cache()  # the segment goes back to CUDA
+        after = mlprof.memory_info("cuda:0")
+    mlprof.dump()
+    assert mid["reserves"] - before["reserves"] >= 1, (before, mid)
+    assert mid["allocated"] - mid["used"] >= 0 and mid["allocated"] >= 48 << 20, mid
+    # what mlprof holds as allocated is what torch says it reserved
+    assert mid["allocated"] == reserved, (mid["allocated"], reserved)
+    assert after["releases"] - mid["releases"] >= 1 and after["allocated"] == torch.cuda.memory_reserved(), after
+
