@@ -41,13 +41,16 @@ if(NOT MLPROF_TORCH_NATIVE STREQUAL "OFF" AND NOT MLPROF_SANITIZE)
     find_library(MLPROF_C10_LIB c10 PATHS ${_tn_lib} NO_DEFAULT_PATH)
     target_link_libraries(mlprof_torch PRIVATE ${MLPROF_TORCH_CPU_LIB} ${MLPROF_C10_LIB})
     # A torch built with CUDA: the caching allocator's segments too (its trace
-    # tracker, torch 2.1 on), with CUDA's headers and libc10_cuda
+    # tracker; torch 2.6 on, lazyInitDevice's; checked on 2.11), with CUDA's
+    # headers and libc10_cuda
     set(_tn_segments "no CUDA in this torch")
     execute_process(
       COMMAND ${MLPROF_TORCH_PYTHON} -c
-        "import torch, torch.utils.cpp_extension as c\nif torch.version.cuda:\n  try: p = c.include_paths(device_type='cuda')\n  except TypeError: p = c.include_paths(cuda=True)\n  print('mlprof:' + '|'.join(p))"
+        "import torch, torch.utils.cpp_extension as c\nif torch.version.cuda:\n  try:\n    try: p = c.include_paths(device_type='cuda')\n    except TypeError: p = c.include_paths(cuda=True)\n  except Exception as e: print('mlprof-no-cuda-headers:' + str(e).replace(chr(10), ' '))\n  else: print('mlprof:' + '|'.join(p))"
       OUTPUT_VARIABLE _tn_cuda_out ERROR_QUIET RESULT_VARIABLE _tn_cuda_rc OUTPUT_STRIP_TRAILING_WHITESPACE)
-    if(_tn_cuda_rc EQUAL 0 AND _tn_cuda_out MATCHES "mlprof:([^\n]*)" AND _tn_version VERSION_GREATER_EQUAL 2.1)
+    if(_tn_cuda_out MATCHES "mlprof-no-cuda-headers:([^\n]*)")
+      set(_tn_segments "no CUDA headers for torch's CUDA (${CMAKE_MATCH_1}): segments not followed")
+    elseif(_tn_cuda_rc EQUAL 0 AND _tn_cuda_out MATCHES "mlprof:([^\n]*)" AND _tn_version VERSION_GREATER_EQUAL 2.6)
       string(REPLACE "|" ";" _tn_cuda_inc "${CMAKE_MATCH_1}")
       find_path(MLPROF_TORCH_CCA_H c10/cuda/CUDACachingAllocator.h PATHS ${_tn_cuda_inc} NO_DEFAULT_PATH)
       find_path(MLPROF_TORCH_CUDART_H cuda_runtime_api.h PATHS ${_tn_cuda_inc} /usr/local/cuda/include NO_DEFAULT_PATH)
@@ -61,7 +64,7 @@ if(NOT MLPROF_TORCH_NATIVE STREQUAL "OFF" AND NOT MLPROF_SANITIZE)
         set(_tn_segments "no c10/cuda/CUDACachingAllocator.h, cuda_runtime_api.h or libc10_cuda: segments not followed")
       endif()
     elseif(_tn_cuda_rc EQUAL 0 AND _tn_cuda_out MATCHES "mlprof:")
-      set(_tn_segments "torch before 2.1: segments not followed")
+      set(_tn_segments "torch before 2.6: segments not followed")
     endif()
     set(MLPROF_HAVE_TORCH_NATIVE ON)
     message(STATUS "mlprof.torch native extension: torch ${_tn_version} (libmlprof_torch.so; ${_tn_segments})")

@@ -23,7 +23,7 @@
  * Memory (with MEMORY): every tensor allocation and free torch's allocators
  * report; and, where torch has CUDA (built with MLPROF_TORCH_CUDA), the CUDA
  * caching allocator's segments as mlprof_mem_reserve/release, from its trace
- * tracker (torch 2.1 and later): "used" against "allocated" is then torch's
+ * tracker (torch 2.6 and later; expandable segments are not followed): "used" against "allocated" is then torch's
  * own caching and fragmentation. The segments already reserved when a trace
  * starts are reported first, from the allocator's snapshot, and those still
  * reserved when it stops are released in mlprof's view.
@@ -551,11 +551,14 @@ struct Memory final : c10::MemoryReportingInfoBase {
 
 #ifdef MLPROF_TORCH_CUDA
 /* The CUDA caching allocator's segments: its trace tracker sees each one
- * reserved (cudaMalloc; with expandable segments, each mapping) and
- * released. Called under the allocator's lock: mlprof's memory calls take
- * only mlprof's own locks, which never call back into torch. */
+ * reserved (cudaMalloc) and released. Expandable segments (mapped and
+ * unmapped in ranges that need not match) are not followed: used and
+ * allocated then both count the tensors. Called under the allocator's lock:
+ * mlprof's memory calls take only mlprof's own locks, which never call back
+ * into torch, nor the GIL. */
 namespace cca = c10::cuda::CUDACachingAllocator;
 std::once_flag tracker_attached;
+bool tracker_ok = false;
 std::atomic<int> segments_on{0};
 
 void on_segment(const cca::TraceEntry &te)
@@ -564,32 +567,38 @@ void on_segment(const cca::TraceEntry &te)
         return;
     int dev = 1 + (te.device_ < 0 ? 0 : te.device_ % 64);
     const void *addr = reinterpret_cast<const void *>(static_cast<uintptr_t>(te.addr_));
-    switch (te.action_) {
-    case cca::TraceEntry::Action::SEGMENT_ALLOC:
-    case cca::TraceEntry::Action::SEGMENT_MAP:
+    if (te.action_ == cca::TraceEntry::Action::SEGMENT_ALLOC)
         api.mem_reserve(dev, addr, (uint64_t)te.size_);
-        break;
-    case cca::TraceEntry::Action::SEGMENT_FREE:
-    case cca::TraceEntry::Action::SEGMENT_UNMAP:
+    else if (te.action_ == cca::TraceEntry::Action::SEGMENT_FREE)
         api.mem_release(dev, addr);
-        break;
-    default:
-        break;
-    }
 }
 
-/* From now on, the segments; those reserved before first. A process
- * without a CUDA device has none: nothing to follow. */
+/* From now on, the segments; those reserved before first. Nothing where the
+ * process has no CUDA device, or another allocator backend than torch's
+ * own (cudaMallocAsync refuses trackers): the tensors are still recorded. */
 void segments_start()
 {
-    if (!api.mem_reserve || !api.mem_release || !at::globalContext().hasCUDA())
-        return;
-    std::call_once(tracker_attached, [] { cca::attachAllocatorTraceTracker(on_segment); });
-    for (const auto &seg : cca::snapshot().segments)
-        api.mem_reserve(1 + (seg.device < 0 ? 0 : seg.device % 64),
-                        reinterpret_cast<const void *>(static_cast<uintptr_t>(seg.address)),
-                        (uint64_t)seg.total_size);
-    segments_on.store(1, std::memory_order_relaxed);
+    try {
+        if (!api.mem_reserve || !api.mem_release || !at::globalContext().hasCUDA())
+            return;
+        /* the tracker reaches only the devices' allocators that exist: CUDA
+         * first (what torch.profiler's CUDA activity does too) */
+        at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+        std::call_once(tracker_attached, [] {
+            cca::attachAllocatorTraceTracker(on_segment);
+            tracker_ok = true;
+        });
+        if (!tracker_ok)
+            return;
+        for (const auto &seg : cca::snapshot().segments)
+            if (!seg.is_expandable)
+                api.mem_reserve(1 + (seg.device < 0 ? 0 : seg.device % 64),
+                                reinterpret_cast<const void *>(static_cast<uintptr_t>(seg.address)),
+                                (uint64_t)seg.total_size);
+        segments_on.store(1, std::memory_order_relaxed);
+    } catch (const std::exception &) {
+        segments_on.store(0, std::memory_order_relaxed); /* the operators and tensors go on */
+    }
 }
 
 /* Not followed from now on: the segments still reserved are released in
@@ -599,9 +608,13 @@ void segments_stop()
 {
     if (!segments_on.exchange(0, std::memory_order_relaxed))
         return;
-    for (const auto &seg : cca::snapshot().segments)
-        api.mem_release(1 + (seg.device < 0 ? 0 : seg.device % 64),
-                        reinterpret_cast<const void *>(static_cast<uintptr_t>(seg.address)));
+    try {
+        for (const auto &seg : cca::snapshot().segments)
+            if (!seg.is_expandable)
+                api.mem_release(1 + (seg.device < 0 ? 0 : seg.device % 64),
+                                reinterpret_cast<const void *>(static_cast<uintptr_t>(seg.address)));
+    } catch (const std::exception &) {
+    }
 }
 #else
 void segments_start() {}

@@ -381,8 +381,12 @@ static int api_by_function(int domain, uint8_t (*table)[MAX_CBID], int on)
     if (!fn)
         return 0;
     for (uint32_t id = 1; id < MAX_CBID; id++) {
-        if (table[domain][id] && fn(id, (uint8_t)on) != CUPTI_OK)
+        if (table[domain][id] && fn(id, (uint8_t)on) != CUPTI_OK) {
+            for (uint32_t back = 1; on && back < id; back++) /* none left on half way */
+                if (table[domain][back])
+                    fn(back, 0);
             return 0;
+        }
     }
     return 1;
 }
@@ -448,8 +452,8 @@ static void start_activity(unsigned want)
             continue;
         uint32_t kind = k_kinds[i].kind;
         if (k_kinds[i].bit == MLPROF__GPU_LAUNCH) {
-            if (want & MLPROF__GPU_DRIVER)
-                continue; /* every driver call is on */
+            if ((K.kinds_on & MLPROF__GPU_DRIVER) && !(K.per_function & MLPROF__GPU_DRIVER))
+                continue; /* every driver call is on (the DRIVER kind comes first in k_kinds) */
             if (!api_by_function(CUPTI_DOMAIN_DRIVER, K.launch_fn, 1)) {
                 mlprof__hw_unavailable("gpu driver launches", "this CUPTI cannot turn driver calls on one by one "
                                        "(cuptiActivityEnableDriverApi): kernels launched through the driver API "
@@ -579,7 +583,7 @@ int mlprof__gpu_parse(const char *key, const char *value, unsigned *mask, char *
             }
             if (i == sizeof kinds / sizeof kinds[0]) {
                 snprintf(why, len, "unknown GPU activity \"%.*s\" (known: kernel, memcpy, memset, sync, runtime, "
-                                   "driver; on, all, off)", (int)n, item);
+                                   "driver, launch; on, all, off)", (int)n, item);
                 return -1;
             }
             *mask |= kinds[i].bits;

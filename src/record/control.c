@@ -136,7 +136,7 @@ static const key_def g_keys[] = {
     {"cuda_functions", T_MODULE, F(cuda_functions), 0, 0,
      "all, or a comma list of CUDA runtime functions such as cudaMalloc,cudaLaunchKernel", SIZE(cuda_functions),
      MASK(cuda_functions_mask)},
-    {"gpu", T_MODULE, F(gpu), 0, 0, "off, on, all, or a comma list of kernel, memcpy, memset, sync, runtime, driver",
+    {"gpu", T_MODULE, F(gpu), 0, 0, "off, on, all, or a comma list of kernel, memcpy, memset, sync, runtime, driver, launch",
      SIZE(gpu), MASK(gpu_mask)},
     {"gpu_functions", T_MODULE, F(gpu_functions), 0, 0,
      "empty for all, or a comma list of CUDA runtime and driver functions such as cudaLaunchKernel,cuMemAlloc",
