@@ -316,6 +316,29 @@ static unsigned grow_count(unsigned n, double secs, double target, unsigned max)
     return want > max ? max : (unsigned)want;
 }
 
+/* One kernel's rate: *count (a parameter of its launch: the loop steps or
+ * passes, at most max) grown until a launch takes about o->seconds, then
+ * o->repeats launches, each rate work * count / seconds. */
+static int measured_rate(run *r, CUfunction f, void **params, unsigned *count, unsigned max, double work,
+                         ce_stat *out, char *err, size_t len)
+{
+    double secs = 0, rates[64];
+    for (int tries = 0; tries < 8; tries++) {
+        if (timed(r->d, f, r->grid, params, &secs, err, len) != 0)
+            return -1;
+        if (secs >= r->o->seconds / 2 || *count >= max)
+            break;
+        *count = grow_count(*count, secs, r->o->seconds, max);
+    }
+    for (int i = 0; i < r->o->repeats; i++) {
+        if (timed(r->d, f, r->grid, params, &secs, err, len) != 0)
+            return -1;
+        rates[i] = secs > 0 ? work * *count / secs : 0;
+    }
+    *out = ce_stat_of(rates, r->o->repeats);
+    return 0;
+}
+
 /* The FMA peak of one kind: iterations calibrated to o->seconds, then
  * o->repeats launches. */
 static int measure_fma(run *r, const fma_kind *k, CUdeviceptr out, ce_point *pt, char *err, size_t len)
@@ -336,32 +359,17 @@ static int measure_fma(run *r, const fma_kind *k, CUdeviceptr out, ce_point *pt,
         m.b32 = c.b32 = 0x38003800u; /* 0.5 in both halves */
     unsigned iters = 64;
     void *params[] = {&out, &iters, &m, &c};
-    double threads = (double)r->grid * BLOCK, secs = 0;
-    for (int tries = 0; tries < 8; tries++) { /* calibrate: the launch near o->seconds */
-        if (timed(d, f, r->grid, params, &secs, err, len) != 0)
-            return -1;
-        if (secs >= r->o->seconds / 2 || iters >= (1u << 30))
-            break;
-        iters = grow_count(iters, secs, r->o->seconds, 1u << 30);
-    }
-    double rates[64];
-    for (int i = 0; i < r->o->repeats; i++) {
-        if (timed(d, f, r->grid, params, &secs, err, len) != 0)
-            return -1;
-        double flops = threads * iters * FMA_UNROLL * FMA_CHAINS * k->flops;
-        rates[i] = secs > 0 ? flops / secs : 0;
-    }
+    double threads = (double)r->grid * BLOCK;
     memset(pt, 0, sizeof *pt);
     snprintf(pt->what, sizeof pt->what, "%s", k->what);
     pt->threads = (int)threads;
-    pt->s = ce_stat_of(rates, r->o->repeats);
-    return 0;
+    return measured_rate(r, f, params, &iters, 1u << 30, threads * FMA_UNROLL * FMA_CHAINS * k->flops, &pt->s, err,
+                         len);
 }
 
 /* The triad's bandwidth over bytes (the three arrays together). */
 static int measure_triad(run *r, CUfunction f, CUdeviceptr base, double bytes, ce_point *pt, char *err, size_t len)
 {
-    drv *d = r->d;
     /* a whole number of elements per thread: with a remainder, the threads
      * that have one more would run the last part of every pass alone */
     unsigned long long threads = r->grid * (unsigned long long)BLOCK, n = (unsigned long long)(bytes / 24);
@@ -371,26 +379,12 @@ static int measure_triad(run *r, CUfunction f, CUdeviceptr base, double bytes, c
     unsigned passes = 1;
     void *params[] = {&a, &b, &c, &s, &n, &passes};
     double secs = 0;
-    if (timed(d, f, r->grid, params, &secs, err, len) != 0) /* the first touch, and a first time */
+    if (timed(r->d, f, r->grid, params, &secs, err, len) != 0) /* the first touch */
         return -1;
-    for (int tries = 0; tries < 8; tries++) {
-        if (timed(d, f, r->grid, params, &secs, err, len) != 0)
-            return -1;
-        if (secs >= r->o->seconds / 2 || passes >= (1u << 20))
-            break;
-        passes = grow_count(passes, secs, r->o->seconds, 1u << 20);
-    }
-    double rates[64];
-    for (int i = 0; i < r->o->repeats; i++) {
-        if (timed(d, f, r->grid, params, &secs, err, len) != 0)
-            return -1;
-        rates[i] = secs > 0 ? 24.0 * (double)n * passes / secs : 0;
-    }
     memset(pt, 0, sizeof *pt);
-    pt->threads = (int)(r->grid * BLOCK);
+    pt->threads = (int)threads;
     pt->bytes = 24.0 * (double)n;
-    pt->s = ce_stat_of(rates, r->o->repeats);
-    return 0;
+    return measured_rate(r, f, params, &passes, 1u << 20, 24.0 * (double)n, &pt->s, err, len);
 }
 
 void gce_options_default(gce_options *o)
