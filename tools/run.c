@@ -477,7 +477,8 @@ static int output_names_rank(const char *name, int rank)
 static int lock_parts(const char *dir)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/.lock", dir);
+    if (snprintf(path, sizeof path, "%s/.lock", dir) >= (int)sizeof path)
+        return -1;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0)
         return -1;
@@ -500,7 +501,10 @@ static void unlock_parts(int fd)
 static void mark_done(const char *dir, const job *j, int status)
 {
     char path[PATH_MAX], text[200];
-    snprintf(path, sizeof path, "%s/done.rank%d", dir, j->rank);
+    if (snprintf(path, sizeof path, "%s/done.rank%d", dir, j->rank) >= (int)sizeof path) {
+        fprintf(stderr, PROG ": rank %d: the path %s/done.rank%d is too long\n", j->rank, dir, j->rank);
+        return;
+    }
     int n = snprintf(text, sizeof text, "%s\n%d\n", j->id, status);
     if (mlprof__write_file_atomic(path, text, (size_t)n) != MLPROF_OK)
         fprintf(stderr, PROG ": rank %d: %s\n", j->rank, mlprof_last_error());

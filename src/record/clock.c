@@ -144,8 +144,11 @@ static sync_point read_pair(void)
 }
 #endif
 
+static void seg_drop(void);
+
 static void add_sync(sync_point p)
 {
+    seg_drop();
     if (g_nsync == MAX_SYNC) {
         /* thin out: keep the first, every other point, and room for the new one */
         int n = 1;
@@ -162,6 +165,7 @@ int mlprof__clock_init(const char *mode)
 {
     int want_tsc = strcmp(mode, "monotonic") != 0;
     g_nsync = 0;
+    seg_drop();
     if (mlprof__clock_mode == MLPROF__CLOCK_CUSTOM)
         return MLPROF_OK;
     if (!want_tsc || !tsc_is_invariant()) {
@@ -199,6 +203,7 @@ int mlprof_set_clock(uint64_t (*fn)(void *), void *user)
         g_custom_user = user;
         mlprof__clock_mode = MLPROF__CLOCK_CUSTOM;
         g_nsync = 0;
+        seg_drop();
     } else {
         mlprof__clock_mode = MLPROF__CLOCK_MONOTONIC;
         mlprof__clock_init(mlprof__g.cfg.clock);
@@ -217,40 +222,58 @@ static uint64_t to_ns(uint64_t raw);
 
 uint64_t mlprof__clock_to_ns(uint64_t raw) { return shifted(to_ns(raw)); }
 
+/* The segment the last conversion used, with its rate as ns per tick: the
+ * timestamps of a dump come in runs within one segment (mostly past the last
+ * point), each then a subtraction and a multiplication instead of a search
+ * and two divisions. Dropped whenever the points change (seg_drop). */
+static struct {
+    int valid;
+    uint64_t lo, hi; /* raw in [lo, hi) uses it */
+    uint64_t a_ns;
+    double ns_per_tick;
+} g_seg;
+
+static void seg_drop(void) { g_seg.valid = 0; }
+
 static uint64_t to_ns(uint64_t raw)
 {
     if (mlprof__clock_mode != MLPROF__CLOCK_TSC || g_nsync == 0)
         return raw;
-    /* find the last point at or before raw; consecutive events mostly fall in
-     * the segment of the previous one */
-    static int seg;
-    int lo = 0, hi = g_nsync - 1;
-    if (seg < g_nsync - 1 && g_sync[seg].raw <= raw && raw < g_sync[seg + 1].raw)
-        lo = hi = seg;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (g_sync[mid].raw <= raw)
-            lo = mid;
-        else
-            hi = mid - 1;
+    if (!(g_seg.valid && raw >= g_seg.lo && raw < g_seg.hi)) {
+        /* find the last point at or before raw */
+        int lo = 0, hi = g_nsync - 1;
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (g_sync[mid].raw <= raw)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        const sync_point *a = &g_sync[lo];
+        double rate;
+        if (lo + 1 < g_nsync && raw >= a->raw) {
+            const sync_point *b = &g_sync[lo + 1];
+            rate = (double)(b->raw - a->raw) / (double)(b->ns - a->ns);
+        } else if (g_nsync >= 2) {
+            const sync_point *first = &g_sync[0], *last = &g_sync[g_nsync - 1];
+            rate = (double)(last->raw - first->raw) / (double)(last->ns - first->ns);
+        } else {
+            rate = g_init_rate;
+        }
+        if (!(rate > 0))
+            rate = 1.0;
+        if (raw < a->raw) { /* before the first point: not kept */
+            double ns = (double)a->ns - (double)(a->raw - raw) / rate;
+            return ns <= 0 ? 0 : (uint64_t)(ns + 0.5);
+        }
+        g_seg.lo = a->raw;
+        g_seg.hi = lo + 1 < g_nsync ? g_sync[lo + 1].raw : UINT64_MAX;
+        g_seg.a_ns = a->ns;
+        g_seg.ns_per_tick = 1.0 / rate;
+        g_seg.valid = 1;
     }
-    seg = lo;
-    const sync_point *a = &g_sync[lo];
-    double rate;
-    if (lo + 1 < g_nsync && raw >= a->raw) {
-        const sync_point *b = &g_sync[lo + 1];
-        rate = (double)(b->raw - a->raw) / (double)(b->ns - a->ns);
-    } else if (g_nsync >= 2) {
-        const sync_point *first = &g_sync[0], *last = &g_sync[g_nsync - 1];
-        rate = (double)(last->raw - first->raw) / (double)(last->ns - first->ns);
-    } else {
-        rate = g_init_rate;
-    }
-    if (!(rate > 0))
-        rate = 1.0;
-    double delta = ((double)raw - (double)a->raw) / rate;
-    double ns = (double)a->ns + delta;
-    return ns <= 0 ? 0 : (uint64_t)(ns + 0.5);
+    double ns = (double)g_seg.a_ns + (double)(raw - g_seg.lo) * g_seg.ns_per_tick;
+    return (uint64_t)(ns + 0.5);
 }
 
 uint64_t mlprof_now_ns(void)
