@@ -10,6 +10,7 @@ exits non-zero and leaves no partial file: an older output stays as it was.
 usage: analyze_merge_stream_check.py MLPROF OUTDIR [SANITIZER]
 """
 import json
+import gzip
 import os
 import resource
 import signal
@@ -144,6 +145,20 @@ def main():
     for extra in (["-o", "-"], []):
         rc, got, err, _ = run([MLPROF, "merge", *small, *extra])
         check(rc == 0 and got == want, "merge %s to standard output differs from the file (%d)" % (extra, rc))
+
+    # --- OUT.json.gz: gzip holding the same bytes; a full disk keeps the old file there too
+    gz_out = os.path.join(OUT, "small.json.gz")
+    rc, _, err, _ = run([MLPROF, "merge", *small, "-o", gz_out])
+    with open(gz_out, "rb") as f:
+        data = f.read()
+    check(rc == 0 and data[:2] == b"\x1f\x8b", "merge -o X.json.gz: not gzip (%d %r)" % (rc, err))
+    check(data[:2] == b"\x1f\x8b" and gzip.decompress(data) == want, "merge -o X.json.gz: not the JSON of -o X.json")
+    check(len(data) * 4 < len(want), "merge -o X.json.gz: %d bytes for %d of JSON" % (len(data), len(want)))
+    rc, _, err, _ = run([MLPROF, "merge", *paths[:3], "-o", gz_out], limit_fsize=64 << 10)
+    check(rc != 0 and "cannot write" in err and "small.json.gz" in err, "full disk, gzip: %d %r" % (rc, err))
+    with open(gz_out, "rb") as f:
+        check(f.read() == data, "full disk, gzip: the previous output was replaced")
+    check(not leftovers(OUT), "temporary files left after a failed gzip write: %s" % leftovers(OUT))
 
     # --- an input that cannot be read twice (standard input, a pipe): kept from the first read
     with open(small[0], "rb") as f:

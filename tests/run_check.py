@@ -6,6 +6,7 @@ usage: run_check.py MLPROF RUN_FORKER RUN_ALLOC RUN_CUDA RUN_NVTX|none OUTDIR [P
 """
 import csv
 import glob
+import gzip
 import json
 import os
 import subprocess
@@ -28,8 +29,10 @@ PYTHON = sys.argv[7] if len(sys.argv) > 7 else "/usr/bin/python3"
 
 
 def run(name, cmd, *options, expect_rc=0, env=None):
-    """mlprof run -o OUT/name.json [options] -- cmd; returns (process, trace)."""
-    trace = os.path.join(OUT, name + ".json")
+    """mlprof run -o OUT/name.json [options] -- cmd (name.json.gz when name ends in .gz); returns (process,
+    trace)."""
+    gz = name.endswith(".gz")
+    trace = os.path.join(OUT, name if gz else name + ".json")
     if SANITIZED and "--hooks" not in options:
         options = (*NO_MALLOC, *options)
     p = subprocess.run([MLPROF, "run", "-o", trace, *options, "--", *cmd], capture_output=True, text=True,
@@ -39,8 +42,10 @@ def run(name, cmd, *options, expect_rc=0, env=None):
     check(p.returncode == expect_rc, f"{name}: exit status {p.returncode}, {expect_rc} expected")
     t = None
     if os.path.exists(trace):
-        with open(trace) as f:
-            t = json.load(f)
+        with open(trace, "rb") as f:
+            data = f.read()
+        check((data[:2] == b"\x1f\x8b") == gz, f"{name}: {'gzip' if gz else 'plain JSON'} expected")
+        t = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
     check(t is not None, f"{name}: the merged trace {trace}")
     return p, t
 
@@ -216,7 +221,7 @@ def check_nvtx():
 
 # --------------------------------------------------------- fork and exec
 def check_fork_exec():
-    p, t = run("forker", [FORKER])
+    p, t = run("forker.json.gz", [FORKER])  # -o X.json.gz: the merged trace gzip
     if not t:
         return
     pids = {int(line.split()[-1]) for line in p.stdout.splitlines()
@@ -224,7 +229,7 @@ def check_fork_exec():
     check(len(pids) == 3, f"forker: three processes said their pid: {pids}")
     names = {e["pid"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
     check(pids <= names, f"forker: every process has its track in the one trace: {names} for {pids}")
-    parts = glob.glob(os.path.join(OUT, "forker.json.parts", "trace.*.json"))
+    parts = glob.glob(os.path.join(OUT, "forker.json.gz.parts", "trace.*.json"))
     check(len(parts) == 3, f"forker: one part per process: {parts}")
     check("3 processes profiled" in p.stdout, "forker: the summary counts the processes")
 
@@ -383,6 +388,14 @@ def check_status_and_errors():
                        ([], "which command?")):
         q = subprocess.run([MLPROF, "run", *args, "--"], capture_output=True, text=True)
         check(q.returncode == 2 and says in q.stderr, f"bad usage {args}: {q.returncode} {q.stderr!r}")
+    # a Perfetto name for the merged trace (Chrome JSON): refused before the command runs
+    marker = os.path.join(OUT, "pftrace_ran")
+    for name in ("run.pftrace", "run.perfetto-trace"):
+        q = subprocess.run([MLPROF, "run", "-o", os.path.join(OUT, name), "--", "touch", marker],
+                           capture_output=True, text=True)
+        says = "a merged trace is Chrome JSON"
+        check(q.returncode == 2 and says in q.stderr and name in q.stderr and not os.path.exists(marker),
+              f"-o {name}: {q.returncode} {q.stderr!r}")
 
 
 def check_not_started():

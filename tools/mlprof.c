@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../src/analyze/analyze.h"
+#include "../src/common/gz.h"
 #include "../src/analyze/augment.h"
 #include "../src/analyze/ceilings.h"
 #include "../src/analyze/gpu_ceilings.h"
@@ -555,7 +556,7 @@ static void merge_usage(FILE *out)
             "  --offsets T1,T2,...    time added to each trace (seconds, or with ns/us/ms/s)\n"
             "  --sync-marker NAME     align the first event named NAME of every trace\n"
             "  --same-clock           the traces share a clock: do not shift them\n"
-            "  -o, --output FILE      where to write (atomically)\n");
+            "  -o, --output FILE      where to write (atomically; gzip when FILE ends in .gz)\n");
 }
 
 /* Splits a comma list into n parts (the list is modified). Returns the count. */
@@ -935,8 +936,8 @@ static void augment_usage(FILE *out)
             "The time blocked on a full queue is the time a stream's queue held the limit\n"
             "or more (the CPU's next launch on it blocks then), summed over streams, also\n"
             "as a share of the trace's span. Every other event and member of TRACE is\n"
-            "kept (as compact JSON). OUT is plain JSON even when its name ends in .gz (a\n"
-            "line on standard error says so); it is never TRACE itself. What the trace\n"
+            "kept (as compact JSON). OUT is gzip-compressed when its name ends in .gz;\n"
+            "it is never TRACE itself. What the trace\n"
             "lacks for a series (runtime calls, correlation ids, bytes) is said on\n"
             "standard error.\n"
             "\n"
@@ -946,12 +947,6 @@ static void augment_usage(FILE *out)
             "  --queue-until WHEN     end (default): a kernel leaves its queue when it ends;\n"
             "                         start: when it starts, as HTA counts it\n"
             "  --format F             the summary as table (default) or json\n");
-}
-
-static int ends_with(const char *s, const char *end)
-{
-    size_t n = strlen(s), m = strlen(end);
-    return n >= m && strcmp(s + n - m, end) == 0;
 }
 
 /* A count from lo to hi, or bad usage. */
@@ -1022,15 +1017,12 @@ static int cmd_augment(int argc, char **argv)
     int rc = an_augment_write(&t, &a, path, output, &written, err, sizeof err) == 0 ? 0 : 1;
     if (rc != 0)
         fprintf(stderr, PROG " augment: %s\n", err);
-    int plain_gz = ends_with(output, ".gz");
-    if (rc == 0 && plain_gz)
-        fprintf(stderr, PROG " augment: %s is written as plain JSON, not gzip (mlprof has no gzip writer); "
-                        "mlprof reads it either way\n", output);
+    int gzip = mlprof__gz_name(output);
     mlprof__sb out, notes;
     mlprof__sb_init(&out);
     mlprof__sb_init(&notes);
     if (rc == 0) {
-        an_augment_report(&t, &a, format, output, written, plain_gz, &out);
+        an_augment_report(&t, &a, format, output, written, gzip, &out);
         rc = write_output(NULL, &out);
     }
     an_augment_notes(&t, &a, &notes);

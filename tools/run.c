@@ -54,8 +54,9 @@ static void run_usage(FILE *out)
             "those of every process it starts) are recorded with no change to the program, then\n"
             "merged into one trace with a track per process, and summed up.\n"
             "\n"
-            "  -o, --output FILE      the merged trace (default mlprof_run.json); each\n"
-            "                         process's own is kept in FILE.parts/\n"
+            "  -o, --output FILE      the merged trace (default mlprof_run.json), gzip when\n"
+            "                         FILE ends in .gz; each process's own is kept in\n"
+            "                         FILE.parts/\n"
             "  --hooks LIST           the interposers: malloc, blas, dnnl, cuda, cublas, cudnn,\n"
             "                         itt, nvtx, mpi (MPI calls and messages), nccl\n"
             "                         (NCCL's calls; its profiler plugin where NCCL has\n"
@@ -350,6 +351,9 @@ static void parse_options(int argc, char **argv, run_options *o)
     }
     if (i >= argc)
         run_bad_usage("%s", "which command? (mlprof run [options] -- CMD ARGS...)");
+    char why[PATH_MAX + 200];
+    if (an_merge_output_ok(o->output, why, sizeof why) != 0)
+        run_bad_usage("-o %s (each process's own trace in FILE.parts/ is Perfetto's with --format perfetto)", why);
     o->cmd = argv + i;
 }
 

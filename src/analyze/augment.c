@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "../common/gz.h"
 #include "analyze.h"
 #include "augment.h"
 #include "gpu.h"
@@ -377,13 +378,13 @@ static void stream_label(const an_trace *t, const an_aug_series *s, char *buf, s
 static double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * (double)part / (double)whole : 0; }
 
 static void report_json(const an_trace *t, const an_augment *a, const char *out_path, size_t counter_events,
-                        int plain_gz, mlprof__sb *out)
+                        int gzip, mlprof__sb *out)
 {
     mlprof__sb_puts(out, "{\"trace\":");
     mlprof__sb_json_str(out, t->path ? t->path : "", t->path ? strlen(t->path) : 0);
     mlprof__sb_puts(out, ",\"output\":");
     mlprof__sb_json_str(out, out_path ? out_path : "", out_path ? strlen(out_path) : 0);
-    mlprof__sb_printf(out, ",\"output_gzip\":false,\"output_plain_despite_gz_name\":%s", plain_gz ? "true" : "false");
+    mlprof__sb_printf(out, ",\"output_gzip\":%s", gzip ? "true" : "false");
     mlprof__sb_printf(out, ",\"queue_until\":\"%s\"", a->until_start ? "start" : "end");
     mlprof__sb_printf(out, ",\"counter_events\":%zu,\"queue_limit\":%lld,\"span_ns\":%lld", counter_events,
                       (long long)a->limit, (long long)a->span_ns);
@@ -433,11 +434,11 @@ static void report_json(const an_trace *t, const an_augment *a, const char *out_
 }
 
 static void report_table(const an_trace *t, const an_augment *a, const char *out_path, size_t counter_events,
-                         int plain_gz, mlprof__sb *out)
+                         int gzip, mlprof__sb *out)
 {
     char label[200];
     mlprof__sb_printf(out, "%s: %zu counter events added", out_path ? out_path : "(not written)", counter_events);
-    mlprof__sb_puts(out, plain_gz ? " (plain JSON despite the .gz name: mlprof has no gzip writer)\n\n" : "\n\n");
+    mlprof__sb_puts(out, gzip ? " (gzip)\n\n" : "\n\n");
     mlprof__sb_printf(out, "Launch queue per stream (launched by a runtime call, not yet %s; full at %lld):\n",
                       a->until_start ? "started" : "finished", (long long)a->limit);
     mlprof__sb_printf(out, "  %-32s %10s %8s %14s %7s\n", "stream", "launches", "longest", "time full", "% span");
@@ -485,12 +486,12 @@ static void report_table(const an_trace *t, const an_augment *a, const char *out
 }
 
 void an_augment_report(const an_trace *t, const an_augment *a, int format, const char *out_path,
-                       size_t counter_events, int plain_gz, mlprof__sb *out)
+                       size_t counter_events, int gzip, mlprof__sb *out)
 {
     if (format == AN_JSON)
-        report_json(t, a, out_path, counter_events, plain_gz, out);
+        report_json(t, a, out_path, counter_events, gzip, out);
     else
-        report_table(t, a, out_path, counter_events, plain_gz, out);
+        report_table(t, a, out_path, counter_events, gzip, out);
 }
 
 void an_augment_notes(const an_trace *t, const an_augment *a, mlprof__sb *notes)
@@ -531,7 +532,7 @@ void an_augment_notes(const an_trace *t, const an_augment *a, mlprof__sb *notes)
 /* ------------------------------------------------------------- writing */
 
 typedef struct writer {
-    mlprof__out o;
+    mlprof__wfile o; /* OUT.gz is gzip */
     mlprof__sb buf;
     int failed;
 } writer;
@@ -540,8 +541,8 @@ static void flush_if(writer *w, size_t above)
 {
     if (w->buf.len <= above || w->failed)
         return;
-    if (w->buf.failed || mlprof__write_all(w->o.fd, w->buf.data, w->buf.len) != 0)
-        w->failed = w->buf.failed ? ENOMEM : (errno ? errno : EIO);
+    if (w->buf.failed || mlprof__wfile_write(&w->o, w->buf.data, w->buf.len) != 0)
+        w->failed = w->buf.failed ? ENOMEM : w->o.error;
     mlprof__sb_reset(&w->buf);
 }
 
@@ -687,7 +688,7 @@ int an_augment_write(const an_trace *t, const an_augment *a, const char *in_path
     writer w;
     memset(&w, 0, sizeof w);
     mlprof__sb_init(&w.buf);
-    if (mlprof__out_open(&w.o, out_path) != MLPROF_OK) {
+    if (mlprof__wfile_open(&w.o, out_path, -1) != MLPROF_OK) {
         snprintf(err, errlen, "%s", mlprof_last_error());
         an_input_close(&in);
         mlprof__sb_free(&w.buf);
@@ -704,7 +705,7 @@ int an_augment_write(const an_trace *t, const an_augment *a, const char *in_path
             rc = -1;
         }
     }
-    if (mlprof__out_commit(&w.o, rc == 0) != MLPROF_OK && rc == 0) {
+    if (mlprof__wfile_close(&w.o, rc == 0) != MLPROF_OK && rc == 0) {
         snprintf(err, errlen, "%s", mlprof_last_error());
         rc = -1;
     }

@@ -69,17 +69,17 @@ void an_augment_free(an_augment *a);
 /* The summary (format AN_TABLE or AN_JSON): per stream launches, longest
  * queue, time full; per stream copies, bytes, busy time, mean and peak
  * bandwidth; the time blocked on a full queue. out_path, counter_events and
- * plain_gz say what was written. */
+ * gzip say what was written. */
 void an_augment_report(const an_trace *t, const an_augment *a, int format, const char *out_path,
-                       size_t counter_events, int plain_gz, mlprof__sb *out);
+                       size_t counter_events, int gzip, mlprof__sb *out);
 /* A line (the trace's path first) for each thing the trace lacks for the
  * series: runtime calls, correlation, bytes. */
 void an_augment_notes(const an_trace *t, const an_augment *a, mlprof__sb *notes);
 
 /* Writes the trace at in_path (plain or gzip) to out_path with the counter
  * events of a appended to its traceEvents: every other member and event is
- * kept (as compact JSON). The output is always plain JSON (mlprof has no gzip
- * writer). out_path is written to a temporary file renamed at the end; it may
+ * kept (as compact JSON). The output is gzip when out_path ends in .gz, plain
+ * JSON otherwise. out_path is written to a temporary file renamed at the end; it may
  * not be in_path itself (nor a link to it). *written receives the number of
  * counter events. Returns 0, or -1 with err set. */
 int an_augment_write(const an_trace *t, const an_augment *a, const char *in_path, const char *out_path,

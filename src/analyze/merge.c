@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/gz.h"
 #include "analyze.h"
 #include "flame.h"
 #include "merge.h"
@@ -601,28 +602,26 @@ static void put_merge_data(mlprof__sb *out, const an_merge_input *in, size_t n, 
 
 /* ------------------------------------------------- the second pass */
 
-/* Where the output goes: out, and when fd >= 0 the file it is flushed to
+/* Where the output goes: out, and when file is set the file it is flushed to
  * every FLUSH_AT bytes, so that a merge of many large inputs holds a few MiB
  * of it. */
 enum { FLUSH_AT = 4 << 20 };
 
 typedef struct writer {
     mlprof__sb *out;
-    int fd;          /* -1: all of it kept in out */
-    const char *name; /* for messages */
-    int error;       /* errno of the write that failed, or 0 */
-    uint64_t written;
+    mlprof__wfile *file; /* NULL: all of it kept in out */
+    const char *name;    /* for messages */
+    int error;           /* errno of the write that failed, or 0 */
 } writer;
 
 static int flush(writer *w)
 {
-    if (w->fd < 0 || w->error || w->out->failed || !w->out->len)
+    if (!w->file || w->error || w->out->failed || !w->out->len)
         return w->error || w->out->failed ? -1 : 0;
-    if (mlprof__write_all(w->fd, w->out->data, w->out->len) != 0) {
-        w->error = errno ? errno : EIO;
+    if (mlprof__wfile_write(w->file, w->out->data, w->out->len) != 0) {
+        w->error = w->file->error;
         return -1;
     }
-    w->written += w->out->len;
     mlprof__sb_reset(w->out);
     return 0;
 }
@@ -908,7 +907,7 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
     }
     if (rc != 0)
         snprintf(err, errlen, "out of memory");
-    writer w = {out, -1, "", 0, 0};
+    writer w = {out, NULL, "", 0};
     if (rc == 0)
         rc = merge(s, n, in, o, &w, method, err, errlen);
     for (size_t i = 0; s && i < made; i++)
@@ -917,28 +916,43 @@ int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__s
     return rc;
 }
 
+static int ends_with(const char *s, const char *end)
+{
+    size_t n = strlen(s), m = strlen(end);
+    return n >= m && strcmp(s + n - m, end) == 0;
+}
+
+int an_merge_output_ok(const char *output, char *err, size_t errlen)
+{
+    if (!output)
+        return 0;
+    static const char *const perfetto[] = {".pftrace", ".perfetto-trace", ".pftrace.gz", ".perfetto-trace.gz"};
+    for (size_t i = 0; i < sizeof perfetto / sizeof *perfetto; i++)
+        if (ends_with(output, perfetto[i])) {
+            snprintf(err, errlen, "%s: a merged trace is Chrome JSON (name it .json, or .json.gz for gzip); "
+                                  "the traces merged may be Perfetto's protobuf", output);
+            return -1;
+        }
+    return 0;
+}
+
 int an_merge_stream(const an_merge_input *in, an_trace *const *kept, size_t n, const an_merge_options *o,
                     const char *output, int *method, char *err, size_t errlen)
 {
     mlprof__sb out;
     mlprof__sb_init(&out);
-    mlprof__out file;
-    int to_stdout = !output || strcmp(output, "-") == 0;
-    writer w = {&out, 1, "standard output", 0, 0};
-    if (to_stdout) {
-        fflush(stdout); /* what was printed before comes first */
-    } else {
-        if (mlprof__out_open(&file, output) != MLPROF_OK) {
-            snprintf(err, errlen, "%s", mlprof_last_error());
-            return -1;
-        }
-        w.fd = file.fd;
-        w.name = file.path;
+    mlprof__wfile file; /* OUT.gz is gzip */
+    if (an_merge_output_ok(output, err, errlen) != 0)
+        return -1;
+    if (mlprof__wfile_open(&file, output, -1) != MLPROF_OK) {
+        snprintf(err, errlen, "%s", mlprof_last_error());
+        return -1;
     }
+    writer w = {&out, &file, file.is_stdout ? "standard output" : file.o.path, 0};
     int rc = merge(in, n, kept, o, &w, method, err, errlen);
     mlprof__sb_free(&out);
     /* a file is complete or absent: the temporary one removed on error */
-    if (!to_stdout && mlprof__out_commit(&file, rc == 0) != MLPROF_OK && rc == 0) {
+    if (mlprof__wfile_close(&file, rc == 0) != MLPROF_OK && rc == 0) {
         snprintf(err, errlen, "%s", mlprof_last_error());
         rc = -1;
     }

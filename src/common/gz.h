@@ -62,4 +62,31 @@ int mlprof__gz_inflate(const void *p, size_t n, mlprof__sb *out);
 /* Frees a stream (NULL is ignored). */
 void mlprof__gz_free(mlprof__gz *z);
 
+/* An output file written piece by piece, gzip-compressed when asked: the
+ * commands' traces (merge, augment, run's merged trace), so that OUT.json.gz
+ * is gzip as its name says. A path is written as mlprof__out_open does
+ * (complete or absent); "-" or NULL is standard output, never compressed. */
+typedef struct mlprof__wfile {
+    mlprof__out o;
+    int fd;
+    int is_stdout;
+    mlprof__gz *z;    /* NULL: plain */
+    mlprof__sb zb;    /* compressed bytes on their way */
+    int error;        /* errno of the write that failed (ENOMEM, EIO for zlib) */
+    uint64_t written; /* bytes given, before compression */
+} mlprof__wfile;
+/* Opens path; gzip: -1 for "when the name ends in .gz", 0 never, 1 always.
+ * MLPROF_OK, or an error (message set: the path, or zlib that cannot be
+ * loaded). */
+int mlprof__wfile_open(mlprof__wfile *w, const char *path, int gzip);
+/* Writes n bytes (compressed and flushed when the file is gzip): 0, or -1
+ * with w->error set (and every later write fails). */
+int mlprof__wfile_write(mlprof__wfile *w, const void *p, size_t n);
+/* Finishes: the gzip trailer, then the rename into place when ok and no
+ * write failed, else the temporary file removed. MLPROF_OK or MLPROF_EIO
+ * (message set, naming the file). */
+int mlprof__wfile_close(mlprof__wfile *w, int ok);
+/* Whether a name ends in .gz. */
+int mlprof__gz_name(const char *path);
+
 #endif /* MLPROF_GZ_H */
