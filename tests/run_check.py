@@ -388,14 +388,18 @@ def check_status_and_errors():
                        ([], "which command?")):
         q = subprocess.run([MLPROF, "run", *args, "--"], capture_output=True, text=True)
         check(q.returncode == 2 and says in q.stderr, f"bad usage {args}: {q.returncode} {q.stderr!r}")
-    # a Perfetto name for the merged trace (Chrome JSON): refused before the command runs
-    marker = os.path.join(OUT, "pftrace_ran")
-    for name in ("run.pftrace", "run.perfetto-trace"):
-        q = subprocess.run([MLPROF, "run", "-o", os.path.join(OUT, name), "--", "touch", marker],
-                           capture_output=True, text=True)
-        says = "a merged trace is Chrome JSON"
-        check(q.returncode == 2 and says in q.stderr and name in q.stderr and not os.path.exists(marker),
-              f"-o {name}: {q.returncode} {q.stderr!r}")
+    # a Perfetto name: the merged trace exported as Perfetto's protobuf, read back as the JSON one would be
+    pf = os.path.join(OUT, "forker.pftrace")
+    q = subprocess.run([MLPROF, "run", "-q", "-o", pf, "--", FORKER], capture_output=True, text=True, timeout=300)
+    check(q.returncode == 0, f"-o X.pftrace: exit {q.returncode} {q.stderr!r}")
+    with open(pf, "rb") as f:
+        head = f.read(2)
+    check(head[:1] == b"\x0a", f"-o X.pftrace: not a protobuf trace: {head!r}")
+    a = subprocess.run([MLPROF, "analyze", pf, "--format", "json"], capture_output=True, text=True)
+    r = json.loads(a.stdout) if a.returncode == 0 else {}
+    check(r.get("writer") == "mlprof" and r.get("events", 0) > 0,
+          f"-o X.pftrace: analyze: {a.returncode} {a.stderr!r} {a.stdout[:200]!r}")
+    check(not [f for f in os.listdir(OUT) if ".tmp-" in f], f"-o X.pftrace: temporary files left: {os.listdir(OUT)}")
 
 
 def check_not_started():

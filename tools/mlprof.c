@@ -22,6 +22,7 @@
 #include "../src/analyze/flame.h"
 #include "../src/analyze/gpu.h"
 #include "../src/analyze/merge.h"
+#include "../src/analyze/pfexport.h"
 #include "../src/analyze/ranks.h"
 #include "../src/analyze/roofline.h"
 #include "../src/analyze/sequences.h"
@@ -1108,8 +1109,17 @@ static void export_usage(FILE *out)
 {
     fprintf(out,
             "usage: " PROG " export --sqlite OUT.db TRACE\n"
+            "       " PROG " export --perfetto OUT.pftrace TRACE\n"
             "\n"
-            "Writes TRACE (any trace analyze reads, plain or gzip) as an SQLite database:\n"
+            "--perfetto writes TRACE (any trace analyze reads: mlprof's, PyTorch's...) as\n"
+            "Perfetto's protobuf trace, as mlprof writes one while recording (interned names,\n"
+            "typed arguments, a sequence per thread), gzip when OUT ends in .gz: smaller and\n"
+            "quicker to load in ui.perfetto.dev and trace_processor than JSON. Slices nest\n"
+            "on a Perfetto track: a duration that overlaps one of its thread's without\n"
+            "nesting goes to a track beside it, \"THREAD (overlapping)\", its times kept.\n"
+            "Flow steps (\"t\") and counter values that are not numbers are left out, counted.\n"
+            "\n"
+            "--sqlite writes TRACE (any trace analyze reads, plain or gzip) as an SQLite database:\n"
             "  processes(pid, name), threads(pid, tid, name),\n"
             "  tracks(id, kind thread|counter, pid, tid, name, series),\n"
             "  slices(id, track_id, name, category, ts_ns, dur_ns, depth, parent_id, self_ns)\n"
@@ -1127,40 +1137,75 @@ static void export_usage(FILE *out)
             "an OUT that exists is replaced only when it is a regular file, never TRACE.\n"
             "SQLite is loaded at run time (libsqlite3.so.0, Debian's libsqlite3-0; the\n"
             "environment variable MLPROF_SQLITE_LIBRARY names another file).\n"
-            "Exit status: 0 done, 1 the trace is damaged or the database could not be\n"
-            "written (nothing is left at OUT), 2 a mistake on the command line.\n");
+            "Exit status: 0 done, 1 the trace is damaged or OUT could not be written\n"
+            "(nothing is left at OUT), 2 a mistake on the command line.\n");
+}
+
+static int export_perfetto(const char *path, const char *output, an_trace *t)
+{
+    an_pf_stats st;
+    char err[1200];
+    int rc = an_perfetto_export(t, output, &st, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, PROG " export: %s\n", err);
+        return 1;
+    }
+    printf("%s: %zu slices, %zu async slices, %zu instants, %zu counter samples, %zu flow events on %zu "
+           "tracks; %lld bytes (from %s)\n",
+           output, st.slices, st.async_slices, st.instants, st.counters, st.flows, st.tracks, st.bytes, path);
+    if (st.overlapping)
+        fprintf(stderr, PROG " export: %zu durations overlap one of their thread's without nesting: each is on "
+                        "a track of its own beside the thread's (\"(overlapping)\")\n", st.overlapping);
+    if (st.async_unmatched)
+        fprintf(stderr, PROG " export: %zu async events without their other end: a begin is shown to the "
+                        "trace's end (unfinished), an end alone is left out\n", st.async_unmatched);
+    if (st.left_out)
+        fprintf(stderr, PROG " export: %zu events or values left out (flow steps \"t\", counter values that "
+                        "are not numbers)\n", st.left_out);
+    return fflush(stdout) != 0 ? 1 : 0;
 }
 
 static int cmd_export(int argc, char **argv)
 {
     const char *cmd = "export", *path = NULL, *output = NULL, *v;
+    int perfetto = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             export_usage(stdout);
             return 0;
         }
-        if ((v = option_value(cmd, argc, argv, &i, "--sqlite", NULL)))
+        if ((v = option_value(cmd, argc, argv, &i, "--sqlite", NULL)) ||
+            (v = option_value(cmd, argc, argv, &i, "--perfetto", NULL))) {
+            if (output)
+                bad_usage(cmd, "%s", "one format at a time (--sqlite or --perfetto)");
             output = v;
-        else if (arg[0] == '-' && arg[1])
+            perfetto = strncmp(arg, "--perfetto", 10) == 0;
+        } else if (arg[0] == '-' && arg[1]) {
             bad_usage(cmd, "unknown option \"%s\"", arg);
-        else if (!path)
+        } else if (!path) {
             path = arg;
-        else
+        } else {
             bad_usage(cmd, "one trace at a time (\"%s\" is a second)", arg);
+        }
     }
     if (!output)
-        bad_usage(cmd, "%s", "which format? (mlprof export --sqlite OUT.db TRACE)");
+        bad_usage(cmd, "%s", "which format? (mlprof export --sqlite OUT.db TRACE, or --perfetto OUT.pftrace)");
     if (!path)
-        bad_usage(cmd, "%s", "which trace? (mlprof export --sqlite OUT.db TRACE)");
+        bad_usage(cmd, "which trace? (mlprof export --sqlite|--perfetto %s TRACE)", output);
     if (strcmp(path, output) == 0)
-        bad_usage(cmd, "--sqlite %s: that is the trace itself; choose another file", output);
+        bad_usage(cmd, "%s: that is the trace itself; choose another file", output);
     an_trace t;
     if (an_trace_read(&t, path) != 0) {
-        /* a damaged trace would make a database that looks whole: none is written */
+        /* a damaged trace would make an output that looks whole: none is written */
         fprintf(stderr, PROG " export: %s%s\n", t.error, t.partial ? "; nothing written" : "");
         an_trace_free(&t);
         return 1;
+    }
+    if (perfetto) {
+        int prc = export_perfetto(path, output, &t);
+        an_trace_free(&t);
+        return prc;
     }
     an_sqlite_stats st;
     char err[1200];

@@ -54,9 +54,10 @@ static void run_usage(FILE *out)
             "those of every process it starts) are recorded with no change to the program, then\n"
             "merged into one trace with a track per process, and summed up.\n"
             "\n"
-            "  -o, --output FILE      the merged trace (default mlprof_run.json), gzip when\n"
-            "                         FILE ends in .gz; each process's own is kept in\n"
-            "                         FILE.parts/\n"
+            "  -o, --output FILE      the merged trace (default mlprof_run.json): Chrome\n"
+            "                         JSON, gzip when FILE ends in .gz, Perfetto's protobuf\n"
+            "                         when it ends in .pftrace; each process's own (JSON)\n"
+            "                         is kept in FILE.parts/\n"
             "  --hooks LIST           the interposers: malloc, blas, dnnl, cuda, cublas, cudnn,\n"
             "                         itt, nvtx, mpi (MPI calls and messages), nccl\n"
             "                         (NCCL's calls; its profiler plugin where NCCL has\n"
@@ -351,9 +352,6 @@ static void parse_options(int argc, char **argv, run_options *o)
     }
     if (i >= argc)
         run_bad_usage("%s", "which command? (mlprof run [options] -- CMD ARGS...)");
-    char why[PATH_MAX + 200];
-    if (an_merge_output_ok(o->output, why, sizeof why) != 0)
-        run_bad_usage("-o %s (each process's own trace in FILE.parts/ is Perfetto's with --format perfetto)", why);
     o->cmd = argv + i;
 }
 

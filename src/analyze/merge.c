@@ -17,15 +17,18 @@
  * that memory holds one input at a time.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/gz.h"
 #include "analyze.h"
 #include "flame.h"
 #include "merge.h"
+#include "pfexport.h"
 
 static const char *const k_methods[] = {"shared clock", "given offsets", "sync marker", "trace starts",
                                         "system clock", "clock sync"};
@@ -922,18 +925,41 @@ static int ends_with(const char *s, const char *end)
     return n >= m && strcmp(s + n - m, end) == 0;
 }
 
-int an_merge_output_ok(const char *output, char *err, size_t errlen)
+int an_merge_perfetto_name(const char *output)
 {
     if (!output)
         return 0;
     static const char *const perfetto[] = {".pftrace", ".perfetto-trace", ".pftrace.gz", ".perfetto-trace.gz"};
     for (size_t i = 0; i < sizeof perfetto / sizeof *perfetto; i++)
-        if (ends_with(output, perfetto[i])) {
-            snprintf(err, errlen, "%s: a merged trace is Chrome JSON (name it .json, or .json.gz for gzip); "
-                                  "the traces merged may be Perfetto's protobuf", output);
-            return -1;
-        }
+        if (ends_with(output, perfetto[i]))
+            return 1;
     return 0;
+}
+
+/* A Perfetto output: the merged JSON written to a temporary file beside it,
+ * read back and exported (pfexport.c), then removed. */
+static int merge_to_perfetto(const an_merge_input *in, an_trace *const *kept, size_t n, const an_merge_options *o,
+                             const char *output, int *method, char *err, size_t errlen)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-%d-merged.json", output, (int)getpid()) >= (int)sizeof tmp) {
+        snprintf(err, errlen, "%s: the path is too long", output);
+        return -1;
+    }
+    int rc = an_merge_stream(in, kept, n, o, tmp, method, err, errlen);
+    if (rc == 0) {
+        an_trace t;
+        if (an_trace_read(&t, tmp) != 0) {
+            snprintf(err, errlen, "%s", t.error);
+            rc = -1;
+        } else {
+            an_pf_stats st;
+            rc = an_perfetto_export(&t, output, &st, err, errlen);
+        }
+        an_trace_free(&t);
+    }
+    unlink(tmp);
+    return rc;
 }
 
 int an_merge_stream(const an_merge_input *in, an_trace *const *kept, size_t n, const an_merge_options *o,
@@ -941,9 +967,9 @@ int an_merge_stream(const an_merge_input *in, an_trace *const *kept, size_t n, c
 {
     mlprof__sb out;
     mlprof__sb_init(&out);
+    if (an_merge_perfetto_name(output))
+        return merge_to_perfetto(in, kept, n, o, output, method, err, errlen);
     mlprof__wfile file; /* OUT.gz is gzip */
-    if (an_merge_output_ok(output, err, errlen) != 0)
-        return -1;
     if (mlprof__wfile_open(&file, output, -1) != MLPROF_OK) {
         snprintf(err, errlen, "%s", mlprof_last_error());
         return -1;

@@ -85,17 +85,18 @@ int an_merge_offsets(const an_merge_input *in, size_t n, const an_merge_options 
  * memory). This one holds every input and the output in memory. */
 int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__sb *out, int *method, char *err,
              size_t errlen);
-/* Whether output can take a merged trace: Chrome JSON, gzip when its name
- * ends in .gz. A Perfetto name (.pftrace, .perfetto-trace) is refused, err
- * saying so and what to do instead; 0 when it is fine, -1 when not. */
-int an_merge_output_ok(const char *output, char *err, size_t errlen);
+/* Whether output names a Perfetto trace (.pftrace, .perfetto-trace, either
+ * with .gz): the merge is then written as Chrome JSON beside it, exported to
+ * it (pfexport.h) and removed. */
+int an_merge_perfetto_name(const char *output);
 /* The same output, streamed: in holds the summaries of a first pass
  * (an_merge_summarize); each input is read again from its path, its events
  * written and the trace freed before the next, so that memory holds one
  * input and a few MiB of output. kept: NULL, or per input the trace itself
  * when it cannot be read twice (a pipe, standard input), else NULL. output: a path, written atomically (a
  * temporary file renamed at the end; removed on any error), or NULL or "-"
- * for standard output; gzip when it ends in .gz. An input that reads differently the second time
+ * for standard output; gzip when it ends in .gz, Perfetto's protobuf for a
+ * Perfetto name (an_merge_perfetto_name). An input that reads differently the second time
  * (changed meanwhile) is an error. Returns 0, or -1 with err set. */
 int an_merge_stream(const an_merge_input *in, an_trace *const *kept, size_t n, const an_merge_options *o,
                     const char *output, int *method, char *err, size_t errlen);

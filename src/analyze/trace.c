@@ -632,6 +632,26 @@ static void mlprof_identity(an_trace *t)
     mlprof__sb_free(&sb);
 }
 
+/* A Perfetto trace that mlprof export wrote from JSON keeps the JSON's own
+ * top-level members in otherData (pfexport.c): they are read back as if
+ * the trace had them. */
+static void exported_members(an_trace *t)
+{
+    const char *o = t->other_data;
+    size_t len;
+    const char *v;
+    if (!o || !t->format || strcmp(t->format, "perfetto") != 0 || !strstr(o, "\"exported_from\":"))
+        return;
+    if (!t->device_props && (v = an_json_member(o, "deviceProperties", &len)) && *v == '[')
+        t->device_props = an_intern(t, v, len);
+    if (!t->distributed_info && (v = an_json_member(o, "distributedInfo", &len)) && *v == '{')
+        t->distributed_info = an_intern(t, v, len);
+    if (!t->base_time_ns && (v = an_json_member(o, "baseTimeNanoseconds", &len)))
+        t->base_time_ns = strtoll(v, NULL, 10);
+    if ((v = an_json_member(o, "exported_system_clock", &len)) && len == 4 && memcmp(v, "true", 4) == 0)
+        t->system_clock = 1;
+}
+
 int an_trace_read(an_trace *t, const char *path)
 {
     return read_trace(t, path, NULL, 0);
@@ -724,6 +744,7 @@ static int read_trace(an_trace *t, const char *path, const void *data, size_t n)
     if (t->t_min == INT64_MAX)
         t->t_min = t->t_max = 0;
     mlprof_identity(t);
+    exported_members(t);
     if (!t->writer[0]) {
         for (size_t i = 0; i < t->nev && i < 1000; i++) {
             const char *c = t->ev[i].cat;

@@ -1,0 +1,519 @@
+/*
+ * pfexport.c - a trace model written as Perfetto's protobuf trace, through
+ * the library's Perfetto sink: the analyzer's events are handed to it as the
+ * collector hands a recording's (tracks, then per thread its slices' begins
+ * and ends in time order, then instants, counters, flows and async slices,
+ * then a tail with otherData), so the file is what a recording writes.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../common/gz.h"
+#include "../export/sink.h"
+#include "mlprof/mlprof.h"
+#include "pfexport.h"
+
+enum { FLUSH_AT = 4 << 20, MAX_LANES = 255 };
+
+/* pids and tids the trace gives that do not fit a pid_t (names, 64-bit
+ * numbers), and the overlap tracks, are numbered from here up */
+#define SYNTH_FIRST 0x7f000000
+
+typedef struct id_slot {
+    int64_t from;
+    int32_t to;
+    int used;
+} id_slot;
+
+typedef struct ex {
+    const an_trace *t;
+    const mlprof__sink_ops *ops;
+    void *ps;
+    mlprof__sb sb;
+    mlprof__sink_out out;
+    mlprof__wfile file;
+    int failed; /* a write failed (file.error) */
+    mlprof__sb args, name;
+    id_slot *ids; /* open addressing, power of two */
+    size_t ids_cap, ids_n;
+    int32_t next_synth;
+    an_pf_stats *st;
+} ex;
+
+static void flush_if(ex *x, size_t above)
+{
+    if (x->sb.len <= above || x->failed || x->sb.failed)
+        return;
+    if (mlprof__wfile_write(&x->file, x->sb.data, x->sb.len) != 0)
+        x->failed = 1;
+    mlprof__sb_reset(&x->sb);
+}
+
+/* ---- pids and tids */
+
+static size_t id_hash(int64_t v, size_t mask)
+{
+    uint64_t h = (uint64_t)v * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 17) & mask;
+}
+
+static int ids_grow(ex *x)
+{
+    size_t cap = x->ids_cap ? x->ids_cap * 2 : 256;
+    id_slot *n = mlprof__calloc(cap, sizeof *n);
+    if (!n)
+        return -1;
+    for (size_t i = 0; i < x->ids_cap; i++) {
+        if (!x->ids[i].used)
+            continue;
+        size_t k = id_hash(x->ids[i].from, cap - 1);
+        while (n[k].used)
+            k = (k + 1) & (cap - 1);
+        n[k] = x->ids[i];
+    }
+    mlprof__free(x->ids);
+    x->ids = n;
+    x->ids_cap = cap;
+    return 0;
+}
+
+/* The pid_t that stands for id v: v itself when it fits and is a number
+ * the trace gave, else the next synthetic one (the same each time). */
+static pid_t map_id(ex *x, int64_t v)
+{
+    if (!an_is_named_id(v) && v != AN_PROCESS_TID && v >= INT32_MIN && v < SYNTH_FIRST)
+        return (pid_t)v;
+    if ((x->ids_n + 1) * 2 > x->ids_cap && ids_grow(x) != 0)
+        return SYNTH_FIRST - 1; /* out of memory: one shared stand-in */
+    size_t mask = x->ids_cap - 1, k = id_hash(v, mask);
+    while (x->ids[k].used) {
+        if (x->ids[k].from == v)
+            return x->ids[k].to;
+        k = (k + 1) & mask;
+    }
+    x->ids[k].used = 1;
+    x->ids[k].from = v;
+    x->ids[k].to = x->next_synth++;
+    x->ids_n++;
+    return x->ids[k].to;
+}
+
+/* A fresh synthetic id (an overlap track's tid). */
+static pid_t new_id(ex *x) { return x->next_synth++; }
+
+/* ---- events */
+
+static void put_args_text(ex *x, const an_event *e)
+{
+    mlprof__sb *sb = &x->args;
+    mlprof__sb_reset(sb);
+    for (uint32_t k = 0; k < e->nargs; k++) {
+        const an_arg *a = &x->t->args[e->args + k];
+        if (sb->len)
+            mlprof__sb_putc(sb, ',');
+        mlprof__sb_json_str(sb, a->key, strlen(a->key));
+        mlprof__sb_putc(sb, ':');
+        if (a->type == AN_STR)
+            mlprof__sb_json_str(sb, a->str, strlen(a->str));
+        else if (a->type == AN_RAW)
+            mlprof__sb_puts(sb, a->str);
+        else if (a->is_int)
+            mlprof__sb_i64(sb, a->inum);
+        else if (isfinite(a->num))
+            mlprof__sb_double(sb, a->num);
+        else
+            mlprof__sb_puts(sb, "null");
+    }
+}
+
+static uint64_t ns_of(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
+
+static void fill_span(ex *x, const an_event *e, pid_t pid, pid_t tid, int kind, mlprof__span_out *s)
+{
+    memset(s, 0, sizeof *s);
+    s->name = e->name;
+    s->name_len = strlen(e->name);
+    s->domain = e->cat && e->cat[0] ? e->cat : NULL;
+    s->kind = kind;
+    s->begin_ns = ns_of(e->ts);
+    s->end_ns = ns_of(e->ts + (e->dur > 0 ? e->dur : 0));
+    s->pid = pid;
+    s->tid = tid;
+    put_args_text(x, e);
+    s->args = x->args.data;
+    s->args_len = x->args.len;
+}
+
+static void say_track(ex *x, int kind, pid_t pid, pid_t tid, const char *name)
+{
+    if (!x->ops->track)
+        return;
+    mlprof__track_out m = {kind, pid, tid, name, 0};
+    x->ops->track(x->ps, &x->out, &m);
+    x->st->tracks++;
+}
+
+/* The durations of one track: each placed on the first lane (the thread
+ * itself, then its overlap tracks) whose open slices it nests in, then
+ * written lane by lane as begins and ends in time order. order[from..to):
+ * the track's durations by start, the enclosing one first. */
+static int put_track_slices(ex *x, const size_t *order, size_t from, size_t to, uint8_t *lane, int64_t *stack)
+{
+    const an_trace *t = x->t;
+    size_t n = to - from;
+    /* one pass per lane over the durations not placed yet, stack holding the
+     * ends of the lane's open slices */
+    int nlanes = 0;
+    memset(lane, 0xff, n);
+    size_t left = n;
+    while (left && nlanes < MAX_LANES) {
+        size_t depth = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (lane[k] != 0xff)
+                continue;
+            const an_event *e = &t->ev[order[from + k]];
+            int64_t end = e->ts + (e->dur > 0 ? e->dur : 0);
+            while (depth && stack[depth - 1] <= e->ts)
+                depth--;
+            if (depth && end > stack[depth - 1])
+                continue; /* it overlaps without nesting: a later lane */
+            lane[k] = (uint8_t)nlanes;
+            stack[depth++] = end;
+            left--;
+        }
+        nlanes++;
+    }
+    x->st->left_out += left; /* past MAX_LANES overlap tracks */
+    const an_event *first = &t->ev[order[from]];
+    pid_t pid = map_id(x, first->pid), tid0 = map_id(x, first->tid);
+    for (int l = 0; l < nlanes; l++) {
+        pid_t tid = tid0;
+        if (l > 0) {
+            tid = new_id(x);
+            const char *tn = an_thread_name(t, first->pid, first->tid);
+            mlprof__sb_reset(&x->name);
+            if (tn)
+                mlprof__sb_puts(&x->name, tn);
+            else
+                mlprof__sb_printf(&x->name, "thread %lld", (long long)first->tid);
+            mlprof__sb_puts(&x->name, " (overlapping)");
+            if (l > 1)
+                mlprof__sb_printf(&x->name, " %d", l);
+            mlprof__sb_putc(&x->name, '\0');
+            say_track(x, MLPROF__TRACK_THREAD, pid, tid, x->name.failed ? "overlapping" : x->name.data);
+        }
+        size_t depth = 0;
+        mlprof__span_out s;
+        for (size_t k = 0; k <= n; k++) {
+            const an_event *e = k < n ? &t->ev[order[from + k]] : NULL;
+            if (e && lane[k] != l)
+                continue;
+            /* the ends before this begin (all of them at the track's end) */
+            while (depth && (!e || stack[depth - 1] <= e->ts)) {
+                const an_event *o = &t->ev[order[from + (size_t)stack[n + depth - 1]]];
+                memset(&s, 0, sizeof s);
+                s.name = o->name;
+                s.name_len = strlen(o->name);
+                s.domain = o->cat && o->cat[0] ? o->cat : NULL;
+                s.begin_ns = ns_of(o->ts);
+                s.end_ns = ns_of(stack[depth - 1]);
+                s.pid = pid;
+                s.tid = tid;
+                x->ops->slice_end(x->ps, &x->out, &s);
+                depth--;
+            }
+            if (!e)
+                break;
+            fill_span(x, e, pid, tid, MLPROF__OUT_TASK, &s);
+            x->ops->slice_begin(x->ps, &x->out, &s);
+            stack[depth] = e->ts + (e->dur > 0 ? e->dur : 0);
+            stack[n + depth] = (int64_t)k;
+            depth++;
+            x->st->slices++;
+            if (l > 0)
+                x->st->overlapping++;
+            flush_if(x, FLUSH_AT);
+        }
+    }
+    return 0;
+}
+
+static int put_slices(ex *x)
+{
+    const an_trace *t = x->t;
+    size_t n = 0;
+    for (size_t i = 0; i < t->nev; i++)
+        n += t->ev[i].ph == 'X';
+    if (!n)
+        return 0;
+    size_t *order = mlprof__malloc(n * sizeof *order);
+    uint8_t *lane = mlprof__malloc(n);
+    int64_t *stack = mlprof__malloc(2 * n * sizeof *stack);
+    int rc = order && lane && stack ? 0 : -1;
+    if (rc == 0) {
+        n = 0;
+        for (size_t i = 0; i < t->nev; i++)
+            if (t->ev[i].ph == 'X')
+                order[n++] = i;
+        an_sort_by_track(t, order, n);
+        for (size_t a = 0; a < n && !x->failed;) {
+            size_t b = a + 1;
+            const an_event *e = &t->ev[order[a]];
+            while (b < n && t->ev[order[b]].pid == e->pid && t->ev[order[b]].tid == e->tid)
+                b++;
+            put_track_slices(x, order, a, b, lane, stack);
+            a = b;
+        }
+    }
+    mlprof__free(order);
+    mlprof__free(lane);
+    mlprof__free(stack);
+    return rc;
+}
+
+static void put_counter(ex *x, const an_event *e)
+{
+    for (uint32_t k = 0; k < e->nargs; k++) {
+        const an_arg *a = &x->t->args[e->args + k];
+        if (a->type != AN_NUM || !isfinite(a->num)) {
+            x->st->left_out++;
+            continue;
+        }
+        /* a series per argument, as Chrome shows them: one alone is named after the event */
+        mlprof__sb_reset(&x->name);
+        mlprof__sb_puts(&x->name, e->name);
+        if (e->nargs > 1) {
+            mlprof__sb_putc(&x->name, ' ');
+            mlprof__sb_puts(&x->name, a->key);
+        }
+        mlprof__sb_putc(&x->name, '\0');
+        if (x->name.failed)
+            return;
+        mlprof__counter_out c = {x->name.data, e->cat && e->cat[0] ? e->cat : NULL, ns_of(e->ts), a->num,
+                                 a->is_int, a->inum, map_id(x, e->pid), map_id(x, e->tid), NULL};
+        x->ops->counter(x->ps, &x->out, &c);
+        x->st->counters++;
+    }
+}
+
+static void put_instant(ex *x, const an_event *e)
+{
+    int scope = e->scope == 'g' ? MLPROF_SCOPE_GLOBAL : e->scope == 'p' ? MLPROF_SCOPE_PROCESS : MLPROF_SCOPE_THREAD;
+    put_args_text(x, e);
+    mlprof__instant_out o = {e->name, strlen(e->name), e->cat && e->cat[0] ? e->cat : NULL, ns_of(e->ts), scope,
+                             map_id(x, e->pid), map_id(x, e->tid), x->args.data, x->args.len, NULL};
+    x->ops->instant(x->ps, &x->out, &o);
+    x->st->instants++;
+}
+
+static void put_flow(ex *x, const an_event *e)
+{
+    if (e->ph == 't') {
+        x->st->left_out++;
+        return;
+    }
+    mlprof__flow_out f = {e->ph, e->id, e->name, e->cat && e->cat[0] ? e->cat : NULL, ns_of(e->ts),
+                          map_id(x, e->pid), map_id(x, e->tid)};
+    x->ops->flow(x->ps, &x->out, &f);
+    x->st->flows++;
+}
+
+/* Async slices: a "b" joined to the latest open "b" of its process, id and
+ * name when an "e" comes (nested ones end innermost first); a begin left
+ * open is shown to the trace's end, marked unfinished. */
+static int put_async(ex *x)
+{
+    const an_trace *t = x->t;
+    size_t n = 0;
+    for (size_t i = 0; i < t->nev; i++)
+        n += t->ev[i].ph == 'b' || t->ev[i].ph == 'e';
+    if (!n)
+        return 0;
+    mlprof__map open;
+    mlprof__map_init(&open);
+    uint8_t *ended = mlprof__calloc(t->nev, 1);
+    size_t *below = mlprof__malloc(t->nev * sizeof *below); /* a begin's: the key's open begin before it */
+    int rc = ended && below ? 0 : -1;
+    mlprof__span_out s;
+    for (size_t i = 0; i < t->nev && rc == 0; i++) {
+        const an_event *e = &t->ev[i];
+        if (e->ph != 'b' && e->ph != 'e')
+            continue;
+        struct {
+            int64_t pid;
+            uint64_t id;
+            const char *name;
+        } key;
+        memset(&key, 0, sizeof key);
+        key.pid = e->pid;
+        key.id = e->id;
+        key.name = e->name; /* interned: one pointer per name */
+        mlprof__map_entry *slot = mlprof__map_slot(&open, (const char *)&key, sizeof key);
+        if (!slot) {
+            rc = -1;
+            break;
+        }
+        size_t top = (size_t)(uintptr_t)slot->value; /* index + 1, or 0 */
+        if (e->ph == 'b') {
+            below[i] = top;
+            slot->value = (void *)(uintptr_t)(i + 1);
+            continue;
+        }
+        if (!top) {
+            x->st->async_unmatched++; /* an end without a begin */
+            continue;
+        }
+        const an_event *be = &t->ev[top - 1];
+        ended[top - 1] = 1;
+        slot->value = (void *)(uintptr_t)below[top - 1];
+        fill_span(x, be, map_id(x, be->pid), map_id(x, be->tid), MLPROF__OUT_FRAME, &s);
+        s.end_ns = ns_of(e->ts) > s.begin_ns ? ns_of(e->ts) : s.begin_ns;
+        x->ops->span(x->ps, &x->out, &s);
+        x->st->async_slices++;
+        flush_if(x, FLUSH_AT);
+    }
+    int64_t last = t->t_max; /* the trace's end: the last event's */
+    for (size_t i = 0; i < t->nev; i++)
+        if (t->ev[i].ts + (t->ev[i].dur > 0 ? t->ev[i].dur : 0) > last)
+            last = t->ev[i].ts + t->ev[i].dur;
+    for (size_t i = 0; i < t->nev && rc == 0; i++) {
+        const an_event *e = &t->ev[i];
+        if (e->ph != 'b' || ended[i])
+            continue;
+        fill_span(x, e, map_id(x, e->pid), map_id(x, e->tid), MLPROF__OUT_FRAME, &s);
+        s.end_ns = ns_of(last) > s.begin_ns ? ns_of(last) : s.begin_ns;
+        s.unfinished = 1;
+        x->ops->span(x->ps, &x->out, &s);
+        x->st->async_slices++;
+        x->st->async_unmatched++;
+    }
+    mlprof__free(ended);
+    mlprof__free(below);
+    mlprof__map_free(&open);
+    return rc;
+}
+
+static void put_tail(ex *x)
+{
+    const an_trace *t = x->t;
+    x->ops->tail_begin(x->ps, &x->out);
+    mlprof__trace_meta m;
+    memset(&m, 0, sizeof m);
+    int64_t pid = t->nev ? t->ev[0].pid : 0;
+    m.pid = map_id(x, pid);
+    m.process_name = an_process_name(t, pid);
+    char host[256];
+    m.host = an_other_data_str(t, "host", host, sizeof host);
+    m.clock = "imported";
+    m.start_ns = ns_of(t->t_min);
+    m.dump_ns = ns_of(t->t_max);
+    m.finished = 1;
+    /* otherData's members, and where the events came from */
+    mlprof__sb_reset(&x->args);
+    mlprof__sb_puts(&x->args, "\"exported_from\":");
+    mlprof__sb_json_str(&x->args, t->path ? t->path : "", t->path ? strlen(t->path) : 0);
+    mlprof__sb_puts(&x->args, ",\"writer\":");
+    mlprof__sb_json_str(&x->args, t->writer ? t->writer : "", t->writer ? strlen(t->writer) : 0);
+    /* the JSON's top-level members the analyzer reads, kept for it (trace.c reads them back) */
+    if (t->device_props) {
+        mlprof__sb_puts(&x->args, ",\"deviceProperties\":");
+        mlprof__sb_puts(&x->args, t->device_props);
+    }
+    if (t->distributed_info && !(t->other_data && strstr(t->other_data, "\"distributed_rank\":"))) {
+        mlprof__sb_puts(&x->args, ",\"distributedInfo\":");
+        mlprof__sb_puts(&x->args, t->distributed_info);
+    }
+    if (t->base_time_ns)
+        mlprof__sb_printf(&x->args, ",\"baseTimeNanoseconds\":%lld", (long long)t->base_time_ns);
+    if (t->system_clock)
+        mlprof__sb_puts(&x->args, ",\"exported_system_clock\":true");
+    size_t od = t->other_data ? strlen(t->other_data) : 0;
+    if (od > 2 && t->other_data[0] == '{' && t->other_data[od - 1] == '}') {
+        mlprof__sb_putc(&x->args, ',');
+        mlprof__sb_put(&x->args, t->other_data + 1, od - 2);
+    }
+    m.other_data = x->args.data;
+    m.other_data_len = x->args.len;
+    x->ops->tail_end(x->ps, &x->out, &m);
+}
+
+int an_perfetto_export(const an_trace *t, const char *out, an_pf_stats *st, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    ex x;
+    memset(&x, 0, sizeof x);
+    x.t = t;
+    x.st = st;
+    x.ops = &mlprof__perfetto_sink;
+    x.next_synth = SYNTH_FIRST;
+    mlprof__sb_init(&x.sb);
+    mlprof__sb_init(&x.args);
+    mlprof__sb_init(&x.name);
+    x.out.sb = &x.sb;
+    x.out.tail = 0;
+    if (mlprof__wfile_open(&x.file, out, -1) != MLPROF_OK) {
+        snprintf(err, errlen, "%s", mlprof_last_error());
+        return -1;
+    }
+    x.ps = x.ops->create();
+    int rc = x.ps ? 0 : -1;
+    if (rc == 0) {
+        x.ops->reset(x.ps);
+        x.ops->head(x.ps, &x.sb);
+        /* the names first: every track is described with its name at its first event */
+        for (size_t i = 0; i < t->nnames; i++) {
+            const an_name *nm = &t->names[i];
+            if (nm->tid == AN_PROCESS_TID)
+                say_track(&x, MLPROF__TRACK_PROCESS, map_id(&x, nm->pid), map_id(&x, nm->pid), nm->name);
+            else
+                say_track(&x, MLPROF__TRACK_THREAD, map_id(&x, nm->pid), map_id(&x, nm->tid), nm->name);
+        }
+        rc = put_slices(&x);
+    }
+    for (size_t i = 0; rc == 0 && i < t->nev && !x.failed; i++) {
+        const an_event *e = &t->ev[i];
+        if (e->ph == 'i' || e->ph == 'n')
+            put_instant(&x, e);
+        else if (e->ph == 'C')
+            put_counter(&x, e);
+        else if (e->ph == 's' || e->ph == 'f' || e->ph == 't')
+            put_flow(&x, e);
+        flush_if(&x, FLUSH_AT);
+    }
+    if (rc == 0)
+        rc = put_async(&x);
+    if (rc == 0)
+        put_tail(&x);
+    if (rc == 0 && (x.sb.failed || x.args.failed))
+        rc = -1;
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory");
+    flush_if(&x, 0);
+    if (x.failed && rc == 0) {
+        snprintf(err, errlen, "cannot write %s: %s", out, strerror(x.file.error));
+        rc = -1;
+    }
+    st->bytes = 0;
+    if (mlprof__wfile_close(&x.file, rc == 0) != MLPROF_OK && rc == 0) {
+        snprintf(err, errlen, "%s", mlprof_last_error());
+        rc = -1;
+    }
+    struct stat sbuf;
+    if (rc == 0 && out && strcmp(out, "-") != 0 && stat(out, &sbuf) == 0)
+        st->bytes = (long long)sbuf.st_size;
+    if (x.ps)
+        x.ops->destroy(x.ps);
+    mlprof__sb_free(&x.sb);
+    mlprof__sb_free(&x.args);
+    mlprof__sb_free(&x.name);
+    mlprof__free(x.ids);
+    return rc;
+}
