@@ -699,7 +699,31 @@ def test_filters_matching_nothing():
     check("no durations" in p.stderr and '--type "op"' in p.stderr, f"no durations: {p.stderr!r}")
 
 
-for test in (test_operator_types, test_filters_matching_nothing, test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
+def test_output_is_input():
+    """No command writes its output over a trace it read: named, exit 1, the trace intact."""
+    src = write("victim.json", json.dumps({"traceEvents": [
+        {"name": "a", "ph": "X", "ts": 1, "dur": 5, "pid": 1, "tid": 1},
+        {"name": "kernel", "cat": "kernel", "ph": "X", "ts": 2, "dur": 1, "pid": 0, "tid": 7}]}))
+    with open(src, "rb") as f:
+        before = f.read()
+    link = os.path.join(OUT, "victim_link.json")
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(src, link)
+    other = write("other.json", json.dumps([{"name": "b", "ph": "X", "ts": 1, "dur": 2, "pid": 2, "tid": 2}]))
+    for args in (["analyze", src, "-o", src], ["kernels", src, "-o", link], ["sequences", src, "-o", src],
+                 ["diff", src, other, "-o", src], ["merge", other, src, "-o", link], ["ranks", src, other, "-o", src],
+                 ["export", "--perfetto", link, src], ["export", "--sqlite", link, src]):
+        p = mlprof(*args, expect=1)
+        check("is a trace this command read" in p.stderr or "is the trace itself" in p.stderr,
+              f"{args[0]} -o INPUT: {p.stderr!r}")
+        with open(src, "rb") as f:
+            check(f.read() == before, f"{' '.join(args[:1])} -o INPUT wrote over the trace")
+    p = mlprof("analyze", src, "-o", os.path.join(OUT, "victim_table.txt"))
+    check(p.returncode == 0, "analyze -o another file works")
+
+
+for test in (test_output_is_input, test_operator_types, test_filters_matching_nothing, test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
              test_not_a_trace, test_usage, test_own_trace):
     test()
 print(f"analyze: {len(failures)} checks failed" if failures else "analyze: all checks passed")

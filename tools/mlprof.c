@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../src/analyze/analyze.h"
+#include "../src/analyze/json.h"
 #include "../src/common/gz.h"
 #include "../src/analyze/augment.h"
 #include "../src/analyze/ceilings.h"
@@ -169,12 +170,25 @@ static const char *option_value(const char *cmd, int argc, char **argv, int *i, 
     return argv[++*i];
 }
 
+/* Whether path is a trace this process read (said on stderr): no output is
+ * ever written over one. */
+static int output_is_input(const char *path)
+{
+    if (!an_input_was_read(path))
+        return 0;
+    fprintf(stderr, PROG ": %s is a trace this command read: its output is never written over an input "
+                    "(choose another -o)\n", path);
+    return 1;
+}
+
 static int write_output(const char *path, const mlprof__sb *text)
 {
     if (!path || strcmp(path, "-") == 0) {
         fwrite(text->data ? text->data : "", 1, text->len, stdout);
         return fflush(stdout) == 0 ? 0 : 1;
     }
+    if (output_is_input(path))
+        return 1;
     if (mlprof__write_file_atomic(path, text->data ? text->data : "", text->len) != MLPROF_OK) {
         fprintf(stderr, PROG ": %s\n", mlprof_last_error());
         return 1;
@@ -678,6 +692,8 @@ static int cmd_merge(int argc, char **argv)
         an_trace_free(&t);
     }
     if (!kept)
+        rc = 1;
+    if (rc == 0 && output_is_input(output))
         rc = 1;
     if (rc == 0) {
         char err[600] = "";
@@ -1202,6 +1218,10 @@ static int cmd_export(int argc, char **argv)
         an_trace_free(&t);
         return 1;
     }
+    if (output_is_input(output)) {
+        an_trace_free(&t);
+        return 1;
+    }
     if (perfetto) {
         int prc = export_perfetto(path, output, &t);
         an_trace_free(&t);
@@ -1529,6 +1549,8 @@ static int cmd_roofline(int argc, char **argv)
                     PROG " roofline: %s: no operator carries both FLOPs and bytes (arguments \"flops\" and "
                          "\"bytes\", or FLOPs/flop/computation and memory/Bytes): nothing to place, no SVG written\n",
                     path);
+            rc = 1;
+        } else if (output_is_input(svg_path)) {
             rc = 1;
         } else if (mlprof__write_file_atomic(svg_path, svg.data, svg.len) != MLPROF_OK) {
             fprintf(stderr, PROG " roofline: %s\n", mlprof_last_error());

@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "json.h"
@@ -142,6 +143,47 @@ static ssize_t peek(an_input *in, unsigned char *out, size_t n, int *consumed)
     return (ssize_t)got;
 }
 
+/* The regular files opened as inputs (an_input_was_read) */
+static struct {
+    pthread_mutex_t lock;
+    struct read_file {
+        dev_t dev;
+        ino_t ino;
+    } *files;
+    size_t n, cap;
+} g_read = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+static void note_read(int fd)
+{
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
+    pthread_mutex_lock(&g_read.lock);
+    int known = 0;
+    for (size_t i = 0; i < g_read.n && !known; i++)
+        known = g_read.files[i].dev == st.st_dev && g_read.files[i].ino == st.st_ino;
+    struct read_file *f = known ? NULL : mlprof__grow(g_read.files, &g_read.cap, g_read.n, sizeof *f, 16);
+    if (f) { /* out of memory: not noted, which only loses the check */
+        g_read.files = f;
+        g_read.files[g_read.n].dev = st.st_dev;
+        g_read.files[g_read.n++].ino = st.st_ino;
+    }
+    pthread_mutex_unlock(&g_read.lock);
+}
+
+int an_input_was_read(const char *path)
+{
+    struct stat st;
+    if (!path || strcmp(path, "-") == 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    pthread_mutex_lock(&g_read.lock);
+    int found = 0;
+    for (size_t i = 0; i < g_read.n && !found; i++)
+        found = g_read.files[i].dev == st.st_dev && g_read.files[i].ino == st.st_ino;
+    pthread_mutex_unlock(&g_read.lock);
+    return found;
+}
+
 static int open_input(an_input *in, const char *path)
 {
     memset(in, 0, sizeof *in);
@@ -154,6 +196,7 @@ static int open_input(an_input *in, const char *path)
     in->fd = strcmp(path, "-") == 0 ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
     if (in->fd < 0)
         return an_input_fail(in, "cannot open: %s", strerror(errno));
+    note_read(in->fd);
     unsigned char magic[2];
     int consumed;
     ssize_t n = peek(in, magic, 2, &consumed);

@@ -28,6 +28,9 @@ typedef struct an_input {
 
 /* Opens path ("-" is standard input). Returns 0, or -1 with in->error set. */
 int an_input_open(an_input *in, const char *path);
+/* Whether path is a regular file this process opened with an_input_open:
+ * a command never writes its output over a trace it read. */
+int an_input_was_read(const char *path);
 /* Reads n bytes of memory (copied) as if they were the file called name. */
 int an_input_open_mem(an_input *in, const char *name, const void *data, size_t n);
 void an_input_close(an_input *in);
