@@ -294,18 +294,18 @@ def test_own_trace():
 
 
 def test_diff():
-    a = [ev("X", 0, 100), ev("X", 200, 100), ev("Y", 400, 500), ev("Z", 1000, 50)]
-    b = [ev("X", 0, 150), ev("X", 200, 150), ev("Y", 400, 400), ev("W", 1000, 30)]
+    a = [ev("X", 0, 100), ev("X", 200, 100), ev("Y", 400, 500), ev("Z", 1000, 50), ev("S", 2000, 10)]
+    b = [ev("X", 0, 150), ev("X", 200, 150), ev("Y", 400, 400), ev("W", 1000, 30), ev("S", 2000, 10)]
     pa = write("diff_a.json", json.dumps({"traceEvents": a}))
     pb = write("diff_b.json", json.dumps({"traceEvents": b}))
     p = mlprof("diff", pa, pb, "--format", "json")
     r = json.loads(p.stdout)
     got = [(x["key"], x["status"], x["count_a"], x["count_b"], x["delta_ns"]) for x in r["rows"]]
     check(got == [("X", "changed", 2, 2, 100000), ("Y", "changed", 1, 1, -100000), ("Z", "missing", 1, 0, -50000),
-                  ("W", "new", 0, 1, 30000)], f"diff rows {got}")
+                  ("W", "new", 0, 1, 30000), ("S", "unchanged", 1, 1, 0)], f"diff rows {got}")
     check(r["rows"][0]["delta_percent"] == 50 and r["rows"][1]["delta_percent"] == -20, "percent change")
     check(r["rows"][2]["delta_percent"] is None, "no percent for a missing operator")
-    check((r["total_a_ns"], r["total_b_ns"]) == (750000, 730000), f"totals {r['total_a_ns']} {r['total_b_ns']}")
+    check((r["total_a_ns"], r["total_b_ns"]) == (760000, 740000), f"totals {r['total_a_ns']} {r['total_b_ns']}")
     p = mlprof("diff", pa, pb, "--fail-above", "40", expect=3)
     check("1 operators regressed by more than 40%" in p.stdout and "regressed" in p.stderr, f"CI gate {p.stdout}")
     mlprof("diff", pa, pb, "--fail-above", "60")
@@ -314,7 +314,7 @@ def test_diff():
     check(r["rows"][0]["key"] == "Y" and r["rows"][0]["delta_ns"] == -100000 and r["rows"][1]["delta_ns"] == 50000,
           f"per-call diff {r['rows'][:2]}")
     rows = list(csv.DictReader(io.StringIO(mlprof("diff", pa, pb, "--format", "csv").stdout)))
-    check([x["status"] for x in rows] == ["changed", "changed", "missing", "new"], f"CSV {rows}")
+    check([x["status"] for x in rows] == ["changed", "changed", "missing", "new", "unchanged"], f"CSV {rows}")
     p = mlprof("diff", pa, pb)
     check(re.search(r"^X\s+2\s+2\s+200\.000 us\s+300\.000 us\s+\+100\.000 us\s+\+50\.0%", p.stdout, re.M),
           f"diff table\n{p.stdout}")

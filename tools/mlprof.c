@@ -206,6 +206,8 @@ static void diff_usage(FILE *out)
             "A and B may be directories of ranks' traces (as analyze DIR reads them):\n"
             "each rank of A is compared alone with the same rank of B, one section per\n"
             "rank; a rank in one run only is named; --fail-above counts every rank's.\n"
+            "Each row's status (csv, json; the table names all but changed): new, missing,\n"
+            "regressed (past --fail-above), changed, or unchanged (same time and count).\n"
             "\n"
             "  --total                compare total time (children included), not self time\n"
             "  --fail-above PCT       exit with status 3 when an operator present in both\n"

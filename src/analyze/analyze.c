@@ -1506,7 +1506,11 @@ static int diff_cmp(const void *pa, const void *pb)
 
 static const char *diff_status(const diff_row *r)
 {
-    return !r->a ? "new" : !r->b ? "missing" : r->regressed ? "regressed" : "changed";
+    if (!r->a || !r->b)
+        return !r->a ? "new" : "missing";
+    if (r->regressed)
+        return "regressed";
+    return r->delta == 0 && r->a->count == r->b->count ? "unchanged" : "changed";
 }
 
 static void put_signed_duration(mlprof__sb *out, double ns)
@@ -1638,7 +1642,7 @@ static int diff_tables(an_trace *ta, an_trace *tb, const an_options *o, const an
                 mlprof__sb_printf(out, "  %+8.1f%%", pct);
             else
                 mlprof__sb_printf(out, "  %9s", "");
-            if (r && strcmp(diff_status(r), "changed") != 0)
+            if (r && strcmp(diff_status(r), "changed") != 0 && strcmp(diff_status(r), "unchanged") != 0)
                 mlprof__sb_printf(out, "  %s", diff_status(r));
             mlprof__sb_putc(out, '\n');
             if (i + 1 == shown && shown < n)
