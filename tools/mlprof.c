@@ -206,7 +206,7 @@ static void diff_usage(FILE *out)
             "A and B may be directories of ranks' traces (as analyze DIR reads them):\n"
             "each rank of A is compared alone with the same rank of B, one section per\n"
             "rank; a rank in one run only is named; --fail-above counts every rank's.\n"
-            "Each row's status (csv, json; the table names all but changed): new, missing,\n"
+            "Each row's status (csv, json; the table shows the first three): new, missing,\n"
             "regressed (past --fail-above), changed, or unchanged (same time and count).\n"
             "\n"
             "  --total                compare total time (children included), not self time\n"
