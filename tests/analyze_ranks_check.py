@@ -230,6 +230,15 @@ def test_no_trace():
           and "notes.md: skipped: not named *.json or *.json.gz" in p.stderr, f"only a note file: {p.stderr!r}")
 
 
+def test_same_file_twice():
+    d = fresh_dir("twice")
+    path = write(d, "r.json", rank_trace(0, [(AR, 100)], rank_meta=False))
+    link = os.path.join(d, "r_link.json")
+    os.symlink(path, link)
+    p = mlprof("ranks", path, link, expect=2)
+    check("r_link.json is given twice" in p.stderr, f"ranks: one trace given twice: {p.stderr!r}")
+
+
 def test_damaged_and_not_traces():
     """A file named like a trace that is none is skipped with the reader's
     reason and the exit status says so; a trace cut short is used, with a
@@ -284,7 +293,7 @@ def test_diff_directories():
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     tests = [test_three_ranks_and_stragglers, test_analyze_dir_and_csv, test_two_ranks_mlprof_and_order,
-             test_no_trace, test_damaged_and_not_traces, test_diff_directories]
+             test_no_trace, test_same_file_twice, test_damaged_and_not_traces, test_diff_directories]
     for test in tests:
         test()
     if failures:

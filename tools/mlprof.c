@@ -808,6 +808,16 @@ static int cmd_ranks(int argc, char **argv)
     }
     if (!npaths)
         bad_usage(cmd, "%s", "which traces? (mlprof ranks TRACE... | DIR | MERGED_TRACE)");
+    /* one file given twice would be two ranks with the same events */
+    for (size_t i = 0; i < npaths; i++) {
+        struct stat si, sj;
+        if (strcmp(paths[i], "-") == 0 || stat(paths[i], &si) != 0 || !S_ISREG(si.st_mode))
+            continue;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(paths[j], "-") != 0 && stat(paths[j], &sj) == 0 && si.st_dev == sj.st_dev &&
+                si.st_ino == sj.st_ino)
+                bad_usage(cmd, "%s is given twice: each trace is one rank's", paths[i]);
+    }
     mlprof__sb out, notes;
     mlprof__sb_init(&out);
     mlprof__sb_init(&notes);
