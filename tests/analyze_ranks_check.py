@@ -14,6 +14,7 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 from analyze_util import check, command, failures
@@ -237,6 +238,10 @@ def test_same_file_twice():
     os.symlink(path, link)
     p = mlprof("ranks", path, link, expect=2)
     check("r_link.json is given twice" in p.stderr, f"ranks: one trace given twice: {p.stderr!r}")
+    # a trace from a pipe is read once: standard input works as a file does
+    with open(path) as f:
+        q = subprocess.run([MLPROF, "ranks", "-"], stdin=f, capture_output=True, text=True, timeout=60)
+    check(q.returncode == 0 and "1 ranks" in q.stdout, f"ranks -: {q.returncode} {q.stderr!r}")
 
 
 def test_damaged_and_not_traces():

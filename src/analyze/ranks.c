@@ -174,12 +174,12 @@ static long long world_size(const an_trace *t)
 
 static size_t merged_ranks_in(const an_trace *t);
 
-/* Reads one trace, analyses it into a new rank (or skips it, said in rs). */
-static int read_one(ranks *rs, const char *path, const an_options *o, an_analysis_fn fn,
+/* Analyses one trace t, read from path (rc: an_trace_read's answer), into a
+ * new rank, or skips it (said in rs); t is freed. */
+static int take_one(ranks *rs, const char *path, an_trace *tp, int rc, const an_options *o, an_analysis_fn fn,
                     const an_ranks_options *ro, mlprof__sb *notes, int *damaged, char *err, size_t errlen)
 {
-    an_trace t;
-    int rc = an_trace_read(&t, path);
+    an_trace t = *tp;
     int empty = t.nev == 0 && !t.distributed_info && !t.other_data;
     if (rc != 0 && (!t.partial || empty)) {
         /* nothing read: not a trace (a JSON file of another kind), or damaged from its start */
@@ -237,6 +237,15 @@ static int read_one(ranks *rs, const char *path, const an_options *o, an_analysi
         snprintf(err, errlen, "%s: the analysis failed (out of memory)", path);
     an_trace_free(&t);
     return rc;
+}
+
+/* Reads one trace and takes it (take_one). */
+static int read_one(ranks *rs, const char *path, const an_options *o, an_analysis_fn fn,
+                    const an_ranks_options *ro, mlprof__sb *notes, int *damaged, char *err, size_t errlen)
+{
+    an_trace t;
+    int rc = an_trace_read(&t, path);
+    return take_one(rs, path, &t, rc, o, fn, ro, notes, damaged, err, errlen);
 }
 
 static int by_rank(const void *pa, const void *pb)
@@ -918,12 +927,15 @@ static int split_merged(ranks *rs, an_trace *t, const pid_rank *p, size_t np, co
     return rc;
 }
 
-/* A trace named alone must be one: what read_one skipped is an error here. */
-static int strict_read(ranks *rs, const char *path, mlprof__sb *notes, int *damaged, char *err, size_t errlen)
+/* A trace named alone must be one: what take_one skipped is an error here.
+ * t: the trace read from path (rc: an_trace_read's answer), freed here; read
+ * once, so that a pipe works. */
+static int strict_take(ranks *rs, const char *path, an_trace *t, int rc, mlprof__sb *notes, int *damaged, char *err,
+                       size_t errlen)
 {
     an_ranks_options ro = {0, 1};
     size_t before = rs->ns;
-    if (read_one(rs, path, NULL, NULL, &ro, notes, damaged, err, errlen) != 0)
+    if (take_one(rs, path, t, rc, NULL, NULL, &ro, notes, damaged, err, errlen) != 0)
         return -1;
     if (rs->ns > before) {
         snprintf(err, errlen, "%s: %s", rs->s[before].path, rs->s[before].why);
@@ -947,10 +959,9 @@ static int read_single(ranks *rs, const char *path, mlprof__sb *notes, int *dama
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (distinct_ranks(p, np) < 2) { /* not merged: one rank, read as any other */
+    if (distinct_ranks(p, np) < 2) { /* not merged: one rank, taken as any other */
         mlprof__free(p);
-        an_trace_free(&t);
-        return strict_read(rs, path, notes, damaged, err, errlen);
+        return strict_take(rs, path, &t, rc, notes, damaged, err, errlen);
     }
     if (rc != 0) {
         mlprof__sb_printf(notes, "warning: %s; using the %zu events read before it\n", t.error, t.nev);
@@ -1011,7 +1022,9 @@ int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int c
                 snprintf(err, errlen, "%s is a directory: give one directory alone, or trace files", paths[i]);
                 rc = -1;
             } else {
-                rc = strict_read(&rs, paths[i], notes, damaged, err, errlen);
+                an_trace t;
+                int read = an_trace_read(&t, paths[i]);
+                rc = strict_take(&rs, paths[i], &t, read, notes, damaged, err, errlen);
             }
         }
     }
