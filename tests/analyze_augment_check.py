@@ -21,6 +21,7 @@ usage: analyze_augment_check.py MLPROF OUTDIR
 import gzip
 import json
 import os
+import subprocess
 import sys
 
 from analyze_util import check, command, failures
@@ -279,6 +280,12 @@ def test_lacks_and_errors():
     p = mlprof("augment", src, "-o", link, expect=1)
     check("never writes over its input" in p.stderr and open(src, "rb").read() == before,
           f"-o a link to the input: refused: {p.stderr!r}")
+    # read twice: standard input and pipes are refused before anything is read
+    for stdin_path in ("-", "/dev/stdin"):
+        with open(src) as f:
+            q = subprocess.run([MLPROF, "augment", stdin_path, "-o", os.path.join(OUT, "piped.json")],
+                               capture_output=True, text=True, timeout=60, input=f.read())
+        check(q.returncode == 1 and "reads the trace twice" in q.stderr, f"augment {stdin_path}: {q.stderr!r}")
     missing = os.path.join(OUT, "no_such_trace.json")
     p = mlprof("augment", missing, "-o", os.path.join(OUT, "y.json"), expect=1)
     check("no_such_trace.json" in p.stderr, f"missing file named: {p.stderr!r}")

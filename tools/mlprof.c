@@ -1028,6 +1028,11 @@ static int cmd_augment(int argc, char **argv)
         bad_usage(cmd, "%s", "which trace? (mlprof augment TRACE -o OUT)");
     if (!output)
         bad_usage(cmd, "%s", "where to? (-o OUT: augment never writes over its input)");
+    char why[300];
+    if (an_augment_input_ok(path, why, sizeof why) != 0) {
+        fprintf(stderr, PROG " augment: %s: %s\n", path, why);
+        return 1;
+    }
     an_trace t;
     if (an_trace_read(&t, path) != 0) {
         /* a damaged trace cannot be copied whole: no partial output */

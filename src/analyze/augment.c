@@ -661,6 +661,17 @@ static int copy_trace(writer *w, an_input *in, const an_trace *t, const an_augme
     return 0;
 }
 
+int an_augment_input_ok(const char *in_path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (strcmp(in_path, "-") == 0 || (stat(in_path, &st) == 0 && !S_ISREG(st.st_mode))) {
+        snprintf(err, errlen, "augment reads the trace twice: give a file, not %s",
+                 strcmp(in_path, "-") == 0 ? "standard input" : "a pipe or device");
+        return -1;
+    }
+    return 0;
+}
+
 int an_augment_write(const an_trace *t, const an_augment *a, const char *in_path, const char *out_path,
                      size_t *written, char *err, size_t errlen)
 {
@@ -670,10 +681,8 @@ int an_augment_write(const an_trace *t, const an_augment *a, const char *in_path
                               "only (record the run with format json)", in_path);
         return -1;
     }
-    if (strcmp(in_path, "-") == 0) {
-        snprintf(err, errlen, "augment reads the trace twice: give a file, not standard input");
+    if (an_augment_input_ok(in_path, err, errlen) != 0)
         return -1;
-    }
     struct stat si, so;
     if (stat(in_path, &si) == 0 && stat(out_path, &so) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
         snprintf(err, errlen, "%s is the input trace: augment never writes over its input", out_path);

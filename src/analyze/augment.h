@@ -76,6 +76,9 @@ void an_augment_report(const an_trace *t, const an_augment *a, int format, const
  * series: runtime calls, correlation, bytes. */
 void an_augment_notes(const an_trace *t, const an_augment *a, mlprof__sb *notes);
 
+/* Whether in_path can be augmented: read twice, it must be a regular file
+ * (not standard input, a pipe or a device). 0, or -1 with err set. */
+int an_augment_input_ok(const char *in_path, char *err, size_t errlen);
 /* Writes the trace at in_path (plain or gzip) to out_path with the counter
  * events of a appended to its traceEvents: every other member and event is
  * kept (as compact JSON). The output is gzip when out_path ends in .gz, plain
