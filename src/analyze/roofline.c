@@ -304,14 +304,30 @@ static void format_table(mlprof__sb *out, const an_trace *t, const ce_ceilings *
                               : "");
     }
     if (placed < n) {
-        mlprof__sb_printf(out, "\nnot placed (%zu):", n - placed);
-        for (size_t i = 0, k = 0; i < n; i++) {
-            if (!ops[i].why_not)
+        /* a line per reason, the first names of each (a real trace has hundreds) */
+        enum { NAMES_SHOWN = 8 };
+        mlprof__sb_printf(out, "\nnot placed (%zu):\n", n - placed);
+        for (size_t i = 0; i < n; i++) {
+            const char *why = ops[i].why_not;
+            int first = why != NULL;
+            for (size_t j = 0; j < i && first; j++)
+                first = !(ops[j].why_not && strcmp(ops[j].why_not, why) == 0);
+            if (!first)
                 continue;
-            mlprof__sb_printf(out, "%s %s (%s, %llu)", k++ ? "," : "", ops[i].g->name, ops[i].why_not,
-                              (unsigned long long)ops[i].g->count);
+            size_t count = 0, shown = 0;
+            for (size_t j = i; j < n; j++)
+                count += ops[j].why_not && strcmp(ops[j].why_not, why) == 0;
+            mlprof__sb_printf(out, "  %s (%zu):", why, count);
+            for (size_t j = i; j < n && shown < NAMES_SHOWN; j++) {
+                if (!ops[j].why_not || strcmp(ops[j].why_not, why) != 0)
+                    continue;
+                mlprof__sb_printf(out, "%s %s (%llu)", shown++ ? "," : "", ops[j].g->name,
+                                  (unsigned long long)ops[j].g->count);
+            }
+            if (count > shown)
+                mlprof__sb_printf(out, " and %zu more (--format json lists them)", count - shown);
+            mlprof__sb_putc(out, '\n');
         }
-        mlprof__sb_putc(out, '\n');
     }
 }
 
