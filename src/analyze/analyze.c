@@ -2060,6 +2060,13 @@ static void put_step_name(mlprof__sb *out, const steps *st, const step_info *s)
 static void put_step_numbers(mlprof__sb *out, const steps *st)
 {
     int first = 1;
+    size_t chosen = 0;
+    for (size_t i = 0; i < st->n; i++)
+        chosen += (size_t)st->s[i].chosen;
+    if (!chosen) {
+        mlprof__sb_puts(out, "none");
+        return;
+    }
     if (st->frames)
         mlprof__sb_printf(out, "%s ", st->source);
     else
@@ -2084,7 +2091,8 @@ static void put_step_numbers(mlprof__sb *out, const steps *st)
 static void step_notes(const an_trace *t, const steps *st, const char *spec, int last_named, uint64_t absent,
                        int64_t first_absent, mlprof__sb *notes)
 {
-    if (st->incomplete >= 0) {
+    /* the incomplete last step is worth a word when all were asked for (it is left out) or it was named */
+    if (st->incomplete >= 0 && (strcmp(spec, "all") == 0 || last_named)) {
         const step_info *s = &st->s[st->incomplete];
         mlprof__sb_printf(notes, "%s: --steps: ", t->path);
         put_step_name(notes, st, s);
@@ -2273,7 +2281,10 @@ int an_run_steps(an_trace *t, const an_options *o, an_analysis_fn fn, mlprof__sb
     if (!o->per_step) {
         if (o->format == AN_JSON)
             mlprof__sb_puts(out, ",\"analysis\":\n");
-        rc = run_restricted(t, &st, -1, o, fn, out);
+        if (!chosen && o->format == AN_TABLE) /* said on stderr too: which steps there are */
+            mlprof__sb_printf(out, "(no step chosen: --steps %s names none of the trace's)\n", spec);
+        else
+            rc = run_restricted(t, &st, -1, o, fn, out);
         if (o->format == AN_JSON)
             mlprof__sb_puts(out, "}\n");
     } else {
