@@ -719,6 +719,8 @@ static void put_dur(mlprof__sb *out, int64_t ns, int w)
     an_put_duration(&d, ns);
     for (int i = (int)d.len; i < w; i++)
         mlprof__sb_putc(out, ' ');
+    if (w > 0 && (int)d.len >= w) /* wider than its column: still apart from the one before */
+        mlprof__sb_putc(out, ' ');
     mlprof__sb_put(out, d.data ? d.data : "", d.len);
     out->failed |= d.failed;
     mlprof__sb_free(&d);
