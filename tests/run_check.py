@@ -293,6 +293,41 @@ def check_thread_exit():
     check("without a free" not in p.stderr, f"thread_exit: no block left unfreed: {p.stderr[-300:]!r}")
 
 
+# ------------------------- a program that reports the blocks malloc gave it
+def check_mem_layers():
+    """The interposer and the program's own mlprof_mem_* calls on the same blocks:
+    no double free or missed free for a correct program, its one real mistake
+    still counted."""
+    prog = os.path.join(os.path.dirname(ALLOC), "run_mem_layers")
+    p, t = run("mem_layers", [prog], "--memory_csv", "auto")
+    if not t:
+        return
+    rows = []
+    for path in glob.glob(os.path.join(OUT, "mem_layers.json.parts", "trace.*.memory.csv")):
+        with open(path, newline="") as f:
+            rows += list(csv.DictReader(f))
+    memory = {}
+    for path in glob.glob(os.path.join(OUT, "mem_layers.json.parts", "trace.*.json")):
+        memory = json.load(open(path)).get("otherData", {}).get("memory", {}).get("devices", {}).get("cpu", {})
+    check(memory.get("double_frees") == 1 and memory.get("implicit_frees") == 0,
+          f"mem_layers: only the program's own double free is counted: {memory}")
+    check(memory.get("peak_allocated", 0) < 2 * 654336,
+          f"mem_layers: the segment counted once in allocated, not as a malloc block too: {memory}")
+    check("1 double free" in p.stderr and "double frees" not in p.stderr,
+          f"mem_layers: the double free said: {p.stderr[-400:]!r}")
+    check("without a free" not in p.stderr, f"mem_layers: no block allocated over: {p.stderr[-400:]!r}")
+
+    def ends(size, tag):
+        return sorted(r["end"] for r in rows if r["bytes"] == str(size) and r["tag"] == tag)
+
+    check(ends(23456, "weights") == ["freed"] * 3 and ends(23456, "") == ["taken over"] * 3,
+          f"mem_layers: calloc's blocks taken over by the weights: {ends(23456, '')} {ends(23456, 'weights')}")
+    check(ends(654336, "") == ["taken over"], f"mem_layers: the segment from malloc: {ends(654336, '')}")
+    check(ends(34567, "act") == ["freed"] * 8, f"mem_layers: the tensors: {ends(34567, 'act')}")
+    check(ends(45678, "twice") == ["freed"] and ends(45678, "") == ["taken over"],
+          f"mem_layers: the block freed twice: {ends(45678, 'twice')} {ends(45678, '')}")
+
+
 # -------------------------------------------------------- CUDA, faked
 def check_cuda():
     p, t = run("cuda", [CUDA])
@@ -443,6 +478,7 @@ def main():
     check_fork_exec()
     check_alloc()
     check_thread_exit()
+    check_mem_layers()
     check_cuda()
     check_crash()
     check_status_and_errors()

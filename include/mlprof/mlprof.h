@@ -533,7 +533,11 @@ MLPROF_API int mlprof_observer_unregister(int id);
  * Frees and releases of unknown addresses (allocated before recording began,
  * while paused, or lost to a full buffer), double frees, and allocations over
  * a live block (its free was missed; it is taken as freed then) are counted
- * and reported, never fatal. Errors: MLPROF_EINVAL for a bad device.
+ * and reported, never fatal. Under mlprof run, whose malloc (and cudaMalloc)
+ * interposer records every block as well, reporting a block you got from
+ * malloc, or reserving it as a segment, takes the interposer's record of it
+ * over: it is counted once, and your mlprof_mem_free then free() is no double
+ * free. Errors: MLPROF_EINVAL for a bad device.
  */
 #define MLPROF_DEVICE_CPU 0
 #define MLPROF_DEVICE_CUDA(n) (1 + (n)) /* n from 0 to 63 */

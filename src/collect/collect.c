@@ -1201,7 +1201,8 @@ static size_t second_slot_ok(const mlprof__rec *r, size_t slots)
     case MLPROF__REC_COUNTER_F:
         return MLPROF__REC_KIND(r[1].b) == MLPROF__REC_VALUE ? slots : 0;
     case MLPROF__REC_MEM:
-        return (r[1].b >> 56) <= MLPROF__MEM_RELEASE ? 2 + MLPROF__TEXT_SLOTS((r[1].b >> 48) & 0xff) : 0;
+        return ((r[1].b >> 56) & ~(uint64_t)MLPROF__MEM_LOWER) <= MLPROF__MEM_RELEASE
+                   ? 2 + MLPROF__TEXT_SLOTS((r[1].b >> 48) & 0xff) : 0;
     default:
         return slots;
     }

@@ -112,7 +112,7 @@ static int after_malloc(int f, int rc, void **p, size_t n, int span)
         mlprof_end(g_task[f]);
     }
     if (rc == 0 && p && *p && span)
-        mlprof_mem_alloc(MLPROF_DEVICE_CUDA(current_device()), *p, n, NULL);
+        mlprof__mem_alloc_lower(MLPROF_DEVICE_CUDA(current_device()), *p, n);
     return rc;
 }
 
@@ -137,7 +137,7 @@ static int before_free(int f, void *p)
     int span = wanted(f);
     if (span) {
         if (p)
-            mlprof_mem_free(MLPROF_DEVICE_CUDA(current_device()), p);
+            mlprof__mem_free_lower(MLPROF_DEVICE_CUDA(current_device()), p);
         mlprof_begin(g_task[f]);
     }
     return span;

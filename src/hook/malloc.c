@@ -109,7 +109,7 @@ static inline void *allocated(void *p, size_t n)
 {
     if (p && recording()) {
         mlprof__busy++;
-        mlprof_mem_alloc(MLPROF_DEVICE_CPU, p, n, NULL);
+        mlprof__mem_alloc_lower(MLPROF_DEVICE_CPU, p, n);
         mlprof__busy--;
     }
     return p;
@@ -119,7 +119,7 @@ static inline void freeing(void *p)
 {
     if (p && recording()) {
         mlprof__busy++;
-        mlprof_mem_free(MLPROF_DEVICE_CPU, p);
+        mlprof__mem_free_lower(MLPROF_DEVICE_CPU, p);
         mlprof__busy--;
     }
 }

@@ -6,9 +6,21 @@
  * per-scope rows, the live-block table and the block history, and queue
  * timeline samples (counter events) for the collector to hand to the sinks.
  *
- * The live-block table is keyed by (device, address). A freed block leaves a
- * tombstone with its address, so that a second free of it is told apart from
- * a free of an address never seen (both are counted, neither is fatal).
+ * The live-block table is keyed by (device, layer, address). A freed block
+ * leaves a tombstone with its address, so that a second free of it is told
+ * apart from a free of an address never seen (both are counted, neither is
+ * fatal).
+ *
+ * Two layers may report one address. Under mlprof run the malloc (and
+ * cudaMalloc) interposer records every block the system hands out (a lower
+ * block, MLPROF__MEM_LOWER), and the program may report the same block
+ * itself (mlprof_mem_alloc, with a tag) or reserve it as a pool's segment
+ * (mlprof_mem_reserve). So the table is keyed by the layer too: each layer's
+ * frees match its own allocations, and a double free is one layer's second
+ * free. The program's alloc or reserve at the address of a live lower block
+ * takes that block over: the lower block ends there (not counted twice in
+ * used, not a missed free) and its slot becomes SLOT_TAKEN until the
+ * interposer's free of it, which then matches quietly.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +54,7 @@ typedef struct mem_op {
     int32_t tid;
     uint16_t device;
     uint8_t kind;
+    uint8_t lower; /* MLPROF__MEM_LOWER: from an interposer */
 } mem_op;
 
 static struct {
@@ -74,11 +87,12 @@ void mlprof__mem_push(uint64_t ns, int device, unsigned op, uint64_t addr, uint6
     o->addr = addr;
     o->bytes = bytes;
     o->scope = scope;
-    o->tag = op == MLPROF__MEM_ALLOC ? intern(tag, tag_len) : NULL;
+    o->tag = MLPROF__MEM_KIND(op) == MLPROF__MEM_ALLOC ? intern(tag, tag_len) : NULL;
     o->opname = intern(opname, opname_len); /* a free's too: the memory trace shows it */
     o->tid = (int32_t)tid;
     o->device = (uint16_t)device;
-    o->kind = (uint8_t)op;
+    o->kind = (uint8_t)MLPROF__MEM_KIND(op);
+    o->lower = (op & MLPROF__MEM_LOWER) != 0;
 }
 
 static int op_cmp(const void *pa, const void *pb)
@@ -183,20 +197,24 @@ typedef struct live_slot {
     uint64_t addr;
     size_t idx;      /* into mlprof__mem.blocks while live */
     uint16_t device;
-    uint8_t state;   /* 0 empty, 1 live, 2 freed (a tombstone) */
+    uint8_t lower;   /* the layer: the interposer's blocks (1) or the program's (0) */
+    uint8_t state;   /* 0 empty, 1 live, 2 freed (a tombstone), 3 taken over */
 } live_slot;
 
-enum { SLOT_EMPTY = 0, SLOT_LIVE = 1, SLOT_FREED = 2 };
+/* SLOT_TAKEN: a lower block that the program's own alloc or reserve took
+ * over; it has ended, its interposer's free has not come yet. */
+enum { SLOT_EMPTY = 0, SLOT_LIVE = 1, SLOT_FREED = 2, SLOT_TAKEN = 3 };
 
 static struct {
     live_slot *slots;
-    size_t cap, used; /* used: live and freed slots */
+    size_t cap, used; /* used: slots not empty */
     size_t freed;
+    size_t taken;
 } L;
 
-static size_t slot_hash(int device, uint64_t addr)
+static size_t slot_hash(int device, int lower, uint64_t addr)
 {
-    uint64_t x = addr ^ ((uint64_t)device << 52);
+    uint64_t x = addr ^ ((uint64_t)device << 52) ^ ((uint64_t)lower << 51);
     x ^= x >> 33;
     x *= UINT64_C(0xff51afd7ed558ccd);
     x ^= x >> 33;
@@ -205,29 +223,29 @@ static size_t slot_hash(int device, uint64_t addr)
     return (size_t)x;
 }
 
-/* The slot of (device, addr), or the empty slot where it would go. */
-static live_slot *slot_find(int device, uint64_t addr)
+/* The slot of (device, layer, addr), or the empty slot where it would go. */
+static live_slot *slot_find(int device, int lower, uint64_t addr)
 {
     if (!L.cap)
         return NULL;
     size_t mask = L.cap - 1;
-    for (size_t i = slot_hash(device, addr) & mask;; i = (i + 1) & mask) {
+    for (size_t i = slot_hash(device, lower, addr) & mask;; i = (i + 1) & mask) {
         live_slot *s = &L.slots[i];
-        if (s->state == SLOT_EMPTY || (s->addr == addr && s->device == device))
+        if (s->state == SLOT_EMPTY || (s->addr == addr && s->device == device && s->lower == lower))
             return s;
     }
 }
 
 /* Rebuilds the table from the live blocks, with room to grow; tombstones are
  * kept unless they outnumber the live blocks by far (then old double frees
- * are reported as unknown frees). */
+ * are reported as unknown frees); taken-over slots always. */
 static int slots_rebuild(size_t want_live)
 {
     live_slot *old = L.slots;
     size_t old_cap = L.cap;
     size_t keep_freed = L.freed <= want_live + 65536 ? L.freed : 0;
     size_t cap = 1024;
-    while (cap * 5 < (want_live + keep_freed + 1) * 10)
+    while (cap * 5 < (want_live + keep_freed + L.taken + 1) * 10)
         cap *= 2;
     live_slot *slots = mlprof__calloc(cap, sizeof *slots);
     if (!slots)
@@ -236,8 +254,9 @@ static int slots_rebuild(size_t want_live)
     L.cap = cap;
     L.used = L.freed = 0;
     for (size_t i = 0; i < old_cap; i++) {
-        if (old[i].state == SLOT_LIVE || (old[i].state == SLOT_FREED && keep_freed)) {
-            live_slot *s = slot_find(old[i].device, old[i].addr);
+        int keep = old[i].state == SLOT_LIVE || old[i].state == SLOT_TAKEN || (old[i].state == SLOT_FREED && keep_freed);
+        if (keep) {
+            live_slot *s = slot_find(old[i].device, old[i].lower, old[i].addr);
             *s = old[i];
             L.used++;
             L.freed += s->state == SLOT_FREED;
@@ -254,7 +273,7 @@ static void slots_reindex(void)
         const mem_block *b = &mlprof__mem.blocks[i];
         if (b->seq_free != MEM_LIVE)
             continue;
-        live_slot *s = slot_find(b->device, b->addr);
+        live_slot *s = slot_find(b->device, b->lower, b->addr);
         if (s && s->state == SLOT_LIVE)
             s->idx = i;
     }
@@ -421,6 +440,23 @@ static void block_gone(mem_device *d, mem_block *b, uint64_t seq, uint64_t ns, l
     mlprof__mem.nfreed++;
 }
 
+/* The program reports (alloc or reserve) the address of a live block the
+ * interposer recorded: that block ends here, handed over to the program's own
+ * report, and its slot waits for the interposer's free (SLOT_TAKEN). */
+static void take_over(mem_device *d, const mem_op *o, uint64_t seq)
+{
+    live_slot *s = o->lower ? NULL : slot_find(o->device, 1, o->addr);
+    if (!s || s->state != SLOT_LIVE)
+        return;
+    mem_block *b = &mlprof__mem.blocks[s->idx];
+    b->taken = 1;
+    block_gone(d, b, seq, o->ns, s);
+    d->frees++;
+    s->state = SLOT_TAKEN;
+    L.freed--;
+    L.taken++;
+}
+
 static void apply_alloc(mem_device *d, const mem_op *o, uint64_t seq)
 {
     mem_state *M = &mlprof__mem;
@@ -428,13 +464,14 @@ static void apply_alloc(mem_device *d, const mem_op *o, uint64_t seq)
         mlprof__log(MLPROF_LOG_ERROR, "memory profiler: out of memory; an allocation is lost");
         return;
     }
-    live_slot *s = slot_find(o->device, o->addr);
+    live_slot *s = slot_find(o->device, o->lower, o->addr);
     if (s->state == SLOT_LIVE) { /* its free was missed: it ends here */
         mem_block *old = &M->blocks[s->idx];
         old->implicit = 1;
         d->implicit_frees++;
         block_gone(d, old, seq, o->ns, s);
     }
+    take_over(d, o, seq);
     mem_block *b = block_new();
     if (!b) {
         mlprof__log(MLPROF_LOG_ERROR, "memory profiler: out of memory; an allocation is lost");
@@ -450,13 +487,17 @@ static void apply_alloc(mem_device *d, const mem_op *o, uint64_t seq)
     b->op = o->opname;
     b->tid = o->tid;
     b->device = o->device;
+    b->lower = o->lower;
     b->pooled = held_segment_at(d, o->addr, NULL) != NULL;
     if (s->state == SLOT_EMPTY)
         L.used++;
     else if (s->state == SLOT_FREED)
         L.freed--;
+    else if (s->state == SLOT_TAKEN) /* the interposer missed the free of the block taken over */
+        L.taken--;
     s->addr = o->addr;
     s->device = o->device;
+    s->lower = o->lower;
     s->state = SLOT_LIVE;
     s->idx = (size_t)(b - M->blocks);
     d->used += b->bytes;
@@ -474,17 +515,24 @@ static void apply_alloc(mem_device *d, const mem_op *o, uint64_t seq)
     }
 }
 
-/* Frees the block at o->addr; *bytes and *tag say what was freed (0 and NULL
- * for an unknown or double free). */
+/* Frees the block of o's layer at o->addr; *bytes and *tag say what was
+ * freed (0 and NULL for an unknown or double free, and for the interposer's
+ * free of a block taken over, which ended then). */
 static void apply_free(mem_device *d, const mem_op *o, uint64_t seq, uint64_t *bytes, const char **tag)
 {
-    live_slot *s = slot_find(o->device, o->addr);
+    live_slot *s = slot_find(o->device, o->lower, o->addr);
     if (!s || s->state == SLOT_EMPTY) {
         d->unknown_frees++;
         return;
     }
     if (s->state == SLOT_FREED) {
         d->double_frees++;
+        return;
+    }
+    if (s->state == SLOT_TAKEN) { /* a tombstone from now on: a second free is a double free */
+        s->state = SLOT_FREED;
+        L.taken--;
+        L.freed++;
         return;
     }
     mem_block *b = &mlprof__mem.blocks[s->idx];
@@ -553,6 +601,7 @@ static void apply_one(const mem_op *o, mlprof__produced *out)
         apply_free(d, o, seq, &bytes, &tag);
         break;
     case MLPROF__MEM_RESERVE:
+        take_over(d, o, seq); /* a segment the program took from malloc */
         apply_reserve(d, o);
         bytes = o->bytes;
         break;

@@ -22,6 +22,8 @@ typedef struct mem_block {
     uint16_t device;
     uint8_t pooled;   /* inside a reserved segment: not counted in "allocated" again */
     uint8_t implicit; /* freed by an allocation over it (its free was missed) */
+    uint8_t lower;    /* seen by an interposer (MLPROF__MEM_LOWER): malloc's, cudaMalloc's */
+    uint8_t taken;    /* a lower block the program's own alloc or reserve at its address took over */
 } mem_block;
 
 /* A segment reserved by a pool. */

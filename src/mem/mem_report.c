@@ -457,7 +457,10 @@ int mlprof__mem_write_csv(const char *path)
         mlprof__sb_putc(&sb, ',');
         if (!live)
             mlprof__sb_us(&sb, b->t_free);
-        mlprof__sb_puts(&sb, live ? ",live\n" : b->implicit ? ",overwritten\n" : ",freed\n");
+        mlprof__sb_puts(&sb, live ? ",live\n"
+                             : b->implicit ? ",overwritten\n"
+                             : b->taken ? ",taken over\n" /* by the program's report of it */
+                                        : ",freed\n");
     }
     int rc = sb.failed ? mlprof__fail(MLPROF_ENOMEM, "memory CSV: out of memory")
                        : mlprof__write_file_atomic(path, sb.data ? sb.data : "", sb.len);

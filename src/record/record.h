@@ -44,13 +44,23 @@ enum mlprof__kind {
     MLPROF__REC_SCOPE_POP = 13,  /* a=ts */
     MLPROF__REC_VALUE = 14,      /* the second slot of a counter record */
     MLPROF__REC_MEM = 15         /* a=ts, aux=device, ptr=scope node; then a=address,
-                                    b=bytes (bits 0..47) | tag length (48..55) | op (56..57);
-                                    tag bytes */
+                                    b=bytes (bits 0..47) | tag length (48..55) | op (56..57)
+                                    | MLPROF__MEM_LOWER (58); tag bytes */
 };
 
 /* The op of a memory record (bits 56..57 of its second slot). */
 enum { MLPROF__MEM_ALLOC = 0, MLPROF__MEM_FREE = 1, MLPROF__MEM_RESERVE = 2,
        MLPROF__MEM_RELEASE = 3 };
+/* Bit 58 of the second slot, or'ed into the op: the operation was seen by an
+ * interposer of mlprof run (malloc, cudaMalloc), below whatever the program
+ * reports itself through mlprof_mem_*. The memory profiler lets the program's
+ * own report of the same address take such a block over (src/mem/mem.c). */
+#define MLPROF__MEM_LOWER 4u
+#define MLPROF__MEM_KIND(op) ((op) & 3u)
+/* The interposers' alloc and free: mlprof_mem_alloc and mlprof_mem_free with
+ * MLPROF__MEM_LOWER. */
+int mlprof__mem_alloc_lower(int device, const void *addr, uint64_t bytes);
+int mlprof__mem_free_lower(int device, const void *addr);
 #define MLPROF__MEM_BYTES_MAX ((UINT64_C(1) << 48) - 1)
 
 #define MLPROF__PTR_MASK ((UINT64_C(1) << 48) - 1)

@@ -833,6 +833,16 @@ int mlprof_mem_release(int device, const void *addr)
     return put_mem(device, MLPROF__MEM_RELEASE, addr, 0, NULL);
 }
 
+int mlprof__mem_alloc_lower(int device, const void *addr, uint64_t bytes)
+{
+    return put_mem(device, MLPROF__MEM_ALLOC | MLPROF__MEM_LOWER, addr, bytes, NULL);
+}
+
+int mlprof__mem_free_lower(int device, const void *addr)
+{
+    return put_mem(device, MLPROF__MEM_FREE | MLPROF__MEM_LOWER, addr, 0, NULL);
+}
+
 /* ---------------------------------------------------------------- scopes */
 
 static mlprof__scope_node *scope_child(mlprof__scope_node *parent, const char *name)
