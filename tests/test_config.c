@@ -88,6 +88,13 @@ static void test_file(void)
     expect_value("filename", "trace with spaces.json");
     expect_value("profile_api", "true");
 
+    /* a UTF-8 byte order mark before the first key, as some editors save files */
+    const char *bom = tu_path("bom.conf");
+    write_file(bom, "\xef\xbb\xbflevel = 1\n");
+    CHECK_OK(mlprof_load_config(bom));
+    expect_value("level", "1");
+    CHECK_OK(mlprof_load_config(good));
+
     const char *bad = tu_path("bad.conf");
     write_file(bad, "level = 4\n\ndump_period = soon\n");
     CHECK(mlprof_load_config(bad) == MLPROF_EVALUE, "bad value in file");

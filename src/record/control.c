@@ -557,10 +557,14 @@ static int read_config_file(const char *path, char ***keys, char ***values, int 
                               lineno, sizeof line - 2);
             break;
         }
-        char *hash = strchr(line, '#');
+        char *start = line;
+        if (lineno == 1 && (unsigned char)line[0] == 0xef && (unsigned char)line[1] == 0xbb &&
+            (unsigned char)line[2] == 0xbf)
+            start += 3; /* a UTF-8 byte order mark, as some editors write it */
+        char *hash = strchr(start, '#');
         if (hash)
             *hash = '\0';
-        char *s = trim(line);
+        char *s = trim(start);
         if (!*s)
             continue;
         char *eq = strchr(s, '=');
