@@ -578,12 +578,38 @@ static mem_trace_op *trace_slot(mem_device *d)
     return oldest;
 }
 
+static void peak_used_at(mem_device *d, uint64_t used, uint64_t allocated, uint64_t seq, uint64_t ns, pid_t tid)
+{
+    if (used <= d->peak_used)
+        return;
+    d->peak_used = used;
+    d->peak_seq = seq;
+    d->peak_ns = ns;
+    d->peak_tid = tid;
+    d->alloc_at_peak = allocated;
+}
+
+/* The waiting peak of an interposer's block counts (the program did not take the block over next). */
+static void cand_commit(mem_device *d)
+{
+    if (d->cand)
+        peak_used_at(d, d->cand_used, d->cand_alloc, d->cand_seq, d->cand_ns, d->cand_tid);
+    d->cand = 0;
+}
+
 static void apply_one(const mem_op *o, mlprof__produced *out)
 {
     mem_state *M = &mlprof__mem;
     mem_device *d = mlprof__mem_device(o->device);
     if (!d)
         return;
+    if (d->cand) {
+        int taken = !o->lower && (o->kind == MLPROF__MEM_ALLOC || o->kind == MLPROF__MEM_RESERVE) &&
+                    o->addr == d->cand_addr;
+        if (!taken)
+            cand_commit(d);
+        d->cand = 0;
+    }
     if (o->ns < M->last_ns)
         M->late++;
     else
@@ -615,12 +641,16 @@ static void apply_one(const mem_op *o, mlprof__produced *out)
         *t = (mem_trace_op){o->ns, bytes, d->used, d->allocated, o->scope, o->opname, tag, o->kind};
     if (M->win_open && d->used > d->win_peak)
         d->win_peak = d->used;
-    if (d->used > d->peak_used) {
-        d->peak_used = d->used;
-        d->peak_seq = seq;
-        d->peak_ns = o->ns;
-        d->peak_tid = o->tid;
-        d->alloc_at_peak = d->allocated;
+    if (o->lower && o->kind == MLPROF__MEM_ALLOC && d->used > d->peak_used) {
+        d->cand = 1; /* the next operation says whether it counts */
+        d->cand_used = d->used;
+        d->cand_alloc = d->allocated;
+        d->cand_seq = seq;
+        d->cand_ns = o->ns;
+        d->cand_addr = o->addr;
+        d->cand_tid = o->tid;
+    } else {
+        peak_used_at(d, d->used, d->allocated, seq, o->ns, o->tid);
     }
     if (d->allocated > d->peak_allocated) {
         d->peak_allocated = d->allocated;
@@ -651,6 +681,11 @@ void mlprof__mem_apply(uint64_t upto_ns, mlprof__produced *out)
         apply_one(&Q.ops[i++], out);
     memmove(Q.ops, Q.ops + i, (Q.n - i) * sizeof *Q.ops);
     Q.n -= i;
+    /* what is reported next holds every peak so far (a block taken over
+     * after this counts, conservatively) */
+    for (int k = 0; k <= MLPROF_DEVICE_MAX; k++)
+        if (mlprof__mem.devs[k])
+            cand_commit(mlprof__mem.devs[k]);
 }
 
 mem_device *mlprof__mem_next_used(int *i)
@@ -774,6 +809,7 @@ void mlprof__mem_reset(void)
         mem_device *d = M->devs[i];
         if (!d)
             continue;
+        d->cand = 0;
         d->peak_used = d->used;
         d->peak_allocated = d->allocated;
         d->alloc_at_peak = d->allocated;

@@ -63,6 +63,12 @@ typedef struct mem_device {
     uint64_t peak_ns, peak_alloc_ns;
     pid_t peak_tid;              /* the thread whose operation made the peak of used */
     uint64_t alloc_at_peak;      /* allocated bytes at the peak of used */
+    /* a peak of used made by an interposer's block, waiting for the next
+     * operation: the program's own report of that block (take_over) makes it
+     * no peak, since the block was never used apart from that report */
+    int cand;
+    uint64_t cand_used, cand_alloc, cand_seq, cand_ns, cand_addr;
+    pid_t cand_tid;
     uint64_t live_blocks;
     uint64_t allocs, frees, reserves, releases;
     uint64_t unknown_frees, double_frees, unknown_releases, implicit_frees;
