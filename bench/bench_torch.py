@@ -3,8 +3,8 @@
 thread), in one process: plain; mlprof.torch's native path (torch's
 RecordFunction callbacks) and its dispatch-mode path; and torch.profiler;
 each with shapes recorded (record_shapes), then with memory as well
-(profile_memory). mlprof's modes record the module spans as well (Python
-hooks), but for native_ops(_mem): the operators only, as torch.profiler here;
+(profile_memory). mlprof's modes record the module spans as well (Python: a
+Module.__call__ wrapper and gradient hooks), but for native_ops(_mem): the operators only, as torch.profiler here;
 torchprof_stack adds its Python stacks (the modules are in them). The modes
 take turns block by block (the order rotating every round) so that all see the
 same machine: a block opens the profiler, runs a few steps timed one by one,
@@ -49,7 +49,7 @@ def modes(model):
     cpu = [ProfilerActivity.CPU]
     m = {"plain": contextlib.nullcontext}
     if torch_native.load() is not None:
-        m["native_ops"] = lambda: mlprof.torch.trace(memory=False, native=True)  # no module spans (Python hooks)
+        m["native_ops"] = lambda: mlprof.torch.trace(memory=False, native=True)  # no module spans (Python)
         m["native_ops_mem"] = lambda: mlprof.torch.trace(memory=True, native=True)
         m["native"] = lambda: mlprof.torch.trace(model, memory=False, native=True)
         m["native_mem"] = lambda: mlprof.torch.trace(model, memory=True, native=True)

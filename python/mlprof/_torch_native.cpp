@@ -28,6 +28,9 @@
  * starts are reported first, from the allocator's snapshot, and those still
  * reserved when it stops are released in mlprof's view.
  *
+ * An operator that throws ends as the exception unwinds it, with "exception"
+ * on its span.
+ *
  * Hot path (each operator): no lock, no allocation, no system call; the
  * handle cache takes a lock only the first time a name is seen.
  */
@@ -56,6 +59,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 
@@ -173,13 +177,14 @@ struct Backward {
 };
 struct Stack {
     Entry *ops[DEPTH]; /* null: begun while not recording, or not recorded */
+    int uncaught[DEPTH]; /* std::uncaught_exceptions() at the begin: more at the end is an unwinding */
     int depth;
     int counted; /* the level of the operator that has FLOPs/bytes, whose parts are not counted again; -1 */
     Backward bwd[DEPTH];
     int bwd_depth;
     unsigned session; /* the session this stack is of */
 };
-thread_local Stack tls = {{}, 0, -1, {}, 0, 0};
+thread_local Stack tls = {{}, {}, 0, -1, {}, 0, 0};
 
 /* Sessions started: a thread's stack from an earlier one is emptied at its
  * first callback in a new one (a stop while a thread was inside operators,
@@ -468,10 +473,12 @@ std::unique_ptr<at::ObserverContext> op_begin(const at::RecordFunction &fn)
             }
         }
     }
-    if (st.depth < DEPTH)
+    if (st.depth < DEPTH) {
         st.ops[st.depth] = e;
-    else if (e)
+        st.uncaught[st.depth] = e ? std::uncaught_exceptions() : 0;
+    } else if (e) {
         api.end(e->span); /* too deep to remember: an empty span rather than a lost end */
+    }
     st.depth++;
     return nullptr;
 }
@@ -484,8 +491,15 @@ void op_end(const at::RecordFunction &fn, at::ObserverContext *)
     st.depth--;
     if (st.counted == st.depth)
         st.counted = -1;
-    if (st.depth < DEPTH && st.ops[st.depth])
+    if (st.depth < DEPTH && st.ops[st.depth]) {
+        /* An operator that throws ends all the same (RecordFunction's
+         * destructor runs the end callbacks as the exception unwinds it), as
+         * torch.profiler's ranges do: said on the span, the exception's type
+         * being out of reach before it is caught. */
+        if (std::uncaught_exceptions() > st.uncaught[st.depth])
+            api.arg_str("exception", "C++ exception");
         api.end(st.ops[st.depth]->span);
+    }
 }
 
 /* Backward nodes (autograd::engine::evaluate_function: XBackward0, and the

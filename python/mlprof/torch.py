@@ -30,10 +30,17 @@ come from torch's own callbacks instead, as torch.profiler sees them: every
 operator (aten::conv2d above aten::convolution above the backend's), each
 allocation and free of torch's allocators while the trace is open, at about
 torch.profiler's cost; the dispatch mode above is the fallback.
+
+An exception ends what it leaves, as torch.profiler's ranges end: the span of
+an operator or module that raises, and the module backward spans open when a
+backward pass raises, are closed there, with "exception" in their arguments
+(the exception's type; "C++ exception" for an operator on the native path),
+so that a program that catches it and goes on (a retry loop) is traced right.
 """
 import contextlib
 import ctypes
 import json
+import threading
 import weakref
 
 import torch
@@ -176,68 +183,248 @@ class _Ops(TorchDispatchMode):
             if self.memory:
                 self.memory.returned(out, name)
             return out
+        except BaseException as exc:  # the span ends all the same, saying why
+            _lib_.mlprof_arg_str(b"exception", type(exc).__name__.encode())
+            raise
         finally:
             _lib_.mlprof_end_dynamic(_OPS)
 
 
-def _on_grad(tensor, end, action):
-    """Runs action when tensor's gradient is computed. A tensor is both the
-    output of one module and the input of the next: when its gradient
-    arrives the next module's backward ends (end=True) before the first one's
-    begins. Forward hooks run inner modules first, so ends run in the order
-    they were added (inner first) and begins the other way (outer first)."""
+class _Backward:
+    """One module's backward span for one forward call: begun when the
+    gradient reaches the module's output, ended when it reaches its input.
+    It begins once, and ends only once begun: an end left on a parameter by a
+    forward whose backward never came (its output was lost to an exception,
+    or dropped unused) does nothing, where it would end whatever span was
+    open at the next step's backward."""
+
+    __slots__ = ("name", "thread", "done", "__weakref__")
+
+    def __init__(self, name):
+        self.name = name
+        self.thread = None  # the thread it is open on
+        self.done = False
+
+    def begin(self):
+        if self.thread is None and not self.done:
+            _lib_.mlprof_begin_dynamic(_MODULES, self.name)
+            self.thread = threading.get_ident()
+            _OPEN_BACKWARD.setdefault(self.thread, []).append(self)  # held until it ends
+
+    def end(self, exc_name=None):
+        if self.thread is None or self.done:
+            return
+        if exc_name:
+            _lib_.mlprof_arg_str(b"exception", exc_name.encode())
+        _lib_.mlprof_end_dynamic(_MODULES)
+        self.done = True
+        opened = _OPEN_BACKWARD.get(self.thread, [])
+        if self in opened:
+            opened.remove(self)
+
+
+# thread -> the backward spans open on it, in the order they began
+_OPEN_BACKWARD = {}
+# thread -> the exception that stopped a backward pass while spans were open
+# on that thread, another than the one that called it (the autograd engine's
+# thread of a CUDA device): mlprof ends a span on the thread that began it,
+# so these end at that thread's next gradient hook
+_FAILED_BACKWARD = {}
+
+
+def _backward_failed(exc):
+    """A backward pass raised: its module spans still open end now, marked
+    with the exception, innermost first, as torch.profiler's ranges do; those
+    of the autograd engine's other threads at their next hook."""
+    me = threading.get_ident()
+    name = type(exc).__name__
+    # the program's own threads run their own backward passes, which this one's failure does not end
+    python = {t.ident for t in threading.enumerate() if not isinstance(t, threading._DummyThread)}
+    for thread, opened in list(_OPEN_BACKWARD.items()):
+        if not opened:
+            continue
+        if thread == me:
+            for span in opened[::-1]:
+                span.end(name)
+        elif thread not in python:
+            _FAILED_BACKWARD[thread] = name
+
+
+def _end_failed_here():
+    """Ends the backward spans a failed backward pass left open on this
+    thread (another thread saw it fail)."""
+    name = _FAILED_BACKWARD.pop(threading.get_ident(), None)
+    if name:
+        for span in _OPEN_BACKWARD.get(threading.get_ident(), [])[::-1]:
+            span.end(name)
+
+
+def _on_grad(tensor, span, end):
+    """Ends (end=True) or begins span when tensor's gradient is computed. A
+    tensor is both the output of one module and the input of the next: when
+    its gradient arrives the next module's backward ends before the first
+    one's begins. Modules end their forward inner first, so ends run in the
+    order they were added (inner first) and begins the other way (outer
+    first). Ends are held weakly: a span whose output was never reached (and
+    is gone with its graph) is dropped from a parameter's list, which would
+    otherwise grow by one at each forward without a backward."""
     acts = getattr(tensor, "_mlprof_grad_actions", None)
     if acts is None:
         acts = ([], [])
         tensor._mlprof_grad_actions = acts
 
         def run(grad):
-            todo = acts[0] + acts[1][::-1]
+            if _FAILED_BACKWARD:
+                _end_failed_here()
+            ends, begins = [ref() for ref in acts[0]], acts[1][::-1]
             del acts[0][:], acts[1][:]  # once: a parameter's hook stays for the next steps
-            for fn in todo:
-                fn()
+            for s in ends:
+                if s is not None:
+                    s.end()
+            for s in begins:
+                s.begin()
             return grad
         tensor.register_hook(run)
-    acts[0 if end else 1].append(action)
+    if end:
+        acts[0][:] = [ref for ref in acts[0] if ref() is not None]
+        acts[0].append(weakref.ref(span))
+    else:
+        acts[1].append(span)
+
+
+class _Forward:
+    """A module's forward span (by its path), in one trace."""
+
+    __slots__ = ("name", "backward")
+
+    def __init__(self, path):
+        self.name = path.encode()
+        self.backward = f"{path} (backward)".encode()
+
+    def begin(self):
+        _lib_.mlprof_begin_dynamic(_MODULES, self.name)
+
+    def end(self, module, inputs, output, exc):
+        if exc is not None:
+            _lib_.mlprof_arg_str(b"exception", type(exc).__name__.encode())
+        _lib_.mlprof_end_dynamic(_MODULES)
+        if exc is not None:
+            return  # no output: no backward
+        outs = [t for t in _tensors([output]) if t.requires_grad]
+        # the backward ends when the gradient reaches the module's input, or, for the first
+        # layers (whose input needs none), its first parameter
+        ins = [t for t in _tensors(inputs) if t.requires_grad] or \
+            [p for p in module.parameters() if p.requires_grad][:1]
+        # (a module that returns its input, nn.Identity, has no backward of its own)
+        if outs and ins and outs[0] is not ins[0] and torch.is_grad_enabled():
+            # the output's gradient starts the module's backward, the input's ends it
+            span = _Backward(self.backward)
+            _on_grad(outs[0], span, False)
+            _on_grad(ins[0], span, True)
+
+
+# id(module) -> (module, its forward spans: one per trace open on it). Read
+# by Module.__call__, which mlprof wraps while a trace with a model is open:
+# a forward hook does not run when forward raises (torch 1.x; the always_call
+# hooks of torch 2 run on an Exception only), the wrapper ends the span then too.
+_TRACED = {}
+
+
+def _traced_call(call):
+    def __call__(self, *args, **kwargs):
+        traced = _TRACED.get(id(self))
+        if traced is None or traced[0] is not self:
+            return call(self, *args, **kwargs)
+        spans = traced[1]
+        for s in spans:
+            s.begin()
+        try:
+            output = call(self, *args, **kwargs)
+        except BaseException as exc:
+            for s in reversed(spans):
+                s.end(self, args, None, exc)
+            raise
+        for s in reversed(spans):
+            s.end(self, args, output, None)
+        return output
+    return __call__
+
+
+def _traced_backward(backward):
+    def wrapper(*args, **kwargs):
+        try:
+            return backward(*args, **kwargs)
+        except BaseException as exc:
+            _backward_failed(exc)
+            raise
+    wrapper.__name__, wrapper.__doc__ = backward.__name__, backward.__doc__
+    return wrapper
+
+
+class _Patch:
+    """owner.attr wrapped while installed (counted: traces nest). Put back
+    only while it is still mlprof's wrapper: where another wrapped it since
+    (torch.fx while it traces), mlprof's stays in their chain, passing
+    everything through once no trace is open, and is not wrapped again."""
+
+    lock = threading.Lock()
+
+    def __init__(self, owner, attr, make):
+        self.owner, self.attr, self.make = owner, attr, make
+        self.count = 0
+        self.original = self.wrapper = None  # the wrapper: installed, or left in another's chain
+
+    def install(self):
+        with self.lock:
+            self.count += 1
+            if self.count == 1 and self.wrapper is None:
+                self.original = getattr(self.owner, self.attr)
+                self.wrapper = self.make(self.original)
+                setattr(self.owner, self.attr, self.wrapper)
+
+    def uninstall(self):
+        with self.lock:
+            self.count -= 1
+            if self.count == 0 and getattr(self.owner, self.attr) is self.wrapper:
+                setattr(self.owner, self.attr, self.original)
+                self.original = self.wrapper = None
+
+
+_PATCHES = (_Patch(torch.nn.Module, "__call__", _traced_call),
+            _Patch(torch.autograd, "backward", _traced_backward),
+            _Patch(torch.autograd, "grad", _traced_backward))
 
 
 class _Modules:
-    """Forward and backward spans for every module of a model, by path."""
+    """Forward and backward spans for every module of a model, by path. The
+    forward span ends when forward returns or raises (marked "exception"
+    then, with the exception's type, and no backward); a backward pass that
+    raises ends its open module backward spans, marked the same way."""
 
     def __init__(self, model, prefix):
-        self.handles = []
+        self.spans = []
+        self.patched = True
+        for patch in _PATCHES:
+            patch.install()
         for path, module in model.named_modules():
-            full = f"{prefix}.{path}" if path else prefix
-            self.handles.append(module.register_forward_pre_hook(self._begin(full)))
-            self.handles.append(module.register_forward_hook(self._end(full)))
-
-    @staticmethod
-    def _begin(path):
-        def hook(module, inputs):
-            _lib_.mlprof_begin_dynamic(_MODULES, path.encode())
-        return hook
-
-    @staticmethod
-    def _end(path):
-        name = f"{path} (backward)".encode()
-
-        def hook(module, inputs, output):
-            _lib_.mlprof_end_dynamic(_MODULES)
-            outs = [t for t in _tensors([output]) if t.requires_grad]
-            # the backward ends when the gradient reaches the module's input, or, for the first
-            # layers (whose input needs none), its first parameter
-            ins = [t for t in _tensors(inputs) if t.requires_grad] or \
-                [p for p in module.parameters() if p.requires_grad][:1]
-            if outs and ins and torch.is_grad_enabled():
-                # the output's gradient starts the module's backward, the input's ends it
-                _on_grad(outs[0], False, lambda: _lib_.mlprof_begin_dynamic(_MODULES, name))
-                _on_grad(ins[0], True, lambda: _lib_.mlprof_end_dynamic(_MODULES))
-        return hook
+            span = _Forward(f"{prefix}.{path}" if path else prefix)
+            _, spans = _TRACED.get(id(module), (module, ()))
+            _TRACED[id(module)] = (module, spans + (span,))
+            self.spans.append((module, span))
 
     def remove(self):
-        for h in self.handles:
-            h.remove()
-        self.handles = []
+        for module, span in self.spans:
+            _, spans = _TRACED.get(id(module), (module, ()))
+            spans = tuple(s for s in spans if s is not span)
+            if spans:
+                _TRACED[id(module)] = (module, spans)
+            else:
+                _TRACED.pop(id(module), None)
+        if self.patched:
+            self.patched = False
+            for patch in _PATCHES:
+                patch.uninstall()
+        self.spans = []
 
 
 class _Steps:
@@ -322,12 +509,13 @@ def trace(model=None, name="model", memory=None, step_on=None, distributed=None,
                                             all_threads, native):
             yield
         return
-    modules = _Modules(model, name) if model is not None else None
     if step_on is not None and not isinstance(step_on, (list, tuple)):
         step_on = [step_on]
-    steps = _Steps(step_on) if step_on else None
-    native = _native(memory, record_shapes, all_threads, native)
-    try:
+    modules = steps = None
+    try:  # what is set up is undone, even when the native path then refuses to start
+        modules = _Modules(model, name) if model is not None else None
+        steps = _Steps(step_on) if step_on else None
+        native = _native(memory, record_shapes, all_threads, native)
         if native:
             try:
                 yield

@@ -312,6 +312,178 @@ def test_native_all_threads_and_nesting(tmp_path):
     assert all(e["args"]["flops"] == 2 * 8 * 8 * 8 for e in mms)
 
 
+class Flaky(torch.nn.Module):
+    """A linear layer whose forward raises after running its operators while
+    fail_forward is set, and whose backward raises while fail_backward is."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.fail_forward = self.fail_backward = False
+
+    def forward(self, x):
+        y = self.lin(x)
+        if self.fail_forward:
+            torch.mm(y, torch.ones(3, 3))  # the shapes disagree: the operator raises
+        return Boom.apply(y, self.fail_backward)
+
+
+class Boom(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, fail):
+        ctx.fail = fail
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.fail:
+            raise ValueError("backward failed")
+        return grad * 2, None
+
+
+def no_span_swallowed(t):
+    """Every module span closed, nested, and none inside another of its name
+    (the bug: a span left open by an exception took in the next step's)."""
+    assert t["otherData"]["unmatched_ends"] == 0 and t["otherData"]["unfinished_spans"] == 0, t["otherData"]
+    mods = spans(t, "module")
+    for a in mods:
+        for b in mods:
+            if a is b or a["tid"] != b["tid"]:
+                continue
+            disjoint = a["ts"] + a["dur"] <= b["ts"] + 0.001 or b["ts"] + b["dur"] <= a["ts"] + 0.001
+            assert disjoint or inside(a, b) or inside(b, a), (a, b)
+            if a["name"] == b["name"]:
+                assert disjoint, (a, b)
+    return mods
+
+
+def traced_retries(tmp_path, path, fail):
+    """A try/except retry loop: the first step fails (fail: "forward" or
+    "backward"), the next two run; the trace and the model's module spans."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Flaky(), torch.nn.ReLU())
+    mlprof.set_state("stop")
+    mlprof.clear()
+    mlprof.set_config(filename=str(tmp_path / f"{fail}.json"), memory_svg="", memory_csv="", profile_memory=False)
+    mlprof.set_state("run")
+    call, backward, grad = torch.nn.Module.__call__, torch.autograd.backward, torch.autograd.grad
+    setattr(model[0], f"fail_{fail}", True)
+    failed = 0
+    with mlprof.torch.trace(model, name="model", native=path):
+        for _ in range(3):
+            try:
+                model(torch.randn(2, 4)).sum().backward()
+            except (RuntimeError, ValueError):
+                failed += 1
+                setattr(model[0], f"fail_{fail}", False)
+    assert failed == 1
+    # what the trace wrapped is put back
+    assert (torch.nn.Module.__call__, torch.autograd.backward, torch.autograd.grad) == (call, backward, grad)
+    with open(mlprof.dump()) as f:
+        t = json.load(f)
+    return t, no_span_swallowed(t)
+
+
+def test_forward_exception_closes_spans(tmp_path, path):
+    # the forward of model.0 raises in the first step: its span and its
+    # parents' end there, marked with the exception, as torch.profiler's
+    # ranges close; the failed step's layer leaves no backward behind
+    t, mods = traced_retries(tmp_path, path, "forward")
+    names = collections.Counter(e["name"] for e in mods)
+    assert names == {"model": 3, "model.0": 3, "model.0.lin": 3, "model.1": 2, "model (backward)": 2,
+                     "model.0 (backward)": 2, "model.0.lin (backward)": 2, "model.1 (backward)": 2}, names
+    marked = sorted(e["name"] for e in mods if "exception" in e.get("args", {}))
+    assert marked == ["model", "model.0"], marked
+    assert {e["args"]["exception"] for e in mods if "exception" in e.get("args", {})} == {"RuntimeError"}
+    first = min((e for e in mods if e["name"] == "model"), key=lambda e: e["ts"])
+    assert "exception" in first["args"]
+    # the operator that raised ends too, inside the failed module, said so
+    mm = [e for e in spans(t, "aten") if e["name"] == "aten::mm" and "exception" in e.get("args", {})]
+    assert len(mm) == 1 and inside(mm[0], first), mm
+
+
+def test_backward_exception_closes_spans(tmp_path, path):
+    # the backward of model.0 raises in the first step: the module backward
+    # spans open then end there, marked; the next steps' are whole
+    t, mods = traced_retries(tmp_path, path, "backward")
+    names = collections.Counter(e["name"] for e in mods)
+    assert names == {"model": 3, "model.0": 3, "model.0.lin": 3, "model.1": 3, "model (backward)": 3,
+                     "model.0 (backward)": 3, "model.0.lin (backward)": 2, "model.1 (backward)": 3}, names
+    marked = sorted(e["name"] for e in mods if "exception" in e.get("args", {}))
+    assert marked == ["model (backward)", "model.0 (backward)"], marked
+    assert {e["args"]["exception"] for e in mods if "exception" in e.get("args", {})} == {"ValueError"}
+
+
+def test_module_returning_its_input(tmp_path, path):
+    # nn.Identity's output is its input: no backward span of its own (its
+    # end, running before its begin on the same gradient, ended its parent's)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Identity(), torch.nn.ReLU())
+    mlprof.set_state("stop")
+    mlprof.clear()
+    mlprof.set_config(filename=str(tmp_path / "identity.json"), memory_svg="", memory_csv="", profile_memory=False)
+    mlprof.set_state("run")
+    with mlprof.torch.trace(model, name="model", native=path):
+        for _ in range(2):
+            model(torch.randn(2, 4)).sum().backward()
+    with open(mlprof.dump()) as f:
+        mods = no_span_swallowed(json.load(f))
+    names = collections.Counter(e["name"] for e in mods)
+    assert names == {"model": 2, "model.0": 2, "model.1": 2, "model.2": 2, "model (backward)": 2,
+                     "model.0 (backward)": 2, "model.2 (backward)": 2}, names
+    back = {e["name"]: e for e in mods if e["name"].endswith("(backward)")}
+    assert inside(back["model.0 (backward)"], back["model (backward)"])
+
+
+def test_backward_exception_on_another_thread(tmp_path):
+    # a backward pass that fails while module spans are open on another
+    # thread (the autograd engine's thread of a CUDA device) ends them at
+    # that thread's next gradient hook: mlprof ends a span on its own thread
+    # (a thread the threading module did not start, as the engine's are; the
+    # program's own threads run their own backward passes, left open)
+    import _thread
+    import threading
+    mlprof.set_state("stop")
+    mlprof.clear()
+    mlprof.set_config(filename=str(tmp_path / "engine.json"), memory_svg="", memory_csv="", profile_memory=False)
+    mlprof.set_state("run")
+    begun, failed, done = threading.Event(), threading.Event(), threading.Event()
+    mine = mlprof.torch._Backward(b"mine (backward)")
+
+    def engine():
+        mlprof.torch._Backward(b"model (backward)").begin()
+        begun.set()
+        failed.wait(30)
+        mlprof.torch._end_failed_here()
+        done.set()
+
+    def program():
+        mine.begin()
+        begun.set()
+        failed.wait(30)
+        mlprof.torch._end_failed_here()  # not this thread's failure: still open
+        assert not mine.done
+        mine.end()
+        done.set()
+    for target in (engine, program):
+        begun.clear(), failed.clear(), done.clear()
+        if target is engine:
+            _thread.start_new_thread(engine, ())
+        else:
+            worker = threading.Thread(target=program)
+            worker.start()
+        assert begun.wait(30)
+        mlprof.torch._backward_failed(RuntimeError("on the device"))
+        failed.set()
+        assert done.wait(30)
+    worker.join()
+    with open(mlprof.dump()) as f:
+        t = json.load(f)
+    mods = no_span_swallowed(t)
+    assert sorted((e["name"], e.get("args", {}).get("exception")) for e in mods) == \
+        [("mine (backward)", None), ("model (backward)", "RuntimeError")]
+    assert not any(mlprof.torch._OPEN_BACKWARD.values()) and not mlprof.torch._FAILED_BACKWARD
+
+
 def test_example_training_step():
     env = dict(os.environ)
     p = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "torch_train.py"), "--steps", "2"],
