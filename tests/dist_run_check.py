@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`mlprof run` under a launcher: 4 ranks started here with OpenMPI's variables
 (as mpirun sets them, without MPI) give one trace per rank in OUTPUT.parts/
-and one merged timeline, labelled and ordered by rank; a second, smaller job
-in the same place leaves the first one's ranks out; a rank whose program is
+and one merged timeline, labelled and ordered by rank; the same job again in
+the same place is merged once, by its last rank; a second, smaller job in the
+same place leaves the first one's ranks out; a rank whose program is
 killed and a rank that never ends are said, and the merge goes on without
 them. Where OpenMPI's mpirun is installed, the same with a real mpirun -n 4.
 
@@ -14,12 +15,15 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 from analyze_util import check, failures
 
 MLPROF, APP, OUT = sys.argv[1:4]
 APP = os.path.abspath(APP) if os.sep in APP else APP
-os.makedirs(OUT, exist_ok=True)
+# every run of the test starts from nothing: an earlier run's files are not this one's
+shutil.rmtree(OUT, ignore_errors=True)
+os.makedirs(OUT)
 SANITIZED = os.environ.get("RUN_CHECK_SANITIZED") == "1"
 # under ASan its own malloc comes before any preloaded one
 HOOKS = ["--hooks", "blas"] if SANITIZED else []
@@ -35,14 +39,27 @@ def rank_env(rank, world, job):
     return env
 
 
-def start_ranks(output, world, job, ranks=None, cmds=None, options=()):
-    """The ranks' mlprof run, all at once, as a launcher starts them."""
+def start_ranks(output, world, job, ranks=None, cmds=None, options=(), later=()):
+    """The ranks' mlprof run, all at once, as a launcher starts them; the ranks
+    in later only once the others have written their done files."""
     procs = {}
-    for r in ranks if ranks is not None else range(world):
+
+    def start(r):
         cmd = (cmds or {}).get(r, [APP])
         procs[r] = subprocess.Popen([MLPROF, "run", "-o", output, *HOOKS, *options, "--", *cmd],
                                     env=rank_env(r, world, job), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True)
+    for r in ranks if ranks is not None else range(world):
+        if r not in later:
+            start(r)
+    if later:
+        # no time is measured: the ranks started wait for the later ones (120 s
+        # at most, then they merge without them, which the checks see)
+        done = [os.path.join(output + ".parts", f"done.rank{r}") for r in procs]
+        while not all(os.path.exists(f) for f in done) and all(p.poll() is None for p in procs.values()):
+            time.sleep(0.02)
+        for r in later:
+            start(r)
     out = {}
     for r, p in procs.items():
         so, se = p.communicate(timeout=240)
@@ -101,6 +118,17 @@ def test_simulated():
         di = [i["distributedInfo"] for i in t["otherData"]["merge"]["inputs"]]
         check(all(d["world_size"] == 4 and d["job_id"] == "101" and d["source"] == "ompi" for d in di),
               f"each rank's distributedInfo: {di}")
+    # the rank that merged took the done files: none is left for a later job to count
+    left = sorted(f for f in os.listdir(out + ".parts") if f.startswith("done."))
+    check(not left, f"done files left after the merge: {left}")
+    # the same job again, in the same place, ranks 2 and 3 started after 0 and 1
+    # have ended: 0 and 1 wait for them (no done file of the first run counts),
+    # and one rank merges
+    res = start_ranks(out, 4, "101", later=(2, 3))
+    check(all(rc == 0 for rc, _, _ in res.values()), f"4 ranks again: {res}")
+    mergers = [r for r, (_, so, _) in res.items() if f"trace: {out}" in so]
+    check(mergers in ([2], [3]), f"the same job again: merged by ranks {mergers}, wanted 2 or 3")
+    check_job(merged_inputs(out), range(4), "4 ranks again")
     # a smaller job in the same place: the first job's ranks 2 and 3 are not its own
     res = start_ranks(out, 2, "102")
     check(all(rc == 0 for rc, _, _ in res.values()), f"2 ranks: {res}")
@@ -139,9 +167,14 @@ def test_lost_ranks():
         err = "".join(se for _, _, se in res.values())
         check("no trace of rank 2 (of 4)" in err, f"the missing rank is said: {err!r}")
         check_job(merged_inputs(out), [0, 1, 3], "rank 2 killed", missing=[2])
-    # rank 1 never starts (its launcher lost it): the others wait, then merge without it
+    # rank 1 never starts (its launcher lost it): the others wait, then merge without it. Rank 0
+    # starts once ranks 2 and 3 have ended (and merged without 0 and 1): started with them, it
+    # could end more than the timeout after one of them on a loaded machine, and be left out by
+    # the merge of the first whose wait ended. Started last, it is the lowest rank done when its
+    # own wait ends, and merges 0, 2 and 3 however long any of them took.
     out = os.path.join(OUT, "never.json")
-    res = start_ranks(out, 4, "202", ranks=[0, 2, 3], options=["--merge-timeout", "1"])
+    res = start_ranks(out, 4, "202", ranks=[2, 3], options=["--merge-timeout", "1"])
+    res.update(start_ranks(out, 4, "202", ranks=[0], options=["--merge-timeout", "1"]))
     check(all(rc == 0 for rc, _, _ in res.values()), f"ranks without rank 1: {res}")
     err = "".join(se for _, _, se in res.values())
     check("rank 1 of 4 did not end within 1 s" in err and "no trace of rank 1 (of 4)" in err,

@@ -13,13 +13,15 @@
  * finish merges them all, ordered and labelled by rank. Each rank, once its
  * command has ended, writes done.rankR (the job id in it) under a lock on
  * OUTPUT.parts/.lock and counts the done files of its job: the one that
- * counts them all merges at once, with nothing to wait for. The others wait
- * (up to --merge-timeout) until every rank is done; when one never is (its
- * mlprof run was killed), the first whose wait ends merges what is there,
- * saying which ranks are missing, and a rank that still ends later merges
- * again, whole. The last rank rather than rank 0: rank 0 waiting would hold
- * the merge back by the timeout whenever rank 0 itself died, and the last
- * one merges without waiting at all.
+ * counts them all removes them (a later run of the same job id in the same
+ * place must not count them) and merges at once, with nothing to wait for.
+ * The others wait (up to --merge-timeout) until their own done file has
+ * been taken so; when a rank never ends (its mlprof run was killed), the
+ * first whose wait ends merges what is there, saying which ranks are
+ * missing, and a rank that still ends later merges again, whole. The last
+ * rank rather than rank 0: rank 0 waiting would hold the merge back by the
+ * timeout whenever rank 0 itself died, and the last one merges without
+ * waiting at all.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -499,40 +501,50 @@ static void unlock_parts(int fd)
         close(fd); /* the lock goes with it */
 }
 
-/* Says this rank is done: DIR/done.rankR holds the job id and the status. */
-static void mark_done(const char *dir, const job *j, int status)
+/* Says this rank is done: DIR/done.rankR holds the job id and the status.
+ * 0 when it was written. */
+static int mark_done(const char *dir, const job *j, int status)
 {
     char path[PATH_MAX], text[200];
     if (snprintf(path, sizeof path, "%s/done.rank%d", dir, j->rank) >= (int)sizeof path) {
         fprintf(stderr, PROG ": rank %d: the path %s/done.rank%d is too long\n", j->rank, dir, j->rank);
-        return;
+        return -1;
     }
     int n = snprintf(text, sizeof text, "%s\n%d\n", j->id, status);
-    if (mlprof__write_file_atomic(path, text, (size_t)n) != MLPROF_OK)
+    if (mlprof__write_file_atomic(path, text, (size_t)n) != MLPROF_OK) {
         fprintf(stderr, PROG ": rank %d: %s\n", j->rank, mlprof_last_error());
+        return -1;
+    }
+    return 0;
 }
 
-/* How many ranks of this job are done (their done file holds this job's
- * id); the ranks not done, comma-separated, into missing; the lowest done
- * rank into *lowest. */
+/* Whether rank r is done in this job: DIR/done.rankR is there and holds
+ * this job's id. */
+static int rank_done(const char *dir, const job *j, int r)
+{
+    char path[PATH_MAX], text[200] = "";
+    snprintf(path, sizeof path, "%s/done.rank%d", dir, r);
+    FILE *f = fopen(path, "r");
+    int ok = 0;
+    if (f) {
+        if (fgets(text, sizeof text, f)) {
+            text[strcspn(text, "\n")] = '\0';
+            ok = strcmp(text, j->id) == 0;
+        }
+        fclose(f);
+    }
+    return ok;
+}
+
+/* How many ranks of this job are done; the ranks not done, comma-separated,
+ * into missing; the lowest done rank into *lowest. */
 static int count_done(const char *dir, const job *j, mlprof__sb *missing, int *lowest)
 {
     int done = 0;
     *lowest = -1;
     mlprof__sb_reset(missing);
     for (int r = 0; r < j->world; r++) {
-        char path[PATH_MAX], text[200] = "";
-        snprintf(path, sizeof path, "%s/done.rank%d", dir, r);
-        FILE *f = fopen(path, "r");
-        int ok = 0;
-        if (f) {
-            if (fgets(text, sizeof text, f)) {
-                text[strcspn(text, "\n")] = '\0';
-                ok = strcmp(text, j->id) == 0;
-            }
-            fclose(f);
-        }
-        if (ok) {
+        if (rank_done(dir, j, r)) {
             done++;
             if (*lowest < 0)
                 *lowest = r;
@@ -543,16 +555,36 @@ static int count_done(const char *dir, const job *j, mlprof__sb *missing, int *l
     return done;
 }
 
-/* After this rank's command ended: whether this rank merges. The last rank
- * to be done does, at once; the others wait for it up to the timeout, and
- * when some rank is still not done then, the lowest done rank merges what
- * there is (a rank ending later still merges again, whole). *not_done: the
- * ranks not done when the merge starts. */
+/* Removes the job's done files, every rank's (all of them this job's):
+ * the rank that counted them all takes them, so that they are not counted
+ * again by a later run of a job with the same id (or none) in the same
+ * place, whose ranks that end first would take them for their own
+ * job's and merge before the others had ended. */
+static void take_done(const char *dir, const job *j)
+{
+    for (int r = 0; r < j->world; r++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/done.rank%d", dir, r);
+        unlink(path);
+    }
+}
+
+/* After this rank's command ended: whether this rank merges. The rank that,
+ * under the lock, counts every rank done takes their done files and merges:
+ * the last rank to be done, at once. The others wait up to the timeout for
+ * their own done file to be taken; the one that counts them all while
+ * waiting (the last rank done was one that could not start its command,
+ * and merges nothing) merges itself. When some rank is still not done at
+ * the timeout, the lowest done rank merges what there is (a rank ending
+ * later still merges again, whole). *not_done: the ranks not done when the
+ * merge starts. */
 static int rank_merges(const char *dir, const job *j, double timeout, int status, mlprof__sb *not_done)
 {
     int lowest, fd = lock_parts(dir);
-    mark_done(dir, j, status);
+    int marked = mark_done(dir, j, status) == 0;
     int done = count_done(dir, j, not_done, &lowest);
+    if (done == j->world)
+        take_done(dir, j);
     unlock_parts(fd);
     if (done == j->world)
         return 1;
@@ -564,10 +596,19 @@ static int rank_merges(const char *dir, const job *j, double timeout, int status
             break;
         nanosleep(&nap, NULL);
         fd = lock_parts(dir);
-        done = count_done(dir, j, not_done, &lowest);
+        /* without a done file of its own (it could not be written), no
+         * rank can count them all: this one waits for the timeout */
+        int taken = marked && !rank_done(dir, j, j->rank);
+        if (!taken) {
+            done = count_done(dir, j, not_done, &lowest);
+            if (done == j->world)
+                take_done(dir, j);
+        }
         unlock_parts(fd);
+        if (taken)
+            return 0; /* the last one took them: it merges */
         if (done == j->world)
-            return 0; /* the last one merges */
+            return 1;
     }
     return lowest == j->rank;
 }
