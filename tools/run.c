@@ -564,8 +564,8 @@ static void take_done(const char *dir, const job *j)
 {
     for (int r = 0; r < j->world; r++) {
         char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/done.rank%d", dir, r);
-        unlink(path);
+        if (snprintf(path, sizeof path, "%s/done.rank%d", dir, r) < (int)sizeof path)
+            unlink(path);
     }
 }
 
