@@ -457,10 +457,36 @@ def test_per_step():
 
 
 # ---------------------------------------------------------------------------
+def test_link_counts():
+    """Each way a GPU event is linked counted apart (QA's flowlink.json and one
+    kernel by correlation): a kernel with only its operator's External id is no
+    correlation link."""
+    ev = [x("aten::mm", "cpu_op", 0, 100, 10, 10, **{"External id": 5}),
+          x("cudaLaunchKernel", "cuda_runtime", 10, 5, 10, 10),
+          {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 10, "tid": 10, "ts": 10},
+          x("kflow", "kernel", 50, 10, 0, 7, device=0, stream=7),
+          {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 50, "bp": "e"},
+          x("kext", "kernel", 70, 10, 0, 7, device=0, stream=7, **{"External id": 5}),
+          x("korphan", "kernel", 90, 10, 0, 7, device=0, stream=7),
+          x("cudaLaunchKernel", "cuda_runtime", 60, 5, 10, 10, correlation=3),
+          x("kcorr", "kernel", 110, 10, 0, 7, device=0, stream=7, correlation=3)]
+    path = write("link_counts.json", {"traceEvents": ev})
+    k = kernels_json(path)
+    got = tuple(k.get(f) for f in ("gpu_events", "linked_by_correlation", "linked_by_flow", "linked_by_external_id",
+                                   "unlinked"))
+    check(got == (4, 1, 1, 1, 1), f"link counts: JSON {got}")
+    p = mlprof("kernels", path)
+    check("4 GPU events: 1 linked to their launch by correlation id, 1 by flow, 1 to their operator by External id, "
+          "1 not linked" in p.stdout, f"link counts: the table\n{p.stdout[:400]}")
+    ops = [(o["name"], o["gpu_time_ns"]) for o in k.get("operators", [])]
+    check(ops == [("aten::mm", 30000), ("(no operator)", 10000)], f"link counts: the operators' GPU time {ops}")
+
+
+# ---------------------------------------------------------------------------
 def main():
     os.makedirs(OUT, exist_ok=True)
     for test in (test_string_stream_tids, test_device_labels, test_counter_ranges, test_idle_breakdown,
-                 test_launch_stats, test_overlap, test_per_step):
+                 test_launch_stats, test_overlap, test_per_step, test_link_counts):
         test()
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)

@@ -26,7 +26,11 @@ typedef struct an_gpu_links {
     int32_t *bottom; /* the innermost CPU operator around that call, or -1 */
     int32_t *top;    /* the outermost one, or -1 */
     uint8_t *kind;   /* AN_GPU_* */
-    size_t gpu_events, by_correlation, by_flow, unlinked;
+    /* GPU events, and how each was linked: by_correlation, to the runtime
+     * call with its correlation id; by_flow, to the span a flow starts in;
+     * by_external, to the CPU operator with its External id (no runtime
+     * call: the operator stands for its launch); unlinked, to nothing */
+    size_t gpu_events, by_correlation, by_flow, by_external, unlinked;
     /* Counter ranges (cuda_profiler_range events). PyTorch's carry no
      * correlation id: they come in launch order, so the i-th range of a
      * device is the i-th kernel launch (cudaLaunchKernel, cuLaunchKernel and
