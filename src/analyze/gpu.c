@@ -364,6 +364,33 @@ void an_gpu_op_stack(const an_trace *t, const an_gpu_links *l, size_t i, mlprof_
     }
 }
 
+int an_gpu_op_times(const an_trace *t, const an_gpu_links *l, int64_t **out)
+{
+    *out = NULL;
+    if (!l->gpu_events)
+        return 0;
+    int64_t *ns = mlprof__malloc(t->nev * sizeof *ns);
+    if (!ns)
+        return -1;
+    for (size_t k = 0; k < t->nev; k++)
+        ns[k] = -1;
+    for (size_t i = 0; i < t->nev; i++) {
+        if (l->kind[i] == AN_GPU_NONE)
+            continue;
+        int64_t d = t->ev[i].dur > 0 ? t->ev[i].dur : 0;
+        /* every operator around the launch, a name nested in itself too
+         * (aten::add in aten::add): as its FLOPs, bytes and total time, the
+         * work counts for each, so a group's rate stays their ratio */
+        for (int32_t k = l->bottom[i]; k >= 0; k = t->ev[k].parent) {
+            ns[k] = (ns[k] < 0 ? 0 : ns[k]) + d;
+            if (k == l->top[i])
+                break;
+        }
+    }
+    *out = ns;
+    return 0;
+}
+
 /* ------------------------------------------------------------- breakdown */
 
 typedef struct span {
