@@ -499,8 +499,8 @@ def test_kernels():
 
     p = mlprof("kernels", path, "--format", "json")
     k = json.loads(p.stdout)
-    check((k["gpu_events"], k["linked_by_correlation"], k["linked_by_flow"], k["unlinked"]) == (5, 3, 1, 1),
-          f"linking {k}")
+    check((k["gpu_events"], k["linked_by_correlation"], k["linked_by_flow"], k["linked_by_external_id"],
+           k["unlinked"]) == (5, 3, 1, 0, 1), f"linking {k}")
     d = k["devices"][0]
     check((d["name"], d["compute_ns"], d["communication_ns"], d["memory_ns"]) == ("GPU 0", 59000, 60000, 10000),
           f"breakdown {d}")
@@ -518,7 +518,8 @@ def test_kernels():
     p = mlprof("kernels", path)
     check(re.search(r"gemm_kernel\s+compute\s+1\s+50\.000 us\s+aten::addmm\s+aten::linear", p.stdout),
           f"top kernels table\n{p.stdout}")
-    check("5 GPU events: 3 linked to their launch by correlation id, 1 by flow, 1 not linked" in p.stdout
+    check("5 GPU events: 3 linked to their launch by correlation id, 1 by flow, 0 to their operator by External "
+          "id, 1 not linked" in p.stdout
           and "GPU 0: 5 GPU events, busy 129.000 us of 264.000 us" in p.stdout, f"kernels table\n{p.stdout}")
     for opt in (["--type", "kernel"], ["--name", "gemm"], ["--min-time", "1us"], ["--aggregate-by", "launch"]):
         p = mlprof("kernels", path, *opt, expect=2)

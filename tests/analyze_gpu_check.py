@@ -457,10 +457,163 @@ def test_per_step():
 
 
 # ---------------------------------------------------------------------------
+# The FLOPS and bandwidth of operators that launched GPU work: over the time
+# of that work, not their CPU (launch) time. Times in us.
+def op_rate_trace():
+    """CPU thread 100:
+    aten::linear [0,15) 4 GFLOP        > aten::mm [1,11) 2 GFLOP 1 MB > launch corr 1 > gemm 100 us
+    aten::mm [200,210) 2 GFLOP 1 MB    > launch corr 2 > gemm 300 us
+    aten::foo [400,420) 1 MFLOP        > aten::foo [402,410) 1 MFLOP > launch corr 3 > foo_kernel 60 us
+    aten::add [500,510) 1 MFLOP        > launch corr 4 > add_kernel 10 us
+    aten::add [520,530) 1 MFLOP          (on the CPU: no launch)
+    aten::bmm [600,601) 1 GFLOP, External id 9 > bmm_kernel (External id 9 only) 10 us
+    aten::conv [700,710) 1 GFLOP       > a launch without correlation, a flow to conv_kernel 20 us
+    aten::relu [800,810) 1 MFLOP 2 MB    (on the CPU)
+    orphan_kernel 5 us: linked to nothing"""
+    ev = [meta("process_name", 0, 0, name="python3"), meta("process_labels", 0, 0, labels="GPU 0"),
+          x("aten::linear", "cpu_op", 0, 15, HOST, HOST, flops=4e9),
+          x("aten::mm", "cpu_op", 1, 10, HOST, HOST, flops=2e9, bytes=1e6),
+          launch("cudaLaunchKernel", 2, 3, 1), kernel("gemm", 20, 100, 7, 1),
+          x("aten::mm", "cpu_op", 200, 10, HOST, HOST, flops=2e9, bytes=1e6),
+          launch("cudaLaunchKernel", 202, 3, 2), kernel("gemm", 220, 300, 7, 2),
+          x("aten::foo", "cpu_op", 400, 20, HOST, HOST, flops=1e6),
+          x("aten::foo", "cpu_op", 402, 8, HOST, HOST, flops=1e6),
+          launch("cudaLaunchKernel", 403, 3, 3), kernel("foo_kernel", 530, 60, 7, 3),
+          x("aten::add", "cpu_op", 500, 10, HOST, HOST, flops=1e6),
+          launch("cudaLaunchKernel", 502, 3, 4), kernel("add_kernel", 590, 10, 7, 4),
+          x("aten::add", "cpu_op", 520, 10, HOST, HOST, flops=1e6),
+          x("aten::bmm", "cpu_op", 600, 1, HOST, HOST, flops=1e9, **{"External id": 9}),
+          x("bmm_kernel", "kernel", 610, 10, 0, 7, device=0, stream=7, **{"External id": 9}),
+          x("aten::conv", "cpu_op", 700, 10, HOST, HOST, flops=1e9),
+          x("cudaLaunchKernel", "cuda_runtime", 702, 3, HOST, HOST),
+          {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": HOST, "tid": HOST, "ts": 702},
+          kernel("conv_kernel", 720, 20, 7),
+          {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 720, "bp": "e"},
+          x("aten::relu", "cpu_op", 800, 10, HOST, HOST, flops=1e6, bytes=2e6),
+          kernel("orphan_kernel", 900, 5, 7)]
+    return {"schemaVersion": 1, "traceEvents": ev}
+
+
+def analyze_rows(path, *opts):
+    p = mlprof("analyze", path, "--format", "json", "-t", "0", *opts)
+    try:
+        return {r["key"]: r for r in json.loads(p.stdout)["rows"]}
+    except ValueError as e:
+        check(False, f"JSON from analyze {opts}: {e}\n{p.stdout[:400]}")
+        return {}
+
+
+def close(a, b):
+    return a is not None and b is not None and abs(a - b) <= 1e-9 * abs(b)
+
+
+def test_operator_rates():
+    path = write("op_rates.json", op_rate_trace())
+    r = analyze_rows(path, "--type", "cpu_op")
+    want = {  # key: gpu_ns, gpu_calls, rate_time, flops_per_s, bytes_per_s
+        "aten::mm": (400000, 2, "gpu", 4e9 / 400e-6, 2e6 / 400e-6),      # not 4e9 / 20e-6
+        "aten::linear": (100000, 1, "gpu", 4e9 / 100e-6, None),          # its mm's kernel
+        "aten::foo": (120000, 2, "gpu", 2e6 / 120e-6, None),             # nested in itself: as its FLOPs, twice
+        "aten::add": (10000, 1, None, None, None),                       # one call of two on the GPU: no rate
+        "aten::bmm": (10000, 1, "gpu", 1e9 / 10e-6, None),               # linked by External id
+        "aten::conv": (20000, 1, "gpu", 1e9 / 20e-6, None),              # linked by flow
+        "aten::relu": (None, 0, "total", 1e6 / 10e-6, 2e6 / 10e-6),      # on the CPU: as before
+    }
+    for key, (gns, calls, rt, fps, bps) in want.items():
+        g = r.get(key, {})
+        got = (g.get("gpu_ns"), g.get("gpu_calls"), g.get("rate_time"))
+        check(got == (gns, calls, rt), f"rates: {key}: gpu_ns, gpu_calls, rate_time {got}, wanted {(gns, calls, rt)}")
+        check((fps is None and g.get("flops_per_s") is None) or close(g.get("flops_per_s"), fps),
+              f"rates: {key}: flops_per_s {g.get('flops_per_s')}, wanted {fps}")
+        check((bps is None and g.get("bytes_per_s") is None) or close(g.get("bytes_per_s"), bps),
+              f"rates: {key}: bytes_per_s {g.get('bytes_per_s')}, wanted {bps}")
+    # a kernel's row keeps its own time (it is the GPU's)
+    k = analyze_rows(path, "--type", "kernel").get("gemm", {})
+    check((k.get("gpu_ns"), k.get("rate_time"), k.get("total_ns")) == (None, "total", 400000), f"rates: a kernel {k}")
+    # --aggregate mean: the gpu time per call that launched work; the rates still over the sums
+    m = analyze_rows(path, "--type", "cpu_op", "--aggregate", "mean").get("aten::mm", {})
+    check(m.get("gpu_ns") == 200000 and close(m.get("flops_per_s"), 1e13), f"rates: mean {m}")
+    # ordered by the GPU time
+    p = mlprof("analyze", path, "--type", "cpu_op", "--order-by", "gpu_time", "--format", "json", "-t", "3")
+    keys = [x["key"] for x in json.loads(p.stdout)["rows"]] if p.returncode == 0 else []
+    check(keys == ["aten::mm", "aten::foo", "aten::linear"], f"rates: --order-by gpu_time {keys}")
+    # the table: the gpu time column, and notes saying which time the rates are over
+    p = mlprof("analyze", path, "--type", "cpu_op", "-t", "0")
+    check("note: FLOPS and bandwidth of operators that launched GPU work (kernels, copies, memsets) are over "
+          "that work's time" in p.stdout and "1 row has no FLOPS or bandwidth" in p.stdout,
+          f"rates: the table's notes\n{p.stdout}")
+    lines = p.stdout.splitlines()
+    head = next((ln for ln in lines if ln.startswith("name")), "")
+    mm = next((ln for ln in lines if ln.startswith("aten::mm ")), "")
+    check("gpu time" in head and "400.000 us" in mm and "10.0 TFLOP/s" in mm and "4.66 GiB/s" in mm,
+          f"rates: the table's aten::mm row\n{head}\n{mm}")
+    # CSV: the gpu time and the rate's time in the last two columns
+    p = mlprof("analyze", path, "--type", "cpu_op", "--format", "csv", "-t", "0")
+    c = {row["name"]: row for row in csv.DictReader(io.StringIO(p.stdout))}
+    got = {k: (c.get(k, {}).get("gpu_ns"), c.get(k, {}).get("rate_time"), c.get(k, {}).get("flops_per_s"))
+           for k in ("aten::mm", "aten::add", "aten::relu")}
+    check(got["aten::mm"] == ("400000", "gpu", "10000000000000") and got["aten::add"] == ("10000", "", "")
+          and got["aten::relu"][:2] == ("", "total") and close(float(got["aten::relu"][2] or 0), 1e11),
+          f"rates: CSV {got}")
+    # a CPU-only trace: rates over the total time, no gpu time column, no note
+    cpu = {"traceEvents": [x("aten::relu", "cpu_op", 800, 10, HOST, HOST, flops=1e6, bytes=2e6)]}
+    cpath = write("op_rates_cpu.json", cpu)
+    g = analyze_rows(cpath).get("aten::relu", {})
+    check((g.get("rate_time"), g.get("gpu_ns")) == ("total", None) and close(g.get("flops_per_s"), 1e11),
+          f"rates: CPU only {g}")
+    p = mlprof("analyze", cpath)
+    check("gpu time" not in p.stdout and "launched GPU work" not in p.stdout and "100.0 GFLOP/s" in p.stdout,
+          f"rates: CPU only, the table as before\n{p.stdout}")
+
+
+def test_link_counts():
+    """Each way a GPU event is linked counted apart (QA's flowlink.json and one
+    kernel by correlation): a kernel with only its operator's External id is no
+    correlation link."""
+    ev = [x("aten::mm", "cpu_op", 0, 100, 10, 10, **{"External id": 5}),
+          x("cudaLaunchKernel", "cuda_runtime", 10, 5, 10, 10),
+          {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 10, "tid": 10, "ts": 10},
+          x("kflow", "kernel", 50, 10, 0, 7, device=0, stream=7),
+          {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 50, "bp": "e"},
+          x("kext", "kernel", 70, 10, 0, 7, device=0, stream=7, **{"External id": 5}),
+          x("korphan", "kernel", 90, 10, 0, 7, device=0, stream=7),
+          x("cudaLaunchKernel", "cuda_runtime", 60, 5, 10, 10, correlation=3),
+          x("kcorr", "kernel", 110, 10, 0, 7, device=0, stream=7, correlation=3)]
+    path = write("link_counts.json", {"traceEvents": ev})
+    k = kernels_json(path)
+    got = tuple(k.get(f) for f in ("gpu_events", "linked_by_correlation", "linked_by_flow", "linked_by_external_id",
+                                   "unlinked"))
+    check(got == (4, 1, 1, 1, 1), f"link counts: JSON {got}")
+    p = mlprof("kernels", path)
+    check("4 GPU events: 1 linked to their launch by correlation id, 1 by flow, 1 to their operator by External id, "
+          "1 not linked" in p.stdout, f"link counts: the table\n{p.stdout[:400]}")
+    ops = [(o["name"], o["gpu_time_ns"]) for o in k.get("operators", [])]
+    check(ops == [("aten::mm", 30000), ("(no operator)", 10000)], f"link counts: the operators' GPU time {ops}")
+
+
+def test_real_kineto_rates():
+    """The real PyTorch trace of an A100 (when ../shared has it): aten::bmm's and
+    aten::mm's rates are over their kernels' time, under the A100's peaks."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "traces", "kineto",
+                        "sampled_rank-1.json.gz")
+    if not os.path.exists(path):
+        print(f"analyze_gpu_check: the real Kineto trace skipped: {path} is not there")
+        return
+    r = analyze_rows(path, "--name", "aten::*")
+    for name in ("aten::bmm", "aten::mm"):
+        g = r.get(name, {})
+        ok = g.get("rate_time") == "gpu" and g.get("gpu_ns") and close(g.get("flops_per_s"),
+                                                                       g["flops"] / (g["gpu_ns"] * 1e-9))
+        check(ok and g["flops_per_s"] < 312e12 and g["bytes_per_s"] < 2.1e12 and g["gpu_ns"] > g["total_ns"],
+              f"real trace: {name} over its kernels' time, under an A100's peaks: {g}")
+
+
+# ---------------------------------------------------------------------------
 def main():
     os.makedirs(OUT, exist_ok=True)
     for test in (test_string_stream_tids, test_device_labels, test_counter_ranges, test_idle_breakdown,
-                 test_launch_stats, test_overlap, test_per_step):
+                 test_launch_stats, test_overlap, test_per_step, test_operator_rates, test_link_counts,
+                 test_real_kineto_rates):
         test()
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)

@@ -290,6 +290,29 @@ check("time: the GPU time of the kernels" in p.stdout and "ceilings of the GPU t
       f"the table says whose ceilings and what time:\n{p.stdout}")
 check(any(line.startswith("aten::matmul") and "tensor cores?" in line for line in p.stdout.splitlines()),
       f"the table marks aten::matmul above its roof:\n{p.stdout}")
+# an operator nested in itself (PyTorch's aten::add in aten::add): both calls
+# carry FLOPs, so both are given the kernel's time, and the rate is not
+# doubled; analyze's FLOPS is the same figure (one piece of code for both)
+nested = {"traceEvents": [
+    {"name": "aten::add", "cat": "cpu_op", "ph": "X", "ts": 0, "dur": 50, "pid": 1, "tid": 1,
+     "args": {"flops": 1e9, "bytes": 1e6}},
+    {"name": "aten::add", "cat": "cpu_op", "ph": "X", "ts": 5, "dur": 30, "pid": 1, "tid": 1,
+     "args": {"flops": 1e9, "bytes": 1e6}},
+    {"name": "cudaLaunchKernel", "cat": "cuda_runtime", "ph": "X", "ts": 10, "dur": 5, "pid": 1, "tid": 1,
+     "args": {"correlation": 7}},
+    {"name": "add_kernel", "cat": "kernel", "ph": "X", "ts": 20, "dur": 100, "pid": 0, "tid": 7,
+     "args": {"correlation": 7, "device": 0, "stream": 7}},
+]}
+nested_path = os.path.join(out, "nested.json")
+json.dump(nested, open(nested_path, "w"))
+p = mlprof("roofline", nested_path, "--gpu-ceilings", gpu_ceil_path, "-o", gsvg, "--format", "json")
+add = {o["name"]: o for o in json.loads(p.stdout)["placed"]}.get("aten::add", {})
+check(add.get("time_ns") == 200000 and math.isclose(add.get("attained", 0), 1e13, rel_tol=1e-6),
+      f"aten::add in aten::add: 2 GFLOP over the kernel's 100 us twice: {add}")
+p = mlprof("analyze", nested_path, "--format", "json")
+row = {x["key"]: x for x in json.loads(p.stdout)["rows"]}.get("aten::add", {})
+check(row.get("gpu_ns") == 200000 and math.isclose(row.get("flops_per_s") or 0, add.get("attained", -1)),
+      f"analyze gives aten::add the roofline's rate: {row}")
 p = mlprof("roofline", gpu_path, "--gpu-ceilings", gpu_ceil_path, "--min-time", "1", "-o", gsvg, expect=2)
 check("not with --min-time" in p.stderr, f"--gpu-ceilings with a time filter: {p.stderr}")
 p = mlprof("roofline", gpu_path, "--gpu-ceilings", fixed_path, "-o", gsvg, expect=1)

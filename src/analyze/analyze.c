@@ -29,7 +29,7 @@ static const char *const k_type_keys[] = {"type", "op_type", "opr_type", NULL};
 
 /* -------------------------------------------------------------- columns */
 
-enum { C_KEY, C_COUNT, C_SELF, C_TOTAL, C_CUM, C_FLOPS, C_FLOPS_RATE, C_BYTES, C_BW, C_IN, C_OUT, C_N };
+enum { C_KEY, C_COUNT, C_SELF, C_TOTAL, C_CUM, C_GPU, C_FLOPS, C_FLOPS_RATE, C_BYTES, C_BW, C_IN, C_OUT, C_N };
 
 static const struct {
     const char *name;  /* in JSON and CSV, and for --order-by */
@@ -41,6 +41,7 @@ static const struct {
     {"self", "self_time", "self"},
     {"total", "time", "total"},
     {"cumulative", "cum", "cum %"},
+    {"gpu_time", "gpu", "gpu time"}, /* of the GPU work launched inside the operator */
     {"flops", "computation", "FLOPs"},
     {"flops_per_s", "FLOPS", "FLOPS"},
     {"bytes", "memory", "bytes"},
@@ -75,7 +76,8 @@ int an_options_check(const an_options *o, char *errbuf, size_t len)
         const char *col = o->order_by[0] == '+' || o->order_by[0] == '-' ? o->order_by + 1 : o->order_by;
         if (column_of(col) < 0) {
             snprintf(errbuf, len, "--order-by: unknown column \"%s\" (name, count, self, total, cumulative, "
-                                  "flops, flops_per_s, bytes, bandwidth, input_shapes, output_shapes)", col);
+                                  "gpu_time, flops, flops_per_s, bytes, bandwidth, input_shapes, output_shapes)",
+                     col);
             return -1;
         }
     }
@@ -101,6 +103,13 @@ int an_options_check(const an_options *o, char *errbuf, size_t len)
 
 /* --------------------------------------------------------------- groups */
 
+/* The time a group's FLOPS and bandwidth are over: its total time (a CPU
+ * operator's own, a kernel's on the GPU); the GPU time of the work its calls
+ * launched, when every call launched some (their CPU time is but the
+ * launch's); none when only some did, or that work took no time. */
+enum { RATE_TOTAL = 0, RATE_GPU = 1, RATE_NONE = 2 };
+static const char *const k_rate_time[] = {"total", "gpu", NULL};
+
 typedef struct group {
     const an_event *first;
     char *key;
@@ -108,6 +117,9 @@ typedef struct group {
     int64_t self_sum, self_min, self_max, total_sum, total_min, total_max;
     double flops, bytes;
     uint64_t flops_n, bytes_n;
+    int64_t gpu_sum, gpu_min, gpu_max; /* over its calls that launched GPU work, gpu_n of them */
+    uint64_t gpu_n;
+    int rate_time; /* RATE_* */
     const char *in_shape, *out_shape;
     int in_varied, out_varied;
     double v[C_N]; /* the numeric columns, aggregated */
@@ -831,11 +843,18 @@ static void event_shapes(an_trace *t, const arg_keys *keys, const an_event *e, c
     }
 }
 
-static void group_add(an_trace *t, arg_keys *keys, group *g, const an_event *e)
+/* gpu: the GPU time of the work e launched, or -1 when it launched none. */
+static void group_add(an_trace *t, arg_keys *keys, group *g, const an_event *e, int64_t gpu)
 {
     if (!g->count) {
         g->first = e;
-        g->self_min = g->total_min = INT64_MAX;
+        g->self_min = g->total_min = g->gpu_min = INT64_MAX;
+    }
+    if (gpu >= 0) {
+        g->gpu_n++;
+        g->gpu_sum += gpu;
+        g->gpu_min = gpu < g->gpu_min ? gpu : g->gpu_min;
+        g->gpu_max = gpu > g->gpu_max ? gpu : g->gpu_max;
     }
     g->count++;
     g->self_sum += e->self;
@@ -889,9 +908,18 @@ static void group_finish(group *g, int how)
     double per = how == AN_MEAN && g->count ? 1.0 / (double)g->count : 1.0;
     g->v[C_FLOPS] = g->flops_n ? g->flops * per : NAN;
     g->v[C_BYTES] = g->bytes_n ? g->bytes * per : NAN;
+    g->v[C_GPU] = g->gpu_n ? combine(how, g->gpu_sum, g->gpu_min, g->gpu_max, g->gpu_n) : NAN;
     /* rates over the whole time the operator ran, children included: a
-     * convolution's FLOPs are done by its GEMM */
+     * convolution's FLOPs are done by its GEMM; for an operator that
+     * launched GPU work, over that work's time (its CPU time is the launch's,
+     * and its FLOPs over it a rate no device reaches) */
     double secs = (double)g->total_sum / 1e9;
+    g->rate_time = RATE_TOTAL;
+    if (g->gpu_n) {
+        int all = g->gpu_n == g->count && g->gpu_sum > 0;
+        g->rate_time = all ? RATE_GPU : RATE_NONE;
+        secs = all ? (double)g->gpu_sum / 1e9 : 0;
+    }
     g->v[C_FLOPS_RATE] = g->flops_n && secs > 0 ? g->flops / secs : NAN;
     g->v[C_BW] = g->bytes_n && secs > 0 ? g->bytes / secs : NAN;
 }
@@ -999,6 +1027,7 @@ static void cell(mlprof__sb *out, const group *g, int c, int how, double cum)
     case C_SELF:
     case C_TOTAL: an_put_duration(out, (int64_t)llround(v)); break;
     case C_CUM: mlprof__sb_printf(out, "%.1f%%", cum); break;
+    case C_GPU: isnan(v) ? mlprof__sb_putc(out, '-') : an_put_duration(out, (int64_t)llround(v)); break;
     case C_FLOPS: isnan(v) ? mlprof__sb_putc(out, '-') : an_put_si(out, v, "FLOP"); break;
     case C_FLOPS_RATE: isnan(v) ? mlprof__sb_putc(out, '-') : an_put_si(out, v, "FLOP/s"); break;
     case C_BYTES: isnan(v) ? mlprof__sb_putc(out, '-') : an_put_bytes(out, v); break;
@@ -1152,6 +1181,13 @@ static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o,
             mlprof__sb_printf(out, ",\"%s\":", names[k]);
             json_num(out, g->v[cols[k]]);
         }
+        mlprof__sb_puts(out, ",\"gpu_ns\":");
+        json_num(out, g->v[C_GPU]);
+        mlprof__sb_printf(out, ",\"gpu_calls\":%llu,\"rate_time\":", (unsigned long long)g->gpu_n);
+        if (k_rate_time[g->rate_time])
+            mlprof__sb_printf(out, "\"%s\"", k_rate_time[g->rate_time]);
+        else
+            mlprof__sb_puts(out, "null");
         mlprof__sb_puts(out, ",\"input_shapes\":");
         g->in_shape ? mlprof__sb_json_str(out, g->in_shape, strlen(g->in_shape)) : mlprof__sb_puts(out, "null");
         mlprof__sb_puts(out, ",\"output_shapes\":");
@@ -1164,7 +1200,7 @@ static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o,
 static void format_csv(mlprof__sb *out, group **rows, size_t shown, const double *cum)
 {
     mlprof__sb_puts(out, "name,category,count,self_ns,total_ns,cumulative_percent,flops,flops_per_s,bytes,"
-                         "bytes_per_s,input_shapes,output_shapes\n");
+                         "bytes_per_s,input_shapes,output_shapes,gpu_ns,rate_time\n");
     for (size_t i = 0; i < shown; i++) {
         const group *g = rows[i];
         mlprof__sb_csv(out, g->key);
@@ -1183,7 +1219,10 @@ static void format_csv(mlprof__sb *out, group **rows, size_t shown, const double
         mlprof__sb_csv(out, g->in_shape ? g->in_shape : "");
         mlprof__sb_putc(out, ',');
         mlprof__sb_csv(out, g->out_shape ? g->out_shape : "");
-        mlprof__sb_putc(out, '\n');
+        mlprof__sb_putc(out, ',');
+        if (!isnan(g->v[C_GPU]))
+            mlprof__sb_printf(out, "%.17g", g->v[C_GPU]);
+        mlprof__sb_printf(out, ",%s\n", k_rate_time[g->rate_time] ? k_rate_time[g->rate_time] : "");
     }
 }
 
@@ -1192,6 +1231,11 @@ static void format_csv(mlprof__sb *out, group **rows, size_t shown, const double
  * "note: ". */
 static void put_order_note(mlprof__sb *out, const an_trace *t, const an_options *o, int col)
 {
+    if (col == C_GPU) {
+        mlprof__sb_printf(out, "%s: --order-by %s: no row launched GPU work (kernels, copies, memsets); the rows "
+                               "are in name order\n", t ? t->path : "note", o->order_by);
+        return;
+    }
     const char *const *keys = col == C_FLOPS || col == C_FLOPS_RATE ? k_flops_keys
                                : col == C_BYTES || col == C_BW      ? k_bytes_keys
                                : col == C_IN                        ? k_in_keys
@@ -1209,17 +1253,28 @@ static int build_table(an_trace *t, const an_options *o, group_table *tab)
     mlprof__map_init(&tab->index);
     if (key_spec_init(&tab->ks, t, o->aggregate_by) != 0)
         return -1;
+    /* the links for the grouping keys, and for the GPU time of the work
+     * each operator launched (where the trace has GPU events) */
+    int gpu_events = 0;
+    for (size_t i = 0; i < t->nev && !gpu_events && !tab->ks.links; i++)
+        gpu_events = an_gpu_kind(&t->ev[i]) != AN_GPU_NONE;
     an_gpu_links links, *lp = NULL;
-    if (tab->ks.links) {
+    int64_t *gpu_ns = NULL; /* per event: an_gpu_op_times */
+    if (tab->ks.links || gpu_events) {
         if (an_gpu_link(t, &links) != 0)
             return -1;
         lp = &links;
+        if (an_gpu_op_times(t, lp, &gpu_ns) != 0) {
+            an_gpu_links_free(lp);
+            return -1;
+        }
     } else {
         an_compute_self(t);
     }
     if (filter_init(&tab->f, t, o) != 0) {
         if (lp)
             an_gpu_links_free(lp);
+        mlprof__free(gpu_ns);
         return -1;
     }
     mlprof__sb key;
@@ -1254,9 +1309,10 @@ static int build_table(an_trace *t, const an_options *o, group_table *tab)
             slot->value = (void *)(uintptr_t)(tab->n + 1);
             tab->n++;
         }
-        group_add(t, &keys, &tab->groups[(uintptr_t)slot->value - 1], e);
+        group_add(t, &keys, &tab->groups[(uintptr_t)slot->value - 1], e, gpu_ns ? gpu_ns[i] : -1);
     }
     mlprof__sb_free(&key);
+    mlprof__free(gpu_ns);
     if (lp)
         an_gpu_links_free(lp);
     for (size_t i = 0; i < tab->n; i++) {
@@ -1362,6 +1418,28 @@ static int table_notes(const an_trace *t, const an_options *o, const group_table
     return 0;
 }
 
+/* Under the table's header, where operators with FLOPs or bytes launched
+ * GPU work: which time the rates are over, and why some rows have none. */
+static void put_rate_note(mlprof__sb *out, group **rows, size_t n)
+{
+    size_t on_gpu = 0, none = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i]->flops_n && !rows[i]->bytes_n)
+            continue;
+        on_gpu += rows[i]->rate_time == RATE_GPU;
+        none += rows[i]->rate_time == RATE_NONE;
+    }
+    if (!on_gpu && !none)
+        return;
+    mlprof__sb_puts(out, "note: FLOPS and bandwidth of operators that launched GPU work (kernels, copies, memsets) "
+                         "are over that work's time (gpu time, durations summed), not their CPU time; the others' "
+                         "over their total time\n");
+    if (none)
+        mlprof__sb_printf(out, "note: %zu row%s no FLOPS or bandwidth (\"-\"): only some of %s calls launched GPU "
+                               "work, or that work took no time\n",
+                          none, none == 1 ? " has" : "s have", none == 1 ? "its" : "their");
+}
+
 int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
 {
     group_table tab;
@@ -1391,8 +1469,10 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
             cum[i] = all > 0 ? 100.0 * run / all : 0;
         }
         size_t shown = o->top > 0 && (size_t)o->top < ngroups ? (size_t)o->top : ngroups;
-        int has_flops = 0, has_bytes = 0, has_in = 0, has_out = 0;
+        int has_flops = 0, has_bytes = 0, has_in = 0, has_out = 0, has_gpu = 0, gpu_rates = 0;
         for (size_t i = 0; i < ngroups; i++) {
+            has_gpu |= rows[i]->gpu_n > 0;
+            gpu_rates |= rows[i]->gpu_n > 0 && (rows[i]->flops_n > 0 || rows[i]->bytes_n > 0);
             has_flops |= rows[i]->flops_n > 0;
             has_bytes |= rows[i]->bytes_n > 0;
             has_in |= rows[i]->in_shape != NULL;
@@ -1403,6 +1483,7 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
                                                  : (c == C_BYTES || c == C_BW)       ? !has_bytes
                                                  : c == C_IN                         ? !has_in
                                                  : c == C_OUT                        ? !has_out
+                                                 : c == C_GPU                        ? !has_gpu
                                                                                      : 0);
         if (lacks && o->notes)
             put_order_note(o->notes, t, o, c);
@@ -1412,6 +1493,9 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
         cols[ncols++] = C_SELF;
         cols[ncols++] = C_TOTAL;
         cols[ncols++] = C_CUM;
+        /* the time the rates of operators that launched GPU work are over */
+        if (gpu_rates || g_order_col == C_GPU)
+            cols[ncols++] = C_GPU;
         if (has_flops) {
             cols[ncols++] = C_FLOPS;
             cols[ncols++] = C_FLOPS_RATE;
@@ -1435,6 +1519,8 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out)
             put_table_notes(out, &tab);
             if (lacks)
                 put_order_note(out, NULL, o, c);
+            if (gpu_rates)
+                put_rate_note(out, rows, ngroups);
             mlprof__sb_putc(out, '\n');
             if (ngroups)
                 format_table(out, rows, ngroups, shown, cum, cols, ncols, o->aggregate);
@@ -1472,6 +1558,8 @@ int an_group_rows(an_trace *t, const an_options *o, an_group_row **rows, size_t 
         r[i].flops_n = g->flops_n;
         r[i].bytes = g->bytes;
         r[i].bytes_n = g->bytes_n;
+        r[i].gpu_ns = g->gpu_sum;
+        r[i].gpu_calls = g->gpu_n;
     }
     if (rc == 0 && notes && table_notes(t, o, &tab, 1, notes) != 0)
         rc = -1;

@@ -1,7 +1,8 @@
 /*
  * analyze.h - the analyses the mlprof command runs on a trace model: the
  * operator table of `mlprof analyze` (filters, grouping, aggregation, order,
- * derived FLOPS and bandwidth) written as a table, JSON or CSV.
+ * derived FLOPS and bandwidth: over an operator's total time, or over the
+ * GPU time of the work its calls launched) written as a table, JSON or CSV.
  */
 #ifndef MLPROF_ANALYZE_ANALYZE_H
 #define MLPROF_ANALYZE_ANALYZE_H
@@ -52,13 +53,15 @@ int an_analyze(an_trace *t, const an_options *o, mlprof__sb *out);
 
 /* One group of the operator table, for analyses built on it (the
  * roofline): its name (interned in the trace), its first event, and sums
- * over its events. flops_n, bytes_n: how many of them carry FLOPs, bytes. */
+ * over its events. flops_n, bytes_n: how many of them carry FLOPs, bytes;
+ * gpu_calls: how many launched GPU work (kernels, copies, memsets), whose
+ * GPU time (an_gpu_op_times) gpu_ns sums. */
 typedef struct an_group_row {
     const char *name;
     const an_event *first;
-    uint64_t count, flops_n, bytes_n;
-    int64_t self_ns, total_ns; /* sums */
-    double flops, bytes;       /* sums over the events that carry them */
+    uint64_t count, flops_n, bytes_n, gpu_calls;
+    int64_t self_ns, total_ns, gpu_ns; /* sums */
+    double flops, bytes;               /* sums over the events that carry them */
 } an_group_row;
 
 /* The groups of an_analyze (the same filters and --aggregate-by), in the

@@ -320,7 +320,7 @@ int an_gpu_link(an_trace *t, an_gpu_links *l)
                 l->unlinked++;
                 continue;
             }
-            l->by_correlation++;
+            l->by_external++; /* no runtime call names it: only the operator's External id */
             l->launch[i] = op; /* the operator itself stands for its launch */
             l->bottom[i] = l->top[i] = op;
             for (int32_t k = t->ev[op].parent; k >= 0; k = t->ev[k].parent) {
@@ -362,6 +362,33 @@ void an_gpu_op_stack(const an_trace *t, const an_gpu_links *l, size_t i, mlprof_
         if (j)
             mlprof__sb_puts(out, " > ");
     }
+}
+
+int an_gpu_op_times(const an_trace *t, const an_gpu_links *l, int64_t **out)
+{
+    *out = NULL;
+    if (!l->gpu_events)
+        return 0;
+    int64_t *ns = mlprof__malloc(t->nev * sizeof *ns);
+    if (!ns)
+        return -1;
+    for (size_t k = 0; k < t->nev; k++)
+        ns[k] = -1;
+    for (size_t i = 0; i < t->nev; i++) {
+        if (l->kind[i] == AN_GPU_NONE)
+            continue;
+        int64_t d = t->ev[i].dur > 0 ? t->ev[i].dur : 0;
+        /* every operator around the launch, a name nested in itself too
+         * (aten::add in aten::add): as its FLOPs, bytes and total time, the
+         * work counts for each, so a group's rate stays their ratio */
+        for (int32_t k = l->bottom[i]; k >= 0; k = t->ev[k].parent) {
+            ns[k] = (ns[k] < 0 ? 0 : ns[k]) + d;
+            if (k == l->top[i])
+                break;
+        }
+    }
+    *out = ns;
+    return 0;
 }
 
 /* ------------------------------------------------------------- breakdown */
@@ -1697,9 +1724,10 @@ int an_kernels_with(an_trace *t, int format, int top, const an_gpu_options *go, 
         mlprof__sb_puts(out, "{\"trace\":");
         mlprof__sb_json_str(out, t->path, strlen(t->path));
         mlprof__sb_printf(out, ",\"gpu_events\":%zu,\"linked_by_correlation\":%zu,\"linked_by_flow\":%zu,"
-                               "\"unlinked\":%zu,\"kernel_time_ns\":%lld,\"thresholds\":{\"kernel_wait_ns\":%lld,"
+                               "\"linked_by_external_id\":%zu,\"unlinked\":%zu,\"kernel_time_ns\":%lld,\"thresholds\":{\"kernel_wait_ns\":%lld,"
                                "\"runtime_cutoff_ns\":%lld,\"launch_delay_cutoff_ns\":%lld},\"devices\":[",
-                          l.gpu_events, l.by_correlation, l.by_flow, l.unlinked, (long long)all_kernel_time,
+                          l.gpu_events, l.by_correlation, l.by_flow, l.by_external, l.unlinked,
+                          (long long)all_kernel_time,
                           (long long)go->kernel_wait_ns, (long long)go->runtime_cutoff_ns,
                           (long long)go->launch_delay_cutoff_ns);
         int firstd = 1;
@@ -1795,8 +1823,8 @@ int an_kernels_with(an_trace *t, int format, int top, const an_gpu_options *go, 
         mlprof__sb_puts(out, "}\n");
     } else if (rc == 0) {
         mlprof__sb_printf(out, "trace: %s\n%zu GPU events: %zu linked to their launch by correlation id, %zu by "
-                               "flow, %zu not linked\n",
-                          t->path, l.gpu_events, l.by_correlation, l.by_flow, l.unlinked);
+                               "flow, %zu to their operator by External id, %zu not linked\n",
+                          t->path, l.gpu_events, l.by_correlation, l.by_flow, l.by_external, l.unlinked);
         if (!l.gpu_events)
             mlprof__sb_puts(out, "(no kernels, copies or memsets in this trace)\n");
         for (size_t u = 0; u < nuse; u++) {

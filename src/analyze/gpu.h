@@ -1,9 +1,10 @@
 /*
  * gpu.h - GPU activity in a trace: which events are kernels, copies and
  * memsets, the CPU operators that launched each one (through the runtime
- * call that has the same correlation id, or a flow from the launch to the
- * kernel), and the breakdown of device time (compute, communication, memory,
- * idle) that `mlprof kernels` prints.
+ * call that has the same correlation id, a flow from the launch to the
+ * kernel, or else the operator's External id), the GPU time of each
+ * operator's work, and the breakdown of device time (compute,
+ * communication, memory, idle) that `mlprof kernels` prints.
  */
 #ifndef MLPROF_ANALYZE_GPU_H
 #define MLPROF_ANALYZE_GPU_H
@@ -26,7 +27,11 @@ typedef struct an_gpu_links {
     int32_t *bottom; /* the innermost CPU operator around that call, or -1 */
     int32_t *top;    /* the outermost one, or -1 */
     uint8_t *kind;   /* AN_GPU_* */
-    size_t gpu_events, by_correlation, by_flow, unlinked;
+    /* GPU events, and how each was linked: by_correlation, to the runtime
+     * call with its correlation id; by_flow, to the span a flow starts in;
+     * by_external, to the CPU operator with its External id (no runtime
+     * call: the operator stands for its launch); unlinked, to nothing */
+    size_t gpu_events, by_correlation, by_flow, by_external, unlinked;
     /* Counter ranges (cuda_profiler_range events). PyTorch's carry no
      * correlation id: they come in launch order, so the i-th range of a
      * device is the i-th kernel launch (cudaLaunchKernel, cuLaunchKernel and
@@ -49,6 +54,16 @@ int an_gpu_link(an_trace *t, an_gpu_links *links);
 void an_gpu_links_free(an_gpu_links *links);
 /* "top > ... > bottom": the operators around the launch of GPU event i. */
 void an_gpu_op_stack(const an_trace *t, const an_gpu_links *links, size_t i, mlprof__sb *out);
+
+/* The GPU time of the work each CPU event launched: into *ns (free with
+ * mlprof__free), per event of t, the summed durations of the GPU events
+ * (kernels, copies, memsets) whose launch lies inside it (it is their bottom
+ * operator, their top one, or between), or -1 for an event around no launch.
+ * Each event around a launch gets its work, a name nested in itself too, as
+ * each has its FLOPs and total time. *ns is NULL when t has no GPU events.
+ * What analyze's FLOPS and bandwidth of such operators, and the GPU
+ * roofline, divide by. Returns 0, or -1 (out of memory). */
+int an_gpu_op_times(const an_trace *t, const an_gpu_links *links, int64_t **ns);
 
 /* The kernel breakdown: per device, time in compute, communication and memory
  * kernels, their overlap, busy and idle time; per stream busy and idle; the

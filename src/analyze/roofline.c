@@ -13,7 +13,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "gpu.h"
 #include "roofline.h"
 
 typedef struct op {
@@ -27,94 +26,6 @@ typedef struct op {
     const char *prec_src; /* the dtype argument's text, or NULL: assumed */
     double x, y, r;       /* in the picture */
 } op;
-
-/* ------------------------------------------------------ GPU operators */
-
-/* The CPU operators around the launch of GPU work (a kernel, copy or
- * memset), by name (interned: compared by address), with the time of that
- * work: each GPU event's duration counts once for every operator name
- * around its launch. On the CPU roofline they are not placed (their time on
- * the CPU is not what their work took, and the ceilings are the CPU's); on
- * the GPU's (--gpu-ceilings) they are, with that time. */
-typedef struct gpu_time {
-    const char *name;
-    int64_t ns;
-    uint64_t calls; /* its events around a launch, each once */
-} gpu_time;
-
-static int by_name_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)((const gpu_time *)a)->name, y = (uintptr_t)((const gpu_time *)b)->name;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts by name and sums each name's entries into one. */
-static size_t merge_names(gpu_time *g, size_t n)
-{
-    mlprof__sort(g, n, sizeof *g, by_name_ptr);
-    size_t u = 0;
-    for (size_t j = 0; j < n; j++) {
-        if (u && g[u - 1].name == g[j].name) {
-            g[u - 1].ns += g[j].ns;
-            g[u - 1].calls += g[j].calls;
-        } else
-            g[u++] = g[j];
-    }
-    return u;
-}
-
-/* Into *out (free with mlprof__free), *n, sorted by name. Returns 0, or -1
- * (out of memory). */
-static int gpu_op_times(an_trace *t, gpu_time **out, size_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    an_gpu_links links;
-    if (an_gpu_link(t, &links) != 0)
-        return -1;
-    size_t cap = 0, merge_at = 4096;
-    int rc = 0;
-    uint8_t *counted = links.gpu_events ? mlprof__calloc(t->nev ? t->nev : 1, 1) : NULL; /* events counted as calls */
-    if (links.gpu_events && !counted)
-        rc = -1;
-    for (size_t i = 0; rc == 0 && i < t->nev && links.gpu_events; i++) {
-        if (links.kind[i] == AN_GPU_NONE)
-            continue;
-        size_t chain = *n; /* this launch's names start here */
-        for (int32_t k = links.bottom[i]; k >= 0; k = t->ev[k].parent) {
-            int seen = 0; /* a name twice around one launch (recursion) counts once */
-            for (size_t j = chain; j < *n && !seen; j++)
-                seen = (*out)[j].name == t->ev[k].name;
-            if (!seen || !counted[k]) {
-                gpu_time *g = mlprof__grow(*out, &cap, *n, sizeof *g, 64);
-                if (!g) {
-                    rc = -1;
-                    goto done;
-                }
-                *out = g;
-                g[(*n)++] = (gpu_time){t->ev[k].name, !seen && t->ev[i].dur > 0 ? t->ev[i].dur : 0, !counted[k]};
-                counted[k] = 1;
-            }
-            if (k == links.top[i])
-                break;
-        }
-        if (*n > merge_at) { /* keep it small; with many names, merge less often */
-            *n = merge_names(*out, *n);
-            merge_at = *n * 2 > 4096 ? *n * 2 : 4096;
-        }
-    }
-    *n = merge_names(*out, *n);
-done:
-    mlprof__free(counted);
-    an_gpu_links_free(&links);
-    return rc;
-}
-
-static const gpu_time *gpu_time_of(const gpu_time *g, size_t n, const char *name)
-{
-    gpu_time key = {name, 0};
-    return n ? bsearch(&key, g, n, sizeof *g, by_name_ptr) : NULL;
-}
 
 /* ---------------------------------------------------------- precision */
 
@@ -828,25 +739,22 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
     int all = !ro->one_thread;
     const ce_point *lv[CE_MAX_LEVELS];
     size_t nlv = ce_levels(c, all, lv, CE_MAX_LEVELS);
-    gpu_time *gpu;
-    size_t ngpu;
-    if (gpu_op_times(t, &gpu, &ngpu) != 0) {
-        mlprof__free(ops);
-        mlprof__free(rows);
-        return -1;
-    }
+    /* the operators around the launch of GPU work (kernels, copies, memsets):
+     * on the CPU's roofline not placed (their CPU time is not what their
+     * work took, and the ceilings are the CPU's); on a GPU's, placed with the
+     * time of that work (an_gpu_op_times, as analyze's FLOPS) */
     size_t on_gpu_count = 0, cpu_count = 0;
     double time = 0;
     for (size_t i = 0; i < n; i++) {
         ops[i].g = &rows[i];
-        const gpu_time *on = rows[i].first ? gpu_time_of(gpu, ngpu, rows[i].first->name) : NULL;
-        on_gpu_count += on != NULL;
-        ops[i].ns = c->gpu ? (on ? on->ns : 0) : rows[i].total_ns;
+        int on = rows[i].gpu_calls > 0;
+        on_gpu_count += on;
+        ops[i].ns = c->gpu ? (on ? rows[i].gpu_ns : 0) : rows[i].total_ns;
         if (on && !c->gpu) {
             ops[i].why_not = "launched GPU work";
             continue;
         }
-        if (on && c->gpu && on->calls != rows[i].count) { /* FLOPs and time would cover different calls */
+        if (on && c->gpu && rows[i].gpu_calls != rows[i].count) { /* FLOPs and time would cover different calls */
             ops[i].why_not = "some calls launched no GPU work";
             continue;
         }
@@ -869,7 +777,6 @@ int rf_roofline(an_trace *t, const an_options *o, const ce_ceilings *measured, c
     for (size_t i = 0; i < n; i++)
         ops[i].share = !ops[i].why_not && time > 0 ? (double)ops[i].ns / time : 0;
     mlprof__sort(ops, n, sizeof *ops, by_time);
-    mlprof__free(gpu);
     if (on_gpu)
         *on_gpu = on_gpu_count;
     if (!nlv && notes)
