@@ -237,7 +237,42 @@ def dumps(reset=False, format="table", sort_by="total", ascending=False):
     out = ctypes.c_void_p()
     _check(lib.mlprof_dumps(ctypes.byref(out), _FORMATS[format], _SORTS[sort_by], int(bool(ascending)),
                             int(bool(reset))))
+    text = _take_string(out)
+    _statistics_known[0] = None if reset else _statistics()  # read: an entry may discard them unsaid
+    return text
+
+
+def _statistics():
+    """The statistics as dumps(format="json") gives them, in one order."""
+    out = ctypes.c_void_p()
+    _check(lib.mlprof_dumps(ctypes.byref(out), _FORMATS["json"], _SORTS["total"], 0, 0))
     return _take_string(out)
+
+
+# The statistics last read with dumps() or left by a MegEngine-style entry
+# (already in its files): an entry that discards those discards nothing unread.
+_statistics_known = [None]
+
+
+def _held_events():
+    """How many events the recorder holds that a finished dump has not written
+    (a clear() would throw them away, and the next dump write a trace without
+    them): those of a recording stopped and not yet dumped. Not counted: the
+    metadata, and the "memory peak (DEVICE)" instants, which every trace is
+    given from the memory figures (kept after a finished dump) and that no
+    one recorded."""
+    return sum(1 for e in json.loads(trace_json())["traceEvents"] if e.get("ph") != "M" and not (
+        e.get("ph") == "i" and e.get("cat") == "memory" and str(e.get("name")).startswith("memory peak (")))
+
+
+def _unread_statistics():
+    """True when the statistics hold rows nobody has read with dumps() (those
+    of a recording finished with dump(), which keeps them for dumps())."""
+    text = _statistics()
+    stats = json.loads(text)
+    rows = "memory" in stats or any(rows for d in stats.get("domains", ()) for key, rows in d.items()
+                                    if isinstance(rows, list))
+    return rows and text != _statistics_known[0]
 
 
 def trace_json():
@@ -626,9 +661,13 @@ def get():
 # ------------------------------------------------------- MegEngine's style
 
 _DEFAULT = object()
-_entry_lock = threading.Lock()
+# Held while the entries' counts change and while a recording of theirs begins
+# or ends (an entry on another thread waits for the files to be written).
+_entry_lock = threading.RLock()
 _claimed = set()        # output stems given to entries by this process
-_open = {"depth": 0, "outer": None}
+# the entries open in this process, the Profiler whose entry is the recording
+# and the others that entered while it was open (their entries are part of it)
+_open = {"depth": 0, "outer": None, "members": {}}
 
 
 def _claim(folder, formats):
@@ -643,6 +682,25 @@ def _claim(folder, formats):
         n += 1
 
 
+def _keeps_earlier_recording(what, this, stacklevel):
+    """Before an entry profiles on its own (clear(), run, dump): "held" when
+    the recorder holds events recorded and stopped but not yet dumped (the
+    entry must then record with them: clearing would lose them, and their
+    dump would write an empty trace), else None; statistics nobody has read,
+    which the entry's clear() discards, are said in a warning."""
+    held = _held_events()
+    if held:
+        warnings.warn(f"mlprof: {what} while {held} events recorded earlier are not yet dumped: they are kept, and "
+                      f"{this} is recorded with them (their dump() writes both), not on its own; dump() or "
+                      "clear() them before it to profile it on its own", RuntimeWarning,
+                      stacklevel=stacklevel + 1)
+        return "held"
+    if _unread_statistics():
+        warnings.warn(f"mlprof: {what} discards the statistics of the earlier recording, not read with dumps(); "
+                      "read them before it, or clear() them", RuntimeWarning, stacklevel=stacklevel + 1)
+    return None
+
+
 class Profiler(_Decorates):
     """MegEngine's Profiler: with Profiler(path="profile"): ... or @Profiler()
     / @profile(). Every entry into the block or the function is profiled on
@@ -650,7 +708,17 @@ class Profiler(_Decorates):
     own: PID.FORMAT for the first, PID.2.FORMAT, PID.3.FORMAT... after it
     (no file is ever overwritten; .entries lists each entry's files, .outputs
     the last one's). An entry that begins inside another one (recursion, a
-    nested Profiler) is part of it.
+    nested Profiler) is part of it. Entries that overlap without nesting
+    (p1.start(); p2.start(); p1.stop(); p2.stop(), or entries on two threads)
+    are one recording too: it ends when the last of them ends, and is written
+    then, in the files of the one that began it; every Profiler that took
+    part lists those files in its .entries. stop() with no entry of this
+    Profiler open is a RuntimeError.
+
+    An entry that begins while recording is on (set_state("run")), or while
+    events recorded earlier are stopped but not yet dumped, is recorded with
+    them and writes no files of its own (a RuntimeWarning says so): profiling
+    it on its own would throw those events away.
 
     format / formats: among "chrome_timeline.json" (the trace, the default),
     "memory_flow.svg", "memory.csv", "stats.txt" (the statistics table) and
@@ -686,28 +754,41 @@ class Profiler(_Decorates):
                 self.config["gpu"] = "on" if profile_device else "off"
         self.entries, self.outputs = [], {}
         self._profile = None
+        self._depth = 0  # this Profiler's entries open now
 
     def __enter__(self):
         with _entry_lock:
+            self._depth += 1
             _open["depth"] += 1
-            if _open["depth"] > 1:
+            if _open["depth"] > 1:  # part of the recording under way
+                if _open["outer"] is not self:
+                    _open["members"][id(self)] = self
                 return self
-            _open["outer"] = self
-        try:
-            self._begin()
-        except BaseException:
-            with _entry_lock:
+            _open["outer"], _open["members"] = self, {}
+            try:
+                self._begin()
+            except BaseException:
+                self._depth -= 1
                 _open["depth"], _open["outer"] = 0, None
-            raise
+                raise
         return self
 
     def __exit__(self, *exc):
         with _entry_lock:
+            if self._depth == 0:
+                raise RuntimeError(f"Profiler(path={self.path!r}).stop(): no entry of this Profiler is open "
+                                   "(stop() without start(), or once more than it was started)")
+            self._depth -= 1
             _open["depth"] -= 1
-            if _open["depth"] > 0 or _open["outer"] is not self:
+            if _open["depth"] > 0:
                 return False
-            _open["outer"] = None
-        self._end()
+            outer, members = _open["outer"], list(_open["members"].values())
+            _open["outer"], _open["members"] = None, {}
+            outputs = outer._end()  # the lock held: no entry begins before the files are written
+            if outputs is not None:
+                for member in members:
+                    member.entries.append(outputs)
+                    member.outputs, member._profile = outputs, outer._profile
         return False
 
     start = __enter__
@@ -719,17 +800,22 @@ class Profiler(_Decorates):
         step()
 
     def stop(self):
+        """Ends an entry of this Profiler (started with start()); a
+        RuntimeError when none is open."""
         self.__exit__(None, None, None)
 
     def _begin(self):
-        self._joined = get_state() == "run"
+        self._joined = "run" if get_state() == "run" else None
         if self._joined:
             warnings.warn("mlprof: Profiler entered while recording was already on (set_state('run')): this entry "
                           "is recorded in that run, not in files of its own", RuntimeWarning, stacklevel=3)
             return
+        self._joined = _keeps_earlier_recording("Profiler entered", "this entry", stacklevel=3)
+        if self._joined:
+            set_state("run")  # with the events kept; stopped again when it ends
+            return
         os.makedirs(self.path, exist_ok=True)
-        with _entry_lock:
-            self._stem = stem = _claim(self.path, self.FORMATS)
+        self._stem = stem = _claim(self.path, self.FORMATS)
         keys = dict(filename=stem + ".chrome_timeline.json", stats_file="",
                     memory_svg=stem + ".memory_flow.svg" if "memory_flow.svg" in self.formats else "",
                     memory_csv=stem + ".memory.csv" if "memory.csv" in self.formats else "", **self.config)
@@ -739,8 +825,12 @@ class Profiler(_Decorates):
         set_state("run")
 
     def _end(self):
+        """Ends the recording this entry began and writes its files; returns
+        their paths by format, or None when the entry wrote none."""
         if self._joined:
-            return
+            if self._joined == "held":
+                set_state("stop")
+            return None
         stem, outputs = self._stem, {}
         try:
             if "chrome_timeline.json" not in self.formats:
@@ -763,11 +853,19 @@ class Profiler(_Decorates):
             set_config(**self._saved)
             self.entries.append(outputs)
             self.outputs = outputs
+        _statistics_known[0] = _statistics()  # the entry's own: in its files, or not asked for
+        return outputs
 
     def get_profile(self):
         """The last entry's trace, as a dict."""
         if not self.entries:
-            raise RuntimeError("get_profile(): this Profiler has not been entered yet")
+            with _entry_lock:
+                open_now = self._depth or self is _open["outer"] or id(self) in _open["members"]
+            if open_now:
+                raise RuntimeError("get_profile(): this Profiler's entry has not ended yet (it ends with the last "
+                                   "of the entries that overlap it)")
+            raise RuntimeError("get_profile(): this Profiler has no entry written yet (not entered, or only "
+                               "inside a recording already under way)")
         if self._profile is not None:
             return json.loads(self._profile)
         with open(self.outputs["chrome_timeline.json"]) as f:

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import threading
+import warnings
 
 import pytest
 
@@ -343,3 +344,147 @@ def test_steps_and_schedule(tmp_path):
         mlprof.schedule(wait=1, active=0)
     with pytest.raises(mlprof.MlprofError, match="unknown item"):
         mlprof.set_config(schedule="active:1,nap:2")
+
+
+def test_megengine_entry_keeps_a_recording_not_yet_dumped(tmp_path):
+    # MXNet's style records and stops; a MegEngine entry before its dump()
+    # must not throw it away (nor its statistics): the entry is recorded with it
+    from mlprof.megengine import Profiler, trace
+    mx = tmp_path / "mx.json"
+    mlprof.set_config(filename=str(mx))
+    dom = mlprof.Domain("mix")
+    before, inside = dom.new_task("recorded_before"), dom.new_task("inside_megengine")
+    mlprof.set_state("run")
+    for _ in range(3):
+        with before:
+            pass
+    mlprof.set_state("stop")
+    p = Profiler(path=tmp_path / "meg")
+    with pytest.warns(RuntimeWarning, match="3 events recorded earlier are not yet dumped"):
+        with p:
+            with inside:
+                pass
+    assert mlprof.get_state() == "stop" and p.entries == [] and not (tmp_path / "meg").exists()
+    with pytest.raises(RuntimeError, match="no entry written"):
+        p.get_profile()
+    assert mlprof.dump() == str(mx)
+    t = json.load(open(mx))
+    assert len(events(t, "X", "recorded_before")) == 3 and len(events(t, "X", "inside_megengine")) == 1
+    stats = json.loads(mlprof.dumps(format="json"))
+    counts = {d["name"]: d["count"] for dom_ in stats["domains"] for d in dom_["durations"]}
+    assert counts == {"recorded_before": 3, "inside_megengine": 1}
+
+    # trace(profiling=True) likewise; its get_profile() has the call's events only
+    mlprof.clear()
+    mlprof.set_state("run")
+    with before:
+        pass
+    mlprof.set_state("stop")
+
+    @trace(profiling=True)
+    def f():
+        with inside:
+            pass
+
+    with pytest.warns(RuntimeWarning, match="not yet dumped"):
+        f()
+    prof = f.get_profile()
+    assert len(events(prof, "X", "inside_megengine")) == 1 and not events(prof, "X", "recorded_before")
+    mlprof.dump()
+    t = json.load(open(mx))
+    assert len(events(t, "X", "recorded_before")) == 1 and len(events(t, "X", "inside_megengine")) == 1
+
+    # once dumped, an entry profiles on its own; the statistics the dump kept
+    # for dumps() are said to be discarded unless they were read
+    with pytest.warns(RuntimeWarning, match="discards the statistics"):
+        with p:
+            with inside:
+                pass
+    assert len(p.entries) == 1 and len(events(p.get_profile(), "X", "inside_megengine")) == 1
+    assert not events(p.get_profile(), "X", "recorded_before")
+    mlprof.set_state("run")
+    with before:
+        pass
+    mlprof.dump()
+    mlprof.dumps()  # read
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with p:
+            pass
+        with p:  # the statistics an entry leaves are its own: no warning either
+            pass
+    assert len(p.entries) == 3 and mlprof.get_state() == "stop"
+
+
+def test_megengine_overlapping_entries_end(tmp_path):
+    from mlprof.megengine import Profiler
+    op = mlprof.Domain("meg_overlap").new_task("op")
+    p1, p2 = Profiler(path=tmp_path / "p1"), Profiler(path=tmp_path / "p2")
+    # started and stopped in an order that does not nest: one recording, from
+    # the first start to the last stop, written as p1's entry and listed by both
+    p1.start()
+    with op:
+        pass
+    p2.start()
+    with op:
+        pass
+    p1.stop()
+    assert mlprof.get_state() == "run"  # p2's entry goes on
+    with pytest.raises(RuntimeError, match="not ended yet"):
+        p1.get_profile()
+    with op:
+        pass
+    p2.stop()
+    assert mlprof.get_state() == "stop"
+    assert len(p1.entries) == 1 and p2.entries == p1.entries
+    assert os.path.dirname(p1.outputs["chrome_timeline.json"]) == str(tmp_path / "p1")
+    assert len(events(p1.get_profile(), "X", "op")) == 3 and p2.get_profile() == p1.get_profile()
+    assert not (tmp_path / "p2").exists()
+
+    # entries on two threads that overlap: the same
+    a_in, a_out = threading.Event(), threading.Event()
+
+    def first():
+        with p1:
+            with op:
+                pass
+            a_in.set()
+            b_in.wait()
+        a_out.set()
+
+    def second():
+        a_in.wait()
+        with p2:
+            b_in.set()
+            a_out.wait()
+            with op:
+                pass
+
+    b_in = threading.Event()
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert mlprof.get_state() == "stop" and len(p1.entries) == 2 and p2.entries[-1] == p1.entries[-1]
+    assert len(events(p1.get_profile(), "X", "op")) == 2
+
+    # a stop() with no entry open is an error that changes nothing
+    p3 = Profiler(path=tmp_path / "p3")
+    with pytest.raises(RuntimeError, match="no entry of this Profiler is open"):
+        p3.stop()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "recording was already on"
+        with p3:
+            with op:
+                pass
+            with p3:  # part of the outer entry
+                with op:
+                    pass
+    assert len(p3.entries) == 1 and len(events(p3.get_profile(), "X", "op")) == 2
+    assert mlprof.get_state() == "stop"
+    with pytest.raises(RuntimeError):
+        p3.stop()
+    with Profiler(path=tmp_path / "p4") as p4:
+        pass
+    assert len(p4.entries) == 1 and mlprof.get_state() == "stop"
