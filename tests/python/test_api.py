@@ -488,3 +488,36 @@ def test_megengine_overlapping_entries_end(tmp_path):
     with Profiler(path=tmp_path / "p4") as p4:
         pass
     assert len(p4.entries) == 1 and mlprof.get_state() == "stop"
+
+
+def test_raf_profilers_stop_each_other_not():
+    # RAF's latency and memory profilers are separate global states
+    import mlprof.raf as raf
+    op = mlprof.Domain("Default Stream").new_task("op")
+    raf.utils.memory_profiler.reset()
+    raf.utils.memory_profiler.start()
+    raf.utils.profiler.clear()
+    raf.utils.profiler.start()
+    with op:
+        mlprof.memory_alloc(0x1000, 1 << 20)
+        mlprof.memory_free(0x1000)
+    raf.utils.memory_profiler.stop()
+    assert mlprof.get_state() == "run" and mlprof.get_config("profile_memory") == "false"
+    with op:
+        pass
+    raf.utils.profiler.stop()
+    assert mlprof.get_state() == "stop"
+    assert len(events(raf.utils.profiler.get(), "X", "op")) == 2
+    assert raf.utils.memory_profiler.get_max_memory_info(raf.Device("cpu"))["max_used"].value == 1.0
+    # the other order: the memory profiler keeps recording after the latency one stops
+    raf.utils.profiler.clear()
+    raf.utils.profiler.start()
+    raf.utils.memory_profiler.start()
+    raf.utils.profiler.stop()
+    assert mlprof.get_state() == "run"
+    raf.utils.memory_profiler.reset()
+    mlprof.memory_alloc(0x2000, 1 << 21)
+    mlprof.memory_free(0x2000)
+    raf.utils.memory_profiler.stop()
+    assert mlprof.get_state() == "stop"
+    assert raf.utils.memory_profiler.get_max_memory_info(raf.Device("cpu"))["max_used"].value == 2.0
