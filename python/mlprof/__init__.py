@@ -20,6 +20,7 @@ import contextvars
 import ctypes
 import functools
 import json
+import operator
 import os
 import sys
 import threading
@@ -360,6 +361,9 @@ def process_name(name):
 def add_args(**kwargs):
     """Adds key/value arguments to the span just begun on this thread: ints,
     floats and strings (anything else as its str)."""
+    for k, v in kwargs.items():  # all or none
+        if isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63:
+            raise OverflowError(f"add_args: {k}={v} does not fit the trace's 64-bit integers; pass it as a str")
     for k, v in kwargs.items():
         if isinstance(v, bool) or isinstance(v, int):
             lib.mlprof_arg_int(_b(k), int(v))
@@ -461,26 +465,69 @@ class Event(_Span):
         self._h = lib.mlprof_event_create(_b(name))
 
 
+# MXNet's counters are uint64_t; the trace holds a counter's value as a signed
+# 64-bit number, so the values both can hold exactly are these
+COUNTER_MAX = 2 ** 63 - 1
+
+
+def _whole(value, what):
+    """value as an int: an int (or an integer of numpy's: anything with
+    __index__), or a float with no fraction. Anything else, a bool included,
+    is a TypeError naming it: truncating 1.5 to 1 would record a number the
+    program never had."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an integer, not {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, not {value!r}") from None
+
+
+def _counter_value(value, what="a counter's value"):
+    value = _whole(value, what)
+    if value < 0:
+        raise ValueError(f"{what} must be 0 or more (MXNet's counters are unsigned), not {value}")
+    if value > COUNTER_MAX:
+        raise OverflowError(f"{what} must be at most {COUNTER_MAX} (the trace records counters as signed 64-bit "
+                            f"numbers), not {value}")
+    return value
+
+
 class Counter:
-    """A value over time: set_value, increment, decrement, and += / -=."""
+    """MXNet's Counter: an integer from 0 to COUNTER_MAX (2**63 - 1) over
+    time, with set_value, increment, decrement, and += / -=. Values are
+    integers, as MXNet's are: 1.5 is a TypeError, a value below 0 (set, or
+    reached by a decrement) a ValueError, one above COUNTER_MAX an
+    OverflowError. Deleting the Counter releases its handle, as MXNet's
+    does; a Counter made again under the same name starts at 0 (or value)."""
 
     def __init__(self, domain, name, value=None):
         self.domain, self.name = domain, name
-        self._h = lib.mlprof_counter_create(domain._h if domain else None, _b(name))
         if value is not None:
-            self.set_value(value)
+            value = _counter_value(value)
+        self._h = lib.mlprof_counter_create(domain._h if domain else None, _b(name))
+        if not self._h:
+            _check(-6)
+        if value is not None:
+            lib.mlprof_counter_set(self._h, value)
 
     def set_value(self, value):
-        if isinstance(value, float) and not value.is_integer():
-            lib.mlprof_counter_set_double(self._h, value)
-        else:
-            lib.mlprof_counter_set(self._h, int(value))
+        lib.mlprof_counter_set(self._h, _counter_value(value))
+
+    def _add(self, delta):
+        # checked against the value now: adds from other threads in between
+        # are not seen, one thread's own never cross the limits unseen
+        now = lib.mlprof_counter_value(self._h)
+        _counter_value(now + delta, f"the counter {self.name!r} after {now} {'+' if delta >= 0 else '-'} {abs(delta)}")
+        lib.mlprof_counter_add(self._h, delta)
 
     def increment(self, delta=1):
-        lib.mlprof_counter_add(self._h, int(delta))
+        self._add(_whole(delta, "a counter's increment"))
 
     def decrement(self, delta=1):
-        lib.mlprof_counter_add(self._h, -int(delta))
+        self._add(-_whole(delta, "a counter's decrement"))
 
     @property
     def value(self):
@@ -494,6 +541,11 @@ class Counter:
         self.decrement(delta)
         return self
 
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h and lib:
+            lib.mlprof_counter_destroy(h)
+
     def __str__(self):
         return self.name
 
@@ -503,16 +555,24 @@ class Counter:
 
 class Marker:
     """An instant: mark(scope="process"), the scope "global", "process" or
-    "thread" ("task" and "marker", MXNet's other two, are drawn on the thread)."""
+    "thread" ("task" and "marker", MXNet's other two, are drawn on the thread).
+    Deleting the Marker releases its handle, as MXNet's does."""
 
     def __init__(self, domain, name):
         self.domain, self.name = domain, name
         self._h = lib.mlprof_marker_create(domain._h if domain else None, _b(name))
+        if not self._h:
+            _check(-6)
 
     def mark(self, scope="process"):
         if scope not in _SCOPES:
             raise ValueError(f"scope must be one of {', '.join(_SCOPES)}, not {scope!r}")
         lib.mlprof_mark(self._h, _SCOPES[scope])
+
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h and lib:
+            lib.mlprof_marker_destroy(h)
 
     def __str__(self):
         return self.name
@@ -568,16 +628,19 @@ def scope(name=_UNKNOWN_SCOPE, append_mode=True):
 # ----------------------------------------------------------------- memory
 
 _DEVICE_WORDS = {"cpu": None, "cuda": 0, "gpu": 0}
+CUDA_DEVICES = 64        # cuda:0 to cuda:63 (MLPROF_DEVICE_CUDA(n) in mlprof.h)
+BLOCK_BYTES_MAX = 2 ** 48 - 1  # the largest block or segment the memory profiler records
 
 
 def device_number(device):
     """The library's number for a device: an int as it is (0: cpu, 1 + n:
-    cuda:n), "cpu", "cuda", "cuda:1", "cuda(1)", or an object with an
-    mlprof_device attribute (mlprof.raf.Device)."""
+    cuda:n, up to 1023 for devices of your own), "cpu", "cuda", "cuda:1",
+    "cuda(1)" (n from 0 to 63), or an object with an mlprof_device attribute
+    (mlprof.raf.Device)."""
     if isinstance(device, bool):
         raise TypeError(f"not a device: {device!r}")
     if isinstance(device, int):
-        return device
+        return device  # the library refuses one out of range (MlprofError, MLPROF_EINVAL)
     if hasattr(device, "mlprof_device"):
         return device.mlprof_device
     text = str(device).strip().lower()
@@ -593,28 +656,57 @@ def device_number(device):
         if index not in (None, "0"):
             raise ValueError(f"unknown device {device!r}: there is one cpu device")
         return 0
+    if int(index or 0) >= CUDA_DEVICES:
+        raise ValueError(f"unknown device {device!r}: mlprof records cuda:0 to cuda:{CUDA_DEVICES - 1}")
     return 1 + int(index or 0)
+
+
+def _address(address):
+    """A block's address: an int from 0 to 2**64 - 1 (TypeError, ValueError
+    otherwise, naming it; ctypes would wrap -1 into 0xffff...), or None (a
+    NULL pointer, which the library takes as nothing to account)."""
+    if address is None:
+        return None
+    if isinstance(address, float):
+        raise TypeError(f"an address must be an integer, not {address!r}")
+    address = _whole(address, "an address")
+    if not 0 <= address < 2 ** 64:
+        raise ValueError(f"an address is from 0 to 2**64 - 1, not {address}")
+    return address
+
+
+def _size(nbytes):
+    """A block's or a segment's size in bytes: an integer from 0 to
+    BLOCK_BYTES_MAX (256 TiB), which the memory profiler records exactly."""
+    nbytes = _whole(nbytes, "a size in bytes")
+    if nbytes < 0:
+        raise ValueError(f"a size in bytes must be 0 or more, not {nbytes}")
+    if nbytes > BLOCK_BYTES_MAX:
+        raise OverflowError(f"a size of {nbytes} bytes is more than the memory profiler records "
+                            f"(BLOCK_BYTES_MAX, {BLOCK_BYTES_MAX} bytes)")
+    return nbytes
 
 
 def memory_alloc(address, nbytes, device=0, tag=None):
     """Records a block allocated at address (an int) of nbytes on device
     (0 or "cpu"; 1 + n or "cuda:n")."""
-    _check(lib.mlprof_mem_alloc(device_number(device), address, nbytes, _b(tag) if tag else None))
+    _check(lib.mlprof_mem_alloc(device_number(device), _address(address), _size(nbytes),
+                                _b(tag) if tag else None))
 
 
 def memory_free(address, device=0):
-    _check(lib.mlprof_mem_free(device_number(device), address))
+    _check(lib.mlprof_mem_free(device_number(device), _address(address)))
 
 
 def memory_reserve(address, nbytes, device=0):
     """A pool takes a segment of nbytes at address from the system: what is
     "allocated" grows, what is "used" does not until blocks are allocated in it."""
-    _check(lib.mlprof_mem_reserve(device_number(device), address, nbytes))
+    _check(lib.mlprof_mem_reserve(device_number(device), _address(address), _size(nbytes)))
 
 
 def memory_release(address, device=0):
     """A pool gives the segment that starts at address back to the system."""
-    _check(lib.mlprof_mem_release(device_number(device), address))
+    _check(lib.mlprof_mem_release(device_number(device), _address(address)))
 
 
 def memory_info(device=0):

@@ -5,6 +5,7 @@ tree (or LIBMLPROF_PATH)."""
 import ctypes
 import json
 import os
+import re
 import sys
 import threading
 import warnings
@@ -13,6 +14,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 import mlprof  # noqa: E402
+import mlprof.mxnet  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -521,3 +523,94 @@ def test_raf_profilers_stop_each_other_not():
     raf.utils.memory_profiler.stop()
     assert mlprof.get_state() == "stop"
     assert raf.utils.memory_profiler.get_max_memory_info(raf.Device("cpu"))["max_used"].value == 2.0
+
+
+def test_counters_and_markers_release_their_handles():
+    # MXNet's Counter and Marker destroy their handle when deleted: made
+    # again in a loop, they take the same handle instead of a new one each
+    dom = mlprof.Domain("handles")
+    handles = set()
+    for i in range(100):
+        handles.add(mlprof.Counter(dom, "loss", i)._h)
+    assert len(handles) == 1
+    handles = set()
+    for _ in range(100):
+        m = mlprof.mxnet.Marker(dom, "epoch_end")
+        m.mark()
+        handles.add(m._h)
+        del m
+    assert len(handles) == 1
+    c = dom.new_counter("images", 5)
+    c += 3
+    h = c._h
+    del c
+    again = dom.new_counter("images")
+    assert again._h == h and again.value == 0  # a new counter starts at 0, as MXNet's does
+    again += 1
+    assert again.value == 1
+
+
+def test_counter_values_are_integers_in_range():
+    dom = mlprof.Domain("counter_values")
+    mlprof.set_state("run")
+    for value, error in ((2 ** 64, OverflowError), (2 ** 63, OverflowError), (-1, ValueError),
+                         (1.5, TypeError), ("3", TypeError), (True, TypeError)):
+        with pytest.raises(error, match=re.escape(repr(value))):
+            dom.new_counter("bad", value)
+    c = dom.new_counter("big", mlprof.COUNTER_MAX)
+    assert c.value == 2 ** 63 - 1
+    with pytest.raises(OverflowError, match=str(2 ** 63)):
+        c += 1
+    assert c.value == 2 ** 63 - 1
+    c.set_value(2.0)  # a float with no fraction is the integer it is
+    c += 1
+    assert c.value == 3  # MXNet: int(value), then += 1
+    with pytest.raises(TypeError, match="1.5"):
+        c.set_value(1.5)
+    with pytest.raises(TypeError, match="0.5"):
+        c += 0.5
+    with pytest.raises(ValueError, match="-1"):
+        c -= 4
+    assert c.value == 3
+    mlprof.set_state("stop")
+    samples = [e["args"] for e in events(mlprof.get(), "C") if e["name"] == "big"]
+    assert [list(a.values())[0] for a in samples] == [2 ** 63 - 1, 2, 3]
+    # below the Python classes: the C library's integer arguments are checked
+    with pytest.raises(ctypes.ArgumentError, match="OverflowError"):
+        mlprof._lib.lib.mlprof_counter_set(c._h, 2 ** 63)
+    with pytest.raises(ctypes.ArgumentError, match="TypeError"):
+        mlprof._lib.lib.mlprof_counter_add(c._h, 1.5)
+    with pytest.raises(OverflowError, match="big_arg"):
+        mlprof.add_args(big_arg=2 ** 64)
+
+
+def test_memory_sizes_addresses_and_devices_are_checked():
+    mlprof.set_config(profile_memory=True)
+    mlprof.set_state("run")
+    mlprof.memory_reset()
+    with pytest.raises(ValueError, match="-1"):
+        mlprof.memory_alloc(0x1000, -1)
+    with pytest.raises(ValueError, match="-1"):
+        mlprof.memory_reserve(0x1000, -1)
+    with pytest.raises(OverflowError, match=str(2 ** 48)):
+        mlprof.memory_alloc(0x1000, 2 ** 48)
+    with pytest.raises(TypeError, match="1.5"):
+        mlprof.memory_alloc(0x1000, 1.5)
+    with pytest.raises(ValueError, match="-16"):
+        mlprof.memory_alloc(-16, 8)
+    with pytest.raises(TypeError):
+        mlprof.memory_free(0x1000 + 0.5)
+    info = mlprof.memory_info(0)
+    assert info["allocs"] == 0 and info["peak_used"] == info["used"]  # nothing was recorded
+    mlprof.memory_alloc(0x1000, mlprof.BLOCK_BYTES_MAX)
+    mlprof.memory_free(0x1000)
+    assert mlprof.memory_info(0)["peak_used"] == info["used"] + 2 ** 48 - 1
+    mlprof.memory_free(None)  # free(NULL): nothing to account
+    # cuda:0 to cuda:63
+    assert mlprof.device_number("cuda:63") == 64 and mlprof.device_number("cuda(63)") == 64
+    for device in ("cuda:64", "cuda(64)", "gpu:100"):
+        with pytest.raises(ValueError, match=re.escape(device)):
+            mlprof.device_number(device)
+    import mlprof.raf as raf
+    with pytest.raises(ValueError, match="cuda"):
+        raf.Device("cuda(64)")
