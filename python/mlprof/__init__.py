@@ -20,6 +20,7 @@ import contextvars
 import ctypes
 import functools
 import json
+import operator
 import os
 import sys
 import threading
@@ -237,7 +238,42 @@ def dumps(reset=False, format="table", sort_by="total", ascending=False):
     out = ctypes.c_void_p()
     _check(lib.mlprof_dumps(ctypes.byref(out), _FORMATS[format], _SORTS[sort_by], int(bool(ascending)),
                             int(bool(reset))))
+    text = _take_string(out)
+    _statistics_known[0] = None if reset else _statistics()  # read: an entry may discard them unsaid
+    return text
+
+
+def _statistics():
+    """The statistics as dumps(format="json") gives them, in one order."""
+    out = ctypes.c_void_p()
+    _check(lib.mlprof_dumps(ctypes.byref(out), _FORMATS["json"], _SORTS["total"], 0, 0))
     return _take_string(out)
+
+
+# The statistics last read with dumps() or left by a MegEngine-style entry
+# (already in its files): an entry that discards those discards nothing unread.
+_statistics_known = [None]
+
+
+def _held_events():
+    """How many events the recorder holds that a finished dump has not written
+    (a clear() would throw them away, and the next dump write a trace without
+    them): those of a recording stopped and not yet dumped. Not counted: the
+    metadata, and the "memory peak (DEVICE)" instants, which every trace is
+    given from the memory figures (kept after a finished dump) and that no
+    one recorded."""
+    return sum(1 for e in json.loads(trace_json())["traceEvents"] if e.get("ph") != "M" and not (
+        e.get("ph") == "i" and e.get("cat") == "memory" and str(e.get("name")).startswith("memory peak (")))
+
+
+def _unread_statistics():
+    """True when the statistics hold rows nobody has read with dumps() (those
+    of a recording finished with dump(), which keeps them for dumps())."""
+    text = _statistics()
+    stats = json.loads(text)
+    rows = "memory" in stats or any(rows for d in stats.get("domains", ()) for key, rows in d.items()
+                                    if isinstance(rows, list))
+    return rows and text != _statistics_known[0]
 
 
 def trace_json():
@@ -325,6 +361,9 @@ def process_name(name):
 def add_args(**kwargs):
     """Adds key/value arguments to the span just begun on this thread: ints,
     floats and strings (anything else as its str)."""
+    for k, v in kwargs.items():  # all or none
+        if isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63:
+            raise OverflowError(f"add_args: {k}={v} does not fit the trace's 64-bit integers; pass it as a str")
     for k, v in kwargs.items():
         if isinstance(v, bool) or isinstance(v, int):
             lib.mlprof_arg_int(_b(k), int(v))
@@ -426,26 +465,69 @@ class Event(_Span):
         self._h = lib.mlprof_event_create(_b(name))
 
 
+# MXNet's counters are uint64_t; the trace holds a counter's value as a signed
+# 64-bit number, so the values both can hold exactly are these
+COUNTER_MAX = 2 ** 63 - 1
+
+
+def _whole(value, what):
+    """value as an int: an int (or an integer of numpy's: anything with
+    __index__), or a float with no fraction. Anything else, a bool included,
+    is a TypeError naming it: truncating 1.5 to 1 would record a number the
+    program never had."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an integer, not {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, not {value!r}") from None
+
+
+def _counter_value(value, what="a counter's value"):
+    value = _whole(value, what)
+    if value < 0:
+        raise ValueError(f"{what} must be 0 or more (MXNet's counters are unsigned), not {value}")
+    if value > COUNTER_MAX:
+        raise OverflowError(f"{what} must be at most {COUNTER_MAX} (the trace records counters as signed 64-bit "
+                            f"numbers), not {value}")
+    return value
+
+
 class Counter:
-    """A value over time: set_value, increment, decrement, and += / -=."""
+    """MXNet's Counter: an integer from 0 to COUNTER_MAX (2**63 - 1) over
+    time, with set_value, increment, decrement, and += / -=. Values are
+    integers, as MXNet's are: 1.5 is a TypeError, a value below 0 (set, or
+    reached by a decrement) a ValueError, one above COUNTER_MAX an
+    OverflowError. Deleting the Counter releases its handle, as MXNet's
+    does; a Counter made again under the same name starts at 0 (or value)."""
 
     def __init__(self, domain, name, value=None):
         self.domain, self.name = domain, name
-        self._h = lib.mlprof_counter_create(domain._h if domain else None, _b(name))
         if value is not None:
-            self.set_value(value)
+            value = _counter_value(value)
+        self._h = lib.mlprof_counter_create(domain._h if domain else None, _b(name))
+        if not self._h:
+            _check(-6)
+        if value is not None:
+            lib.mlprof_counter_set(self._h, value)
 
     def set_value(self, value):
-        if isinstance(value, float) and not value.is_integer():
-            lib.mlprof_counter_set_double(self._h, value)
-        else:
-            lib.mlprof_counter_set(self._h, int(value))
+        lib.mlprof_counter_set(self._h, _counter_value(value))
+
+    def _add(self, delta):
+        # checked against the value now: adds from other threads in between
+        # are not seen, one thread's own never cross the limits unseen
+        now = lib.mlprof_counter_value(self._h)
+        _counter_value(now + delta, f"the counter {self.name!r} after {now} {'+' if delta >= 0 else '-'} {abs(delta)}")
+        lib.mlprof_counter_add(self._h, delta)
 
     def increment(self, delta=1):
-        lib.mlprof_counter_add(self._h, int(delta))
+        self._add(_whole(delta, "a counter's increment"))
 
     def decrement(self, delta=1):
-        lib.mlprof_counter_add(self._h, -int(delta))
+        self._add(-_whole(delta, "a counter's decrement"))
 
     @property
     def value(self):
@@ -459,6 +541,11 @@ class Counter:
         self.decrement(delta)
         return self
 
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h and lib:
+            lib.mlprof_counter_destroy(h)
+
     def __str__(self):
         return self.name
 
@@ -468,16 +555,24 @@ class Counter:
 
 class Marker:
     """An instant: mark(scope="process"), the scope "global", "process" or
-    "thread" ("task" and "marker", MXNet's other two, are drawn on the thread)."""
+    "thread" ("task" and "marker", MXNet's other two, are drawn on the thread).
+    Deleting the Marker releases its handle, as MXNet's does."""
 
     def __init__(self, domain, name):
         self.domain, self.name = domain, name
         self._h = lib.mlprof_marker_create(domain._h if domain else None, _b(name))
+        if not self._h:
+            _check(-6)
 
     def mark(self, scope="process"):
         if scope not in _SCOPES:
             raise ValueError(f"scope must be one of {', '.join(_SCOPES)}, not {scope!r}")
         lib.mlprof_mark(self._h, _SCOPES[scope])
+
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h and lib:
+            lib.mlprof_marker_destroy(h)
 
     def __str__(self):
         return self.name
@@ -533,16 +628,19 @@ def scope(name=_UNKNOWN_SCOPE, append_mode=True):
 # ----------------------------------------------------------------- memory
 
 _DEVICE_WORDS = {"cpu": None, "cuda": 0, "gpu": 0}
+CUDA_DEVICES = 64        # cuda:0 to cuda:63 (MLPROF_DEVICE_CUDA(n) in mlprof.h)
+BLOCK_BYTES_MAX = 2 ** 48 - 1  # the largest block or segment the memory profiler records
 
 
 def device_number(device):
     """The library's number for a device: an int as it is (0: cpu, 1 + n:
-    cuda:n), "cpu", "cuda", "cuda:1", "cuda(1)", or an object with an
-    mlprof_device attribute (mlprof.raf.Device)."""
+    cuda:n, up to 1023 for devices of your own), "cpu", "cuda", "cuda:1",
+    "cuda(1)" (n from 0 to 63), or an object with an mlprof_device attribute
+    (mlprof.raf.Device)."""
     if isinstance(device, bool):
         raise TypeError(f"not a device: {device!r}")
     if isinstance(device, int):
-        return device
+        return device  # the library refuses one out of range (MlprofError, MLPROF_EINVAL)
     if hasattr(device, "mlprof_device"):
         return device.mlprof_device
     text = str(device).strip().lower()
@@ -558,28 +656,57 @@ def device_number(device):
         if index not in (None, "0"):
             raise ValueError(f"unknown device {device!r}: there is one cpu device")
         return 0
+    if int(index or 0) >= CUDA_DEVICES:
+        raise ValueError(f"unknown device {device!r}: mlprof records cuda:0 to cuda:{CUDA_DEVICES - 1}")
     return 1 + int(index or 0)
+
+
+def _address(address):
+    """A block's address: an int from 0 to 2**64 - 1 (TypeError, ValueError
+    otherwise, naming it; ctypes would wrap -1 into 0xffff...), or None (a
+    NULL pointer, which the library takes as nothing to account)."""
+    if address is None:
+        return None
+    if isinstance(address, float):
+        raise TypeError(f"an address must be an integer, not {address!r}")
+    address = _whole(address, "an address")
+    if not 0 <= address < 2 ** 64:
+        raise ValueError(f"an address is from 0 to 2**64 - 1, not {address}")
+    return address
+
+
+def _size(nbytes):
+    """A block's or a segment's size in bytes: an integer from 0 to
+    BLOCK_BYTES_MAX (256 TiB), which the memory profiler records exactly."""
+    nbytes = _whole(nbytes, "a size in bytes")
+    if nbytes < 0:
+        raise ValueError(f"a size in bytes must be 0 or more, not {nbytes}")
+    if nbytes > BLOCK_BYTES_MAX:
+        raise OverflowError(f"a size of {nbytes} bytes is more than the memory profiler records "
+                            f"(BLOCK_BYTES_MAX, {BLOCK_BYTES_MAX} bytes)")
+    return nbytes
 
 
 def memory_alloc(address, nbytes, device=0, tag=None):
     """Records a block allocated at address (an int) of nbytes on device
     (0 or "cpu"; 1 + n or "cuda:n")."""
-    _check(lib.mlprof_mem_alloc(device_number(device), address, nbytes, _b(tag) if tag else None))
+    _check(lib.mlprof_mem_alloc(device_number(device), _address(address), _size(nbytes),
+                                _b(tag) if tag else None))
 
 
 def memory_free(address, device=0):
-    _check(lib.mlprof_mem_free(device_number(device), address))
+    _check(lib.mlprof_mem_free(device_number(device), _address(address)))
 
 
 def memory_reserve(address, nbytes, device=0):
     """A pool takes a segment of nbytes at address from the system: what is
     "allocated" grows, what is "used" does not until blocks are allocated in it."""
-    _check(lib.mlprof_mem_reserve(device_number(device), address, nbytes))
+    _check(lib.mlprof_mem_reserve(device_number(device), _address(address), _size(nbytes)))
 
 
 def memory_release(address, device=0):
     """A pool gives the segment that starts at address back to the system."""
-    _check(lib.mlprof_mem_release(device_number(device), address))
+    _check(lib.mlprof_mem_release(device_number(device), _address(address)))
 
 
 def memory_info(device=0):
@@ -626,9 +753,13 @@ def get():
 # ------------------------------------------------------- MegEngine's style
 
 _DEFAULT = object()
-_entry_lock = threading.Lock()
+# Held while the entries' counts change and while a recording of theirs begins
+# or ends (an entry on another thread waits for the files to be written).
+_entry_lock = threading.RLock()
 _claimed = set()        # output stems given to entries by this process
-_open = {"depth": 0, "outer": None}
+# the entries open in this process, the Profiler whose entry is the recording
+# and the others that entered while it was open (their entries are part of it)
+_open = {"depth": 0, "outer": None, "members": {}}
 
 
 def _claim(folder, formats):
@@ -643,6 +774,25 @@ def _claim(folder, formats):
         n += 1
 
 
+def _keeps_earlier_recording(what, this, stacklevel):
+    """Before an entry profiles on its own (clear(), run, dump): "held" when
+    the recorder holds events recorded and stopped but not yet dumped (the
+    entry must then record with them: clearing would lose them, and their
+    dump would write an empty trace), else None; statistics nobody has read,
+    which the entry's clear() discards, are said in a warning."""
+    held = _held_events()
+    if held:
+        warnings.warn(f"mlprof: {what} while {held} events recorded earlier are not yet dumped: they are kept, and "
+                      f"{this} is recorded with them (their dump() writes both), not on its own; dump() or "
+                      "clear() them before it to profile it on its own", RuntimeWarning,
+                      stacklevel=stacklevel + 1)
+        return "held"
+    if _unread_statistics():
+        warnings.warn(f"mlprof: {what} discards the statistics of the earlier recording, not read with dumps(); "
+                      "read them before it, or clear() them", RuntimeWarning, stacklevel=stacklevel + 1)
+    return None
+
+
 class Profiler(_Decorates):
     """MegEngine's Profiler: with Profiler(path="profile"): ... or @Profiler()
     / @profile(). Every entry into the block or the function is profiled on
@@ -650,7 +800,17 @@ class Profiler(_Decorates):
     own: PID.FORMAT for the first, PID.2.FORMAT, PID.3.FORMAT... after it
     (no file is ever overwritten; .entries lists each entry's files, .outputs
     the last one's). An entry that begins inside another one (recursion, a
-    nested Profiler) is part of it.
+    nested Profiler) is part of it. Entries that overlap without nesting
+    (p1.start(); p2.start(); p1.stop(); p2.stop(), or entries on two threads)
+    are one recording too: it ends when the last of them ends, and is written
+    then, in the files of the one that began it; every Profiler that took
+    part lists those files in its .entries. stop() with no entry of this
+    Profiler open is a RuntimeError.
+
+    An entry that begins while recording is on (set_state("run")), or while
+    events recorded earlier are stopped but not yet dumped, is recorded with
+    them and writes no files of its own (a RuntimeWarning says so): profiling
+    it on its own would throw those events away.
 
     format / formats: among "chrome_timeline.json" (the trace, the default),
     "memory_flow.svg", "memory.csv", "stats.txt" (the statistics table) and
@@ -686,28 +846,41 @@ class Profiler(_Decorates):
                 self.config["gpu"] = "on" if profile_device else "off"
         self.entries, self.outputs = [], {}
         self._profile = None
+        self._depth = 0  # this Profiler's entries open now
 
     def __enter__(self):
         with _entry_lock:
+            self._depth += 1
             _open["depth"] += 1
-            if _open["depth"] > 1:
+            if _open["depth"] > 1:  # part of the recording under way
+                if _open["outer"] is not self:
+                    _open["members"][id(self)] = self
                 return self
-            _open["outer"] = self
-        try:
-            self._begin()
-        except BaseException:
-            with _entry_lock:
+            _open["outer"], _open["members"] = self, {}
+            try:
+                self._begin()
+            except BaseException:
+                self._depth -= 1
                 _open["depth"], _open["outer"] = 0, None
-            raise
+                raise
         return self
 
     def __exit__(self, *exc):
         with _entry_lock:
+            if self._depth == 0:
+                raise RuntimeError(f"Profiler(path={self.path!r}).stop(): no entry of this Profiler is open "
+                                   "(stop() without start(), or once more than it was started)")
+            self._depth -= 1
             _open["depth"] -= 1
-            if _open["depth"] > 0 or _open["outer"] is not self:
+            if _open["depth"] > 0:
                 return False
-            _open["outer"] = None
-        self._end()
+            outer, members = _open["outer"], list(_open["members"].values())
+            _open["outer"], _open["members"] = None, {}
+            outputs = outer._end()  # the lock held: no entry begins before the files are written
+            if outputs is not None:
+                for member in members:
+                    member.entries.append(outputs)
+                    member.outputs, member._profile = outputs, outer._profile
         return False
 
     start = __enter__
@@ -719,17 +892,22 @@ class Profiler(_Decorates):
         step()
 
     def stop(self):
+        """Ends an entry of this Profiler (started with start()); a
+        RuntimeError when none is open."""
         self.__exit__(None, None, None)
 
     def _begin(self):
-        self._joined = get_state() == "run"
+        self._joined = "run" if get_state() == "run" else None
         if self._joined:
             warnings.warn("mlprof: Profiler entered while recording was already on (set_state('run')): this entry "
                           "is recorded in that run, not in files of its own", RuntimeWarning, stacklevel=3)
             return
+        self._joined = _keeps_earlier_recording("Profiler entered", "this entry", stacklevel=3)
+        if self._joined:
+            set_state("run")  # with the events kept; stopped again when it ends
+            return
         os.makedirs(self.path, exist_ok=True)
-        with _entry_lock:
-            self._stem = stem = _claim(self.path, self.FORMATS)
+        self._stem = stem = _claim(self.path, self.FORMATS)
         keys = dict(filename=stem + ".chrome_timeline.json", stats_file="",
                     memory_svg=stem + ".memory_flow.svg" if "memory_flow.svg" in self.formats else "",
                     memory_csv=stem + ".memory.csv" if "memory.csv" in self.formats else "", **self.config)
@@ -739,8 +917,12 @@ class Profiler(_Decorates):
         set_state("run")
 
     def _end(self):
+        """Ends the recording this entry began and writes its files; returns
+        their paths by format, or None when the entry wrote none."""
         if self._joined:
-            return
+            if self._joined == "held":
+                set_state("stop")
+            return None
         stem, outputs = self._stem, {}
         try:
             if "chrome_timeline.json" not in self.formats:
@@ -763,11 +945,19 @@ class Profiler(_Decorates):
             set_config(**self._saved)
             self.entries.append(outputs)
             self.outputs = outputs
+        _statistics_known[0] = _statistics()  # the entry's own: in its files, or not asked for
+        return outputs
 
     def get_profile(self):
         """The last entry's trace, as a dict."""
         if not self.entries:
-            raise RuntimeError("get_profile(): this Profiler has not been entered yet")
+            with _entry_lock:
+                open_now = self._depth or self is _open["outer"] or id(self) in _open["members"]
+            if open_now:
+                raise RuntimeError("get_profile(): this Profiler's entry has not ended yet (it ends with the last "
+                                   "of the entries that overlap it)")
+            raise RuntimeError("get_profile(): this Profiler has no entry written yet (not entered, or only "
+                               "inside a recording already under way)")
         if self._profile is not None:
             return json.loads(self._profile)
         with open(self.outputs["chrome_timeline.json"]) as f:

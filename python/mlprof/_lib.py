@@ -3,6 +3,7 @@ function given its argtypes and restype, so that a wrong call is a Python
 TypeError and not a crash."""
 import ctypes
 import ctypes.util
+import operator
 import os
 
 c_char_p, c_int, c_size_t, c_void_p = ctypes.c_char_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p
@@ -135,6 +136,43 @@ PROTOTYPES = {
     "mlprof_op_cache_reset": (None, []),
     "mlprof_op_cache_size": (c_size_t, []),
 }
+
+
+
+def _checked(ctype):
+    """ctype as an argument type that takes only an integer it can hold:
+    ctypes itself wraps any int into the type's width (-1 becomes 2**64 - 1
+    for a uint64_t, 2**64 becomes 0), which would record a wrong number
+    without a word. A float or text is a TypeError, a number out of range an
+    OverflowError, each naming the value (ctypes reports both as an
+    ArgumentError that gives the argument's position)."""
+    bits = 8 * ctypes.sizeof(ctype)
+    signed = ctype(-1).value < 0
+    low, high = (-2 ** (bits - 1), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
+
+    def from_param(cls, value):
+        if type(value) is int:
+            number = value
+        elif isinstance(value, ctypes._SimpleCData):
+            return value
+        else:
+            try:
+                number = operator.index(value)
+            except TypeError:
+                raise TypeError(f"an integer is required, not {value!r}") from None
+        if not low <= number <= high:
+            raise OverflowError(f"{number} does not fit the C argument's type ({low} to {high})")
+        return ctype(number)
+
+    return type(ctype.__name__, (ctype,), {"from_param": classmethod(from_param), "range": (low, high)})
+
+
+# argument types only: a subclass of a simple type as a result or a field
+# would give its ctypes object, not the number
+_CHECKED = {t: _checked(t) for t in (ctypes.c_int, ctypes.c_uint, ctypes.c_size_t, ctypes.c_int64,
+                                     ctypes.c_uint64, ctypes.c_uint32)}
+PROTOTYPES = {name: (restype, [_CHECKED.get(t, t) for t in argtypes])
+              for name, (restype, argtypes) in PROTOTYPES.items()}
 
 # mlprof_trace_ready_fn: void (*)(const char *trace_path, int cycle, void *user)
 TRACE_READY = ctypes.CFUNCTYPE(None, c_char_p, c_int, c_void_p)

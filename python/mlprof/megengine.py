@@ -8,11 +8,14 @@ script changes only its import:
 
 Every entry into a profiled block or function is written to files of its
 own (Profiler's docstring says how they are named); none is overwritten.
+Neither discards a recording made before it and not yet dumped: an entry, or
+a traced call, made then is recorded with it (a RuntimeWarning says so).
 """
 import functools
 import json
 
-from . import Profiler, _submodule, clear, get_state, profile, set_state, trace_json
+from . import (Profiler, _keeps_earlier_recording, _submodule, clear, get_state, now_ns, profile, set_state,
+               trace_json)
 
 __all__ = ["Profiler", "profile", "trace"]
 
@@ -30,6 +33,16 @@ class _Traced:
         if not self._profiling or get_state() == "run":
             # not profiling; or a run is already on: the call is part of it
             return self._function(*args, **kwargs)
+        if _keeps_earlier_recording(f"{self.__name__}() called with trace(profiling=True)", "the call",
+                                    stacklevel=2):
+            # recorded with the events kept; the call's own are those since it began
+            began = now_ns()
+            set_state("run")
+            try:
+                return self._function(*args, **kwargs)
+            finally:
+                set_state("stop")
+                self._collect(json.loads(trace_json()), since_ns=began)
         clear()
         set_state("run")
         try:
@@ -39,12 +52,13 @@ class _Traced:
             self._collect(json.loads(trace_json()))
             clear()
 
-    def _collect(self, trace):
+    def _collect(self, trace, since_ns=None):
         self.calls += 1
+        since_us = None if since_ns is None else since_ns / 1000.0 - 0.001  # ts: microseconds, 3 decimals
         for e in trace.get("traceEvents", []):
             if e.get("ph") == "M":  # names of processes and threads: once each
                 self._meta[(e.get("name"), e.get("pid"), e.get("tid"))] = e
-            else:
+            elif since_us is None or e.get("ts", since_us) >= since_us:
                 self._events.append(e)
         self._other = trace.get("otherData", {})
 

@@ -7,7 +7,8 @@ profiler: start(prof_level=1), stop(), get() (the trace as a dict, no file
 written), clear(), dump(filename) (that file, for that dump only).
 memory_profiler: reset(), start(), stop(), get_max_memory_info(device)
 (max_used, max_allocated in MB, each with .value as RAF gives them),
-get_memory_trace(device) (text). Memory operations come from whatever
+get_memory_trace(device) (text). The two are separate global states, as in
+RAF: stopping one leaves the other started. Memory operations come from whatever
 records them: mlprof.memory_alloc/free/reserve/release, the torch tracer,
 the malloc and CUDA hooks of `mlprof run`.
 """
@@ -43,10 +44,37 @@ class _Figure(float):
         return float(self)
 
 
+class _Profilers:
+    """RAF's two profilers are global states of their own: each is started
+    and stopped by itself, and stopping one leaves the other as it is. They
+    share mlprof's recording, which is on while either is started (when one
+    of them turned it on; a recording the program started with set_state is
+    the program's to stop, but for profiler.stop(), which stops it as RAF's
+    stop does)."""
+    latency = False   # profiler.start(), and no stop() since
+    memory = False    # memory_profiler.start(), and no stop() since
+    ran = False       # the recording was turned on by one of them
+    saved = None      # profile_memory before memory_profiler.start()
+
+
 def _start_latency(prof_level=1):
     """Starts the latency profiler; prof_level 1 records the operators, 2 also
     what runs around them (domains of level 2)."""
+    if get_state() == "stop":
+        _Profilers.ran = True
     _start(prof_level=prof_level)
+    _Profilers.latency = True
+
+
+def _stop_latency():
+    """Stops the latency profiler. With the memory profiler still started, the
+    recording goes on for it (memory_profiler.stop() ends it)."""
+    _Profilers.latency = False
+    if _Profilers.memory and get_state() == "run":
+        _Profilers.ran = True
+        return
+    _stop()
+    _Profilers.ran = False
 
 
 def _dump(filename):
@@ -55,13 +83,7 @@ def _dump(filename):
     return dump_to(filename)
 
 
-profiler_functions = dict(start=_start_latency, stop=_stop, get=_get, clear=_clear, dump=_dump)
-
-
-class _Memory:
-    """The memory profiler's state: whether it started the recording."""
-    ran = False
-    saved = None
+profiler_functions = dict(start=_start_latency, stop=_stop_latency, get=_get, clear=_clear, dump=_dump)
 
 
 def _mem_reset():
@@ -72,21 +94,25 @@ def _mem_reset():
 def _mem_start():
     """Records memory operations (and, while it is on, starts recording if it
     was off)."""
-    if _Memory.saved is None:
-        _Memory.saved = get_config("profile_memory")
+    if _Profilers.saved is None:
+        _Profilers.saved = get_config("profile_memory")
     set_config(profile_memory=True, dump_at_exit=False)
     if get_state() == "stop":
         set_state("run")
-        _Memory.ran = True
+        _Profilers.ran = True
+    _Profilers.memory = True
 
 
 def _mem_stop():
-    if _Memory.ran:
+    """Stops recording memory operations, and the recording when one of the
+    two profilers turned it on and the latency profiler is not started."""
+    _Profilers.memory = False
+    if _Profilers.ran and not _Profilers.latency:
         set_state("stop")
-        _Memory.ran = False
-    if _Memory.saved is not None:
-        set_config(profile_memory=_Memory.saved)
-        _Memory.saved = None
+        _Profilers.ran = False
+    if _Profilers.saved is not None:
+        set_config(profile_memory=_Profilers.saved)
+        _Profilers.saved = None
 
 
 def _max_memory_info(device):

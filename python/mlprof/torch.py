@@ -39,6 +39,7 @@ so that a program that catches it and goes on (a retry loop) is traced right.
 """
 import contextlib
 import ctypes
+import functools
 import json
 import threading
 import weakref
@@ -430,29 +431,53 @@ class _Modules:
 class _Steps:
     """Each step() of the optimizers ends a training step (mlprof.step()):
     through the optimizer's step hooks where torch has them (2.0 and later),
-    else by wrapping the instance's step method, put back by remove()."""
+    else by wrapping the instance's step method. remove() puts back exactly
+    what the instance had before: an LR scheduler's wrapper of step (torch
+    1.x counts the optimizer's steps through it) stays as it was."""
 
     def __init__(self, optimizers):
-        from . import step
         self.undo = []
         for opt in optimizers:
             if hasattr(opt, "register_step_post_hook"):
-                self.undo.append(opt.register_step_post_hook(lambda *_: step()).remove)
+                self.undo.append(opt.register_step_post_hook(lambda *_: _step()).remove)
                 continue
-            original = opt.step
+            self.undo.append(self._wrap(opt))
 
-            def wrapped(*args, __original=original, **kwargs):
-                result = __original(*args, **kwargs)
-                step()
-                return result
+    @staticmethod
+    def _wrap(opt):
+        had, before = "step" in vars(opt), vars(opt).get("step")
+        original, on = opt.step, [True]
 
-            opt.step = wrapped
-            self.undo.append(lambda opt=opt: opt.__dict__.pop("step", None))
+        # functools.wraps carries the wrapped one's attributes, such as the
+        # _with_counter of a scheduler's wrapper, whose absence makes the
+        # scheduler warn that optimizer.step() was overridden
+        @functools.wraps(original)
+        def wrapped(*args, **kwargs):
+            result = original(*args, **kwargs)
+            if on[0]:
+                _step()
+            return result
+
+        opt.step = wrapped
+
+        def undo():
+            on[0] = False  # wrapped in turn since (a scheduler made inside): it stays, and only calls through
+            if vars(opt).get("step") is wrapped:
+                if had:
+                    opt.step = before
+                else:
+                    del opt.step
+        return undo
 
     def remove(self):
         for undo in self.undo:
             undo()
         self.undo = []
+
+
+def _step():
+    from . import step  # mlprof.step: the package is loaded before this module
+    step()
 
 
 _said = []

@@ -5,13 +5,16 @@ tree (or LIBMLPROF_PATH)."""
 import ctypes
 import json
 import os
+import re
 import sys
 import threading
+import warnings
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 import mlprof  # noqa: E402
+import mlprof.mxnet  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -343,3 +346,271 @@ def test_steps_and_schedule(tmp_path):
         mlprof.schedule(wait=1, active=0)
     with pytest.raises(mlprof.MlprofError, match="unknown item"):
         mlprof.set_config(schedule="active:1,nap:2")
+
+
+def test_megengine_entry_keeps_a_recording_not_yet_dumped(tmp_path):
+    # MXNet's style records and stops; a MegEngine entry before its dump()
+    # must not throw it away (nor its statistics): the entry is recorded with it
+    from mlprof.megengine import Profiler, trace
+    mx = tmp_path / "mx.json"
+    mlprof.set_config(filename=str(mx))
+    dom = mlprof.Domain("mix")
+    before, inside = dom.new_task("recorded_before"), dom.new_task("inside_megengine")
+    mlprof.set_state("run")
+    for _ in range(3):
+        with before:
+            pass
+    mlprof.set_state("stop")
+    p = Profiler(path=tmp_path / "meg")
+    with pytest.warns(RuntimeWarning, match="3 events recorded earlier are not yet dumped"):
+        with p:
+            with inside:
+                pass
+    assert mlprof.get_state() == "stop" and p.entries == [] and not (tmp_path / "meg").exists()
+    with pytest.raises(RuntimeError, match="no entry written"):
+        p.get_profile()
+    assert mlprof.dump() == str(mx)
+    t = json.load(open(mx))
+    assert len(events(t, "X", "recorded_before")) == 3 and len(events(t, "X", "inside_megengine")) == 1
+    stats = json.loads(mlprof.dumps(format="json"))
+    counts = {d["name"]: d["count"] for dom_ in stats["domains"] for d in dom_["durations"]}
+    assert counts == {"recorded_before": 3, "inside_megengine": 1}
+
+    # trace(profiling=True) likewise; its get_profile() has the call's events only
+    mlprof.clear()
+    mlprof.set_state("run")
+    with before:
+        pass
+    mlprof.set_state("stop")
+
+    @trace(profiling=True)
+    def f():
+        with inside:
+            pass
+
+    with pytest.warns(RuntimeWarning, match="not yet dumped"):
+        f()
+    prof = f.get_profile()
+    assert len(events(prof, "X", "inside_megengine")) == 1 and not events(prof, "X", "recorded_before")
+    mlprof.dump()
+    t = json.load(open(mx))
+    assert len(events(t, "X", "recorded_before")) == 1 and len(events(t, "X", "inside_megengine")) == 1
+
+    # once dumped, an entry profiles on its own; the statistics the dump kept
+    # for dumps() are said to be discarded unless they were read
+    with pytest.warns(RuntimeWarning, match="discards the statistics"):
+        with p:
+            with inside:
+                pass
+    assert len(p.entries) == 1 and len(events(p.get_profile(), "X", "inside_megengine")) == 1
+    assert not events(p.get_profile(), "X", "recorded_before")
+    mlprof.set_state("run")
+    with before:
+        pass
+    mlprof.dump()
+    mlprof.dumps()  # read
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with p:
+            pass
+        with p:  # the statistics an entry leaves are its own: no warning either
+            pass
+    assert len(p.entries) == 3 and mlprof.get_state() == "stop"
+
+
+def test_megengine_overlapping_entries_end(tmp_path):
+    from mlprof.megengine import Profiler
+    op = mlprof.Domain("meg_overlap").new_task("op")
+    p1, p2 = Profiler(path=tmp_path / "p1"), Profiler(path=tmp_path / "p2")
+    # started and stopped in an order that does not nest: one recording, from
+    # the first start to the last stop, written as p1's entry and listed by both
+    p1.start()
+    with op:
+        pass
+    p2.start()
+    with op:
+        pass
+    p1.stop()
+    assert mlprof.get_state() == "run"  # p2's entry goes on
+    with pytest.raises(RuntimeError, match="not ended yet"):
+        p1.get_profile()
+    with op:
+        pass
+    p2.stop()
+    assert mlprof.get_state() == "stop"
+    assert len(p1.entries) == 1 and p2.entries == p1.entries
+    assert os.path.dirname(p1.outputs["chrome_timeline.json"]) == str(tmp_path / "p1")
+    assert len(events(p1.get_profile(), "X", "op")) == 3 and p2.get_profile() == p1.get_profile()
+    assert not (tmp_path / "p2").exists()
+
+    # entries on two threads that overlap: the same
+    a_in, a_out = threading.Event(), threading.Event()
+
+    def first():
+        with p1:
+            with op:
+                pass
+            a_in.set()
+            b_in.wait()
+        a_out.set()
+
+    def second():
+        a_in.wait()
+        with p2:
+            b_in.set()
+            a_out.wait()
+            with op:
+                pass
+
+    b_in = threading.Event()
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert mlprof.get_state() == "stop" and len(p1.entries) == 2 and p2.entries[-1] == p1.entries[-1]
+    assert len(events(p1.get_profile(), "X", "op")) == 2
+
+    # a stop() with no entry open is an error that changes nothing
+    p3 = Profiler(path=tmp_path / "p3")
+    with pytest.raises(RuntimeError, match="no entry of this Profiler is open"):
+        p3.stop()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "recording was already on"
+        with p3:
+            with op:
+                pass
+            with p3:  # part of the outer entry
+                with op:
+                    pass
+    assert len(p3.entries) == 1 and len(events(p3.get_profile(), "X", "op")) == 2
+    assert mlprof.get_state() == "stop"
+    with pytest.raises(RuntimeError):
+        p3.stop()
+    with Profiler(path=tmp_path / "p4") as p4:
+        pass
+    assert len(p4.entries) == 1 and mlprof.get_state() == "stop"
+
+
+def test_raf_profilers_stop_each_other_not():
+    # RAF's latency and memory profilers are separate global states
+    import mlprof.raf as raf
+    op = mlprof.Domain("Default Stream").new_task("op")
+    raf.utils.memory_profiler.reset()
+    raf.utils.memory_profiler.start()
+    raf.utils.profiler.clear()
+    raf.utils.profiler.start()
+    with op:
+        mlprof.memory_alloc(0x1000, 1 << 20)
+        mlprof.memory_free(0x1000)
+    raf.utils.memory_profiler.stop()
+    assert mlprof.get_state() == "run" and mlprof.get_config("profile_memory") == "false"
+    with op:
+        pass
+    raf.utils.profiler.stop()
+    assert mlprof.get_state() == "stop"
+    assert len(events(raf.utils.profiler.get(), "X", "op")) == 2
+    assert raf.utils.memory_profiler.get_max_memory_info(raf.Device("cpu"))["max_used"].value == 1.0
+    # the other order: the memory profiler keeps recording after the latency one stops
+    raf.utils.profiler.clear()
+    raf.utils.profiler.start()
+    raf.utils.memory_profiler.start()
+    raf.utils.profiler.stop()
+    assert mlprof.get_state() == "run"
+    raf.utils.memory_profiler.reset()
+    mlprof.memory_alloc(0x2000, 1 << 21)
+    mlprof.memory_free(0x2000)
+    raf.utils.memory_profiler.stop()
+    assert mlprof.get_state() == "stop"
+    assert raf.utils.memory_profiler.get_max_memory_info(raf.Device("cpu"))["max_used"].value == 2.0
+
+
+def test_counters_and_markers_release_their_handles():
+    # MXNet's Counter and Marker destroy their handle when deleted: made
+    # again in a loop, they take the same handle instead of a new one each
+    dom = mlprof.Domain("handles")
+    handles = set()
+    for i in range(100):
+        handles.add(mlprof.Counter(dom, "loss", i)._h)
+    assert len(handles) == 1
+    handles = set()
+    for _ in range(100):
+        m = mlprof.mxnet.Marker(dom, "epoch_end")
+        m.mark()
+        handles.add(m._h)
+        del m
+    assert len(handles) == 1
+    c = dom.new_counter("images", 5)
+    c += 3
+    h = c._h
+    del c
+    again = dom.new_counter("images")
+    assert again._h == h and again.value == 0  # a new counter starts at 0, as MXNet's does
+    again += 1
+    assert again.value == 1
+
+
+def test_counter_values_are_integers_in_range():
+    dom = mlprof.Domain("counter_values")
+    mlprof.set_state("run")
+    for value, error in ((2 ** 64, OverflowError), (2 ** 63, OverflowError), (-1, ValueError),
+                         (1.5, TypeError), ("3", TypeError), (True, TypeError)):
+        with pytest.raises(error, match=re.escape(repr(value))):
+            dom.new_counter("bad", value)
+    c = dom.new_counter("big", mlprof.COUNTER_MAX)
+    assert c.value == 2 ** 63 - 1
+    with pytest.raises(OverflowError, match=str(2 ** 63)):
+        c += 1
+    assert c.value == 2 ** 63 - 1
+    c.set_value(2.0)  # a float with no fraction is the integer it is
+    c += 1
+    assert c.value == 3  # MXNet: int(value), then += 1
+    with pytest.raises(TypeError, match="1.5"):
+        c.set_value(1.5)
+    with pytest.raises(TypeError, match="0.5"):
+        c += 0.5
+    with pytest.raises(ValueError, match="-1"):
+        c -= 4
+    assert c.value == 3
+    mlprof.set_state("stop")
+    samples = [e["args"] for e in events(mlprof.get(), "C") if e["name"] == "big"]
+    assert [list(a.values())[0] for a in samples] == [2 ** 63 - 1, 2, 3]
+    # below the Python classes: the C library's integer arguments are checked
+    with pytest.raises(ctypes.ArgumentError, match="OverflowError"):
+        mlprof._lib.lib.mlprof_counter_set(c._h, 2 ** 63)
+    with pytest.raises(ctypes.ArgumentError, match="TypeError"):
+        mlprof._lib.lib.mlprof_counter_add(c._h, 1.5)
+    with pytest.raises(OverflowError, match="big_arg"):
+        mlprof.add_args(big_arg=2 ** 64)
+
+
+def test_memory_sizes_addresses_and_devices_are_checked():
+    mlprof.set_config(profile_memory=True)
+    mlprof.set_state("run")
+    mlprof.memory_reset()
+    with pytest.raises(ValueError, match="-1"):
+        mlprof.memory_alloc(0x1000, -1)
+    with pytest.raises(ValueError, match="-1"):
+        mlprof.memory_reserve(0x1000, -1)
+    with pytest.raises(OverflowError, match=str(2 ** 48)):
+        mlprof.memory_alloc(0x1000, 2 ** 48)
+    with pytest.raises(TypeError, match="1.5"):
+        mlprof.memory_alloc(0x1000, 1.5)
+    with pytest.raises(ValueError, match="-16"):
+        mlprof.memory_alloc(-16, 8)
+    with pytest.raises(TypeError):
+        mlprof.memory_free(0x1000 + 0.5)
+    info = mlprof.memory_info(0)
+    assert info["allocs"] == 0 and info["peak_used"] == info["used"]  # nothing was recorded
+    mlprof.memory_alloc(0x1000, mlprof.BLOCK_BYTES_MAX)
+    mlprof.memory_free(0x1000)
+    assert mlprof.memory_info(0)["peak_used"] == info["used"] + 2 ** 48 - 1
+    mlprof.memory_free(None)  # free(NULL): nothing to account
+    # cuda:0 to cuda:63
+    assert mlprof.device_number("cuda:63") == 64 and mlprof.device_number("cuda(63)") == 64
+    for device in ("cuda:64", "cuda(64)", "gpu:100"):
+        with pytest.raises(ValueError, match=re.escape(device)):
+            mlprof.device_number(device)
+    import mlprof.raf as raf
+    with pytest.raises(ValueError, match="cuda"):
+        raf.Device("cuda(64)")

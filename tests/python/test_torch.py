@@ -530,6 +530,39 @@ def test_optimizer_step_marks_steps(tmp_path, path):
     assert len(forwards) == 2 and all(any(inside(f, s) for s in steps) for f in forwards)
 
 
+def test_step_on_leaves_the_optimizer_as_it_was(tmp_path, path):
+    # an LR scheduler wraps optimizer.step in the instance (torch 1.x, to count
+    # steps): tracing with step_on neither hides that wrapper from it while on
+    # (no "optimizer.step() has been overridden" warning) nor removes it after
+    import warnings
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.1)
+    before = dict(vars(opt))
+
+    def epoch():
+        opt.zero_grad()
+        model(torch.randn(8, 4)).sum().backward()
+        opt.step()
+        sched.step()
+
+    mlprof.set_config(filename=str(tmp_path / "sched.json"), memory_svg="", memory_csv="")
+    mlprof.set_state("run")
+    first = mlprof.step_number()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with mlprof.torch.trace(model, step_on=opt, native=path):
+            epoch()
+        assert mlprof.step_number() == first + 1
+        assert ("step" in vars(opt)) == ("step" in before) and vars(opt).get("step") is before.get("step")
+        epoch()  # not traced: no step marked, and the scheduler still sees its wrapper
+        assert mlprof.step_number() == first + 1
+    mlprof.set_state("stop")
+    mlprof.clear()
+    assert not [w for w in said if "overridden" in str(w.message)], [str(w.message) for w in said]
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1 * 0.1 ** 2)
+
+
 def test_fallback_says_why_once(tmp_path):
     # MLPROF_TORCH_NATIVE=0: the dispatch mode records, and stderr says so once
     code = f"""
