@@ -224,6 +224,28 @@ def test_damaged():
     path = write("trailing.json", '{"traceEvents": []} x')
     p = mlprof("analyze", path, expect=1)
     check("unexpected data after the end" in p.stderr, f"trailing data: {p.stderr!r}")
+    # gzip: a file cut after its header, cut inside its data, or followed by garbage is
+    # said as such, with the events before the problem; several members are one file
+    data = gzip.compress(json.dumps({"traceEvents": NESTED[:4]}).encode())
+    for name, blob, says, rows in (("only_header.json.gz", data[:10], "truncated gzip", 0),
+                                   ("cut.json.gz", data[:-4], "truncated gzip", 4),
+                                   ("garbage.json.gz", data + b"garbage!!", "trailing garbage", 4)):
+        path = os.path.join(OUT, name)
+        with open(path, "wb") as f:
+            f.write(blob)
+        r, p = analyze_json(path, expect=1)
+        check(says in p.stderr and "empty" not in p.stderr and r.get("partial") is True and len(r["rows"]) == rows,
+              f"{name}: {p.stderr!r} {r.get('partial')} {len(r['rows'])} rows")
+        p = subprocess.run([MLPROF, "analyze", "-"], input=blob, capture_output=True, timeout=120)
+        check(p.returncode == 1 and says.encode() in p.stderr, f"{name} from a pipe: {p.returncode} {p.stderr!r}")
+    check("at byte offset %d of the file" % len(data) in
+          mlprof("analyze", os.path.join(OUT, "garbage.json.gz"), expect=1).stderr, "where the garbage starts")
+    text = json.dumps({"traceEvents": NESTED[:4]})
+    path = os.path.join(OUT, "members.json.gz")
+    with open(path, "wb") as f:
+        f.write(gzip.compress(text[:50].encode()) + gzip.compress(text[50:].encode()))
+    r, p = analyze_json(path)
+    check(len(r["rows"]) == 4 and p.stderr == "", f"two gzip members: {len(r['rows'])} rows {p.stderr!r}")
 
 
 def test_not_a_trace():

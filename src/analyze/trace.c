@@ -719,6 +719,8 @@ static int read_trace(an_trace *t, const char *path, const void *data, size_t n)
         if (rc == 0 && !r.events)
             rc = not_a_trace(t, &r);
     }
+    if (rc == 0 && opened)
+        rc = an_input_finish(&r.in); /* a gzip file whose end is wrong, after all its data was read */
     /* begins never ended are not durations */
     for (size_t i = 0; i < r.tracks.cap; i++) {
         open_stack *s = r.tracks.slots[i].key ? r.tracks.slots[i].value : NULL;
