@@ -84,6 +84,15 @@ int an_json_time_ns(an_input *in, int64_t *ns);
 /* The same from the n bytes of text s (a number written as a string):
  * 0, or -1 when s is not a plain decimal number or does not fit. */
 int an_us_text_to_ns(const char *s, size_t n, int64_t *ns);
+/* Whether a time fits 64-bit nanoseconds (about 292 years either way). */
+enum { AN_TIME_OK = 0, AN_TIME_NOT_FINITE = 1, AN_TIME_TOO_BIG = 2 };
+/* an_json_time_ns that says in *fit whether the value fits (AN_TIME_*): a
+ * NaN, an infinity or a value beyond the range reads as 0, which a reader
+ * of durations must not take for a time. */
+int an_json_time_ns_fit(an_input *in, int64_t *ns, int *fit);
+/* Microseconds as a double into nanoseconds, rounded half away from zero:
+ * AN_TIME_OK, or why it does not fit (*ns is then 0). */
+int an_us_double_to_ns(double us, int64_t *ns);
 /* Any value; when raw is not NULL, its compact JSON text is appended there. */
 int an_json_skip(an_input *in, mlprof__sb *raw);
 /* Opens an object or an array (open: '{' or '['; what names it in an error).
