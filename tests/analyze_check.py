@@ -167,6 +167,119 @@ def test_begin_end():
     check("1 ends (\"E\") had no begin" in p.stdout and "never ended" in p.stdout, "noted in the table")
 
 
+def test_begin_end_span_and_order():
+    """The span covers the ends of B/E pairs; an end that closes a begin
+    other than the innermost keeps both (overlapping) and says so; an end
+    before its begin is left out and said."""
+    step = [{"ph": "B", "name": "step", "pid": 1, "tid": 1, "ts": 0},
+            {"ph": "B", "name": "work", "pid": 1, "tid": 1, "ts": 10},
+            {"ph": "E", "pid": 1, "tid": 1, "ts": 900},
+            {"ph": "E", "pid": 1, "tid": 1, "ts": 1000}]
+    path = write("be_span.json", json.dumps({"traceEvents": step}))
+    r, p = analyze_json(path)
+    check(r["span_ns"] == 1000000, f"B/E span: {r['span_ns']} ns, wanted 1 ms (the last end)")
+    p = mlprof("analyze", path)
+    check("over 1.000 ms" in p.stdout and p.stderr == "", f"B/E span in the table: {p.stdout!r} {p.stderr!r}")
+    # B A, B B, E A, E B on one thread: they do not nest; each is kept with its times
+    lines = ['{"ph":"B","name":"A","pid":1,"tid":1,"ts":0}', '{"ph":"B","name":"B","pid":1,"tid":1,"ts":10}',
+             '{"ph":"E","name":"A","pid":1,"tid":1,"ts":20}', '{"ph":"E","name":"B","pid":1,"tid":1,"ts":30}']
+    text = '{"traceEvents":[\n' + ",\n".join(lines) + "\n]}"
+    path = write("be_interleaved.json", text)
+    r, p = analyze_json(path)
+    rows = rows_by_key(r)
+    check(set(rows) == {"A", "B"} and rows["A"]["total_ns"] == 20000 and rows["B"]["total_ns"] == 20000
+          and rows["A"]["self_ns"] == 20000 and r["unmatched_ends"] == 0 and r["unclosed_begins"] == 0,
+          f"interleaved B/E: {r['rows']} {r['unmatched_ends']} {r['unclosed_begins']}")
+    at = text.index(lines[2])
+    check("1 end (\"E\") closed a begin that was not the innermost" in p.stderr
+          and '"A" closed while "B" inside it was open' in p.stderr and f"line 4, byte offset {at}" in p.stderr,
+          f"interleaved B/E said: {p.stderr!r}")
+    p = mlprof("analyze", path)
+    check("note: " in p.stdout and "overlap instead of nesting" in p.stdout, f"said in the table: {p.stdout!r}")
+    # an end before its begin: left out; the begin is closed by the next end
+    early = [{"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 10}, {"ph": "E", "pid": 1, "tid": 1, "ts": 5},
+             {"ph": "E", "pid": 1, "tid": 1}, {"ph": "E", "pid": 1, "tid": 1, "ts": 30}]
+    r, p = analyze_json(write("be_early.json", json.dumps(early)))
+    rows = rows_by_key(r)
+    check(set(rows) == {"a"} and rows["a"]["total_ns"] == 20000 and r["unmatched_ends"] == 0,
+          f"an end before its begin: {r['rows']}")
+    check("2 events left out" in p.stderr and 'an "E" of "a" 5.000 us before its "B"' in p.stderr
+          and 'an "E" without "ts"' in p.stderr, f"an end before its begin said: {p.stderr!r}")
+
+
+def test_bad_times():
+    """Times that cannot be taken (negative, beyond 64-bit nanoseconds, NaN,
+    an end past the range) leave their events out, counted and said with the
+    first's key and place; the good events around them are read."""
+    lines = ['{"ph":"X","name":"neg","pid":1,"tid":1,"ts":100,"dur":-50}',
+             '{"ph":"X","name":"ok","pid":1,"tid":1,"ts":0,"dur":500}',
+             '{"ph":"X","name":"huge","pid":1,"tid":1,"ts":1e30,"dur":1e30}',
+             '{"ph":"X","name":"huge2","pid":1,"tid":3,"ts":1,"dur":9300000000000000}',
+             '{"ph":"X","name":"over","pid":1,"tid":2,"ts":9100000000000000,"dur":9100000000000000}',
+             '{"ph":"X","name":"nan","pid":1,"tid":1,"ts":NaN,"dur":10}',
+             '{"ph":"X","name":"quoted","pid":1,"tid":1,"ts":"1","dur":"1e40"}',
+             '{"ph":"X","name":"child","pid":1,"tid":1,"ts":10,"dur":20}']
+    text = '{"traceEvents":[\n' + ",\n".join(lines) + "\n]}"
+    path = write("bad_times.json", text)
+    r, p = analyze_json(path, "-t", "0")
+    rows = rows_by_key(r)
+    check(set(rows) == {"ok", "child"} and rows["ok"]["self_ns"] == 480000 and not r["partial"],
+          f"bad times left out: {r['rows']}")
+    check(r["span_ns"] == 500000, f"the span of the events kept: {r['span_ns']}")
+    at = text.index(lines[0])
+    check("6 events left out, with a time that cannot be taken" in p.stderr
+          and f'"dur" is negative (-50.000 us), at line 2, byte offset {at}' in p.stderr, f"said: {p.stderr!r}")
+    for line, says in ((lines[2], '"ts" is beyond what 64-bit nanoseconds hold'),
+                       (lines[3], '"dur" is beyond what 64-bit nanoseconds hold'),
+                       (lines[4], '"ts" + "dur" is beyond what 64-bit nanoseconds hold'),
+                       (lines[5], '"ts" is not a finite number'),
+                       (lines[6], '"dur" is beyond what 64-bit nanoseconds hold')):
+        one = write("bad_time_one.json", '{"traceEvents":[' + line + "," + lines[1] + "]}")
+        r, p = analyze_json(one)
+        check([x["key"] for x in r["rows"]] == ["ok"] and "1 event left out" in p.stderr and says in p.stderr
+              and "byte offset 16" in p.stderr, f"{line}: {r['rows']} {p.stderr!r}")
+    p = mlprof("analyze", path)
+    check("note: " in p.stdout and "left out" in p.stdout and "0 ns" not in p.stdout, f"the table: {p.stdout!r}")
+
+
+def test_events_left_out():
+    """Events that cannot be read (no "ph", no "ts", a phase mlprof does not
+    read, a member of the wrong type) are counted and said, with the first
+    of each kind; a member's wrong type names the member and what it held."""
+    lines = ['{"ph":"X","name":"nots","pid":1,"tid":1,"dur":10}',
+             '{"ph":"X","name":"nodur","pid":1,"tid":1,"ts":5}',
+             '{"ph":"Q","name":"badph","pid":1,"tid":1,"ts":5,"dur":3}',
+             '{"name":"noph","pid":1,"tid":1,"ts":5,"dur":3}',
+             '{"ph":"X","name":"ok","pid":1,"tid":1,"ts":0,"dur":10}']
+    text = '{"traceEvents":[' + ",".join(lines) + "]}"
+    path = write("missing_members.json", text)
+    r, p = analyze_json(path)
+    check([x["key"] for x in r["rows"]] == ["ok"], f"left out: {r['rows']}")
+    check("4 events left out: 3 malformed (the first: an \"X\" without \"ts\", at line 1, byte offset 16)"
+          in p.stderr and f'1 of a phase mlprof does not read (the first: "ph":"Q", at line 1, byte offset '
+          f'{text.index(lines[2])})' in p.stderr, f"said: {p.stderr!r}")
+    p = mlprof("analyze", path)
+    check("1 durations kept of 1 events" in p.stdout and "note: " in p.stdout and "4 events left out" in p.stdout,
+          f"the table: {p.stdout!r}")
+    ok = '{"ph":"X","name":"ok","pid":1,"tid":1,"ts":0,"dur":10}'
+    for member, says in (('"tid":true', '"tid": expected a number or a string, found true'),
+                         ('"pid":null', '"pid": expected a number or a string, found null'),
+                         ('"tid":[1]', '"tid": expected a number or a string, found an array'),
+                         ('"ts":true', '"ts": expected a number, found true'),
+                         ('"dur":null', '"dur": expected a number, found null'),
+                         ('"ts":"soon"', '"ts": expected a number, found the string "soon"'),
+                         ('"id":true', '"id": expected a number or a string, found true'),
+                         ('"ph":5', '"ph": expected a string, found a number')):
+        bad = '{"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":10,' + member + "}"
+        one = write("wrong_type.json", '{"traceEvents":[' + bad + "," + ok + "]}")
+        r, p = analyze_json(one)
+        check([x["key"] for x in r["rows"]] == ["ok"] and "1 event left out, malformed" in p.stderr
+              and says in p.stderr and "byte offset 16" in p.stderr, f"{member}: {r['rows']} {p.stderr!r}")
+    # a name written as a number is its text
+    r, _ = analyze_json(write("number_name.json", '[{"ph":"X","name":123,"cat":null,"pid":1,"tid":1,"ts":0,"dur":1}]'))
+    check([x["key"] for x in r["rows"]] == ["123"], f"a number for a name: {r['rows']}")
+
+
 def test_streamed_array():
     # the JSON Array Format: the closing bracket may be missing, and a last comma left
     text = "[\n" + ",\n".join(json.dumps(e) for e in NESTED[:4]) + ",\n"
@@ -224,6 +337,28 @@ def test_damaged():
     path = write("trailing.json", '{"traceEvents": []} x')
     p = mlprof("analyze", path, expect=1)
     check("unexpected data after the end" in p.stderr, f"trailing data: {p.stderr!r}")
+    # gzip: a file cut after its header, cut inside its data, or followed by garbage is
+    # said as such, with the events before the problem; several members are one file
+    data = gzip.compress(json.dumps({"traceEvents": NESTED[:4]}).encode())
+    for name, blob, says, rows in (("only_header.json.gz", data[:10], "truncated gzip", 0),
+                                   ("cut.json.gz", data[:-4], "truncated gzip", 4),
+                                   ("garbage.json.gz", data + b"garbage!!", "trailing garbage", 4)):
+        path = os.path.join(OUT, name)
+        with open(path, "wb") as f:
+            f.write(blob)
+        r, p = analyze_json(path, expect=1)
+        check(says in p.stderr and "empty" not in p.stderr and r.get("partial") is True and len(r["rows"]) == rows,
+              f"{name}: {p.stderr!r} {r.get('partial')} {len(r['rows'])} rows")
+        p = subprocess.run([MLPROF, "analyze", "-"], input=blob, capture_output=True, timeout=120)
+        check(p.returncode == 1 and says.encode() in p.stderr, f"{name} from a pipe: {p.returncode} {p.stderr!r}")
+    check("at byte offset %d of the file" % len(data) in
+          mlprof("analyze", os.path.join(OUT, "garbage.json.gz"), expect=1).stderr, "where the garbage starts")
+    text = json.dumps({"traceEvents": NESTED[:4]})
+    path = os.path.join(OUT, "members.json.gz")
+    with open(path, "wb") as f:
+        f.write(gzip.compress(text[:50].encode()) + gzip.compress(text[50:].encode()))
+    r, p = analyze_json(path)
+    check(len(r["rows"]) == 4 and p.stderr == "", f"two gzip members: {len(r['rows'])} rows {p.stderr!r}")
 
 
 def test_not_a_trace():
@@ -725,7 +860,8 @@ def test_output_is_input():
 
 
 for test in (test_output_is_input, test_operator_types, test_filters_matching_nothing, test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
-             test_not_a_trace, test_usage, test_own_trace):
+             test_not_a_trace, test_usage, test_own_trace, test_begin_end_span_and_order, test_bad_times,
+             test_events_left_out):
     test()
 print(f"analyze: {len(failures)} checks failed" if failures else "analyze: all checks passed")
 sys.exit(1 if failures else 0)

@@ -301,6 +301,21 @@ check(q3 == [("aten::linear", 100000, "[[64,512],[256,512]]"), ("aten::addmm", 8
       f"README query 3 (longest calls with their input shapes): {q3}")
 no_temporaries("successful exports")
 
+# ------------------------------------------- the span of B/E pairs, events left out
+# meta's t_max_ns is the last end, not the last begin; an event whose duration cannot be
+# taken is not a slice of 0 ns: it is left out and said
+be = write("be_span.json", {"traceEvents": [
+    {"ph": "B", "name": "step", "pid": 1, "tid": 1, "ts": 0},
+    {"ph": "B", "name": "work", "pid": 1, "tid": 1, "ts": 10},
+    {"ph": "E", "pid": 1, "tid": 1, "ts": 900},
+    {"ph": "E", "pid": 1, "tid": 1, "ts": 1000},
+    {"ph": "X", "name": "neg", "pid": 1, "tid": 1, "ts": 100, "dur": -50}]})
+db, p = export(be, "be_span.db")
+meta = dict(rows(db, "SELECT key, value FROM meta"))
+check((meta.get("t_min_ns"), meta.get("t_max_ns")) == ("0", "1000000"), f"B/E span in meta: {meta}")
+check(sorted(r[0] for r in rows(db, "SELECT name FROM slices")) == ["step", "work"], "the slices of B/E")
+check("1 event left out" in p.stderr and '"dur" is negative' in p.stderr, f"left out, said: {p.stderr!r}")
+
 # ------------------------------------------------------------------ errors
 # an existing regular file is replaced whole
 old = os.path.join(OUT, "replace.db")

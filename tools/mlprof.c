@@ -1042,6 +1042,8 @@ static int cmd_augment(int argc, char **argv)
         an_trace_free(&t);
         return 1;
     }
+    if (t.note[0])
+        fprintf(stderr, PROG " augment: note: %s\n", t.note);
     an_augment a;
     if (an_augment_compute(&t, limit, until_start, &a) != 0) {
         fprintf(stderr, PROG ": out of memory\n");
@@ -1237,6 +1239,8 @@ static int cmd_export(int argc, char **argv)
         an_trace_free(&t);
         return 1;
     }
+    if (t.note[0])
+        fprintf(stderr, PROG " export: note: %s\n", t.note);
     if (output_is_input(output)) {
         an_trace_free(&t);
         return 1;

@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,15 +23,39 @@
 
 #define BUF_SIZE (1u << 20)
 
-/* the few zlib functions used, looked up once */
+/* zlib's z_stream, from its documented layout (zlib.h, unchanged since 1.0;
+ * src/common/gz.c declares it the same way): the build needs no zlib
+ * headers, and inflateInit2_ checks the size passed against its own. */
+typedef struct zstream {
+    const unsigned char *next_in;
+    unsigned avail_in;
+    unsigned long total_in;
+    unsigned char *next_out;
+    unsigned avail_out;
+    unsigned long total_out;
+    const char *msg;
+    void *state;
+    void *(*zalloc)(void *, unsigned, unsigned);
+    void (*zfree)(void *, void *);
+    void *opaque;
+    int data_type;
+    unsigned long adler;
+    unsigned long reserved;
+} zstream;
+
+enum { ZI_OK = 0, ZI_STREAM_END = 1, ZI_BUF_ERROR = -5, ZI_MEM_ERROR = -4, ZI_GZIP_WINDOW = 16 + 15 };
+
+/* The few zlib functions used, looked up once. inflate itself, not gzread:
+ * gzread passes over bytes after the last member without a word, and says
+ * that a file ends inside a member only to whoever asks gzerror. */
 static struct {
     int tried;
     void *lib;
-    void *(*gzdopen)(int, const char *);
-    int (*gzread)(void *, void *, unsigned);
-    int (*gzclose)(void *);
-    const char *(*gzerror)(void *, int *);
-    int (*gzbuffer)(void *, unsigned);
+    const char *(*version)(void);
+    int (*init)(zstream *, int, const char *, int);
+    int (*inflate)(zstream *, int);
+    int (*reset)(zstream *);
+    int (*end)(zstream *);
     char why[256];
 } Z;
 
@@ -45,13 +69,13 @@ static int zlib_load(void)
         snprintf(Z.why, sizeof Z.why, "%s", dlerror());
         return -1;
     }
-    *(void **)&Z.gzdopen = dlsym(Z.lib, "gzdopen");
-    *(void **)&Z.gzread = dlsym(Z.lib, "gzread");
-    *(void **)&Z.gzclose = dlsym(Z.lib, "gzclose");
-    *(void **)&Z.gzerror = dlsym(Z.lib, "gzerror");
-    *(void **)&Z.gzbuffer = dlsym(Z.lib, "gzbuffer");
-    if (!Z.gzdopen || !Z.gzread || !Z.gzclose || !Z.gzerror) {
-        snprintf(Z.why, sizeof Z.why, "libz.so.1 lacks the gz* functions");
+    *(void **)&Z.version = dlsym(Z.lib, "zlibVersion");
+    *(void **)&Z.init = dlsym(Z.lib, "inflateInit2_");
+    *(void **)&Z.inflate = dlsym(Z.lib, "inflate");
+    *(void **)&Z.reset = dlsym(Z.lib, "inflateReset");
+    *(void **)&Z.end = dlsym(Z.lib, "inflateEnd");
+    if (!Z.version || !Z.init || !Z.inflate || !Z.reset || !Z.end) {
+        snprintf(Z.why, sizeof Z.why, "libz.so.1 lacks the inflate functions");
         dlclose(Z.lib);
         Z.lib = NULL;
         return -1;
@@ -59,64 +83,135 @@ static int zlib_load(void)
     return 0;
 }
 
-/* Standard input that is a pipe has no offset to read its first bytes at:
- * they are read, and kept for whoever reads the data next. */
-typedef struct feeder {
-    int from, to;
-    unsigned char head[2];
-    size_t nhead;
-} feeder;
+#define GZ_IN_SIZE (1u << 18)
 
-/* zlib's reader must see the gzip magic read from a pipe: a thread of its
- * own gives it a pipe that says those bytes again, then the rest of the
- * input. It ends when the input does or when the reader closes its end
- * (EPIPE: SIGPIPE is blocked here), and frees itself (detached: an input
- * that never ends must not keep an_input_close waiting). */
-static void *feed(void *arg)
+/* A gzip file being inflated: one member after another, as gzip reads a
+ * file of several (mlprof's continuous dumps write them). */
+typedef struct gz_reader {
+    zstream s;
+    int started;        /* inflateInit2_ succeeded: inflateEnd is owed */
+    int member_end;     /* a member ended, and no other began yet */
+    int file_end;       /* the file has no more bytes */
+    uint64_t file_read; /* bytes of the file read so far */
+    unsigned char in[GZ_IN_SIZE];
+} gz_reader;
+
+/* Reads more of the file after the avail_in bytes not yet inflated (moved to
+ * the front). 0, or -1 with the reason in in->late. */
+static int gz_more(an_input *in, gz_reader *g)
 {
-    feeder *f = arg;
-    sigset_t pipe_signal;
-    sigemptyset(&pipe_signal);
-    sigaddset(&pipe_signal, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_signal, NULL);
-    int ok = mlprof__write_all(f->to, f->head, f->nhead) == 0;
-    char buf[1 << 16];
-    while (ok) {
-        ssize_t n = read(f->from, buf, sizeof buf);
+    if (g->s.avail_in)
+        memmove(g->in, g->s.next_in, g->s.avail_in);
+    g->s.next_in = g->in;
+    for (;;) {
+        ssize_t n = read(in->fd, g->in + g->s.avail_in, GZ_IN_SIZE - g->s.avail_in);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
-            break;
-        ok = mlprof__write_all(f->to, buf, (size_t)n) == 0;
+        if (n < 0) {
+            snprintf(in->late, sizeof in->late, "read error: %s", strerror(errno));
+            return -1;
+        }
+        g->file_end = n == 0;
+        g->s.avail_in += (unsigned)n;
+        g->file_read += (uint64_t)n;
+        return 0;
     }
-    close(f->to);
-    close(f->from);
-    mlprof__free(f);
-    return NULL;
 }
 
-/* A descriptor that reads head, then the rest of fd (which it takes), or -1. */
-static int prefixed(int fd, const unsigned char *head, size_t nhead)
+static ssize_t gz_truncated(an_input *in, const gz_reader *g)
 {
-    int p[2];
-    feeder *f = mlprof__malloc(sizeof *f);
-    if (!f || pipe2(p, O_CLOEXEC) != 0) {
-        mlprof__free(f);
-        return -1;
+    snprintf(in->late, sizeof in->late, "truncated gzip: the file ends after %llu bytes, inside its compressed data",
+             (unsigned long long)g->file_read);
+    return -1;
+}
+
+/* Up to n bytes of the uncompressed data into out: the count, 0 after the
+ * last member, or -1 with what is wrong in in->late (said once the data
+ * before it is read: see an_input_fill). */
+static ssize_t gz_read(an_input *in, gz_reader *g, char *out, size_t n)
+{
+    for (;;) {
+        if (g->s.avail_in < 2 && !g->file_end && gz_more(in, g) != 0)
+            return -1;
+        uint64_t at = g->file_read - g->s.avail_in; /* the offset in the file of the next byte */
+        if (g->member_end) {
+            if (g->s.avail_in == 0)
+                return 0;
+            if (g->s.avail_in < 2 || g->s.next_in[0] != 0x1f || g->s.next_in[1] != 0x8b) {
+                snprintf(in->late, sizeof in->late,
+                         "trailing garbage: the gzip data ends at byte offset %llu of the file, and bytes that are "
+                         "not gzip follow",
+                         (unsigned long long)at);
+                return -1;
+            }
+            if (Z.reset(&g->s) != ZI_OK) {
+                snprintf(in->late, sizeof in->late, "zlib's inflateReset failed");
+                return -1;
+            }
+            g->member_end = 0;
+        }
+        if (g->s.avail_in == 0)
+            return gz_truncated(in, g);
+        g->s.next_out = (unsigned char *)out;
+        g->s.avail_out = n > UINT_MAX ? UINT_MAX : (unsigned)n;
+        unsigned had = g->s.avail_in;
+        int zr = Z.inflate(&g->s, 0);
+        size_t got = (size_t)(g->s.next_out - (unsigned char *)out);
+        if (zr == ZI_STREAM_END) {
+            g->member_end = 1;
+        } else if (zr == ZI_MEM_ERROR) {
+            snprintf(in->late, sizeof in->late, "out of memory inflating the gzip data");
+            return got ? (ssize_t)got : -1;
+        } else if (zr != ZI_OK && zr != ZI_BUF_ERROR) {
+            snprintf(in->late, sizeof in->late, "gzip data is damaged near byte offset %llu of the file: %s",
+                     (unsigned long long)(g->file_read - g->s.avail_in), g->s.msg ? g->s.msg : "a data error");
+            return got ? (ssize_t)got : -1;
+        }
+        if (got)
+            return (ssize_t)got;
+        if (zr != ZI_STREAM_END && g->s.avail_in == had) { /* inflate needs more than the bytes at hand */
+            if (g->file_end)
+                return gz_truncated(in, g);
+            if (gz_more(in, g) != 0)
+                return -1;
+        }
     }
-    f->from = fd;
-    f->to = p[1];
-    memcpy(f->head, head, nhead);
-    f->nhead = nhead;
-    pthread_t t;
-    if (pthread_create(&t, NULL, feed, f) != 0) {
-        close(p[0]);
-        close(p[1]);
-        mlprof__free(f);
-        return -1;
-    }
-    pthread_detach(t);
-    return p[0];
+}
+
+/* zlib's allocations through mlprof's allocator hook */
+static void *z_alloc(void *opaque, unsigned items, unsigned size)
+{
+    (void)opaque;
+    return size && items > SIZE_MAX / size ? NULL : mlprof__malloc((size_t)items * size);
+}
+
+static void z_free(void *opaque, void *p)
+{
+    (void)opaque;
+    mlprof__free(p);
+}
+
+/* Starts inflating in's file, whose first nhead bytes (the magic) were read
+ * already when it is a pipe. */
+static int gz_start(an_input *in, const unsigned char *head, size_t nhead)
+{
+    if (zlib_load() != 0)
+        return an_input_fail(in, "the file is gzip-compressed, and zlib (libz.so.1) cannot be loaded: %s", Z.why);
+    gz_reader *g = mlprof__calloc(1, sizeof *g);
+    if (!g)
+        return an_input_fail(in, "out of memory");
+    in->gz = g;
+    in->compressed = 1;
+    g->s.zalloc = z_alloc;
+    g->s.zfree = z_free;
+    memcpy(g->in, head, nhead);
+    g->s.next_in = g->in;
+    g->s.avail_in = (unsigned)nhead;
+    g->file_read = nhead;
+    if (Z.init(&g->s, ZI_GZIP_WINDOW, Z.version(), (int)sizeof g->s) != ZI_OK)
+        return an_input_fail(in, "cannot read it as gzip: zlib's inflateInit2_ failed");
+    g->started = 1;
+    return 0;
 }
 
 /* The first n bytes of in's file, at most: pread where it can, else read
@@ -208,24 +303,8 @@ static int open_input(an_input *in, const char *path)
         in->len = (size_t)n;
         in->buf[in->len] = '\0';
     }
-    if (gzip) {
-        if (zlib_load() != 0)
-            return an_input_fail(in, "the file is gzip-compressed, and zlib (libz.so.1) cannot be loaded: %s",
-                                 Z.why);
-        if (consumed) {
-            int fd = prefixed(in->fd, magic, 2);
-            if (fd < 0)
-                return an_input_fail(in, "cannot read gzip from a pipe: %s", strerror(errno));
-            in->fd = fd;
-        }
-        in->gz = Z.gzdopen(in->fd, "rb");
-        if (!in->gz)
-            return an_input_fail(in, "cannot read it as gzip");
-        in->fd = -1; /* gzclose closes it */
-        if (Z.gzbuffer)
-            Z.gzbuffer(in->gz, 1u << 18);
-        in->compressed = 1;
-    }
+    if (gzip)
+        return gz_start(in, magic, consumed ? (size_t)n : 0);
     return 0;
 }
 
@@ -256,8 +335,10 @@ int an_input_open_mem(an_input *in, const char *name, const void *data, size_t n
 
 void an_input_close(an_input *in)
 {
-    if (in->gz)
-        Z.gzclose(in->gz);
+    gz_reader *g = in->gz;
+    if (g && g->started)
+        Z.end(&g->s);
+    mlprof__free(g);
     if (in->fd >= 0)
         close(in->fd);
     mlprof__free(in->buf);
@@ -277,10 +358,29 @@ static size_t count_newlines(const char *p, size_t n)
     return lines;
 }
 
+/* What is wrong with a gzip file beyond the data read so far (cut short,
+ * damaged, followed by garbage) is said once the reader has taken all the
+ * data before it: at the place where the good data ends, and only after the
+ * events there were read. */
+static void say_late(an_input *in)
+{
+    if (in->late[0] && !in->failed && in->pos >= in->len)
+        an_input_fail(in, "%s", in->late);
+}
+
+int an_input_finish(an_input *in)
+{
+    if (in->late[0] && !in->failed)
+        an_input_fail(in, "%s", in->late);
+    return in->failed ? -1 : 0;
+}
+
 size_t an_input_fill(an_input *in)
 {
-    if (in->eof || in->failed)
+    if (in->eof || in->failed) {
+        say_late(in);
         return in->len - in->pos;
+    }
     /* keep what is not consumed; what is, moves into the counts */
     in->lines_before += count_newlines(in->buf, in->pos);
     const char *nl = in->pos ? memrchr(in->buf, '\n', in->pos) : NULL;
@@ -293,10 +393,9 @@ size_t an_input_fill(an_input *in)
     while (in->len < in->cap) {
         ssize_t n;
         if (in->gz) {
-            n = Z.gzread(in->gz, in->buf + in->len, (unsigned)(in->cap - in->len));
+            n = gz_read(in, in->gz, in->buf + in->len, in->cap - in->len);
             if (n < 0) {
-                int code;
-                an_input_fail(in, "gzip data is damaged: %s", Z.gzerror(in->gz, &code));
+                in->eof = 1; /* in->late says why, when the data before it is read */
                 break;
             }
         } else {
@@ -317,7 +416,15 @@ size_t an_input_fill(an_input *in)
             break; /* enough to go on: keep the loop short for pipes */
     }
     in->buf[in->len] = '\0';
+    say_late(in);
     return in->len - in->pos;
+}
+
+uint64_t an_input_line_of(const an_input *in, uint64_t offset)
+{
+    if (offset < in->base || offset > in->base + in->len)
+        return 0;
+    return in->lines_before + count_newlines(in->buf, (size_t)(offset - in->base)) + 1;
 }
 
 void an_input_where(const an_input *in, uint64_t *offset, uint64_t *line, uint64_t *column)

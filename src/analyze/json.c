@@ -336,18 +336,21 @@ int an_us_text_to_ns(const char *s, size_t n, int64_t *ns)
     return 0;
 }
 
-/* A value the exact reading refuses (NaN, Infinity, out of range) as the
- * nearest double: 0 when that is not finite or does not fit. */
-static int64_t us_double_to_ns(double v)
+int an_us_double_to_ns(double us, int64_t *ns)
 {
-    v *= 1000.0;
+    double v = us * 1000.0;
+    *ns = 0;
+    if (isnan(v) || isinf(v))
+        return AN_TIME_NOT_FINITE;
     if (!(v > -9.2e18 && v < 9.2e18))
-        return 0;
-    return (int64_t)(v < 0 ? v - 0.5 : v + 0.5);
+        return AN_TIME_TOO_BIG;
+    *ns = (int64_t)(v < 0 ? v - 0.5 : v + 0.5);
+    return AN_TIME_OK;
 }
 
-int an_json_time_ns(an_input *in, int64_t *ns)
+int an_json_time_ns_fit(an_input *in, int64_t *ns, int *fit)
 {
+    *fit = AN_TIME_OK;
     size_t len = number_in_place(in);
     if (len && an_us_text_to_ns(in->buf + in->pos, len, ns) == 0) {
         in->pos += len;
@@ -359,12 +362,20 @@ int an_json_time_ns(an_input *in, int64_t *ns)
         return -1;
     if (an_us_text_to_ns(tmp, n, ns) == 0)
         return 0;
+    /* what the exact reading refuses (NaN, Infinity, out of range), as the
+     * nearest double */
     char *end;
     double v = strtod(tmp, &end);
     if (end != tmp + n)
         return an_input_fail(in, "bad number \"%s\"", tmp);
-    *ns = us_double_to_ns(v);
+    *fit = an_us_double_to_ns(v, ns);
     return 0;
+}
+
+int an_json_time_ns(an_input *in, int64_t *ns)
+{
+    int fit;
+    return an_json_time_ns_fit(in, ns, &fit);
 }
 
 static int literal(an_input *in, const char *word, mlprof__sb *raw)

@@ -15,7 +15,7 @@
 typedef struct an_input {
     const char *path;
     int fd;
-    void *gz;             /* a gzFile when the file is compressed */
+    void *gz;             /* the inflate state (input.c) when the file is compressed */
     int compressed;
     char *buf;            /* NUL after the last byte read */
     size_t cap, len, pos; /* pos: the next byte to read */
@@ -24,6 +24,8 @@ typedef struct an_input {
     uint64_t line_start;   /* offset where the line of buf[0] starts */
     int eof, failed;
     char error[600];      /* "path:line:column: what (at byte offset N)" */
+    char late[300];       /* what is wrong past the data read (gzip cut short, damaged,
+                           * garbage after it), said when the reader gets there */
 } an_input;
 
 /* Opens path ("-" is standard input). Returns 0, or -1 with in->error set. */
@@ -37,6 +39,14 @@ void an_input_close(an_input *in);
 /* Moves what is left to the front of the buffer and reads more; returns the
  * bytes available from pos (0 at the end or after an error). */
 size_t an_input_fill(an_input *in);
+/* Says what in->late holds (a gzip file cut short, damaged, or followed by
+ * bytes that are not gzip), if no error was said before: for a reader that
+ * stops at the end of its data without asking for more. 0, or -1 when the
+ * input failed. */
+int an_input_finish(an_input *in);
+/* The line of the byte at offset while it is still in the buffer, or 0 (a
+ * place in the data the buffer has moved past). */
+uint64_t an_input_line_of(const an_input *in, uint64_t offset);
 /* Where the next byte is. */
 void an_input_where(const an_input *in, uint64_t *offset, uint64_t *line, uint64_t *column);
 /* Records the first error, with its place; returns -1. */
@@ -74,6 +84,15 @@ int an_json_time_ns(an_input *in, int64_t *ns);
 /* The same from the n bytes of text s (a number written as a string):
  * 0, or -1 when s is not a plain decimal number or does not fit. */
 int an_us_text_to_ns(const char *s, size_t n, int64_t *ns);
+/* Whether a time fits 64-bit nanoseconds (about 292 years either way). */
+enum { AN_TIME_OK = 0, AN_TIME_NOT_FINITE = 1, AN_TIME_TOO_BIG = 2 };
+/* an_json_time_ns that says in *fit whether the value fits (AN_TIME_*): a
+ * NaN, an infinity or a value beyond the range reads as 0, which a reader
+ * of durations must not take for a time. */
+int an_json_time_ns_fit(an_input *in, int64_t *ns, int *fit);
+/* Microseconds as a double into nanoseconds, rounded half away from zero:
+ * AN_TIME_OK, or why it does not fit (*ns is then 0). */
+int an_us_double_to_ns(double us, int64_t *ns);
 /* Any value; when raw is not NULL, its compact JSON text is appended there. */
 int an_json_skip(an_input *in, mlprof__sb *raw);
 /* Opens an object or an array (open: '{' or '['; what names it in an error).

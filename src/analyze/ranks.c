@@ -202,6 +202,8 @@ static int take_one(ranks *rs, const char *path, an_trace *tp, int rc, const an_
         mlprof__sb_printf(notes, "warning: %s; using the %zu events read before it\n", t.error, t.nev);
         *damaged = 1;
     }
+    if (t.note[0])
+        mlprof__sb_printf(notes, "note: %s\n", t.note);
     const char *skip = empty ? "holds no trace event" : NULL;
     if (!skip && ro->dist && merged_ranks_in(&t) >= 2)
         skip = "a merged trace of several ranks, beside the ranks' own (give it alone: mlprof ranks MERGED)";
@@ -967,6 +969,8 @@ static int read_single(ranks *rs, const char *path, mlprof__sb *notes, int *dama
         mlprof__sb_printf(notes, "warning: %s; using the %zu events read before it\n", t.error, t.nev);
         *damaged = 1;
     }
+    if (t.note[0])
+        mlprof__sb_printf(notes, "note: %s\n", t.note);
     *merged = 1;
     char method[64];
     merge_method(&t, method, sizeof method);

@@ -6,6 +6,8 @@
  * the innermost one); metadata events become process and thread names.
  */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +76,24 @@ typedef struct open_stack {
     size_t n, cap;
 } open_stack;
 
+/* Events the reader left out, of one kind, for the trace's note: how many,
+ * and what was wrong with the first and where it is. */
+typedef struct left_out {
+    uint64_t n;
+    char first[240];
+} left_out;
+
+/* Why an event is left out. A serious reader keeps going past one bad event
+ * among good ones, and says what it left out: an event with a time that
+ * cannot be taken (NaN, beyond 64-bit nanoseconds, a negative "dur", an end
+ * past the range, an "E" before its "B") is left out rather than clamped,
+ * since no value put in its place would be true, and an analysis would
+ * count it as measured; a malformed one (no "ph", no "ts", an "X" without
+ * "dur", a member of the wrong type) cannot be placed; a phase mlprof does
+ * not read ("P", "O", ...) is not an error in the file but is lost all the
+ * same. */
+enum { LEFT_TIME, LEFT_FORM, LEFT_PHASE, LEFT_N };
+
 typedef struct reader {
     an_trace *t;
     an_input in;
@@ -84,7 +104,75 @@ typedef struct reader {
     int has_events;         /* a traceEvents array, or the file is an array */
     uint64_t entries;       /* the items of that array */
     uint64_t events;        /* those that are events (metadata included) */
+    left_out left[LEFT_N];
+    left_out misnested;     /* ends that closed a begin other than the innermost */
+    uint64_t event_at;      /* the byte offset where the event being read starts */
+    int bad;                /* why that event is left out (LEFT_*), or -1 */
+    char bad_why[200];
 } reader;
+
+/* Where the event being read starts: its byte offset, and its line while
+ * the buffer still holds it. */
+static void event_place(const reader *r, char *buf, size_t len)
+{
+    uint64_t line = an_input_line_of(&r->in, r->event_at);
+    const char *data = r->in.compressed ? " of the uncompressed data" : "";
+    if (line)
+        snprintf(buf, len, "line %llu, byte offset %llu%s", (unsigned long long)line,
+                 (unsigned long long)r->event_at, data);
+    else
+        snprintf(buf, len, "byte offset %llu%s", (unsigned long long)r->event_at, data);
+}
+
+static void count_left(reader *r, left_out *lo, const char *why)
+{
+    if (lo->n++)
+        return;
+    char place[120];
+    event_place(r, place, sizeof place);
+    snprintf(lo->first, sizeof lo->first, "%s, at %s", why, place);
+}
+
+/* The event being read is left out, for the first reason found. */
+static void event_bad(reader *r, int kind, const char *fmt, ...) MLPROF_I_PRINTF(3, 4);
+static void event_bad(reader *r, int kind, const char *fmt, ...)
+{
+    if (r->bad >= 0)
+        return;
+    r->bad = kind;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->bad_why, sizeof r->bad_why, fmt, ap);
+    va_end(ap);
+}
+
+/* What a JSON value is, from its first byte. */
+static const char *json_kind(int c)
+{
+    switch (c) {
+    case '"': return "a string";
+    case '{': return "an object";
+    case '[': return "an array";
+    case 't': return "true";
+    case 'f': return "false";
+    case 'n': return "null";
+    default: return "a number";
+    }
+}
+
+/* A member whose value is true, false, null, an array or an object where a
+ * number or a string was expected: valid JSON, so the reading goes on past
+ * it, and the event is left out naming the member. 1 when it was so (*rc
+ * then says whether the value could be skipped). */
+static int wrong_type(reader *r, const char *key, const char *expected, int *rc)
+{
+    int c = an_json_peek(&r->in);
+    if (c != 't' && c != 'f' && c != 'n' && c != '[' && c != '{')
+        return 0;
+    *rc = an_json_skip(&r->in, NULL);
+    event_bad(r, LEFT_FORM, "\"%s\": expected %s, found %s", key, expected, json_kind(c));
+    return 1;
+}
 
 static an_arg *new_arg(an_trace *t)
 {
@@ -139,22 +227,34 @@ static int read_args(reader *r, an_event *e)
 }
 
 /* A time in microseconds, as a number or a string holding one (some writers
- * quote their numbers), read exactly into nanoseconds. */
-static int read_time(reader *r, int64_t *ns)
+ * quote their numbers), read exactly into nanoseconds. One that is no time
+ * at all, or does not fit, leaves its event out. */
+static int read_time(reader *r, const char *key, int64_t *ns)
 {
-    if (an_json_peek(&r->in) != '"')
-        return an_json_time_ns(&r->in, ns);
-    if (an_json_string(&r->in, &r->val) != 0)
-        return -1;
-    const char *s = r->val.data ? r->val.data : "";
-    if (an_us_text_to_ns(s, r->val.len, ns) == 0)
-        return 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end)
-        return an_input_fail(&r->in, "expected a number, found the string \"%s\"", s);
-    *ns = an_to_i64(v * 1000.0);
-    return 0;
+    int rc = 0, fit = AN_TIME_OK;
+    if (wrong_type(r, key, "a number", &rc))
+        return rc;
+    if (an_json_peek(&r->in) != '"') {
+        rc = an_json_time_ns_fit(&r->in, ns, &fit);
+    } else {
+        if (an_json_string(&r->in, &r->val) != 0)
+            return -1;
+        const char *s = r->val.data ? r->val.data : "";
+        char *end;
+        if (an_us_text_to_ns(s, r->val.len, ns) != 0) {
+            double v = strtod(s, &end);
+            if (end == s || *end) {
+                event_bad(r, LEFT_FORM, "\"%s\": expected a number, found the string \"%.40s\"", key, s);
+                return 0;
+            }
+            fit = an_us_double_to_ns(v, ns);
+        }
+    }
+    if (rc == 0 && fit != AN_TIME_OK)
+        event_bad(r, LEFT_TIME, "\"%s\" is %s", key,
+                  fit == AN_TIME_NOT_FINITE ? "not a finite number"
+                                            : "beyond what 64-bit nanoseconds hold (292 years)");
+    return rc;
 }
 
 /* pid and tid: numbers, or strings ("stream 7") given numbers of their own
@@ -257,33 +357,58 @@ static open_stack *track_stack(reader *r, int64_t pid, int64_t tid)
     return e->value;
 }
 
-/* An end: closes the innermost begin of that name (or the innermost one). */
+static void note_span(an_trace *t, int64_t from, int64_t to)
+{
+    if (from < t->t_min)
+        t->t_min = from;
+    if (to > t->t_max)
+        t->t_max = to;
+}
+
+/* An end: closes the innermost begin of that name (or the innermost one).
+ * Begins on a thread must nest; when an end closes one that is not the
+ * innermost, those inside it stay open for their own ends (as Perfetto's
+ * importer does): each is kept with the times the trace gives, the two
+ * overlapping, and the end is counted for the note. */
 static void close_begin(reader *r, an_event *end)
 {
     an_trace *t = r->t;
     open_stack *s = track_stack(r, end->pid, end->tid);
-    if (!s || !s->n) {
-        t->unmatched_ends++;
-        return;
-    }
-    size_t k = s->n;
-    if (end->name[0]) {
+    size_t k = s ? s->n : 0;
+    if (k && end->name[0]) {
         while (k > 0 && t->ev[s->idx[k - 1]].name != end->name)
             k--;
-        if (k == 0) {
-            t->unmatched_ends++;
-            return;
-        }
     }
-    /* begins above it lost their ends: they are not durations */
-    for (size_t j = k; j < s->n; j++) {
-        t->ev[s->idx[j]].ph = 'U';
-        t->unclosed_begins++;
+    if (k == 0) {
+        t->unmatched_ends++;
+        note_span(t, end->ts, end->ts);
+        return;
     }
     an_event *b = &t->ev[s->idx[k - 1]];
-    s->n = k - 1;
+    if (end->ts < b->ts || (b->ts < 0 && end->ts > INT64_MAX + b->ts)) {
+        char why[200];
+        if (end->ts < b->ts)
+            snprintf(why, sizeof why, "an \"E\" of \"%.60s\" %.3f us before its \"B\"", b->name,
+                     (double)(b->ts - end->ts) / 1000.0);
+        else
+            snprintf(why, sizeof why, "an \"E\" of \"%.60s\" beyond what 64-bit nanoseconds hold after its \"B\"",
+                     b->name);
+        count_left(r, &r->left[LEFT_TIME], why);
+        t->skipped++;
+        t->nargs = end->args;
+        return; /* its begin waits for another end */
+    }
+    if (k < s->n) {
+        char why[200];
+        snprintf(why, sizeof why, "\"%.60s\" closed while \"%.60s\" inside it was open", b->name,
+                 t->ev[s->idx[s->n - 1]].name);
+        count_left(r, &r->misnested, why);
+    }
+    memmove(&s->idx[k - 1], &s->idx[k], (s->n - k) * sizeof *s->idx);
+    s->n--;
     b->ph = 'X';
-    b->dur = end->ts > b->ts ? end->ts - b->ts : 0;
+    b->dur = end->ts - b->ts;
+    note_span(t, b->ts, end->ts);
     if (end->nargs) { /* the end's arguments join the begin's */
         if (b->args + b->nargs != end->args) {
             size_t first = t->nargs;
@@ -341,6 +466,27 @@ static int event_key(const char *k, size_t n)
     }
 }
 
+/* What keeps a read event from being kept, when its members were each
+ * fine: r->bad is then set. */
+static void check_event(reader *r, const an_event *e, int has_ph, int has_ts, int has_dur)
+{
+    if (!e->ph) {
+        event_bad(r, LEFT_FORM, has_ph ? "an empty \"ph\"" : "no \"ph\"");
+    } else if (e->ph == 'M') {
+        return; /* metadata needs no time */
+    } else if (!strchr("XBEiCstfben", e->ph)) {
+        event_bad(r, LEFT_PHASE, "\"ph\":\"%c\"", e->ph);
+    } else if (!has_ts) {
+        event_bad(r, LEFT_FORM, "an \"%c\" without \"ts\"", e->ph);
+    } else if (e->ph == 'X' && !has_dur) {
+        event_bad(r, LEFT_FORM, "an \"X\" without \"dur\"");
+    } else if (has_dur && e->dur < 0) {
+        event_bad(r, LEFT_TIME, "\"dur\" is negative (%.3f us)", (double)e->dur / 1000.0);
+    } else if (e->ts > 0 && e->dur > INT64_MAX - e->ts) {
+        event_bad(r, LEFT_TIME, "\"ts\" + \"dur\" is beyond what 64-bit nanoseconds hold (292 years)");
+    }
+}
+
 static int read_event(reader *r)
 {
     an_input *in = &r->in;
@@ -350,13 +496,19 @@ static int read_event(reader *r)
     e.name = e.cat = "";
     e.parent = -1;
     e.args = (uint32_t)t->nargs;
-    int has_ts = 0, named_pid = 0, named_tid = 0, has_bind = 0;
+    int has_ph = 0, has_ts = 0, has_dur = 0, named_pid = 0, named_tid = 0, has_bind = 0;
     uint64_t bind_id = 0;
     uint8_t flow_dir = 0; /* AN_FLOW_IN, AN_FLOW_OUT */
     const char *pid_name = NULL, *tid_name = NULL;
+    r->bad = -1;
+    if (an_json_peek(in) >= 0)
+        r->event_at = in->base + in->pos;
     int more = an_json_open(in, '{', "'{' to start an event");
     if (more <= 0) {
-        t->skipped += more == 0;
+        if (more == 0) {
+            count_left(r, &r->left[LEFT_FORM], "an empty object");
+            t->skipped++;
+        }
         return more;
     }
     do {
@@ -366,14 +518,27 @@ static int read_event(reader *r)
         int rc = 0;
         int which = event_key(k, r->key.len);
         if (which == K_STRING) {
-            if (an_json_peek(in) != '"') {
-                rc = an_json_skip(in, NULL);
-            } else if ((rc = an_json_string(in, &r->val)) == 0) {
-                const char *s = r->val.data ? r->val.data : "";
+            int c = an_json_peek(in);
+            mlprof__sb *text = &r->val;
+            if (c == '"') {
+                rc = an_json_string(in, text);
+            } else if (k[0] == 'p' || c == 'n' || (k[0] != 'n' && k[0] != 'c')) {
+                rc = an_json_skip(in, NULL); /* null: none given */
+                if (k[0] == 'p')
+                    event_bad(r, LEFT_FORM, "\"ph\": expected a string, found %s", json_kind(c));
+                text = NULL;
+            } else { /* a name or category given as a number (or other value): its text */
+                text = &r->raw;
+                mlprof__sb_reset(text);
+                rc = an_json_skip(in, text);
+            }
+            if (rc == 0 && text) {
+                const char *s = text->data ? text->data : "";
+                has_ph |= k[0] == 'p';
                 if (k[0] == 'n')
-                    e.name = an_intern(t, s, r->val.len);
+                    e.name = an_intern(t, s, text->len);
                 else if (k[0] == 'c')
-                    e.cat = an_intern(t, s, r->val.len);
+                    e.cat = an_intern(t, s, text->len);
                 else if (k[0] == 'p')
                     e.ph = s[0];
                 else if (k[0] == 's')
@@ -384,32 +549,41 @@ static int read_event(reader *r)
                     return an_input_fail(in, "out of memory");
             }
         } else if (which == K_TIME) {
-            int64_t ns;
-            if ((rc = read_time(r, &ns)) == 0) {
+            int64_t ns = 0;
+            if ((rc = read_time(r, k[0] == 't' ? "ts" : "dur", &ns)) == 0) {
                 if (k[0] == 't') {
                     e.ts = ns;
                     has_ts = 1;
                 } else {
-                    e.dur = ns > 0 ? ns : 0;
+                    e.dur = ns;
+                    has_dur = 1;
                 }
             }
         } else if (which == K_PID) {
-            rc = read_track_id(r, &e.pid, &named_pid);
-            if (named_pid)
-                pid_name = an_intern(t, r->val.data, r->val.len);
+            if (!wrong_type(r, "pid", "a number or a string", &rc)) {
+                rc = read_track_id(r, &e.pid, &named_pid);
+                if (named_pid)
+                    pid_name = an_intern(t, r->val.data, r->val.len);
+            }
         } else if (which == K_TID) {
-            rc = read_track_id(r, &e.tid, &named_tid);
-            if (named_tid)
-                tid_name = an_intern(t, r->val.data, r->val.len);
+            if (!wrong_type(r, "tid", "a number or a string", &rc)) {
+                rc = read_track_id(r, &e.tid, &named_tid);
+                if (named_tid)
+                    tid_name = an_intern(t, r->val.data, r->val.len);
+            }
         } else if (which == K_ID) {
-            e.id = read_id(r);
-            rc = in->failed ? -1 : 0;
+            if (!wrong_type(r, "id", "a number or a string", &rc)) {
+                e.id = read_id(r);
+                rc = in->failed ? -1 : 0;
+            }
         } else if (which == K_ID2) {
             rc = read_id2(r, &e.id, &e.id_form);
         } else if (which == K_BIND_ID) {
-            bind_id = read_id(r);
-            has_bind = 1;
-            rc = in->failed ? -1 : 0;
+            if (!wrong_type(r, "bind_id", "a number or a string", &rc)) {
+                bind_id = read_id(r);
+                has_bind = 1;
+                rc = in->failed ? -1 : 0;
+            }
         } else if (which == K_FLOW_IN || which == K_FLOW_OUT) {
             if (an_json_peek(in) == 't')
                 flow_dir |= which == K_FLOW_IN ? AN_FLOW_IN : AN_FLOW_OUT;
@@ -430,10 +604,22 @@ static int read_event(reader *r)
         e.id_form = (uint8_t)(AN_ID_BIND | flow_dir);
     }
 
+    if (e.ph == 'I')
+        e.ph = 'i';
+    if (r->bad < 0)
+        check_event(r, &e, has_ph, has_ts, has_dur);
+    if (r->bad >= 0) {
+        count_left(r, &r->left[r->bad], r->bad_why);
+        t->skipped++;
+        t->nargs = e.args;
+        r->events += e.ph && has_ts && r->bad != LEFT_PHASE; /* an event, though not one to keep */
+        return 0;
+    }
     if (pid_name)
         an_trace_add_name(t, e.pid, AN_PROCESS_TID, pid_name);
     if (tid_name)
         an_trace_add_name(t, e.pid, e.tid, tid_name);
+    r->events++;
     if (e.ph == 'M') {
         const an_arg *a = an_event_arg(t, &e, "name");
         if (a && a->str && strcmp(e.name, "process_name") == 0)
@@ -441,27 +627,13 @@ static int read_event(reader *r)
         else if (a && a->str && strcmp(e.name, "thread_name") == 0)
             an_trace_add_name(t, e.pid, e.tid, a->str);
         t->nargs = e.args; /* metadata keeps nothing else */
-        r->events++;
         return 0;
     }
-    if (e.ph == 'I')
-        e.ph = 'i';
-    if (!strchr("XBEiCstfben", e.ph) || !e.ph || (!has_ts && e.ph != 'E')) {
-        t->skipped++;
-        t->nargs = e.args;
-        return 0;
-    }
-    r->events++;
     if (e.ph == 'E') {
         close_begin(r, &e);
         return 0;
     }
-    if (has_ts) {
-        if (e.ts < t->t_min)
-            t->t_min = e.ts;
-        if (e.ts + e.dur > t->t_max)
-            t->t_max = e.ts + e.dur;
-    }
+    note_span(t, e.ts, e.ts + e.dur);
     an_event *ev = grow_array(t->ev, &t->evcap, t->nev, sizeof *t->ev);
     if (!ev)
         return an_input_fail(in, "out of memory");
@@ -683,6 +855,48 @@ static int not_a_trace(an_trace *t, const reader *r)
     return -1;
 }
 
+/* The note of a JSON trace: the events left out, by kind, and the ends
+ * that closed a begin out of order, each with its first. */
+static void json_note(reader *r)
+{
+    static const char *const kinds[LEFT_N] = {
+        [LEFT_TIME] = "with a time that cannot be taken",
+        [LEFT_FORM] = "malformed",
+        [LEFT_PHASE] = "of a phase mlprof does not read",
+    };
+    an_trace *t = r->t;
+    mlprof__sb note;
+    mlprof__sb_init(&note);
+    mlprof__sb_printf(&note, "%s: ", mlprof__shortened(t->path).s);
+    size_t head = note.len;
+    int nkinds = 0;
+    for (int k = 0; k < LEFT_N; k++)
+        nkinds += r->left[k].n > 0;
+    if (t->skipped)
+        mlprof__sb_printf(&note, "%llu event%s left out%s", (unsigned long long)t->skipped,
+                          t->skipped == 1 ? "" : "s", nkinds > 1 ? ": " : ", ");
+    const char *sep = "";
+    for (int k = 0; k < LEFT_N; k++) {
+        const left_out *lo = &r->left[k];
+        if (!lo->n)
+            continue;
+        if (nkinds > 1)
+            mlprof__sb_printf(&note, "%s%llu ", sep, (unsigned long long)lo->n);
+        mlprof__sb_printf(&note, "%s (the first: %s)", kinds[k], lo->first);
+        sep = ", ";
+    }
+    if (r->misnested.n)
+        mlprof__sb_printf(&note,
+                          "%s%llu end%s (\"E\") closed a begin that was not the innermost on its thread; the "
+                          "begins inside it stayed open for their own ends, so they overlap instead of nesting "
+                          "(the first: %s)",
+                          note.len > head ? "; " : "", (unsigned long long)r->misnested.n,
+                          r->misnested.n == 1 ? "" : "s", r->misnested.first);
+    if (note.len > head && !note.failed)
+        snprintf(t->note, sizeof t->note, "%s", note.data);
+    mlprof__sb_free(&note);
+}
+
 /* From the file at path, or from data when it is not NULL. */
 static int read_trace(an_trace *t, const char *path, const void *data, size_t n)
 {
@@ -718,7 +932,11 @@ static int read_trace(an_trace *t, const char *path, const void *data, size_t n)
             rc = an_input_fail(&r.in, "unexpected data after the end of the trace");
         if (rc == 0 && !r.events)
             rc = not_a_trace(t, &r);
+        else
+            json_note(&r);
     }
+    if (rc == 0 && opened)
+        rc = an_input_finish(&r.in); /* a gzip file whose end is wrong, after all its data was read */
     /* begins never ended are not durations */
     for (size_t i = 0; i < r.tracks.cap; i++) {
         open_stack *s = r.tracks.slots[i].key ? r.tracks.slots[i].value : NULL;

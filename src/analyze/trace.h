@@ -96,12 +96,13 @@ typedef struct an_trace {
     int64_t base_time_ns;    /* "baseTimeNanoseconds": the times are since this epoch time (0: none) */
     int system_clock;        /* its metadata says the times are the host's real-time clock (Kineto's) */
     const char *writer;      /* "mlprof", "pytorch", or "" when unknown */
-    uint64_t unmatched_ends, unclosed_begins, skipped;
+    uint64_t unmatched_ends, unclosed_begins;
+    uint64_t skipped;        /* events left out (t->note says which and why) */
     int64_t t_min, t_max;    /* the span of the events, ns */
     int partial;             /* reading stopped at an error; the events before it are kept */
     char error[600];
     const char *format;      /* "json", or "perfetto" (Perfetto's protobuf TracePackets, pftrace.h) */
-    char note[400];          /* what the reader left out and why ("" when nothing): said with the output */
+    char note[1024];         /* what the reader left out and why ("" when nothing): said with the output */
     an_stack_node *snodes;   /* Perfetto's sampled stacks (above); snodes[0] unused */
     size_t nsnodes, snodecap;
     an_stack_sample *ssamples;
