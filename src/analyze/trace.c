@@ -130,7 +130,8 @@ static void count_left(reader *r, left_out *lo, const char *why)
         return;
     char place[120];
     event_place(r, place, sizeof place);
-    snprintf(lo->first, sizeof lo->first, "%s, at %s", why, place);
+    if (snprintf(lo->first, sizeof lo->first, "%s, at %s", why, place) >= (int)sizeof lo->first)
+        memcpy(lo->first + sizeof lo->first - 4, "...", 4); /* cut: said so */
 }
 
 /* The event being read is left out, for the first reason found. */
