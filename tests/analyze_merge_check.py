@@ -210,8 +210,8 @@ def test_metadata_and_clock():
               f"input {r}: deviceProperties {i.get('deviceProperties')}")
         check(int(i.get("baseTimeNanoseconds", 0)) == (b0, b1)[r], f"input {r}: base {i.get('baseTimeNanoseconds')}")
     names = sorted(e["args"]["name"] for e in t["traceEvents"] if e["name"] == "process_name")
-    check(names == ["rank 0: python", "rank 0: python 0", "rank 1: python", "rank 1: python 1"],
-          f"process names say the rank: {names}")
+    check(names == ["rank 0: GPU 0 (python)", "rank 0: python 0", "rank 1: GPU 0 (python)", "rank 1: python 1"],
+          f"process names say the rank (and a GPU's which GPU): {names}")
 
     # no base (older Kineto): epoch times as they are, though the starts differ
     r0 = write("epoch_r0.json", rank_trace(0, 0))
@@ -252,10 +252,172 @@ def test_odd_ids():
     check('"External id" are too large' in p.stderr, f"ids too large: {p.stderr!r}")
 
 
+def gpu_trace(vendor, devices, used, cpu_pid):
+    """A trace as PyTorch's profiler writes it on a host whose GPUs are
+    called vendor: deviceProperties lists devices (ids), and a kernel runs on
+    each device of used, whose process has the device's number as pid (and as
+    "device"); every listed device has a process named as the program."""
+    evs = [{"ph": "M", "name": "process_name", "pid": cpu_pid, "tid": 0, "args": {"name": "python3"}}]
+    for d in devices:
+        evs.append({"ph": "M", "name": "process_name", "pid": d, "tid": 0, "args": {"name": "python3"}})
+    for k, d in enumerate(used):
+        corr = 10 + k
+        evs.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": cpu_pid, "tid": 1,
+                    "ts": BASE_US + 10 * k, "dur": 2, "args": {"correlation": corr}})
+        evs.append({"ph": "X", "cat": "kernel", "name": f"{vendor}_k{d}", "pid": d, "tid": 7,
+                    "ts": BASE_US + 10 * k + 3, "dur": 4, "args": {"correlation": corr, "device": d, "stream": 7}})
+    return {"schemaVersion": 1, "traceEvents": evs,
+            "deviceProperties": [{"id": d, "name": f"{vendor} GPU", "totalGlobalMem": 1 << 34} for d in devices]}
+
+
+def test_devices_apart():
+    """Inputs whose GPUs have the same numbers (every host's first GPU is 0):
+    merged, each GPU keeps its own name (kernels' device_name), its own
+    number in the output (its events' "device", its deviceProperties' id),
+    and its process says which input and which of its GPUs it is."""
+    inputs = [("Alpha", [0, 1], [0]), ("Beta", [0], [0]), ("Gamma", [0, 1], [1, 0])]
+    paths = [write(f"dev_{v}.json", gpu_trace(v, devs, used, 500)) for v, devs, used in inputs]
+    out = os.path.join(OUT, "dev_merged.json")
+    mlprof("merge", *paths, "--same-clock", "--names", "A,B,C", "-o", out)
+    t = load(out)
+    props = t.get("deviceProperties", [])
+    ids = [p.get("id") for p in props]
+    check(len(ids) == len(set(ids)), f"merged deviceProperties ids must be distinct: {ids}")
+    by_id = {p.get("id"): p for p in props}
+    pname = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e["name"] == "process_name"}
+    kernels = {e["name"]: e for e in t["traceEvents"] if e.get("cat") == "kernel"}
+    check(len(kernels) == 4, f"every kernel written: {sorted(kernels)}")
+    seen = set()
+    for i, (vendor, _, used) in enumerate(inputs):
+        devmap = t["otherData"]["merge"]["inputs"][i].get("devices", {})
+        for d in used:
+            k = kernels.get(f"{vendor}_k{d}", {"pid": None, "args": {}})
+            dev = k["args"].get("device")
+            seen.add((k["pid"], dev))
+            p = by_id.get(dev, {})
+            check(p.get("name") == f"{vendor} GPU" and p.get("merge_input") == i and p.get("merge_device") == d
+                  and p.get("merge_label") == "ABC"[i],
+                  f"{vendor}'s GPU {d}: its kernel says device {dev}, whose properties are {p}")
+            check(devmap.get(str(d)) == dev, f"{vendor}: otherData.merge.inputs[{i}].devices {devmap}, kernel on {dev}")
+            check(pname.get(k["pid"]) == f"{'ABC'[i]}: GPU {d} (python3)",
+                  f"{vendor}'s GPU {d} process named {pname.get(k['pid'])!r}")
+    check(len(seen) == 4 and len({p for p, _ in seen}) == 4 and len({d for _, d in seen}) == 4,
+          f"four GPUs used, four pids and device numbers: {sorted(seen, key=str)}")
+    # the first input's numbers are kept
+    check(kernels.get("Alpha_k0", {}).get("args", {}).get("device") == 0 and kernels["Alpha_k0"]["pid"] == 0,
+          f"the first input's GPU 0 stays 0: {kernels.get('Alpha_k0')}")
+    # the analyzer names each device by its own input's properties
+    k = kernels_json(out)
+    names = {d.get("pid"): d.get("device_name") for d in k.get("devices", [])}
+    for vendor, _, used in inputs:
+        for d in used:
+            pid = kernels.get(f"{vendor}_k{d}", {}).get("pid")
+            check(names.get(pid) == f"{vendor} GPU", f"mlprof kernels names {vendor}'s GPU {d} {names.get(pid)!r}")
+
+    # real traces: an AMD and two NVIDIA hosts, each with a GPU 0 in its own numbering
+    kin = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "traces", "kineto")
+    real = [os.path.join(kin, n) for n in ("alexnet_a100.json.gz", "mi250_rocm.json.gz", "triton_a100.json.gz")]
+    if not all(os.path.exists(p) for p in real):
+        print(f"skipped the Kineto traces' devices: {kin} is absent")
+        return
+    out = os.path.join(OUT, "dev_kineto.json")
+    mlprof("merge", *real, "-o", out)
+    devs = [(d.get("device"), d.get("device_name")) for d in kernels_json(out).get("devices", [])]
+    want = sorted(["NVIDIA A100-PG509-200", "AMD Radeon Graphics", "NVIDIA A100-PG509-200"])
+    check(sorted(n for _, n in devs) == want and len({d for d, _ in devs}) == 3,
+          f"Kineto traces merged: devices {devs}, wanted three apart named {want}")
+
+
+def test_named_ids_survive_doubles():
+    """pids and tids given as strings (Kineto's "Spans", "Traces", "") come
+    out as numbers that a double holds (JavaScript's, in Perfetto's UI and
+    chrome://tracing), apart from each other and from the numbered ones,
+    with their strings as the tracks' names."""
+    evs = [
+        {"ph": "X", "name": "span", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 1, "dur": 50},
+        {"ph": "X", "name": "span0", "pid": "Spans", "tid": 0, "ts": 2, "dur": 5},
+        {"ph": "X", "name": "span1", "pid": "Spans", "tid": 1, "ts": 2, "dur": 5},
+        {"ph": "i", "s": "g", "name": "iter", "pid": "Traces", "tid": "Trace PyTorch Profiler", "ts": 3},
+        {"ph": "i", "s": "g", "name": "window", "pid": "", "tid": "", "ts": 4},
+        {"ph": "X", "name": "op", "pid": 1000000, "tid": 2, "ts": 5, "dur": 1},
+        {"ph": "M", "name": "process_name", "pid": 1000000, "tid": 0, "args": {"name": "python3"}},
+    ]
+    src = write("named_ids.json", {"traceEvents": evs})
+    out = os.path.join(OUT, "named_ids_merged.json")
+    mlprof("merge", src, src, "--same-clock", "--names", "a,b", "-o", out)
+    t = load(out)
+    where = {}
+    for e in t["traceEvents"]:
+        for key in ("pid", "tid"):
+            v = e.get(key)
+            check(isinstance(v, int) and abs(v) < 2 ** 53, f"{e['name']}: {key} {v!r} is no number a double holds")
+        if e["ph"] != "M":
+            where.setdefault(e["name"], []).append((e["pid"], e["tid"]))
+    tracks = {n: w for n, w in where.items()}
+    check(all(len(w) == 2 for w in tracks.values()) and len(tracks) == 6, f"every event twice: {tracks}")
+    pids = {n: [p for p, _ in w] for n, w in tracks.items()}
+    # per input: "Spans", "Traces", "" and 1000000 are four processes; two inputs, eight
+    procs = {float(p) for n in ("span", "iter", "window", "op") for p in pids.get(n, [])}
+    check(len(procs) == 8, f"eight processes apart, even as doubles: {pids}")
+    for k in range(2):
+        sp = [tracks[n][k] for n in ("span", "span0", "span1") if n in tracks]
+        check(len({p for p, _ in sp}) == 1 and len({float(tid) for _, tid in sp}) == 3,
+              f"input {k}: Spans' three threads apart in one process: {sp}")
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M"
+             and e["name"] in ("process_name", "thread_name")}
+    for k, label in enumerate("ab"):
+        for ev, proc, thread in (("span", "Spans", "PyTorch Profiler"), ("iter", "Traces", "Trace PyTorch Profiler"),
+                                 ("window", "", "")):
+            if ev not in tracks:
+                continue
+            pid, tid = tracks[ev][k]
+            check(names.get((pid, 0)) == f"{label}: {proc}", f"{proc!r} of {label} named {names.get((pid, 0))!r}")
+            check(names.get((pid, tid)) == thread, f"{thread!r} of {label} named {names.get((pid, tid))!r}")
+        got = t["otherData"]["merge"]["inputs"][k]["pids"]
+        check(set(got) == {"Spans", "Traces", "", "1000000"} and got.get("Spans") == tracks["span"][k][0],
+              f"input {k}: otherData.merge pids by the names given {got}")
+
+    kin = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "traces", "kineto")
+    real = [os.path.join(kin, n) for n in ("alexnet_a100.json.gz", "mi250_rocm.json.gz")]
+    if not all(os.path.exists(p) for p in real):
+        print(f"skipped the Kineto traces' named ids: {kin} is absent")
+        return
+    out = os.path.join(OUT, "named_kineto.json")
+    mlprof("merge", *real, "-o", out)
+    big = [(e["name"], e["pid"], e["tid"]) for e in load(out)["traceEvents"]
+           if not all(isinstance(v, int) and abs(v) < 2 ** 53 for v in (e["pid"], e["tid"]))]
+    check(not big, f"Kineto traces merged: ids a double does not hold: {big[:5]}")
+
+
+def test_nul_kept():
+    """A string that holds a NUL ("k\\u0000ey") is written whole, as
+    augment writes it: argument keys and values, names, track names."""
+    evs = [{"ph": "X", "name": "n\u0000ame", "cat": "c\u0000at", "pid": 1, "tid": 1, "ts": 0, "dur": 10,
+            "args": {"k\u0000ey": "v\u0000al", "k": "other", "t": "true\u0000x", "correlation": "7\u00008"}},
+           {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "pro\u0000c"}},
+           {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "thr\u0000ead"}}]
+    src = write("nul.json", {"traceEvents": evs})
+    out = os.path.join(OUT, "nul_merged.json")
+    mlprof("merge", src, src, "--same-clock", "--names", "a,b", "-o", out)
+    t = load(out)
+    got = [e for e in t["traceEvents"] if e["ph"] == "X"]
+    check(len(got) == 2, f"two events: {got}")
+    for k, e in enumerate(got):
+        want = {"k\u0000ey": "v\u0000al", "k": "other", "t": "true\u0000x",
+                "correlation": "7\u00008" if k == 0 else "1:7\u00008"}
+        check(e.get("args") == want, f"input {k}: arguments {e.get('args')!r}, wanted {want!r}")
+        check(e["name"] == "n\u0000ame" and e.get("cat") == "c\u0000at",
+              f"input {k}: name {e['name']!r}, category {e.get('cat')!r}")
+    meta = sorted(e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and "name" in e.get("args", {}))
+    check(meta == ["a: pro\u0000c", "b: pro\u0000c", "thr\u0000ead", "thr\u0000ead"], f"track names {meta!r}")
+    with open(out) as f:
+        check("\\u0000" in f.read(), "NUL escaped as \\u0000")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     tests = [test_nanoseconds_round_trip, test_links_stay_with_their_rank, test_metadata_and_clock,
-             test_odd_ids]
+             test_odd_ids, test_devices_apart, test_named_ids_survive_doubles, test_nul_kept]
     for test in tests:
         test()
     if failures:

@@ -166,6 +166,36 @@ def main():
     check(rc == 0 and got == want.replace(small[0].encode(), b"/dev/stdin"),
           "merge of standard input differs from the file's (%d %s)" % (rc, err))
 
+    # --- the same for a trace with what the merge renumbers or must keep whole: pids and tids
+    # given as strings, GPUs numbered alike in both inputs, a NUL in a key; from the file, and
+    # kept from standard input
+    odd = os.path.join(OUT, "odd.json")
+    with open(odd, "w") as f:
+        json.dump({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "G"}], "traceEvents": [
+            {"ph": "X", "name": "span", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 1, "dur": 9},
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2, "dur": 1,
+             "args": {"device": 0, "k\u0000ey": "v\u0000al"}}]}, f)
+    other = os.path.join(OUT, "odd-copy.json")
+    with open(odd, "rb") as f, open(other, "wb") as g:
+        g.write(f.read())
+    rc, want, err, _ = run([MLPROF, "merge", odd, other, "--same-clock"])
+    check(rc == 0, "merge of string ids: %s" % err)
+    with open(odd, "rb") as f:
+        rc, got, err, _ = run([MLPROF, "merge", "/dev/stdin", other, "--same-clock"], stdin=f)
+    check(rc == 0 and got == want.replace(odd.encode(), b"/dev/stdin"),
+          "merge of string ids from standard input differs from the file's (%d %s)" % (rc, err))
+    try:
+        t = json.loads(want)
+    except ValueError:
+        t = {"traceEvents": [], "deviceProperties": []}
+    ids = [e[k] for e in t["traceEvents"] for k in ("pid", "tid")]
+    check(ids and all(isinstance(v, int) and abs(v) < 2 ** 53 for v in ids), "ids a double holds: %s" % ids)
+    ks = [e for e in t["traceEvents"] if e["name"] == "k"]
+    check(len(ks) == 2 and len({e["args"]["device"] for e in ks}) == 2
+          and all(e["args"].get("k\u0000ey") == "v\u0000al" for e in ks), "two GPUs apart, NUL kept: %s" % ks)
+    check(sorted(d["id"] for d in t.get("deviceProperties", [])) == sorted(e["args"]["device"] for e in ks),
+          "deviceProperties under the output's numbers: %s" % t.get("deviceProperties"))
+
     # --- a full disk: an error naming the file, no partial output, the old one kept
     full = os.path.join(OUT, "full.json")
     with open(full, "w") as f:

@@ -27,6 +27,7 @@
 #include "../common/gz.h"
 #include "analyze.h"
 #include "flame.h"
+#include "json.h"
 #include "merge.h"
 #include "pfexport.h"
 
@@ -145,8 +146,182 @@ void an_merge_input_free(an_merge_input *s)
     mlprof__free((char *)s->view.other_data);
     mlprof__free((char *)s->view.distributed_info);
     mlprof__free((char *)s->view.device_props);
+    for (size_t k = 0; s->pid_names && k < s->npids; k++)
+        mlprof__free(s->pid_names[k]);
+    mlprof__free(s->pid_names);
+    mlprof__free(s->pid_gpu);
     mlprof__free(s->pids);
+    mlprof__free(s->devices);
+    mlprof__free(s->named_tids);
+    mlprof__free(s->tid_to);
     memset(s, 0, sizeof *s);
+}
+
+/* Sets of numbers: a map whose keys are the 8 bytes of each. */
+static int num_add(mlprof__map *m, int64_t v)
+{
+    mlprof__map_entry *e = mlprof__map_slot(m, (const char *)&v, sizeof v);
+    if (!e)
+        return -1;
+    e->value = (void *)1;
+    return 0;
+}
+
+static int num_has(const mlprof__map *m, int64_t v)
+{
+    return mlprof__map_get(m, (const char *)&v, sizeof v) != NULL;
+}
+
+/* Adds v to the list a[0..*n) unless it is there. */
+static int list_add(int64_t **a, size_t *n, size_t *cap, int64_t v)
+{
+    for (size_t k = *n; k-- > 0;) {
+        if ((*a)[k] == v)
+            return 0;
+    }
+    int64_t *p = mlprof__grow(*a, cap, *n, sizeof *p, 8);
+    if (!p)
+        return -1;
+    *a = p;
+    p[(*n)++] = v;
+    return 0;
+}
+
+/* Calls fn with the compact JSON of each element of the deviceProperties
+ * array props (as a trace keeps it); stops at what is not such an array.
+ * Returns 0, or fn's -1. */
+static int each_device(const char *props, int (*fn)(void *ctx, const char *obj), void *ctx)
+{
+    an_input in;
+    if (!props || an_input_open_mem(&in, "deviceProperties", props, strlen(props)) != 0)
+        return 0;
+    mlprof__sb raw;
+    mlprof__sb_init(&raw);
+    int rc = 0, more = an_json_open(&in, '[', "'['");
+    while (rc == 0 && more == 1) {
+        mlprof__sb_reset(&raw);
+        if (an_json_skip(&in, &raw) != 0 || raw.failed || !raw.data)
+            break;
+        rc = fn(ctx, raw.data);
+        more = an_json_next(&in, ']');
+    }
+    rc = raw.failed ? -1 : rc;
+    mlprof__sb_free(&raw);
+    an_input_close(&in);
+    return rc;
+}
+
+/* A device's "id" (an integer), into *id; 0 when it has none. */
+static int device_id(const char *obj, int64_t *id)
+{
+    size_t len;
+    const char *v = an_json_member(obj, "id", &len);
+    if (!v || !len)
+        return 0;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end != v + len)
+        return 0;
+    *id = n;
+    return 1;
+}
+
+typedef struct id_list {
+    int64_t *v;
+    size_t n, cap;
+} id_list;
+
+static int collect_device_id(void *ctx, const char *obj)
+{
+    id_list *l = ctx;
+    int64_t id;
+    return device_id(obj, &id) ? list_add(&l->v, &l->n, &l->cap, id) : 0;
+}
+
+/* The ids deviceProperties lists (held by *l, freed by the caller). */
+static int listed_devices(const char *props, id_list *l)
+{
+    memset(l, 0, sizeof *l);
+    return each_device(props, collect_device_id, l);
+}
+
+/* The devices of s: the numbers its events' "device" arguments give, and
+ * which of its pids are GPUs' tracks. Kineto gives a GPU's events the
+ * device's number as pid (and as "device"), and names a process for every
+ * device it lists, with no events on those it did not use: a pid is a GPU's
+ * when its events say that device, or when it has no events and
+ * deviceProperties lists its number. with_events: how many of s's pids
+ * (the first) have events. */
+static int summarize_devices(const an_trace *t, an_merge_input *s, size_t with_events)
+{
+    const char *dk = mlprof__map_get(&t->strings, "device", 6);
+    size_t cap = 0, hint = 0;
+    for (size_t k = 0; dk && k < t->nev; k++) {
+        const an_event *e = &t->ev[k];
+        for (uint32_t a = 0; a < e->nargs; a++) {
+            const an_arg *g = &t->args[e->args + a];
+            if (g->key != dk || g->type != AN_NUM || !g->is_int || g->inum < 0)
+                continue;
+            if (list_add(&s->devices, &s->ndevices, &cap, g->inum) != 0)
+                return -1;
+            if (g->inum != e->pid)
+                break;
+            if (hint >= s->npids || s->pids[hint] != e->pid) {
+                for (hint = 0; hint < s->npids && s->pids[hint] != e->pid;)
+                    hint++;
+            }
+            if (hint < s->npids)
+                s->pid_gpu[hint] = 1;
+            break;
+        }
+    }
+    id_list listed;
+    if (listed_devices(t->device_props, &listed) != 0) {
+        mlprof__free(listed.v);
+        return -1;
+    }
+    for (size_t p = with_events; p < s->npids; p++) {
+        for (size_t k = 0; k < listed.n && !s->pid_gpu[p]; k++)
+            s->pid_gpu[p] = listed.v[k] == s->pids[p];
+    }
+    mlprof__free(listed.v);
+    return 0;
+}
+
+/* The tids of t given as strings ("PyTorch Profiler"), each given the
+ * smallest number from 0 that none of t's own tids is: kept apart from
+ * every other thread, and a number that a double holds (the reader's are
+ * near -2^62, which JavaScript's numbers round together). */
+static int summarize_named_tids(const an_trace *t, an_merge_input *s)
+{
+    size_t cap = 0;
+    for (size_t k = 0; k < t->nev + t->nnames; k++) {
+        int64_t tid = k < t->nev ? t->ev[k].tid : t->names[k - t->nev].tid;
+        if (tid != AN_PROCESS_TID && an_is_named_id(tid) && list_add(&s->named_tids, &s->ntids, &cap, tid) != 0)
+            return -1;
+    }
+    if (!s->ntids)
+        return 0;
+    s->tid_to = mlprof__calloc(s->ntids, sizeof *s->tid_to);
+    mlprof__map own;
+    mlprof__map_init(&own);
+    int rc = s->tid_to ? 0 : -1;
+    int64_t last = 0;
+    for (size_t k = 0; rc == 0 && k < t->nev + t->nnames; k++) {
+        int64_t tid = k < t->nev ? t->ev[k].tid : t->names[k - t->nev].tid;
+        if (!an_is_named_id(tid) && (k == 0 || tid != last)) /* events come in runs of one thread */
+            rc = num_add(&own, tid);
+        last = tid;
+    }
+    int64_t next = 0;
+    for (size_t k = 0; rc == 0 && k < s->ntids; k++) {
+        while (num_has(&own, next))
+            next++;
+        s->tid_to[k] = next++;
+    }
+    mlprof__map_free(&own);
+    return rc;
 }
 
 /* The largest magnitude of t's numeric link arguments, and which key (its
@@ -224,17 +399,35 @@ int an_merge_summarize(const an_trace *t, const an_merge_options *o, an_merge_in
         s->has_marker = find_marker(t, o->sync_marker, &s->marker_ts);
     s->max_link = max_link_id(t, &s->max_link_key);
     /* the pids in the order the output numbers them: events, then names */
-    size_t cap = 0;
+    size_t cap = 0, with_events = 0;
     int64_t last = 0;
     int have_last = 0;
     for (size_t k = 0; !oom && k < t->nev + t->nnames; k++) {
         int64_t pid = k < t->nev ? t->ev[k].pid : t->names[k - t->nev].pid;
+        if (k == t->nev)
+            with_events = s->npids;
         if (have_last && pid == last)
             continue;
         oom |= add_pid(s, &cap, pid) != 0;
         last = pid;
         have_last = 1;
     }
+    if (!t->nnames)
+        with_events = s->npids;
+    if (!oom && s->npids) {
+        s->pid_names = mlprof__calloc(s->npids, sizeof *s->pid_names);
+        s->pid_gpu = mlprof__calloc(s->npids, sizeof *s->pid_gpu);
+        oom |= !s->pid_names || !s->pid_gpu;
+    }
+    for (size_t k = 0; !oom && k < s->npids; k++) {
+        if (an_is_named_id(s->pids[k])) { /* its string: the process's name unless metadata renamed it */
+            const char *name = an_process_name(t, s->pids[k]);
+            s->pid_names[k] = mlprof__strdup(name ? name : "");
+            oom |= !s->pid_names[k];
+        }
+    }
+    if (!oom)
+        oom |= summarize_devices(t, s, with_events) != 0 || summarize_named_tids(t, s) != 0;
     if (oom) {
         an_merge_input_free(s);
         return -1;
@@ -361,11 +554,134 @@ static int64_t id_step(const an_merge_input *in, size_t n, const char **key)
     return (int64_t)step;
 }
 
-static void put_args(mlprof__sb *out, const an_trace *t, const an_event *e, const link_keys *lk, size_t input,
-                     int64_t step)
+/* The strings of one trace that hold a NUL ("k\u0000ey", read from an
+ * escape): the reader interns them whole, with their length, but a C string
+ * of them ends at the NUL. By address, to be found from the pointers events
+ * keep. */
+typedef struct nul_str {
+    const char *s;
+    size_t len;
+} nul_str;
+
+typedef struct str_lens {
+    nul_str *v;
+    size_t n;
+} str_lens;
+
+static int by_address(const void *pa, const void *pb)
+{
+    uintptr_t a = (uintptr_t)((const nul_str *)pa)->s, b = (uintptr_t)((const nul_str *)pb)->s;
+    return a < b ? -1 : a > b;
+}
+
+static int find_nul_strings(const an_trace *t, str_lens *l)
+{
+    memset(l, 0, sizeof *l);
+    size_t cap = 0;
+    for (size_t k = 0; k < t->strings.cap; k++) {
+        const mlprof__map_entry *e = &t->strings.slots[k];
+        if (!e->key || strlen(e->key) == e->key_len)
+            continue;
+        nul_str *v = mlprof__grow(l->v, &cap, l->n, sizeof *v, 8);
+        if (!v)
+            return -1;
+        l->v = v;
+        l->v[l->n++] = (nul_str){e->key, e->key_len};
+    }
+    mlprof__sort(l->v, l->n, sizeof *l->v, by_address);
+    return 0;
+}
+
+/* The length of s, one of the trace's strings: past any NUL it holds. */
+static size_t str_len(const str_lens *l, const char *s)
+{
+    if (l->n) {
+        nul_str key = {s, 0};
+        const nul_str *f = bsearch(&key, l->v, l->n, sizeof *l->v, by_address);
+        if (f)
+            return f->len;
+    }
+    return strlen(s);
+}
+
+static void put_str(mlprof__sb *out, const str_lens *l, const char *s)
+{
+    mlprof__sb_json_str(out, s, str_len(l, s));
+}
+
+/* The pids of input i in the output: the same unless an earlier input used
+ * one; one given as a string is given a number too. */
+typedef struct pid_map {
+    int64_t from, to;
+    size_t input;
+} pid_map;
+
+/* The output pid of pid in maps[0..n) (one input's, which are contiguous);
+ * *hint: the last one found, tried first, since events come in runs of one
+ * process. */
+static int64_t map_pid(const pid_map *maps, size_t n, size_t *hint, int64_t pid)
+{
+    if (*hint < n && maps[*hint].from == pid)
+        return maps[*hint].to;
+    for (size_t k = 0; k < n; k++) {
+        if (maps[k].from == pid) {
+            *hint = k;
+            return maps[k].to;
+        }
+    }
+    return pid;
+}
+
+/* The output tid of one of input s's tids: its own number, or for one given
+ * as a string the one the summary chose. */
+static int64_t map_tid(const an_merge_input *s, int64_t tid)
+{
+    if (tid == AN_PROCESS_TID || !an_is_named_id(tid))
+        return tid;
+    for (size_t k = 0; k < s->ntids; k++) {
+        if (s->named_tids[k] == tid)
+            return s->tid_to[k];
+    }
+    return tid;
+}
+
+/* What writing one input needs: where its pids, devices and tids go, and
+ * the lengths of its strings that hold a NUL. */
+typedef struct input_out {
+    const an_trace *t;
+    size_t input;
+    const an_merge_input *s;
+    const pid_map *maps;
+    size_t nm, hint;
+    const int64_t *dev_to;  /* the output number of each of s->devices */
+    const char *dev_key;    /* t's "device" (interned), or NULL */
+    str_lens lens;
+} input_out;
+
+/* The output number of device d of the input (d when it has no such device). */
+static int64_t map_device(const input_out *w, int64_t d)
+{
+    for (size_t k = 0; k < w->s->ndevices; k++) {
+        if (w->s->devices[k] == d)
+            return w->dev_to[k];
+    }
+    return d;
+}
+
+/* true, false or null, as the reader keeps them: strings of those letters
+ * (one that holds more after a NUL is a string). */
+static int is_literal(const char *s, size_t len)
+{
+    return (len == 4 && (memcmp(s, "true", 4) == 0 || memcmp(s, "null", 4) == 0)) ||
+           (len == 5 && memcmp(s, "false", 5) == 0);
+}
+
+static void put_args(mlprof__sb *out, const input_out *w, const an_event *e, const link_keys *lk, int64_t step)
 {
     if (!e->nargs)
         return;
+    const an_trace *t = w->t;
+    size_t input = w->input;
     int64_t shift = (int64_t)input * step;
     mlprof__sb_puts(out, ",\"args\":{");
     for (uint32_t k = 0; k < e->nargs; k++) {
@@ -373,24 +689,27 @@ static void put_args(mlprof__sb *out, const an_trace *t, const an_event *e, cons
         int link = input && is_link_key(lk, a->key);
         if (k)
             mlprof__sb_putc(out, ',');
-        mlprof__sb_json_str(out, a->key, strlen(a->key));
+        put_str(out, &w->lens, a->key);
         mlprof__sb_putc(out, ':');
-        if (a->type == AN_NUM && a->is_int)
+        size_t len = a->type == AN_NUM ? 0 : str_len(&w->lens, a->str);
+        if (a->type == AN_NUM && a->is_int && a->key == w->dev_key) /* the device, as deviceProperties numbers it */
+            mlprof__sb_i64(out, map_device(w, a->inum));
+        else if (a->type == AN_NUM && a->is_int)
             mlprof__sb_i64(out, link ? a->inum + (a->inum < 0 ? -shift : shift) : a->inum);
         else if (a->type == AN_NUM)
             mlprof__sb_double(out, link ? a->num + (double)(a->num < 0 ? -shift : shift) : a->num);
-        else if (a->type == AN_RAW || strcmp(a->str, "true") == 0 || strcmp(a->str, "false") == 0 ||
-                 strcmp(a->str, "null") == 0)
+        else if (a->type == AN_RAW || is_literal(a->str, len))
             mlprof__sb_puts(out, a->str); /* compact JSON, or a literal */
         else if (link) { /* a string id: the input's number before it, as flow ids have */
             mlprof__sb label;
             mlprof__sb_init(&label);
-            mlprof__sb_printf(&label, "%zu:%s", input, a->str);
+            mlprof__sb_printf(&label, "%zu:", input);
+            mlprof__sb_put(&label, a->str, len);
             mlprof__sb_json_str(out, label.data ? label.data : "", label.len);
             out->failed |= label.failed;
             mlprof__sb_free(&label);
         } else
-            mlprof__sb_json_str(out, a->str, strlen(a->str));
+            mlprof__sb_json_str(out, a->str, len);
     }
     mlprof__sb_putc(out, '}');
 }
@@ -423,39 +742,61 @@ static void begin_event(mlprof__sb *out, int *first)
     *first = 0;
 }
 
+/* A metadata event: its argument key is the string sval (slen bytes), or
+ * the number ival when sval is NULL. */
 static void put_meta(mlprof__sb *out, int *first, const char *what, int64_t pid, int64_t tid, const char *key,
-                     const char *sval, int64_t ival)
+                     const char *sval, size_t slen, int64_t ival)
 {
     begin_event(out, first);
     mlprof__sb_printf(out, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%lld,\"tid\":%lld,\"args\":{\"%s\":", what,
                       (long long)pid, (long long)tid, key);
     if (sval)
-        mlprof__sb_json_str(out, sval, strlen(sval));
+        mlprof__sb_json_str(out, sval, slen);
     else
         mlprof__sb_i64(out, ival);
     mlprof__sb_puts(out, "}}");
 }
 
-/* The pids of input i in the output: the same unless an earlier input used one. */
-typedef struct pid_map {
-    int64_t from, to;
-    size_t input;
-} pid_map;
-
-/* The output pid of pid in maps[0..n) (one input's, which are contiguous);
- * *hint: the last one found, tried first, since events come in runs of one
- * process. */
-static int64_t map_pid(const pid_map *maps, size_t n, size_t *hint, int64_t pid)
+/* The names of one input's tracks: each process says which input it came
+ * from, a GPU's also which of that input's GPUs it is; its threads keep
+ * their names. sort: its first process's sort index (the ranks in rank
+ * order, whatever the order of the inputs). */
+static void put_names(mlprof__sb *out, input_out *io, const char *label_i, int64_t sort, int *first)
 {
-    if (*hint < n && maps[*hint].from == pid)
-        return maps[*hint].to;
-    for (size_t k = 0; k < n; k++) {
-        if (maps[k].from == pid) {
-            *hint = k;
-            return maps[k].to;
+    const an_trace *t = io->t;
+    for (size_t m = 0; m < io->nm; m++) {
+        int64_t from = io->maps[m].from, to = io->maps[m].to;
+        const char *pname = an_process_name(t, from);
+        mlprof__sb label;
+        mlprof__sb_init(&label);
+        mlprof__sb_puts(&label, label_i);
+        mlprof__sb_puts(&label, ": ");
+        if (io->s->pid_gpu[m]) { /* Kineto's names every device's process as the program */
+            char gpu[32];
+            snprintf(gpu, sizeof gpu, "GPU %lld", (long long)from);
+            mlprof__sb_puts(&label, gpu);
+            if (pname && strcmp(pname, gpu) != 0) {
+                mlprof__sb_puts(&label, " (");
+                mlprof__sb_put(&label, pname, str_len(&io->lens, pname));
+                mlprof__sb_putc(&label, ')');
+            }
+        } else if (pname) {
+            mlprof__sb_put(&label, pname, str_len(&io->lens, pname));
+        } else {
+            mlprof__sb_printf(&label, "pid %lld", (long long)from);
         }
+        put_meta(out, first, "process_name", to, 0, "name", label.data ? label.data : "", label.len, 0);
+        out->failed |= label.failed;
+        mlprof__sb_free(&label);
+        put_meta(out, first, "process_sort_index", to, 0, "sort_index", NULL, 0, sort + (int64_t)m);
     }
-    return pid;
+    size_t hint = 0;
+    for (size_t k = 0; k < t->nnames; k++) {
+        const an_name *nm = &t->names[k];
+        if (nm->tid != AN_PROCESS_TID)
+            put_meta(out, first, "thread_name", map_pid(io->maps, io->nm, &hint, nm->pid), map_tid(io->s, nm->tid),
+                     "name", nm->name, str_len(&io->lens, nm->name), 0);
+    }
 }
 
 /* order[i]: input i's place when the inputs with a rank come first, by rank,
@@ -526,11 +867,175 @@ static void put_raw(mlprof__sb *out, const char *sep, const char *key, const cha
     mlprof__sb_puts(out, raw);
 }
 
+/* The numbers the output gives the inputs' devices: per input (dev_at[i]
+ * on), one for each of its devices, and all of them as a set. */
+typedef struct numbering {
+    int64_t *dev_to;
+    mlprof__map used;
+} numbering;
+
+/* Picks the next number from *next up that is in neither set. */
+static int64_t fresh(int64_t *next, const mlprof__map *a, const mlprof__map *b)
+{
+    while (num_has(a, *next) || num_has(b, *next))
+        ++*next;
+    return (*next)++;
+}
+
+/* Numbers every input's pids and devices for the output, in the order the
+ * inputs are given: a number is kept unless an earlier input's output has
+ * it; then, as a pid given as a string (which has no number that a double
+ * holds), it takes a fresh one that no input has: pids from 1000000 up,
+ * devices from 0 up (a device's number names its GPU, as "GPU 8", and finds
+ * its deviceProperties). maps: every (input, pid) pair, one input's
+ * together (map_at[i] on); nb: the devices'. */
+static int number_inputs(const an_merge_input *in, size_t n, numbering *nb, pid_map **maps, size_t *map_at,
+                         size_t *dev_at)
+{
+    mlprof__map raw_pids, out_pids, raw_devs;
+    mlprof__map_init(&raw_pids);
+    mlprof__map_init(&out_pids);
+    mlprof__map_init(&raw_devs);
+    size_t npid = 0, ndev = 0;
+    for (size_t i = 0; i < n; i++) {
+        npid += in[i].npids;
+        ndev += in[i].ndevices;
+    }
+    *maps = mlprof__calloc(npid ? npid : 1, sizeof **maps);
+    nb->dev_to = mlprof__calloc(ndev ? ndev : 1, sizeof *nb->dev_to);
+    int rc = *maps && nb->dev_to ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        for (size_t k = 0; rc == 0 && k < in[i].npids; k++) {
+            if (!an_is_named_id(in[i].pids[k]))
+                rc = num_add(&raw_pids, in[i].pids[k]);
+        }
+        for (size_t k = 0; rc == 0 && k < in[i].ndevices; k++)
+            rc = num_add(&raw_devs, in[i].devices[k]);
+        id_list listed; /* those it lists but has no events on keep their number where it is free */
+        rc = rc == 0 ? listed_devices(in[i].view.device_props, &listed) : rc;
+        for (size_t k = 0; rc == 0 && k < listed.n; k++)
+            rc = num_add(&raw_devs, listed.v[k]);
+        mlprof__free(listed.v);
+    }
+    int64_t next_pid = 1000000, next_dev = 0;
+    size_t nmap = 0, nd = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        map_at[i] = nmap;
+        for (size_t k = 0; rc == 0 && k < in[i].npids; k++) {
+            int64_t pid = in[i].pids[k], to = pid;
+            if (an_is_named_id(pid) || num_has(&out_pids, pid))
+                to = fresh(&next_pid, &raw_pids, &out_pids);
+            rc = num_add(&out_pids, to);
+            (*maps)[nmap++] = (pid_map){pid, to, i};
+        }
+        dev_at[i] = nd;
+        for (size_t k = 0; rc == 0 && k < in[i].ndevices; k++) {
+            int64_t d = in[i].devices[k], to = d;
+            if (num_has(&nb->used, d))
+                to = fresh(&next_dev, &raw_devs, &nb->used);
+            rc = num_add(&nb->used, to);
+            nb->dev_to[nd++] = to;
+        }
+    }
+    map_at[n] = nmap;
+    dev_at[n] = nd;
+    mlprof__map_free(&raw_pids);
+    mlprof__map_free(&out_pids);
+    mlprof__map_free(&raw_devs);
+    return rc;
+}
+
+/* Writing the merged deviceProperties: every input's devices, each under
+ * the number the output gives it, and saying whose it is. */
+typedef struct device_writer {
+    mlprof__sb *out;
+    const an_merge_input *s;
+    const int64_t *dev_to;
+    const numbering *nb;
+    mlprof__map written;
+    size_t input;
+    const char *label;
+    int first;
+} device_writer;
+
+static int put_device(void *ctx, const char *obj)
+{
+    device_writer *w = ctx;
+    mlprof__sb *out = w->out;
+    int64_t id = 0, to = 0;
+    int has_id = device_id(obj, &id);
+    if (has_id) {
+        size_t k = 0;
+        while (k < w->s->ndevices && w->s->devices[k] != id)
+            k++;
+        /* one its events do not use: kept only where no device of the output has its number */
+        if (k == w->s->ndevices && num_has(&w->nb->used, id))
+            return 0;
+        to = k < w->s->ndevices ? w->dev_to[k] : id;
+        if (num_has(&w->written, to))
+            return 0;
+        if (num_add(&w->written, to) != 0)
+            return -1;
+    }
+    mlprof__sb_puts(out, w->first ? "" : ",");
+    w->first = 0;
+    size_t n = strlen(obj), len = 0;
+    if (obj[0] != '{' || n < 2 || obj[n - 1] != '}') {
+        mlprof__sb_puts(out, obj);
+        return 0;
+    }
+    const char *v = has_id ? an_json_member(obj, "id", &len) : NULL;
+    if (v) { /* compact JSON: the number replaced where it stands */
+        mlprof__sb_put(out, obj, (size_t)(v - obj));
+        mlprof__sb_i64(out, to);
+        mlprof__sb_put(out, v + len, (size_t)(obj + n - 1 - (v + len)));
+    } else {
+        mlprof__sb_put(out, obj, n - 1);
+    }
+    mlprof__sb_printf(out, "%s\"merge_input\":%zu,\"merge_label\":", n > 2 ? "," : "", w->input);
+    mlprof__sb_json_str(out, w->label, strlen(w->label));
+    if (v)
+        mlprof__sb_printf(out, ",\"merge_device\":%lld", (long long)id);
+    mlprof__sb_putc(out, '}');
+    return 0;
+}
+
+/* The top-level deviceProperties, where the analyzer and PyTorch's tools
+ * find a device by the number its events give ("device"): each input's
+ * devices under their output numbers, with merge_input, merge_label and
+ * merge_device (its number in that input); a device it lists but does not
+ * use is kept when its number is free. Nothing when no input has any. */
+static int put_devices(mlprof__sb *out, const an_merge_input *in, size_t n, const an_merge_options *o,
+                       const numbering *nb, const size_t *dev_at)
+{
+    mlprof__sb list;
+    mlprof__sb_init(&list);
+    device_writer w = {&list, NULL, NULL, nb, {NULL, 0, 0}, 0, "", 1};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char buf[64];
+        w.s = &in[i];
+        w.dev_to = nb->dev_to + dev_at[i];
+        w.input = i;
+        w.label = input_label(&in[i].view, o, i, buf, sizeof buf);
+        rc = each_device(in[i].view.device_props, put_device, &w);
+    }
+    if (rc == 0 && !w.first) {
+        mlprof__sb_puts(out, "\"deviceProperties\":[");
+        mlprof__sb_put(out, list.data, list.len);
+        mlprof__sb_puts(out, "],\n");
+    }
+    rc = rc == 0 && list.failed ? -1 : rc;
+    mlprof__sb_free(&list);
+    mlprof__map_free(&w.written);
+    return rc;
+}
+
 /* otherData.merge: the method, the id step and each input's offset, pids,
  * rank and metadata. */
 static void put_merge_data(mlprof__sb *out, const an_merge_input *in, size_t n, const an_merge_options *o,
                            const int64_t *offset, const an_clock_sync *cs, int method, int64_t step,
-                           const pid_map *maps, size_t nmap)
+                           const pid_map *maps, size_t nmap, const int64_t *dev_to, const size_t *dev_at)
 {
     mlprof__sb_printf(out, "\"merge\":{\"method\":\"%s\"", k_methods[method]);
     if (method == AN_ALIGN_CLOCK_SYNC) { /* how well the ranks' clocks were aligned: the worst bound */
@@ -590,15 +1095,31 @@ static void put_merge_data(mlprof__sb *out, const an_merge_input *in, size_t n, 
             mlprof__sb_printf(out, ",\"baseTimeNanoseconds\":%lld", (long long)in[i].view.base_time_ns);
         put_raw(out, ",", "distributedInfo", in[i].view.distributed_info);
         put_raw(out, ",", "deviceProperties", in[i].view.device_props);
+        /* each pid as the input gave it (a string as that string) and the one the output gives it */
         mlprof__sb_puts(out, ",\"pids\":{");
         int f = 1;
-        for (size_t m = 0; m < nmap; m++) {
+        for (size_t m = 0, k = 0; m < nmap; m++) {
             if (maps[m].input != i)
                 continue;
-            mlprof__sb_printf(out, "%s\"%lld\":%lld", f ? "" : ",", (long long)maps[m].from, (long long)maps[m].to);
+            mlprof__sb_puts(out, f ? "" : ",");
+            const char *name = k < in[i].npids && in[i].pid_names ? in[i].pid_names[k] : NULL;
+            if (name)
+                mlprof__sb_json_str(out, name, strlen(name));
+            else
+                mlprof__sb_printf(out, "\"%lld\"", (long long)maps[m].from);
+            mlprof__sb_printf(out, ":%lld", (long long)maps[m].to);
             f = 0;
+            k++;
         }
-        mlprof__sb_puts(out, "}}");
+        mlprof__sb_putc(out, '}');
+        if (in[i].ndevices) { /* and its devices: the number its events give, the output's */
+            mlprof__sb_puts(out, ",\"devices\":{");
+            for (size_t k = 0; k < in[i].ndevices; k++)
+                mlprof__sb_printf(out, "%s\"%lld\":%lld", k ? "," : "", (long long)in[i].devices[k],
+                                  (long long)dev_to[dev_at[i] + k]);
+            mlprof__sb_putc(out, '}');
+        }
+        mlprof__sb_putc(out, '}');
     }
     mlprof__sb_puts(out, "]}");
 }
@@ -652,25 +1173,25 @@ static const an_trace *second_read(const an_merge_input *s, an_trace *const *loa
     return own;
 }
 
-static void put_events(mlprof__sb *out, writer *w, const an_trace *t, size_t i, const pid_map *maps, size_t nm,
-                       const an_clock_sync *cs, int64_t offset, int64_t step, int *first)
+static void put_events(mlprof__sb *out, writer *w, input_out *io, const an_clock_sync *cs, int64_t offset,
+                       int64_t step, int *first)
 {
+    const an_trace *t = io->t;
     link_keys lk;
     find_link_keys(t, &lk);
-    size_t hint = 0;
     for (size_t k = 0; k < t->nev && !w->error; k++) {
         const an_event *e = &t->ev[k];
         if (e->ph == 'U')
             continue;
         begin_event(out, first);
         mlprof__sb_puts(out, "{\"name\":");
-        mlprof__sb_json_str(out, e->name, strlen(e->name));
+        put_str(out, &io->lens, e->name);
         if (e->cat[0]) {
             mlprof__sb_puts(out, ",\"cat\":");
-            mlprof__sb_json_str(out, e->cat, strlen(e->cat));
+            put_str(out, &io->lens, e->cat);
         }
         mlprof__sb_printf(out, ",\"ph\":\"%c\",\"pid\":%lld,\"tid\":%lld", e->ph,
-                          (long long)map_pid(maps, nm, &hint, e->pid), (long long)e->tid);
+                          (long long)map_pid(io->maps, io->nm, &io->hint, e->pid), (long long)map_tid(io->s, e->tid));
         if (cs->has) { /* the drift too: each end moves by the shift at its own time */
             int64_t b = e->ts + an_clock_sync_shift(cs, e->ts);
             put_ts(out, ",\"ts\":", b);
@@ -681,12 +1202,12 @@ static void put_events(mlprof__sb *out, writer *w, const an_trace *t, size_t i, 
             if (e->ph == 'X')
                 put_ts(out, ",\"dur\":", e->dur);
         }
-        put_ids(out, e, i);
+        put_ids(out, e, io->input);
         if (e->ph == 'f' && e->flow_enclosing)
             mlprof__sb_puts(out, ",\"bp\":\"e\"");
         if (e->ph == 'i')
             mlprof__sb_printf(out, ",\"s\":\"%c\"", e->scope ? e->scope : 't');
-        put_args(out, t, e, &lk, i, step);
+        put_args(out, io, e, &lk, step);
         mlprof__sb_putc(out, '}');
         if (out->len >= FLUSH_AT)
             flush(w);
@@ -760,9 +1281,10 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
     int64_t *offset = mlprof__calloc(n, sizeof *offset);
     an_clock_sync *cs = mlprof__calloc(n, sizeof *cs);
     size_t *order = mlprof__calloc(n, sizeof *order), *map_at = mlprof__calloc(n + 1, sizeof *map_at);
-    size_t nmap = 0, cap = 64;
-    pid_map *maps = mlprof__malloc(cap * sizeof *maps);
-    int rc = offset && cs && order && map_at && maps ? 0 : -1;
+    size_t *dev_at = mlprof__calloc(n + 1, sizeof *dev_at);
+    pid_map *maps = NULL;
+    numbering nb = {NULL, {NULL, 0, 0}};
+    int rc = offset && cs && order && map_at && dev_at ? 0 : -1;
     if (rc != 0)
         snprintf(err, errlen, "out of memory");
     int method = 0;
@@ -780,28 +1302,11 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
     if (rc == 0)
         rank_order(in, n, order);
     /* every (input, pid) pair, given an output pid: one input's together */
-    int64_t next_free = 1000000;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        map_at[i] = nmap;
-        for (size_t k = 0; rc == 0 && k < in[i].npids; k++) {
-            int64_t pid = in[i].pids[k];
-            int taken = 0;
-            for (size_t m = 0; m < map_at[i] && !taken; m++)
-                taken = maps[m].to == pid;
-            if (nmap == cap) {
-                pid_map *p = mlprof__realloc(maps, 2 * cap * sizeof *maps);
-                if (!p) {
-                    snprintf(err, errlen, "out of memory");
-                    rc = -1;
-                    break;
-                }
-                maps = p;
-                cap *= 2;
-            }
-            maps[nmap++] = (pid_map){pid, taken ? next_free++ : pid, i};
-        }
+    if (rc == 0 && number_inputs(in, n, &nb, &maps, map_at, dev_at) != 0) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
     }
-    map_at[n] = nmap;
+    size_t nmap = rc == 0 ? map_at[n] : 0;
     int first = 1;
     if (rc == 0)
         mlprof__sb_puts(out, "{\"traceEvents\":[");
@@ -812,33 +1317,15 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
             rc = -1;
             break;
         }
-        const pid_map *mine = maps + map_at[i];
-        size_t nm = map_at[i + 1] - map_at[i], hint = 0;
-        put_events(out, w, t, i, mine, nm, &cs[i], offset[i], step, &first);
-        /* the tracks' names: each process says which input it came from */
+        input_out io = {t, i, &in[i], maps + map_at[i], map_at[i + 1] - map_at[i], 0, nb.dev_to + dev_at[i],
+                        mlprof__map_get(&t->strings, "device", 6), {NULL, 0}};
+        if (find_nul_strings(t, &io.lens) != 0)
+            out->failed = 1;
+        put_events(out, w, &io, &cs[i], offset[i], step, &first);
         char buf[64];
-        const char *label_i = input_label(&in[i].view, o, i, buf, sizeof buf);
-        for (size_t m = 0; m < nm; m++) {
-            const char *pname = an_process_name(t, mine[m].from);
-            mlprof__sb label;
-            mlprof__sb_init(&label);
-            mlprof__sb_puts(&label, label_i);
-            if (pname)
-                mlprof__sb_printf(&label, ": %s", pname);
-            else
-                mlprof__sb_printf(&label, ": pid %lld", (long long)mine[m].from);
-            put_meta(out, &first, "process_name", mine[m].to, 0, "name", label.data, 0);
-            out->failed |= label.failed;
-            /* the ranks in rank order, whatever the order of the inputs */
-            put_meta(out, &first, "process_sort_index", mine[m].to, 0, "sort_index", NULL,
-                     (int64_t)order[i] * 1000000 + (int64_t)(map_at[i] + m));
-            mlprof__sb_free(&label);
-        }
-        for (size_t k = 0; k < t->nnames; k++) {
-            if (t->names[k].tid != AN_PROCESS_TID)
-                put_meta(out, &first, "thread_name", map_pid(mine, nm, &hint, t->names[k].pid), t->names[k].tid,
-                         "name", t->names[k].name, 0);
-        }
+        put_names(out, &io, input_label(&in[i].view, o, i, buf, sizeof buf),
+                  (int64_t)order[i] * 1000000 + (int64_t)map_at[i], &first);
+        mlprof__free(io.lens.v);
         if (t == &own)
             an_trace_free(&own);
         if (flush(w) != 0)
@@ -860,13 +1347,8 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
                 break;
             }
         }
-        for (size_t i = 0; i < n; i++) {
-            if (in[i].view.device_props) {
-                put_raw(out, "", "deviceProperties", in[i].view.device_props);
-                mlprof__sb_puts(out, ",\n");
-                break;
-            }
-        }
+        if (put_devices(out, in, n, o, &nb, dev_at) != 0)
+            out->failed = 1;
         mlprof__sb_printf(out, "\"otherData\":{\"mlprof_version\":\"%s\",", MLPROF_VERSION_STRING);
         /* still one host's monotonic clock, unshifted: said as its inputs say it, so
          * that this output merges with (or is compared to) other traces of that host
@@ -878,7 +1360,7 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
             mlprof__sb_json_str(out, host, strlen(host));
             mlprof__sb_puts(out, ",\"clock_domain\":\"CLOCK_MONOTONIC\",");
         }
-        put_merge_data(out, in, n, o, offset, cs, method, step, maps, nmap);
+        put_merge_data(out, in, n, o, offset, cs, method, step, maps, nmap, nb.dev_to, dev_at);
         mlprof__sb_puts(out, "}\n}\n");
         if (flush(w) != 0)
             rc = -1;
@@ -893,7 +1375,10 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
     mlprof__free(cs);
     mlprof__free(order);
     mlprof__free(map_at);
+    mlprof__free(dev_at);
     mlprof__free(maps);
+    mlprof__free(nb.dev_to);
+    mlprof__map_free(&nb.used);
     mlprof__free(offset);
     return rc;
 }

@@ -50,6 +50,13 @@ typedef struct an_merge_input {
     int max_link_key;      /* which key holds it (merge.c's list), or -1 */
     int64_t *pids;         /* its distinct pids, in the order they first appear */
     size_t npids;
+    char **pid_names;      /* per pid: for one given as a string (AN_NAMED_ID_FIRST down), its name */
+    uint8_t *pid_gpu;      /* per pid: 1 when it is a GPU's track (Kineto's: pid = device number) */
+    int64_t *devices;      /* the device numbers its events give ("device" arguments), in order */
+    size_t ndevices;
+    int64_t *named_tids;   /* its tids given as strings, and the small numbers (none of its */
+    int64_t *tid_to;       /* own tids) the output gives them */
+    size_t ntids;
 } an_merge_input;
 
 /* Fills s from t (o: NULL, or the options whose sync marker is looked for).
@@ -71,16 +78,22 @@ int an_merge_offsets(const an_merge_input *in, size_t n, const an_merge_options 
 /* The merged trace as Chrome trace JSON: every input's events shifted (with
  * a clock sync, each end by the shift at its own time), pids that collide
  * renumbered, process tracks named "LABEL: name" (LABEL: the one given, else
- * "rank N" from distributedInfo, else the path) and sorted by rank, and the
+ * "rank N" from distributedInfo, else the path; a GPU's "LABEL: GPU N (name)")
+ * and sorted by rank; pids and tids given as strings numbered (a double holds
+ * the numbers: JavaScript's viewers read them so) and named by their strings;
+ * devices that collide renumbered too, in the events' "device" and in the
+ * top-level deviceProperties, which holds every input's, so that each GPU
+ * keeps its own name; strings written whole (a NUL as \u0000); and the
  * method (also in *method), offsets, the clock sync's method and worst bound
  * and the missing ranks in otherData.merge. The ids that link
  * events stay apart per input: flow and async ids (id, id2, bind_id) become
  * "INPUT:ID" strings, and the numeric link arguments (correlation, External
  * id, Ev Idx, Python id...) of input i are moved by i times a power of ten
  * above all of them (id_step in otherData.merge). Each input's rank,
- * distributedInfo, deviceProperties and baseTimeNanoseconds are kept in
- * otherData.merge.inputs; the first ones given are also at the top level,
- * where PyTorch's tools look for them. The inputs are written one after
+ * distributedInfo, deviceProperties, baseTimeNanoseconds, pids and devices
+ * (its numbers, the output's) are kept in otherData.merge.inputs; the first
+ * ones given are also at the top level (deviceProperties: every input's, as
+ * above), where PyTorch's tools look for them. The inputs are written one after
  * another, in the order given. Returns 0, or -1 (err set, or out of
  * memory). This one holds every input and the output in memory. */
 int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__sb *out, int *method, char *err,
