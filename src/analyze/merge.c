@@ -912,6 +912,7 @@ static int number_inputs(const an_merge_input *in, size_t n, numbering *nb, pid_
         for (size_t k = 0; rc == 0 && k < in[i].ndevices; k++)
             rc = num_add(&raw_devs, in[i].devices[k]);
         id_list listed; /* those it lists but has no events on keep their number where it is free */
+        memset(&listed, 0, sizeof listed);
         rc = rc == 0 ? listed_devices(in[i].view.device_props, &listed) : rc;
         for (size_t k = 0; rc == 0 && k < listed.n; k++)
             rc = num_add(&raw_devs, listed.v[k]);
