@@ -291,15 +291,20 @@ MLPROF_API int mlprof_dump(int finished);
  * MLPROF_EINVAL (NULL or empty path, or one of 4096 bytes or more).
  * Takes the configuration lock: not from a signal handler. */
 MLPROF_API int mlprof_dump_to(const char *path, int finished);
-/* The trace recorded so far as mlprof_dump(0) would write it (Chrome JSON
- * with otherData; spans still open shown up to now, flagged unfinished),
- * in *out, NUL-terminated (free it with mlprof_free). Events the
- * continuous dump already moved to its spool are included. Writes no file
- * (not the trace, not stats_file, not the memory outputs) and changes
- * nothing: the trace goes on, recording or not (RAF's get()). Errors:
- * MLPROF_EINVAL (out is NULL), MLPROF_ENOMEM, MLPROF_EIO (the spool could
- * not be read back); *out is NULL on error. Takes the configuration lock:
- * not from a signal handler. */
+/* The trace recorded so far as mlprof_dump(0) would write it, as Chrome
+ * JSON with otherData whatever the trace's format (spans still open shown up
+ * to now, flagged unfinished), in *out, NUL-terminated (free it with
+ * mlprof_free): a gzip trace is given plain, a Perfetto trace from a JSON
+ * copy of its events that the collector keeps from its start for this (in
+ * a temporary file beside the spool: the JSON's bytes on disk, and the JSON
+ * writer's time at each drain). Events the continuous dump already moved to
+ * its spool are included. Writes no file (not the trace, not stats_file,
+ * not the memory outputs) and changes nothing: the trace goes on, recording
+ * or not, its file's stream as it was (RAF's get()). Errors: MLPROF_EINVAL
+ * (out is NULL), MLPROF_ENOMEM, MLPROF_EIO (the spool or the JSON copy could
+ * not be read back, or the copy could not be written: said on stderr, the
+ * trace file unaffected); *out is NULL on error. Takes the configuration
+ * lock: not from a signal handler. */
 MLPROF_API int mlprof_dump_string(char **out);
 
 typedef enum mlprof_format { MLPROF_FORMAT_TABLE = 0, MLPROF_FORMAT_JSON = 1 } mlprof_format;
