@@ -1144,6 +1144,19 @@ def area_writes(prog, out):
     left = [n for n in os.listdir(out) if ".tmp-" in n]
     check(not left, f"no temporary file left: {left}")
 
+    # an output on the trace's file is refused, the trace written; outputs at
+    # auto are left out beside a trace that is no file of its own
+    run(prog, out, "outputs")
+    load(os.path.join(out, "o.json"))
+    with open(os.path.join(out, "o_redirected.json")) as f:
+        text = f.read()  # two dumps through the descriptor: one trace after the other
+    cut = text.find('{"traceEvents":[', 1)
+    check(cut > 0, "two traces through the descriptor")
+    json.loads(text[:cut])
+    json.loads(text[cut:])
+    left = [n for n in os.listdir(out) if n.startswith("o") and ".tmp-" in n]
+    check(not left, f"no temporary file left: {left}")
+
 
 def area_steps(prog, out):
     """Steps and the schedule (test_steps.c): which steps each cycle's trace

@@ -13,7 +13,10 @@ them event by event: names, categories, times, tracks (threads by name,
 their order), arguments with their types, counter values, and otherData.
 Process and thread ids differ from run to run: threads are compared by the
 names the run gives them. The same holds for the dump each run takes in
-the middle (RUN.mid: a tail with a frame and two spans unfinished). Given
+the middle (RUN.mid: a tail with a frame and two spans unfinished). Each
+run's mlprof_dump_string texts (RUN.str0 before any dump, RUN.str after
+the one in the middle) are Chrome JSON whatever the format, holding the
+events of the JSON run's: the dump in the middle's, and each other's. Given
 the mlprof command, `mlprof analyze` must also print the same table for
 the three final files.
 
@@ -50,7 +53,12 @@ def run(exe, out, name):
     with open(path, "rb") as f:
         final = f.read()
     with open(path + ".mid", "rb") as f:
-        return final, f.read(), path
+        mid = f.read()
+    strings = []
+    for suffix in (".str0", ".str"):
+        with open(path + suffix, "rb") as f:
+            strings.append(f.read())
+    return final, mid, path, strings
 
 
 def ns(us):
@@ -213,6 +221,38 @@ def compare_formats(protoc, proto, label, plain, packed, proto_bytes):
           f"{len(packed)} gzip, {len(proto_bytes)} protobuf")
 
 
+def compare_strings(runs):
+    """mlprof_dump_string gives Chrome JSON whatever the file's format: after
+    the dump in the middle, that dump's events (the JSON run's file); before
+    any dump, the same events in every format."""
+    mid = json.loads(runs[0][1])
+    m_events, m_tracks, m_process, m_other = from_json(mid)
+    base = None
+    for (final, _, path, strings), fmt in zip(runs, ("json", "gzip", "protobuf")):
+        docs = []
+        for text, name in zip(strings, ("str0", "str")):
+            label = f"dump_string ({name}) of the {fmt} trace"
+            try:
+                docs.append(json.loads(text))
+            except ValueError as e:
+                check(False, f"{label}: not JSON ({e}): {text[:60]!r}")
+                docs.append(None)
+        if docs[1] is not None:
+            events, tracks, process, other = from_json(docs[1])
+            label = f"dump_string after the middle dump of the {fmt} trace"
+            compare(label, events, m_events)
+            check(tracks == m_tracks and process == m_process, f"{label}: tracks {tracks} {process}, "
+                  f"the middle dump has {m_tracks} {m_process}")
+            compare_other(label, other, m_other)
+        if docs[0] is not None:
+            events = from_json(docs[0])[0]
+            check(len(events) >= 3, f"dump_string (str0) of the {fmt} trace: {len(events)} events")
+            if base is None:
+                base = events
+            else:
+                compare(f"dump_string before any dump, {fmt} against JSON", events, base)
+
+
 def analyze(mlprof, path):
     """mlprof analyze's table for the trace at path, less its first line (the file's name)."""
     r = subprocess.run([mlprof, "analyze", path], capture_output=True, text=True)
@@ -237,6 +277,7 @@ def main():
     runs = [run(exe, out, name) for name in ("run.json", "run.json.gz", "run.pftrace")]
     for which, label in ((0, "final dump"), (1, "dump in the middle")):
         compare_formats(protoc, proto, label, *(r[which] for r in runs))
+    compare_strings(runs)
     if mlprof:
         # the final dump only: the middle one's open spans end at the dump's
         # real-clock time, which differs from run to run

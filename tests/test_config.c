@@ -120,6 +120,73 @@ static void test_file(void)
     CHECK(strstr(mlprof_last_error(), "missing.conf") != NULL, "%s", mlprof_last_error());
 }
 
+/* A key that names a file of its own (stats_file, memory_csv, memory_svg,
+ * sqlite_file) on the trace's file, or on another such key's, would have
+ * its output replace that file at each dump: refused, naming the key and
+ * the value, nothing changed; the same file through "./" or a link too.
+ * Outputs written in place (/dev/null) may be shared. */
+static void test_outputs(void)
+{
+    char same[1024], dotted[1024], alias[1024];
+    snprintf(same, sizeof same, "%s", tu_path("same.json"));
+    snprintf(dotted, sizeof dotted, "%s", tu_path("./same.json"));
+    snprintf(alias, sizeof alias, "%s", tu_path("alias.json"));
+    unlink(same);
+    unlink(alias);
+    CHECK(symlink("same.json", alias) == 0, "a link to the trace's file-to-be");
+    CHECK_OK(mlprof_set_config("filename", same));
+    static const char *const keys[] = {"stats_file", "memory_csv", "memory_svg", "sqlite_file"};
+    static const char *const defaults[] = {"", "auto", "auto", ""};
+    for (size_t i = 0; i < 4; i++) {
+        const char *values[] = {same, dotted, alias};
+        for (size_t v = 0; v < 3; v++) {
+            expect_error(keys[i], values[v], MLPROF_EVALUE);
+            CHECK(strstr(mlprof_last_error(), "filename") && strstr(mlprof_last_error(), "same.json"),
+                  "the message names the trace's file: %s", mlprof_last_error());
+            expect_value(keys[i], defaults[i]);
+        }
+    }
+    /* the trace moved onto an output: refused the same way */
+    CHECK_OK(mlprof_set_config("stats_file", tu_path("stats.txt")));
+    expect_error("filename", tu_path("stats.txt"), MLPROF_EVALUE);
+    CHECK(strstr(mlprof_last_error(), "stats_file") != NULL, "names the other key: %s", mlprof_last_error());
+    expect_value("filename", same);
+    /* both at once: refused, all or none; a swap in one call is fine */
+    const char *k2[] = {"filename", "memory_csv"};
+    const char *v2[] = {tu_path("both.json"), tu_path("both.json")};
+    CHECK(mlprof_set_configs(2, k2, v2) == MLPROF_EVALUE, "filename and memory_csv on one file");
+    expect_value("filename", same);
+    const char *k3[] = {"filename", "stats_file"};
+    const char *v3[] = {tu_path("stats.txt"), same};
+    CHECK_OK(mlprof_set_configs(2, k3, v3));
+    /* two outputs on one file */
+    CHECK_OK(mlprof_set_config("memory_csv", tu_path("mem.out")));
+    expect_error("memory_svg", tu_path("mem.out"), MLPROF_EVALUE);
+    CHECK(strstr(mlprof_last_error(), "memory_csv") != NULL, "names the other key: %s", mlprof_last_error());
+    /* in place: /dev/null takes the trace and the statistics alike */
+    CHECK_OK(mlprof_set_config("filename", "/dev/null"));
+    CHECK_OK(mlprof_set_config("stats_file", "/dev/null"));
+    /* a config file: checked once every line is read, the error at the line
+     * that set the key */
+    const char *conf = tu_path("outputs.conf");
+    char text[3000];
+    snprintf(text, sizeof text, "stats_file = %s\nlevel = 2\nfilename = %s\n", tu_path("f.json"), tu_path("f.json"));
+    write_file(conf, text);
+    CHECK(mlprof_load_config(conf) == MLPROF_EVALUE, "a config file naming one file twice");
+    char want[1100];
+    snprintf(want, sizeof want, "%s:1:", conf);
+    CHECK(strstr(mlprof_last_error(), want) && strstr(mlprof_last_error(), "stats_file"),
+          "names the file, the line and the key: %s", mlprof_last_error());
+    expect_value("filename", "/dev/null");
+    snprintf(text, sizeof text, "stats_file = %s\nfilename = %s\n", same, tu_path("g.json"));
+    write_file(conf, text); /* the trace moves away from what line 1 names */
+    CHECK_OK(mlprof_load_config(conf));
+    const char *k4[] = {"filename", "stats_file", "memory_csv", "memory_svg", "sqlite_file"};
+    const char *v4[] = {"profile.json", "", "auto", "auto", ""};
+    CHECK_OK(mlprof_set_configs(5, k4, v4));
+    unlink(alias);
+}
+
 /* The environment is read at the first call: run a fresh copy of this program. */
 static void test_environment(const char *self)
 {
@@ -239,6 +306,7 @@ int main(int argc, char **argv)
         return env_child();
     test_keys();
     test_file();
+    test_outputs();
     test_environment(argv[0]);
     test_gating();
     test_clock_shift();

@@ -6,7 +6,10 @@
  * the format (.json, .json.gz, .pftrace); sink_formats_check.py runs it once
  * per format and compares the traces event by event. A dump that is not the
  * last is taken in the middle, while a frame and two spans are open, and
- * kept as OUT_PATH.mid: its tail shows them unfinished.
+ * kept as OUT_PATH.mid: its tail shows them unfinished. mlprof_dump_string,
+ * Chrome JSON whatever the file's format, is taken before any dump
+ * (OUT_PATH.str0) and right after the one in the middle (OUT_PATH.str): the
+ * same trace as JSON, and the file's stream goes on as if it were not.
  *
  * usage: test_perfetto_formats OUT_PATH
  */
@@ -32,6 +35,19 @@ static int copy_file(const char *from, const char *to)
     if (out && fclose(out) != 0)
         ok = 0;
     return ok;
+}
+
+/* mlprof_dump_string's text, written to OUT_PATH followed by suffix. */
+static void save_string(const char *out, const char *suffix)
+{
+    char path[4096], *text = NULL;
+    snprintf(path, sizeof path, "%s%s", out, suffix);
+    CHECK_OK(mlprof_dump_string(&text));
+    FILE *f = text ? fopen(path, "wb") : NULL;
+    CHECK(f && fputs(text, f) >= 0, "%s written", path);
+    if (f)
+        fclose(f);
+    mlprof_free(text);
 }
 
 /* The second thread: named, with spans of its own and a marker. */
@@ -92,6 +108,8 @@ int main(int argc, char **argv)
         at(t + 3000);
         CHECK_OK(mlprof_mem_alloc(MLPROF_DEVICE_CUDA(0), (const void *)(uintptr_t)(0x900000 + 0x100000 * i),
                                   1 << 20, "weights"));
+        if (i == 0)
+            save_string(argv[1], ".str0"); /* before any dump: the stream has only begun */
         if (i == 1) {
             /* a dump that is not the last: the epoch, this step and its
              * forward pass are open */
@@ -100,6 +118,7 @@ int main(int argc, char **argv)
             at(t + 4000);
             CHECK_OK(mlprof_dump(0));
             CHECK(copy_file(argv[1], mid), "%s copied to %s", argv[1], mid);
+            save_string(argv[1], ".str");
         }
         at(t + 5000);
         mlprof_end(fwd);

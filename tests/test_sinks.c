@@ -173,6 +173,68 @@ static void continuous(void)
     free(text);
 }
 
+/* mlprof_dump_string's text, checked as a whole JSON trace. */
+static void check_string(const char *what, int n, int open)
+{
+    char *str = NULL;
+    CHECK_OK(mlprof_dump_string(&str));
+    check_json(what, str, n, open);
+    mlprof_free(str);
+}
+
+/* mlprof_dump_string gives Chrome JSON whatever the file's format (RAF's
+ * get() and MegEngine's get_profile() parse it): a Perfetto trace, chosen by
+ * name or by key, gzip or not, answers from the JSON copy the collector
+ * keeps beside it, the open span shown; its file stays protobuf, dumped in
+ * between or not, and a new trace starts its copy anew. A gzip JSON trace
+ * answers plain text. With continuous_dump too: whenever its thread drains,
+ * the answer is the same. */
+static void string_any_format(void)
+{
+    static const char *const cases[][4] = {
+        {"str.pftrace", "auto", "auto", "0"},
+        {"str.pftrace.gz", "auto", "auto", "0"},
+        {"str_key.json", "perfetto", "auto", "0"},
+        {"str_cont.pftrace", "auto", "auto", "1"},
+        {"str.json.gz", "auto", "auto", "0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *name = cases[i][0];
+        int perfetto = strstr(name, ".pftrace") || strcmp(cases[i][1], "perfetto") == 0;
+        int gz = strstr(name, ".gz") != NULL;
+        char what[128];
+        CHECK_OK(mlprof_set_config("filename", tu_path(name)));
+        CHECK_OK(mlprof_set_config("format", cases[i][1]));
+        CHECK_OK(mlprof_set_config("compress", cases[i][2]));
+        CHECK_OK(mlprof_set_config("continuous_dump", cases[i][3]));
+        CHECK_OK(mlprof_set_config("dump_period", "0.001"));
+        CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+        mlprof_begin(g_open);
+        record(1500);
+        snprintf(what, sizeof what, "%s: dump_string before any dump", name);
+        check_string(what, 1500, 1);
+        CHECK_OK(mlprof_dump(0));
+        record(500);
+        snprintf(what, sizeof what, "%s: dump_string after a dump", name);
+        check_string(what, 2000, 1);
+        mlprof_end(g_open);
+        CHECK_OK(mlprof_dump(1));
+        CHECK_OK(mlprof_set_config("continuous_dump", "0"));
+        if (gz) {
+            char *text = inflated(tu_path(name));
+            CHECK(text && (perfetto ? (unsigned char)text[0] == 0x0a : text[0] == '{'), "%s: gzip of the format", name);
+            free(text);
+        } else {
+            CHECK(first_byte(tu_path(name)) == (perfetto ? 0x0a : '{'), "%s: the file keeps its format", name);
+        }
+        CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+        record(10);
+        snprintf(what, sizeof what, "%s: dump_string of the next trace", name);
+        check_string(what, 10, 0);
+        CHECK_OK(mlprof_dump(1));
+    }
+}
+
 /* No zlib: a gzip trace cannot be written; the dump says why, naming zlib,
  * and writes nothing; a plain trace still can be. */
 static void no_zlib(void)
@@ -234,5 +296,6 @@ int main(int argc, char **argv)
     choice();
     continuous();
     memory_beside_gz();
+    string_any_format();
     return tu_finish("test_sinks");
 }

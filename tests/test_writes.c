@@ -3,7 +3,8 @@
  * would), then room again; final dumps that fail and are retried; outputs
  * that are FIFOs, device nodes or symbolic links; continuous_dump turned off
  * and on; dropped events of one trace only; temporary files of a killed
- * process; memory outputs while memory profiling is off.
+ * process; memory outputs while memory profiling is off; outputs that would
+ * replace the trace, and outputs named after a trace that is no file.
  *
  * usage: test_writes OUTDIR MODE. Each mode runs in a process of its own
  * (check_trace.py's area_writes runs them in turn and reads the traces). */
@@ -578,6 +579,127 @@ static void mode_memoff(void)
     CHECK(access(path, F_OK) == 0, "an empty memory picture is written: %s", path);
 }
 
+/* The messages the library logs, for the checks on what it says. */
+static char logged[16384];
+static void log_into(int level, const char *message, void *user)
+{
+    (void)level;
+    (void)user;
+    size_t n = strlen(logged);
+    snprintf(logged + n, sizeof logged - n, "%s\n", message);
+    fprintf(stderr, "mlprof: %s\n", message);
+}
+
+/* Whether the trace at path is a whole JSON trace with spans named name. */
+static int whole_trace(const char *path, const char *name)
+{
+    char *t = tu_read_file(path), needle[64];
+    snprintf(needle, sizeof needle, "\"name\":\"%s\"", name);
+    size_t n = t ? strlen(t) : 0;
+    int ok = t && strncmp(t, "{\"traceEvents\":[", 16) == 0 && n > 4 && strcmp(t + n - 4, "}\n}\n") == 0 &&
+             strstr(t, needle);
+    free(t);
+    return ok;
+}
+
+/* Defects: an output named on the trace's file (mlprof_dump_to's path, or
+ * a link to it) replaced the trace with a CSV, an SVG, a database or the
+ * statistics, and the dump succeeded. Now that output is refused
+ * (MLPROF_EINVAL, naming the key and the path), the trace written. And at
+ * "auto", the memory outputs and the database were named after a trace
+ * written in place: /dev/null.memory.csv made in /dev (or the dump failing
+ * where /dev is not writable); now they are left out, said once. */
+static void mode_outputs(void)
+{
+    mlprof_set_log_handler(log_into, NULL);
+    const char *k[] = {"filename", "profile_memory", "memory_csv", "memory_svg", "stats_file", "sqlite_file"};
+    const char *names[] = {"o.json", NULL, "o.csv", "o.svg", "o.txt", "o.db"};
+    char paths[6][1024];
+    const char *v[6];
+    for (int i = 0; i < 6; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s", names[i] ? tu_path(names[i]) : "1");
+        v[i] = paths[i];
+    }
+    const char *trace = v[0];
+    CHECK_OK(mlprof_set_configs(6, k, v));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("o", 10, 0);
+    int block;
+    CHECK_OK(mlprof_mem_alloc(MLPROF_DEVICE_CPU, &block, sizeof block, "block"));
+    CHECK_OK(mlprof_mem_free(MLPROF_DEVICE_CPU, &block));
+    int rc = mlprof_dump(0);
+    int sqlite = access(v[5], F_OK) == 0; /* no libsqlite3: that key is left out */
+    CHECK(rc == MLPROF_OK || !sqlite, "every output written: %s", mlprof_last_error());
+    if (!sqlite)
+        CHECK_OK(mlprof_set_config("sqlite_file", ""));
+    for (int i = 2; i < (sqlite ? 6 : 5); i++) {
+        rc = mlprof_dump_to(v[i], 0);
+        const char *msg = mlprof_last_error();
+        CHECK(rc == MLPROF_EINVAL && strstr(msg, k[i]) && strstr(msg, v[i]),
+              "dump_to(%s): refused, naming %s: %s: %s", v[i], k[i], mlprof_err_name(rc), msg);
+        CHECK(whole_trace(v[i], "o"), "%s holds the trace, not what %s writes", v[i], k[i]);
+    }
+    /* through a link to the output's file */
+    const char *link = tu_path("o_link.json");
+    unlink(link);
+    CHECK(symlink("o.csv", link) == 0, "symlink: %s", strerror(errno));
+    rc = mlprof_dump_to(link, 0);
+    CHECK(rc == MLPROF_EINVAL && strstr(mlprof_last_error(), "memory_csv"), "dump_to a link to memory_csv: %s: %s",
+          mlprof_err_name(rc), mlprof_last_error());
+    CHECK(whole_trace(v[2], "o"), "the link's target holds the trace");
+    CHECK(tu_count(logged, "memory_csv=") == 1, "each refusal said on stderr too, once:\n%s", logged);
+    /* the configured files, written as ever */
+    CHECK_OK(mlprof_dump(1));
+    char *csv = tu_read_file(v[2]);
+    CHECK(csv && strncmp(csv, "device,", 7) == 0, "o.csv is the memory table again");
+    free(csv);
+    CHECK(whole_trace(trace, "o"), "and o.json the trace");
+
+    /* auto beside a trace written in place: a regular file reached through
+     * /dev/fd/N (a shell's redirection), and /dev/null */
+    logged[0] = '\0';
+    const char *k2[] = {"memory_csv", "memory_svg", "stats_file", "sqlite_file"};
+    const char *v2[] = {"auto", "auto", "", sqlite ? "auto" : ""};
+    CHECK_OK(mlprof_set_configs(4, k2, v2));
+    const char *redirected = tu_path("o_redirected.json");
+    int fd = open(redirected, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(fd >= 0, "open %s: %s", redirected, strerror(errno));
+    char fd_path[64];
+    snprintf(fd_path, sizeof fd_path, "/dev/fd/%d", fd);
+    CHECK_OK(mlprof_set_config("filename", fd_path));
+    char path[1024];
+    CHECK_OK(mlprof_output_path("memory_csv", path, sizeof path));
+    CHECK(path[0] == '\0', "no memory table named after %s: \"%s\"", fd_path, path);
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("r", 10, 0);
+    CHECK_OK(mlprof_mem_alloc(MLPROF_DEVICE_CPU, &block, sizeof block, "block"));
+    CHECK_OK(mlprof_mem_free(MLPROF_DEVICE_CPU, &block));
+    CHECK_OK(mlprof_dump(0));
+    CHECK_OK(mlprof_dump(1));
+    close(fd);
+    CHECK(whole_trace(redirected, "r"), "the trace went through the descriptor");
+    CHECK(tu_count(logged, "memory_csv=auto") == 1 && tu_count(logged, "memory_svg=auto") == 1,
+          "each output left out is said once, naming its key:\n%s", logged);
+    CHECK(!sqlite || tu_count(logged, "sqlite_file=auto") == 1, "the database too:\n%s", logged);
+    glob_t g;
+    CHECK(glob(tu_path("o_redirected*"), 0, NULL, &g) == 0 && g.gl_pathc == 1, "no file beside it: %zu",
+          g.gl_pathc);
+    globfree(&g);
+
+    int had_csv = access("/dev/null.memory.csv", F_OK) == 0, had_svg = access("/dev/null.memory_flow.svg", F_OK) == 0;
+    int had_db = access("/dev/null.db", F_OK) == 0;
+    CHECK_OK(mlprof_set_config("filename", "/dev/null"));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("n", 10, 0);
+    CHECK_OK(mlprof_mem_alloc(MLPROF_DEVICE_CPU, &block, sizeof block, "block"));
+    CHECK_OK(mlprof_mem_free(MLPROF_DEVICE_CPU, &block));
+    CHECK_OK(mlprof_dump(1));
+    CHECK(had_csv || access("/dev/null.memory.csv", F_OK) != 0, "no /dev/null.memory.csv");
+    CHECK(had_svg || access("/dev/null.memory_flow.svg", F_OK) != 0, "no /dev/null.memory_flow.svg");
+    CHECK(had_db || access("/dev/null.db", F_OK) != 0, "no /dev/null.db");
+    mlprof_set_log_handler(NULL, NULL);
+}
+
 /* Perfetto's protobuf through a full disk: the packets lost held interned
  * names, defaults and track descriptors that later packets need; the sink
  * says them again after the loss, so that everything written after it reads
@@ -681,7 +803,8 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } modes[] = {{"full", mode_full},     {"final", mode_final},   {"special", mode_special},
                  {"toggle", mode_toggle}, {"drops", mode_drops},   {"killed", mode_killed},
-                 {"stale", mode_stale},   {"memoff", mode_memoff}, {"linked", mode_linked}, {"full_pf", mode_full_pf}};
+                 {"stale", mode_stale},   {"memoff", mode_memoff}, {"linked", mode_linked}, {"full_pf", mode_full_pf},
+                 {"outputs", mode_outputs}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         if (strcmp(mode, modes[i].name) == 0) {
             modes[i].fn();
@@ -690,6 +813,7 @@ int main(int argc, char **argv)
             return tu_finish(label);
         }
     }
-    fprintf(stderr, "usage: test_writes OUTDIR full|final|special|toggle|drops|killed|stale|memoff|linked|full_pf\n");
+    fprintf(stderr,
+            "usage: test_writes OUTDIR full|final|special|toggle|drops|killed|stale|memoff|linked|full_pf|outputs\n");
     return 2;
 }

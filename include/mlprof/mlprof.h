@@ -121,6 +121,9 @@ MLPROF_API const char *mlprof_last_error(void);
  *   level            record domains whose level is <= this (0..9)    1
  *   buffer_size      bytes of event buffers, e.g. 64M (64K..64G)     64M
  *   stats_file       also write the statistics table here at dump    "" (none)
+ *                    (this key, memory_csv, memory_svg and sqlite_file
+ *                    may not name the trace's file nor each other's:
+ *                    MLPROF_EVALUE; /dev/null and the like excepted)
  *   schedule         steps recorded (mlprof_step):                   "" (none)
  *                    skip_first:N,wait:N,warmup:N,active:N,repeat:N;
  *                    "%c" in file names is the cycle's number
@@ -152,6 +155,10 @@ MLPROF_API const char *mlprof_last_error(void);
  *                    (profile.memory.csv), "" for none               auto
  *   memory_svg       the memory flow picture; "auto": beside the
  *                    trace (profile.memory_flow.svg), "" for none    auto
+ *                    ("auto" names the file after the trace's: a trace
+ *                    written in place, /dev/null, /dev/stdout or a
+ *                    FIFO, has none, and the output is left out, said
+ *                    once on stderr; so is sqlite_file's "auto")
  *   memory_history   freed blocks kept for the CSV, the picture and
  *                    the live set at the peak (more are counted)     1M
  *   memory_top       blocks listed in the peak report                10
@@ -199,7 +206,9 @@ MLPROF_API const char *mlprof_last_error(void);
  * Domains of class MLPROF_CLASS_USER are always recorded while running.
  */
 
-/* Sets one key. Errors: MLPROF_EKEY (unknown key), MLPROF_EVALUE (bad value),
+/* Sets one key. Errors: MLPROF_EKEY (unknown key), MLPROF_EVALUE (bad value;
+ * a file of stats_file, memory_csv, memory_svg or sqlite_file that is the
+ * trace's or another of these keys', which it would replace at each dump),
  * MLPROF_ESTATE (buffer_size after the first run; clock while running, or
  * after a run until mlprof_dump(1) or mlprof_clear()). */
 MLPROF_API int mlprof_set_config(const char *key, const char *value);
@@ -277,7 +286,10 @@ MLPROF_API int mlprof_trace_path(char *buf, size_t len);
  * place, never replaced. Errors: MLPROF_EIO (what could be written is left
  * untouched: the old file stays until the new one is complete; a finished
  * dump that fails keeps the trace for the next dump; events lost because the
- * disk stayed full are counted in otherData.unwritten_events). */
+ * disk stayed full are counted in otherData.unwritten_events), MLPROF_EINVAL
+ * (an output that is the trace's file, through a link or mlprof_dump_to's
+ * path: the trace is written, that output is not, the message names its key
+ * and path). */
 MLPROF_API int mlprof_dump(int finished);
 /* Exactly mlprof_dump(finished), but to path ("%p" expanded, and ".PID"
  * added in a forked child, as for filename): a regular file is replaced
@@ -288,18 +300,25 @@ MLPROF_API int mlprof_dump(int finished);
  * PATH_STEM.memory_flow.svg; the CSV at gpu_memory_profile_filename_prefix
  * when that is set), those named by their key where named; stats_file, when
  * set, is written as at any dump. Errors: those of mlprof_dump, and
- * MLPROF_EINVAL (NULL or empty path, or one of 4096 bytes or more).
+ * MLPROF_EINVAL (NULL or empty path, or one of 4096 bytes or more; or path
+ * is the file of stats_file, memory_csv, memory_svg or sqlite_file: the
+ * trace is written there, that output is not).
  * Takes the configuration lock: not from a signal handler. */
 MLPROF_API int mlprof_dump_to(const char *path, int finished);
-/* The trace recorded so far as mlprof_dump(0) would write it (Chrome JSON
- * with otherData; spans still open shown up to now, flagged unfinished),
- * in *out, NUL-terminated (free it with mlprof_free). Events the
- * continuous dump already moved to its spool are included. Writes no file
- * (not the trace, not stats_file, not the memory outputs) and changes
- * nothing: the trace goes on, recording or not (RAF's get()). Errors:
- * MLPROF_EINVAL (out is NULL), MLPROF_ENOMEM, MLPROF_EIO (the spool could
- * not be read back); *out is NULL on error. Takes the configuration lock:
- * not from a signal handler. */
+/* The trace recorded so far as mlprof_dump(0) would write it, as Chrome
+ * JSON with otherData whatever the trace's format (spans still open shown up
+ * to now, flagged unfinished), in *out, NUL-terminated (free it with
+ * mlprof_free): a gzip trace is given plain, a Perfetto trace from a JSON
+ * copy of its events that the collector keeps from its start for this (in
+ * a temporary file beside the spool: the JSON's bytes on disk, and the JSON
+ * writer's time at each drain). Events the continuous dump already moved to
+ * its spool are included. Writes no file (not the trace, not stats_file,
+ * not the memory outputs) and changes nothing: the trace goes on, recording
+ * or not, its file's stream as it was (RAF's get()). Errors: MLPROF_EINVAL
+ * (out is NULL), MLPROF_ENOMEM, MLPROF_EIO (the spool or the JSON copy could
+ * not be read back, or the copy could not be written: said on stderr, the
+ * trace file unaffected); *out is NULL on error. Takes the configuration
+ * lock: not from a signal handler. */
 MLPROF_API int mlprof_dump_string(char **out);
 
 typedef enum mlprof_format { MLPROF_FORMAT_TABLE = 0, MLPROF_FORMAT_JSON = 1 } mlprof_format;
@@ -598,7 +617,8 @@ MLPROF_API int mlprof_mem_reset(void);
 MLPROF_API int mlprof_mem_trace(int device, char **out);
 
 /* Copies the path an output is written to: what is "trace", "stats",
- * "memory_csv" or "memory_svg". "" when that output is off. Errors:
+ * "memory_csv" or "memory_svg". "" when that output is off (a memory output
+ * at "auto" beside a trace written in place included). Errors:
  * MLPROF_EINVAL (unknown what), MLPROF_ELIMIT (buf too small; truncated). */
 MLPROF_API int mlprof_output_path(const char *what, char *buf, size_t len);
 

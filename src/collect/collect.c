@@ -144,6 +144,17 @@ static struct {
     mlprof__sb zbuf;     /* compressed bytes the spool has not taken yet */
     uint64_t zbuf_events;
     int gz_failed;       /* the stream broke (out of memory): the trace cannot be written */
+    /* the JSON copy of a trace in another format (Perfetto), for
+     * mlprof_dump_string, which gives Chrome JSON whatever the file's format:
+     * the JSON sink, fed every event the trace sink takes, its bytes spooled
+     * to a file of their own. Its tail is written only for dump_string. */
+    sink mirror;               /* .e set for such a trace; .on while it takes events */
+    int mirror_fd;             /* unlinked temporary file, or -1 before its first bytes */
+    uint64_t mirror_size;      /* bytes in it */
+    mlprof__sb mirror_buf;     /* bytes waiting to be written to it */
+    mlprof__sb *mirror_tail;   /* where its tail goes while dump_string writes one, else NULL */
+    int mirror_failing;        /* its last write failed: the bytes wait in mirror_buf */
+    int mirror_err;            /* why it broke (errno): mlprof_dump_string then fails for this trace */
     /* the spool could not be written (a full disk): buf keeps the events
      * for the next try, up to pending_max() bytes; past that they are lost */
     int spool_failing;
@@ -197,10 +208,12 @@ static struct {
     int thread_stop;
     int poked;          /* atomic: a wake-up is pending */
     pthread_cond_t wake;
-} C = {.spool_fd = -1, .wake = PTHREAD_COND_INITIALIZER};
+} C = {.spool_fd = -1, .mirror_fd = -1, .wake = PTHREAD_COND_INITIALIZER};
 
 static void drain_all(int discard, int all_memory);
 static int trace_room(void);
+static void mirror_prepare(void);
+static void mirror_drop(void);
 
 /* ------------------------------------------------------------ the sinks */
 
@@ -266,6 +279,48 @@ static void files_prepare(void)
         C.files[i].on = !C.files[i].e->on || C.files[i].e->on();
 }
 
+/* A trace in another format than JSON gets its JSON copy, started with it
+ * (its head the copy's first bytes): mlprof_dump_string may be asked for
+ * the trace at any time, and the events it would miss are gone once
+ * drained. What it costs: the JSON sink's work on each event, its bytes in
+ * a temporary file where the spool goes (beside the output, else TMPDIR or
+ * /tmp), the arguments kept as text too. */
+static void mirror_prepare(void)
+{
+    if (C.mirror.e || !C.trace.e || C.trace.e->ops == &mlprof__json_sink)
+        return;
+    const mlprof__sink_entry *e = NULL;
+    for (size_t i = 0; i < mlprof__nsinks && !e; i++)
+        if (mlprof__sink_table[i].ops == &mlprof__json_sink)
+            e = &mlprof__sink_table[i];
+    if (!e)
+        return;
+    C.mirror.e = e;
+    C.mirror.st = e->ops->create ? e->ops->create() : NULL;
+    if (e->ops->create && !C.mirror.st) {
+        C.mirror_err = ENOMEM;
+        return;
+    }
+    C.mirror.on = 1;
+    if (e->ops->head)
+        e->ops->head(C.mirror.st, &C.mirror_buf);
+}
+
+static void mirror_drop(void)
+{
+    if (C.mirror.e && C.mirror.e->ops->destroy && C.mirror.st)
+        C.mirror.e->ops->destroy(C.mirror.st);
+    memset(&C.mirror, 0, sizeof C.mirror);
+    if (C.mirror_fd >= 0)
+        close(C.mirror_fd);
+    C.mirror_fd = -1;
+    C.mirror_size = 0;
+    mlprof__sb_free(&C.mirror_buf);
+    C.mirror_tail = NULL;
+    C.mirror_failing = 0;
+    C.mirror_err = 0;
+}
+
 /* The trace sink of this trace, chosen at its first drain; its head opens
  * the stream. */
 static void trace_prepare(void)
@@ -294,6 +349,7 @@ static void trace_prepare(void)
                  mlprof_last_error());
     if (e->ops->head)
         e->ops->head(st, &C.buf);
+    mirror_prepare();
 }
 
 static void trace_drop(void)
@@ -301,6 +357,7 @@ static void trace_drop(void)
     if (C.trace.e && C.trace.e->ops->destroy)
         C.trace.e->ops->destroy(C.trace.st);
     memset(&C.trace, 0, sizeof C.trace);
+    mirror_drop();
     C.trace_error[0] = '\0';
     mlprof__gz_free(C.gz);
     C.gz = NULL;
@@ -318,6 +375,10 @@ static void sinks_wants(void)
     if (C.trace.e && C.trace.on) {
         any |= C.trace.e->ops->flags;
         all &= C.trace.e->ops->flags;
+    }
+    if (C.mirror.on) {
+        any |= C.mirror.e->ops->flags;
+        all &= C.mirror.e->ops->flags;
     }
     for (size_t i = 0; i < C.nfiles; i++)
         if (C.files[i].on) {
@@ -339,23 +400,32 @@ static mlprof__stats *stats_of(void)
 }
 
 /* Each call hands one event to every sink on: the trace sink appends to sb
- * (the stream's buffer, or a tail's), the file sinks get no buffer. */
-#define TO_SINKS(op, in_tail, to, ev)                                  \
-    do {                                                              \
-        mlprof__sink_out o_ = {(to), (in_tail)};                      \
-        if (C.trace.e && C.trace.e->ops->op) {                        \
-            if ((in_tail) || trace_room()) {                          \
-                C.trace.e->ops->op(C.trace.st, &o_, (ev));            \
-                if (!(in_tail))                                       \
-                    C.buf_events++;                                   \
-            } else {                                                  \
-                C.capped_events++;                                    \
-            }                                                         \
-        }                                                             \
-        o_.sb = NULL;                                                 \
-        for (size_t i_ = 0; i_ < C.nfiles; i_++)                      \
-            if (C.files[i_].on && C.files[i_].e->ops->op)             \
-                C.files[i_].e->ops->op(C.files[i_].st, &o_, (ev));    \
+ * (the stream's buffer, or a tail's; a tail without sb is dump_string's,
+ * for the JSON copy alone), the JSON copy takes what the trace sink took
+ * (to its own buffer, or its tail while dump_string writes one), the file
+ * sinks get no buffer. */
+#define TO_SINKS(op, in_tail, to, ev)                                                            \
+    do {                                                                                         \
+        mlprof__sink_out o_ = {(to), (in_tail)};                                                 \
+        int took_ = 0;                                                                           \
+        if (C.trace.e && C.trace.e->ops->op && (!(in_tail) || o_.sb)) {                          \
+            if ((in_tail) || trace_room()) {                                                     \
+                C.trace.e->ops->op(C.trace.st, &o_, (ev));                                       \
+                if (!(in_tail))                                                                  \
+                    C.buf_events++;                                                              \
+                took_ = 1;                                                                       \
+            } else {                                                                             \
+                C.capped_events++;                                                               \
+            }                                                                                    \
+        }                                                                                        \
+        if (C.mirror.on && C.mirror.e->ops->op && ((in_tail) ? C.mirror_tail != NULL : took_)) { \
+            mlprof__sink_out m_ = {(in_tail) ? C.mirror_tail : &C.mirror_buf, (in_tail)};        \
+            C.mirror.e->ops->op(C.mirror.st, &m_, (ev));                                         \
+        }                                                                                        \
+        o_.sb = NULL;                                                                            \
+        for (size_t i_ = 0; i_ < C.nfiles; i_++)                                                 \
+            if (C.files[i_].on && C.files[i_].e->ops->op)                                        \
+                C.files[i_].e->ops->op(C.files[i_].st, &o_, (ev));                               \
     } while (0)
 
 /* -------------------------------------------------------- the spool */
@@ -404,14 +474,13 @@ static int copy_file(int from, int to, uint64_t n)
     return 0;
 }
 
-static int spool_open(void)
+/* A new spool file: beside the output if possible (same file system: a
+ * cheap copy), else TMPDIR or /tmp; never beside a device or FIFO
+ * (/dev/null). Its descriptor, or -1 with errno. */
+static int spool_new(int *linkable)
 {
-    if (C.spool_fd >= 0)
-        return 0;
     char path[4200];
     mlprof__collect_trace_path(path, sizeof path);
-    /* beside the output if possible (same file system: a cheap copy), else
-     * TMPDIR or /tmp; never beside a device or FIFO (/dev/null) */
     char dir[4200];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
@@ -422,18 +491,26 @@ static int spool_open(void)
     struct stat st;
     int special = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
     const char *dirs[] = {special ? NULL : dir, getenv("TMPDIR"), "/tmp/"};
-    int err = 0;
-    for (size_t i = 0; i < 3 && C.spool_fd < 0; i++) {
+    int err = 0, fd = -1;
+    for (size_t i = 0; i < 3 && fd < 0; i++) {
         if (!dirs[i] || !*dirs[i])
             continue;
-        C.spool_fd = spool_create(dirs[i], &C.spool_linkable);
-        if (C.spool_fd < 0 && !err)
+        fd = spool_create(dirs[i], linkable);
+        if (fd < 0 && !err)
             err = errno; /* the reason that matters: where it belongs */
     }
-    if (C.spool_fd < 0) {
+    if (fd < 0)
         errno = err;
+    return fd;
+}
+
+static int spool_open(void)
+{
+    if (C.spool_fd >= 0)
+        return 0;
+    C.spool_fd = spool_new(&C.spool_linkable);
+    if (C.spool_fd < 0)
         return -1;
-    }
     C.spool_size = 0;
     C.spool_published = 0;
     return 0;
@@ -528,11 +605,46 @@ static int spool_write_compressed(void)
     }
 }
 
+/* The JSON copy's bytes to its file. When it cannot be written they wait,
+ * as the trace's do, up to pending_max() bytes; past that the copy is
+ * given up for this trace (said once; mlprof_dump_string then fails with
+ * the reason), the trace file untouched. */
+static void mirror_flush(void)
+{
+    if (!C.mirror.on || (!C.mirror_buf.len && !C.mirror_buf.failed))
+        return;
+    int err = ENOMEM;
+    if (!C.mirror_buf.failed) {
+        int linkable;
+        if (C.mirror_fd < 0)
+            C.mirror_fd = spool_new(&linkable);
+        if (C.mirror_fd >= 0 &&
+            mlprof__pwrite_all(C.mirror_fd, C.mirror_buf.data, C.mirror_buf.len, C.mirror_size) == 0) {
+            C.mirror_size += C.mirror_buf.len;
+            mlprof__sb_reset(&C.mirror_buf);
+            C.mirror_failing = 0;
+            return;
+        }
+        err = errno;
+        C.mirror_failing = 1;
+        if (C.mirror_buf.len <= pending_max())
+            return;
+    }
+    C.mirror.on = 0;
+    C.mirror_err = err;
+    mlprof__sb_free(&C.mirror_buf);
+    mlprof__log(MLPROF_LOG_ERROR,
+                "the JSON copy of the trace, which mlprof_dump_string reads, cannot be written (%s): "
+                "mlprof_dump_string fails until the trace ends; the trace file is not affected",
+                strerror(err));
+}
+
 /* Writes the events formatted so far to the spool. When it cannot (a full
  * disk), they are kept for the next flush, or the dump writes them itself;
  * past pending_max() bytes they are lost: counted and said. */
 static void spool_flush(void)
 {
+    mirror_flush();
     if (C.buf.len == 0 && C.zbuf.len == 0)
         return;
     /* a gzip trace without zlib spools its plain bytes: kept, though no dump can write them */
@@ -912,21 +1024,28 @@ static void emit_span(track *tr, open_span *o, uint64_t end_ns, uint64_t self_ns
     s.hw = o->hw_mask ? o->hw : NULL;
     s.hw_mask = o->hw_mask;
     mlprof__sink_out out = {sb, tail};
+    int took = 0; /* by the trace's stream: the JSON copy takes it too */
     if (C.slices && !frame) {
         if (!tail && o->begun) { /* past max_trace_size too: its begin is in the file */
             hand_end(o, &s, 0, sb);
             C.buf_events++;
+            took = 1;
         } else if (!tail) {
             C.capped_events++;
         }
-    } else if (C.trace.e && C.trace.e->ops->span) {
+    } else if (C.trace.e && C.trace.e->ops->span && (!tail || sb)) {
         if (tail || trace_room()) {
             C.trace.e->ops->span(C.trace.st, &out, &s);
             if (!tail)
                 C.buf_events++;
+            took = !tail;
         } else {
             C.capped_events++;
         }
+    }
+    if (C.mirror.on && (tail ? C.mirror_tail != NULL : took)) {
+        mlprof__sink_out m = {tail ? C.mirror_tail : &C.mirror_buf, tail};
+        C.mirror.e->ops->span(C.mirror.st, &m, &s);
     }
     out.sb = NULL;
     for (size_t i = 0; i < C.nfiles; i++)
@@ -1426,7 +1545,8 @@ static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
                 mem_record(tr, r, mlprof__clock_to_ns(r->a));
             p += slots * sizeof *r;
             /* while the spool fails, tried again at the end of the drain or at the bound */
-            if (C.buf.len > (1u << 20) && (!C.spool_failing || C.buf.len > pending_max()))
+            if ((C.buf.len > (1u << 20) && (!C.spool_failing || C.buf.len > pending_max())) ||
+                (C.mirror_buf.len > (1u << 20) && (!C.mirror_failing || C.mirror_buf.len > pending_max())))
                 spool_flush();
         }
         t->consumed = limit;
@@ -2154,13 +2274,19 @@ static void tail_slices(track *tr, uint64_t now_ns, mlprof__sb *sb)
 }
 
 /* The part after the spooled events, for every sink: metadata, the spans
- * still open (shown up to now), what modules show in a tail, the footer. */
-static void write_tail(mlprof__sb *sb, const mlprof__trace_meta *m)
+ * still open (shown up to now), what modules show in a tail, the footer.
+ * The trace sink's goes to sb (none when NULL), the JSON copy's to
+ * mirror_sb (none when NULL: only mlprof_dump_string asks for it). */
+static void write_tail(mlprof__sb *sb, mlprof__sb *mirror_sb, const mlprof__trace_meta *m)
 {
     mlprof__sink_out out = {sb, 1};
     mlprof__sink_out fout = {NULL, 1};
-    if (C.trace.e && C.trace.e->ops->tail_begin)
+    mlprof__sink_out mout = {mirror_sb, 1};
+    C.mirror_tail = C.mirror.on ? mirror_sb : NULL;
+    if (sb && C.trace.e && C.trace.e->ops->tail_begin)
         C.trace.e->ops->tail_begin(C.trace.st, &out);
+    if (C.mirror_tail && C.mirror.e->ops->tail_begin)
+        C.mirror.e->ops->tail_begin(C.mirror.st, &mout);
     for (size_t i = 0; i < C.nfiles; i++)
         if (C.files[i].on && C.files[i].e->ops->tail_begin)
             C.files[i].e->ops->tail_begin(C.files[i].st, &fout);
@@ -2184,7 +2310,7 @@ static void write_tail(mlprof__sb *sb, const mlprof__trace_meta *m)
             for (size_t i = 0; i < s->depth; i++)
                 emit_span(tr, &s->items[i], m->dump_ns, 0, f, 1, i, 1, sb);
         }
-        if (C.slices) /* a slice sink: the begins the stream has not, then every end, innermost first */
+        if (C.slices && sb) /* a slice sink: the begins the stream has not, then every end, innermost first */
             tail_slices(tr, m->dump_ns, sb);
     }
     tail_ctx ctx = {sb};
@@ -2196,8 +2322,11 @@ static void write_tail(mlprof__sb *sb, const mlprof__trace_meta *m)
             mod->tail(&q);
     }
     deliver(&q, 0, 1, sb);
-    if (C.trace.e && C.trace.e->ops->tail_end)
+    if (sb && C.trace.e && C.trace.e->ops->tail_end)
         C.trace.e->ops->tail_end(C.trace.st, &out, m);
+    if (C.mirror_tail && C.mirror.e->ops->tail_end)
+        C.mirror.e->ops->tail_end(C.mirror.st, &mout, m);
+    C.mirror_tail = NULL;
     for (size_t i = 0; i < C.nfiles; i++)
         if (C.files[i].on && C.files[i].e->ops->tail_end)
             C.files[i].e->ops->tail_end(C.files[i].st, &fout, m);
@@ -2289,7 +2418,7 @@ static int tail_bytes(const mlprof__trace_meta *m, mlprof__sb *out)
 {
     mlprof__sb tail;
     mlprof__sb_init(&tail);
-    write_tail(&tail, m);
+    write_tail(&tail, NULL, m);
     int rc = tail.failed ? MLPROF_ENOMEM : MLPROF_OK;
     if (rc == MLPROF_OK && C.compress) {
         rc = mlprof__gz_end_copy(C.gz, out);
@@ -2511,14 +2640,14 @@ int mlprof__collect_flush(const char *to)
     return MLPROF_OK;
 }
 
-/* Appends the spool's bytes to out. */
-static int read_spool(mlprof__sb *out)
+/* Appends the first size bytes of the spool file fd to out. */
+static int read_spool(int fd, uint64_t size, mlprof__sb *out)
 {
     char buf[1 << 16];
     uint64_t at = 0;
-    while (at < C.spool_size) {
-        size_t want = C.spool_size - at < sizeof buf ? (size_t)(C.spool_size - at) : sizeof buf;
-        ssize_t n = pread(C.spool_fd, buf, want, (off_t)at);
+    while (at < size) {
+        size_t want = size - at < sizeof buf ? (size_t)(size - at) : sizeof buf;
+        ssize_t n = pread(fd, buf, want, (off_t)at);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -2532,12 +2661,56 @@ static int read_spool(mlprof__sb *out)
     return 0;
 }
 
+/* dump_string of a trace in another format: its JSON copy, and a tail for
+ * it (the trace sink's stream and state untouched). */
+static int mirror_string(const mlprof__trace_meta *meta, mlprof__sb *sb)
+{
+    if (C.mirror_err)
+        return mlprof__fail(C.mirror_err == ENOMEM ? MLPROF_ENOMEM : MLPROF_EIO,
+                            "mlprof_dump_string: the JSON copy of this %s trace could not be kept (%s); the trace "
+                            "file is not affected",
+                            C.trace.e->format, strerror(C.mirror_err));
+    if (C.mirror_size && read_spool(C.mirror_fd, C.mirror_size, sb) != 0)
+        return mlprof__fail(MLPROF_EIO, "mlprof_dump_string: cannot read the trace's JSON copy back: %s",
+                            strerror(errno));
+    mlprof__sb_put(sb, C.mirror_buf.data ? C.mirror_buf.data : "", C.mirror_buf.len);
+    write_tail(NULL, sb, meta);
+    return MLPROF_OK;
+}
+
+/* dump_string of a JSON trace: its spool (inflated when gzip), what waits,
+ * and a tail. */
+static int spool_string(const mlprof__trace_meta *meta, mlprof__sb *sb)
+{
+    if (C.spool_size && read_spool(C.spool_fd, C.spool_size, sb) != 0)
+        return mlprof__fail(MLPROF_EIO, "mlprof_dump_string: cannot read the trace spool: %s", strerror(errno));
+    if (C.compress) {
+        /* the stream so far, ended here, as plain text; then what waits in
+         * buf and the tail, which are plain already */
+        mlprof__sb_put(sb, C.zbuf.data ? C.zbuf.data : "", C.zbuf.len);
+        mlprof__sb plain;
+        mlprof__sb_init(&plain);
+        int rc = mlprof__gz_end_copy(C.gz, sb);
+        if (rc == MLPROF_OK)
+            rc = mlprof__gz_inflate(sb->data ? sb->data : "", sb->len, &plain);
+        mlprof__sb_free(sb);
+        *sb = plain;
+        if (rc != MLPROF_OK)
+            return mlprof__fail(rc, "mlprof_dump_string: cannot read the gzip trace back: %s", mlprof_last_error());
+    }
+    mlprof__sb_put(sb, C.buf.data ? C.buf.data : "", C.buf.len); /* what the spool could not take */
+    write_tail(sb, NULL, meta);
+    return MLPROF_OK;
+}
+
 int mlprof__collect_dump_string(char **out)
 {
     files_prepare();
     trace_prepare();
     drain_all(0, 0);
-    int rc = trace_writable("mlprof_dump_string");
+    /* Chrome JSON whatever the file's format: a JSON trace is read back from
+     * its spool, another from its JSON copy */
+    int rc = C.mirror.e ? MLPROF_OK : trace_writable("mlprof_dump_string");
     if (rc != MLPROF_OK)
         return rc;
     char pname[160], host[256];
@@ -2548,35 +2721,13 @@ int mlprof__collect_dump_string(char **out)
               mlprof_now_ns());
     mlprof__sb sb;
     mlprof__sb_init(&sb);
-    if (C.spool_size && read_spool(&sb) != 0) {
-        int err = errno;
-        mlprof__sb_free(&sb);
-        mlprof__sb_free(&other);
-        return mlprof__fail(MLPROF_EIO, "mlprof_dump_string: cannot read the trace spool: %s", strerror(err));
-    }
-    if (C.compress) {
-        /* the stream so far, ended here, as plain text; then what waits in
-         * buf and the tail, which are plain already */
-        mlprof__sb_put(&sb, C.zbuf.data ? C.zbuf.data : "", C.zbuf.len);
-        mlprof__sb plain;
-        mlprof__sb_init(&plain);
-        rc = mlprof__gz_end_copy(C.gz, &sb);
-        if (rc == MLPROF_OK)
-            rc = mlprof__gz_inflate(sb.data ? sb.data : "", sb.len, &plain);
-        mlprof__sb_free(&sb);
-        sb = plain;
-        if (rc != MLPROF_OK) {
-            mlprof__sb_free(&sb);
-            mlprof__sb_free(&other);
-            return mlprof__fail(rc, "mlprof_dump_string: cannot read the gzip trace back: %s", mlprof_last_error());
-        }
-    }
-    mlprof__sb_put(&sb, C.buf.data ? C.buf.data : "", C.buf.len); /* what the spool could not take */
-    write_tail(&sb, &meta);
+    rc = C.mirror.e ? mirror_string(&meta, &sb) : spool_string(&meta, &sb);
     mlprof__sb_free(&other);
-    if (sb.failed) {
+    if (rc == MLPROF_OK && sb.failed)
+        rc = mlprof__fail(MLPROF_ENOMEM, "mlprof_dump_string: out of memory");
+    if (rc != MLPROF_OK) {
         mlprof__sb_free(&sb);
-        return mlprof__fail(MLPROF_ENOMEM, "mlprof_dump_string: out of memory");
+        return rc;
     }
     *out = mlprof__sb_take(&sb);
     return *out ? MLPROF_OK : mlprof__fail(MLPROF_ENOMEM, "mlprof_dump_string: out of memory");

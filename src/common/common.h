@@ -211,6 +211,15 @@ int mlprof__out_commit(mlprof__out *o, int ok);
  * file system, no /proc, a file that was never O_TMPFILE), and the caller
  * writes o->fd as usual. */
 int mlprof__out_adopt(mlprof__out *o, int fd);
+/* Nonzero when a write to path goes in place rather than to a file of its
+ * own (mlprof__out_open): /dev/stdout and its kin, or an existing path that
+ * is not a regular file (/dev/null, a FIFO, a terminal). */
+int mlprof__out_in_place(const char *path);
+/* Nonzero when writes to a and b would land in the same file: the same
+ * existing file (through links, hard or symbolic), or the same path once
+ * dangling links are followed and the folder made absolute
+ * ("./out.json", "out.json", "/cwd/out.json"). */
+int mlprof__same_file(const char *a, const char *b);
 /* Writes all n bytes to fd (retrying short writes and EINTR); 0 or -1 with
  * errno saying why (a full disk: ENOSPC, never a short count). */
 int mlprof__write_all(int fd, const void *data, size_t n);

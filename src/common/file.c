@@ -330,6 +330,57 @@ int mlprof__out_adopt(mlprof__out *o, int fd)
     return rc;
 }
 
+/* ------------------------------------------------- what a path names */
+
+int mlprof__out_in_place(const char *path)
+{
+    struct stat st;
+    return own_descriptor(path) >= 0 || (stat(path, &st) == 0 && !S_ISREG(st.st_mode));
+}
+
+/* The file a write to path would make, when nothing is there yet: through
+ * dangling links (mlprof__out_open's target), its folder made absolute and
+ * free of links, "." and ".." (kept as written when it does not exist);
+ * NULL when out of memory. */
+static char *future_file(const char *path)
+{
+    char *target = future_target(path);
+    if (!target)
+        return NULL;
+    char *slash = strrchr(target, '/');
+    const char *base = slash ? slash + 1 : target;
+    char *dir = !slash ? mlprof__strdup(".") : mlprof__strndup(target, slash == target ? 1 : (size_t)(slash - target));
+    char *real = dir ? realpath(dir, NULL) : NULL; /* the C library's memory */
+    const char *folder = real ? real : dir;
+    char *out = NULL;
+    if (folder) {
+        size_t n = strlen(folder) + strlen(base) + 2;
+        if ((out = mlprof__malloc(n)) != NULL)
+            snprintf(out, n, "%s%s%s", folder, strcmp(folder, "/") == 0 ? "" : "/", base);
+    }
+    free(real);
+    mlprof__free(dir);
+    mlprof__free(target);
+    return out;
+}
+
+int mlprof__same_file(const char *a, const char *b)
+{
+    if (strcmp(a, b) == 0)
+        return 1;
+    struct stat sa, sb;
+    int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb) /* hard links and symbolic links alike */
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea != eb)
+        return 0;
+    char *wa = future_file(a), *wb = future_file(b);
+    int same = wa && wb && strcmp(wa, wb) == 0;
+    mlprof__free(wa);
+    mlprof__free(wb);
+    return same;
+}
+
 int mlprof__write_file_atomic(const char *path, const char *data, size_t len)
 {
     mlprof__out o;

@@ -82,8 +82,10 @@ int mlprof__memory_outputs_on(void);
 /* The path of a memory output: value is the key's ("" none, "auto" the
  * trace's path, trace_path or the configured one when NULL, with its
  * extension replaced by suffix, ".memory.csv" or ".memory_flow.svg"), else a
- * path of its own; "" when off. */
-void mlprof__memory_output_path(const char *value, const char *suffix, const char *trace_path, char *buf,
-                                size_t len);
+ * path of its own; "" when off. Returns 1 (and "") when value is "auto" and
+ * the trace is written in place (/dev/null, /dev/stdout: no file to name it
+ * after, see mlprof__sink_auto_skipped), else 0. */
+int mlprof__memory_output_path(const char *value, const char *suffix, const char *trace_path, char *buf,
+                               size_t len);
 
 #endif /* MLPROF_EXPORT_H */

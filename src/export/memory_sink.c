@@ -18,8 +18,8 @@ int mlprof__memory_outputs_on(void)
     return c->profile_all || c->profile_memory || mlprof__mem_any();
 }
 
-void mlprof__memory_output_path(const char *value, const char *suffix, const char *trace_path, char *buf,
-                                size_t len)
+int mlprof__memory_output_path(const char *value, const char *suffix, const char *trace_path, char *buf,
+                               size_t len)
 {
     const char *prefix = mlprof__g.cfg.gpu_memory_profile_filename_prefix;
     if (!value[0] || !mlprof__memory_outputs_on()) {
@@ -39,6 +39,10 @@ void mlprof__memory_output_path(const char *value, const char *suffix, const cha
             snprintf(trace, sizeof trace, "%s", trace_path);
         else
             mlprof__expand_path(mlprof__g.cfg.filename, 1, trace, sizeof trace);
+        if (mlprof__sink_auto_skipped(trace)) { /* /dev/null.memory.csv is no file to make */
+            buf[0] = '\0';
+            return 1;
+        }
         const char *base = strrchr(trace, '/');
         base = base ? base + 1 : trace;
         /* run.json, run.pftrace and run.json.gz all give run.memory.csv */
@@ -53,6 +57,7 @@ void mlprof__memory_output_path(const char *value, const char *suffix, const cha
         }
         snprintf(buf, len, "%s%s", trace, suffix);
     }
+    return 0;
 }
 
 static int memory_dump(void *st, const mlprof__sink_dump *d)
@@ -62,14 +67,23 @@ static int memory_dump(void *st, const mlprof__sink_dump *d)
         return MLPROF_OK;
     int rc = MLPROF_OK;
     char path[4200];
-    mlprof__memory_output_path(mlprof__g.cfg.memory_csv, ".memory.csv", d->trace_path, path, sizeof path);
-    if (path[0] && mlprof__mem_write_csv(path) != MLPROF_OK)
+    const mlprof__config *c = &mlprof__g.cfg;
+    if (mlprof__memory_output_path(c->memory_csv, ".memory.csv", d->trace_path, path, sizeof path))
+        mlprof__sink_note_skipped("memory_csv", d->trace_path);
+    int crc = path[0] ? mlprof__sink_path_check(d, "memory_csv", c->memory_csv, path) : MLPROF_OK;
+    if (crc != MLPROF_OK)
+        rc = crc;
+    else if (path[0] && mlprof__mem_write_csv(path) != MLPROF_OK)
         rc = MLPROF_EIO;
-    mlprof__memory_output_path(mlprof__g.cfg.memory_svg, ".memory_flow.svg", d->trace_path, path, sizeof path);
-    if (path[0]) {
+    if (mlprof__memory_output_path(c->memory_svg, ".memory_flow.svg", d->trace_path, path, sizeof path))
+        mlprof__sink_note_skipped("memory_svg", d->trace_path);
+    crc = path[0] ? mlprof__sink_path_check(d, "memory_svg", c->memory_svg, path) : MLPROF_OK;
+    if (crc != MLPROF_OK) {
+        rc = rc != MLPROF_OK ? rc : crc;
+    } else if (path[0]) {
         char title[200];
         mlprof__process_name(title, sizeof title);
-        if (mlprof__mem_write_svg(path, title) != MLPROF_OK)
+        if (mlprof__mem_write_svg(path, title) != MLPROF_OK && rc == MLPROF_OK)
             rc = MLPROF_EIO;
     }
     return rc;

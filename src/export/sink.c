@@ -1,8 +1,10 @@
 /*
  * sink.c - what every sink shares: a walk over the JSON members that hold a
  * span's arguments, for the sinks that want them one by one (Perfetto's debug
- * annotations, SQLite's args table).
+ * annotations, SQLite's args table), and the checks of where a file sink's
+ * output goes beside the trace.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "sink.h"
@@ -73,4 +75,51 @@ int mlprof__args_next(const char *args, size_t len, size_t *pos, mlprof__arg_vie
     a->value_len = vend - kend - 1;
     *pos = vend;
     return 1;
+}
+
+/* ------------------------------------------ where a file sink writes */
+
+/* Nonzero the first time key and path come together (the last few kept):
+ * what is said at every dump is said once. Under the control lock. */
+static int first_time(const char *key, const char *path)
+{
+    static struct {
+        const char *key;
+        uint64_t hash;
+    } said[16];
+    static size_t next;
+    uint64_t h = mlprof__hash(path, strlen(path));
+    for (size_t i = 0; i < sizeof said / sizeof said[0]; i++)
+        if (said[i].key && strcmp(said[i].key, key) == 0 && said[i].hash == h)
+            return 0;
+    said[next].key = key;
+    said[next].hash = h;
+    next = (next + 1) % (sizeof said / sizeof said[0]);
+    return 1;
+}
+
+int mlprof__sink_path_check(const mlprof__sink_dump *d, const char *key, const char *value, const char *path)
+{
+    if (!d->trace_path || !path[0] || mlprof__out_in_place(d->trace_path) || mlprof__out_in_place(path) ||
+        !mlprof__same_file(path, d->trace_path))
+        return MLPROF_OK;
+    char msg[1024];
+    snprintf(msg, sizeof msg,
+             "%s=%s: %s is the trace's file, which it would replace: not written (the trace is); name another "
+             "file",
+             key, value, path);
+    if (first_time(key, path))
+        mlprof__log(MLPROF_LOG_ERROR, "%s", msg);
+    return mlprof__fail(MLPROF_EINVAL, "%s", msg);
+}
+
+int mlprof__sink_auto_skipped(const char *trace_path) { return mlprof__out_in_place(trace_path); }
+
+void mlprof__sink_note_skipped(const char *key, const char *trace_path)
+{
+    if (first_time(key, trace_path))
+        mlprof__log(MLPROF_LOG_INFO,
+                    "%s=auto is not written: its name comes from the trace's file, and the trace goes to %s, "
+                    "written in place (a device, a FIFO, a descriptor); set %s to a path to have it",
+                    key, trace_path, key);
 }

@@ -262,6 +262,20 @@ extern const mlprof__sink_ops mlprof__stats_sink;    /* stats.c: the statistics 
 extern const mlprof__sink_ops mlprof__memory_sink;   /* memory_sink.c: memory CSV and SVG */
 extern const mlprof__sink_ops mlprof__sqlite_sink;   /* sqlite_sink.c: a SQLite database (sqlite_file) */
 
+/* A file sink's output that would land on the trace file (filename, or
+ * mlprof_dump_to's path): written after the trace, it would replace it.
+ * MLPROF_EINVAL naming key, value and path (said on stderr too, once per
+ * key and path), and the sink writes nothing there; else MLPROF_OK. Outputs
+ * written in place (/dev/null, /dev/stdout) are not checked. */
+int mlprof__sink_path_check(const mlprof__sink_dump *d, const char *key, const char *value, const char *path);
+/* An output at "auto" is named after the trace's file (PATH_STEM.memory.csv,
+ * PATH_STEM.db): when the trace is written in place (/dev/null, /dev/stdout,
+ * a FIFO) there is no such file to put it beside, and it is not written.
+ * mlprof__sink_auto_skipped says whether that is so for trace_path;
+ * mlprof__sink_note_skipped says it on stderr, once per key and path. */
+int mlprof__sink_auto_skipped(const char *trace_path);
+void mlprof__sink_note_skipped(const char *key, const char *trace_path);
+
 /* Walks args: returns 1 and the next member (key without its quotes, still
  * JSON-escaped; value as its JSON text) and moves *pos past it; 0 at the end
  * or on text that is not such members. */

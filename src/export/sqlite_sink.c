@@ -117,19 +117,24 @@ static pid_t self_pid(void) { return mlprof__g.pid ? mlprof__g.pid : getpid(); }
 
 /* Where the database goes: sqlite_file, or at "auto" the trace's path
  * (trace_path, or the configured one when NULL) with its extension (and a
- * ".gz" after it) replaced by ".db". */
-static void target_path(const char *trace_path, char *buf, size_t len)
+ * ".gz" after it) replaced by ".db". 1 (and "") at "auto" when the trace is
+ * written in place (/dev/null: no file to name it after), else 0. */
+static int target_path(const char *trace_path, char *buf, size_t len)
 {
     const char *value = mlprof__g.cfg.sqlite_file;
     if (strcmp(value, "auto") != 0) {
         mlprof__expand_path(value, 1, buf, len);
-        return;
+        return 0;
     }
     char trace[PATH_LEN];
     if (trace_path)
         snprintf(trace, sizeof trace, "%s", trace_path);
     else
         mlprof__expand_path(mlprof__g.cfg.filename, 1, trace, sizeof trace);
+    if (mlprof__sink_auto_skipped(trace)) {
+        buf[0] = '\0';
+        return 1;
+    }
     char *base = strrchr(trace, '/');
     base = base ? base + 1 : trace;
     size_t n = strlen(base);
@@ -143,6 +148,7 @@ static void target_path(const char *trace_path, char *buf, size_t len)
         n = len > 4 ? len - 4 : 0;
     memcpy(buf, trace, n);
     memcpy(buf + n, ".db", 4);
+    return 0;
 }
 
 /* --------------------------------------------------------------- writing */
@@ -1061,7 +1067,27 @@ static int sq_dump(void *p, const mlprof__sink_dump *d)
     }
     char why[512];
     char target[PATH_LEN];
-    target_path(d->trace_path, target, sizeof target);
+    if (target_path(d->trace_path, target, sizeof target)) {
+        /* a dump to /dev/null (mlprof_dump_to): no database this time; the
+         * rows wait in the working one for the next dump, or go with the
+         * trace when it ends */
+        mlprof__sink_note_skipped("sqlite_file", d->trace_path);
+        free_tail(st);
+        if (d->finished) {
+            close_working(st, 1);
+            forget_all(st);
+        }
+        return MLPROF_OK;
+    }
+    rc = mlprof__sink_path_check(d, "sqlite_file", mlprof__g.cfg.sqlite_file, target);
+    if (rc != MLPROF_OK) {
+        /* said already; the rows are kept as for a database that cannot be
+         * written: for the next dump, or (finished) left in the working
+         * database, which the reset names */
+        free_tail(st);
+        st->keep = d->finished;
+        return rc;
+    }
     if (mlprof__sqlite_db_exec(&st->w, "COMMIT", why, sizeof why) != 0) {
         rc = mlprof__fail(MLPROF_EIO, "sqlite_file %s: %s: %s", target, st->work_path, why);
     } else {

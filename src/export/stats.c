@@ -1001,13 +1001,16 @@ static int stats_dump(void *st, const mlprof__sink_dump *d)
         return MLPROF_OK;
     char path[4200];
     mlprof__expand_path(file, 1, path, sizeof path);
+    int rc = mlprof__sink_path_check(d, "stats_file", file, path);
+    if (rc != MLPROF_OK)
+        return rc; /* kept for the next dump and mlprof_dumps */
     mlprof__sb sb;
     mlprof__sb_init(&sb);
     size_t n = strlen(path);
     int json = n > 5 && strcmp(path + n - 5, ".json") == 0;
     mlprof__stats_report(st, &sb, json, MLPROF_SORT_TOTAL, 0, d->stats_dropped, d->unfinished_spans, d->trace_path,
                          d->finished);
-    int rc = mlprof__write_file_atomic(path, sb.data ? sb.data : "", sb.len);
+    rc = mlprof__write_file_atomic(path, sb.data ? sb.data : "", sb.len);
     mlprof__sb_free(&sb);
     return rc;
 }

@@ -406,6 +406,56 @@ static int config_check_state(const key_def *k, const mlprof__config *next)
     return MLPROF_OK;
 }
 
+/* The keys that name a file of their own beside the trace. */
+static const char *const g_output_keys[] = {"stats_file", "memory_csv", "memory_svg", "sqlite_file"};
+#define NOUTPUTS (sizeof g_output_keys / sizeof g_output_keys[0])
+
+static int is_output_key(const char *name)
+{
+    if (strcmp(name, "filename") == 0)
+        return 1;
+    for (size_t i = 0; i < NOUTPUTS; i++)
+        if (strcmp(name, g_output_keys[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* An output named by its key (not "auto", which derives a name of its own
+ * from the trace's) that would land on the trace file or on another output:
+ * written after the trace, it would replace it (a CSV where the trace was),
+ * or one output the other. MLPROF_EVALUE naming the key and value. Outputs
+ * written in place (/dev/null, /dev/stdout) take several writes and are
+ * left alone. *bad_key: the key named, when not NULL. */
+static int config_check_outputs(const mlprof__config *c, const char **bad_key)
+{
+    char trace[MLPROF__PATH_MAX + 64], paths[NOUTPUTS][MLPROF__PATH_MAX + 64];
+    mlprof__expand_path(c->filename, 1, trace, sizeof trace);
+    int trace_in_place = mlprof__out_in_place(trace);
+    for (size_t i = 0; i < NOUTPUTS; i++) {
+        const char *value = (const char *)c + find_key(g_output_keys[i])->offset;
+        paths[i][0] = '\0';
+        if (!value[0] || strcmp(value, "auto") == 0)
+            continue;
+        mlprof__expand_path(value, 1, paths[i], sizeof paths[i]);
+        if (mlprof__out_in_place(paths[i]))
+            continue;
+        if (bad_key)
+            *bad_key = g_output_keys[i];
+        if (!trace_in_place && mlprof__same_file(paths[i], trace))
+            return mlprof__fail(MLPROF_EVALUE,
+                                "bad value %s for configuration key \"%s\": it is the trace's file (filename %s), "
+                                "which it would replace; name another file",
+                                mlprof__quoted(value).s, g_output_keys[i], mlprof__quoted(c->filename).s);
+        for (size_t j = 0; j < i; j++)
+            if (paths[j][0] && mlprof__same_file(paths[i], paths[j]))
+                return mlprof__fail(MLPROF_EVALUE,
+                                    "bad value %s for configuration key \"%s\": it is %s's file too, which one "
+                                    "would replace; name another file",
+                                    mlprof__quoted(value).s, g_output_keys[i], g_output_keys[j]);
+    }
+    return MLPROF_OK;
+}
+
 /* Applies a parsed configuration. Caller holds ctl_lock. */
 static void config_commit(const mlprof__config *next)
 {
@@ -441,6 +491,7 @@ static int set_configs_locked(int n, const char *const *keys, const char *const 
                               const char *where)
 {
     mlprof__config next = mlprof__g.cfg;
+    int outputs = 0; /* a key naming a file is set: they are checked together */
     for (int i = 0; i < n; i++) {
         if (!keys[i] || !values[i])
             return mlprof__fail(MLPROF_EINVAL, "%snull key or value", where);
@@ -452,6 +503,12 @@ static int set_configs_locked(int n, const char *const *keys, const char *const 
         int rc = config_apply(&next, k, values[i]);
         if (rc == MLPROF_OK)
             rc = config_check_state(k, &next);
+        if (rc != MLPROF_OK)
+            return where[0] ? prefix_error(rc, where) : rc;
+        outputs |= is_output_key(k->name);
+    }
+    if (outputs) {
+        int rc = config_check_outputs(&next, NULL);
         if (rc != MLPROF_OK)
             return where[0] ? prefix_error(rc, where) : rc;
     }
@@ -648,6 +705,28 @@ static int load_config_locked(const char *path)
             if (rc != MLPROF_OK)
                 prefix_error(rc, where);
         }
+        /* the files the keys name, checked once every line is read (a line
+         * may move the trace away from what an earlier one names); the
+         * error names the last line that set the key, or the filename */
+        int outputs = 0;
+        for (int i = 0; i < n && rc == MLPROF_OK; i++)
+            outputs |= is_output_key(k[i]);
+        const char *bad = NULL;
+        if (outputs && rc == MLPROF_OK && (rc = config_check_outputs(&scratch, &bad)) != MLPROF_OK) {
+            int line = 0, fline = 0, oline = 0;
+            for (int i = 0; i < n; i++) {
+                if (strcmp(k[i], bad) == 0)
+                    line = ln[i];
+                else if (strcmp(k[i], "filename") == 0)
+                    fline = ln[i];
+                else if (is_output_key(k[i]))
+                    oline = ln[i];
+            }
+            line = line ? line : fline ? fline : oline;
+            char where[256];
+            snprintf(where, sizeof where, "%s:%d: ", mlprof__shortened(path).s, line);
+            prefix_error(rc, where);
+        }
         if (rc == MLPROF_OK)
             config_commit(&scratch);
     }
@@ -699,7 +778,8 @@ static void read_environment(void)
             continue;
         }
         mlprof__config next = mlprof__g.cfg;
-        if (config_apply(&next, k, eq + 1) != MLPROF_OK) {
+        if (config_apply(&next, k, eq + 1) != MLPROF_OK ||
+            (is_output_key(k->name) && config_check_outputs(&next, NULL) != MLPROF_OK)) {
             mlprof__log(MLPROF_LOG_ERROR, "ignoring %.*s: %s", (int)(eq - *e), *e, mlprof_last_error());
             continue;
         }
