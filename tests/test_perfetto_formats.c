@@ -77,6 +77,7 @@ int main(int argc, char **argv)
     }
     CHECK_OK(mlprof_set_clock(tu_clock, NULL));
     CHECK_OK(mlprof_set_config("filename", argv[1]));
+    CHECK_OK(mlprof_set_config("json_copy", "1")); /* mlprof_dump_string of a Perfetto trace */
     CHECK_OK(mlprof_set_config("profile_memory", "true"));
     mlprof_process_set_name("formats");
     mlprof_thread_set_name("main");

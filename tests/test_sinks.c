@@ -185,12 +185,25 @@ static void check_string(const char *what, int n, int open)
 /* mlprof_dump_string gives Chrome JSON whatever the file's format (RAF's
  * get() and MegEngine's get_profile() parse it): a Perfetto trace, chosen by
  * name or by key, gzip or not, answers from the JSON copy the collector
- * keeps beside it, the open span shown; its file stays protobuf, dumped in
+ * keeps beside it with json_copy on (without, it refuses, naming the key),
+ * the open span shown; its file stays protobuf, dumped in
  * between or not, and a new trace starts its copy anew. A gzip JSON trace
  * answers plain text. With continuous_dump too: whenever its thread drains,
  * the answer is the same. */
 static void string_any_format(void)
 {
+    /* without json_copy a Perfetto trace keeps no JSON: dump_string says so, the trace is still written */
+    CHECK_OK(mlprof_set_config("filename", tu_path("nocopy.pftrace")));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record(10);
+    char *none = NULL;
+    CHECK(mlprof_dump_string(&none) == MLPROF_EUNSUPPORTED && none == NULL &&
+              strstr(mlprof_last_error(), "json_copy=1"),
+          "dump_string of a Perfetto trace without json_copy: %s", mlprof_last_error());
+    CHECK_OK(mlprof_dump(1));
+    CHECK(first_byte(tu_path("nocopy.pftrace")) == 0x0a, "the Perfetto trace is written without a copy");
+
+    CHECK_OK(mlprof_set_config("json_copy", "1"));
     static const char *const cases[][4] = {
         {"str.pftrace", "auto", "auto", "0"},
         {"str.pftrace.gz", "auto", "auto", "0"},
@@ -233,6 +246,7 @@ static void string_any_format(void)
         check_string(what, 10, 0);
         CHECK_OK(mlprof_dump(1));
     }
+    CHECK_OK(mlprof_set_config("json_copy", "0"));
 }
 
 /* No zlib: a gzip trace cannot be written; the dump says why, naming zlib,

@@ -309,15 +309,16 @@ MLPROF_API int mlprof_dump_to(const char *path, int finished);
  * JSON with otherData whatever the trace's format (spans still open shown up
  * to now, flagged unfinished), in *out, NUL-terminated (free it with
  * mlprof_free): a gzip trace is given plain, a Perfetto trace from a JSON
- * copy of its events that the collector keeps from its start for this (in
- * a temporary file beside the spool: the JSON's bytes on disk, and the JSON
- * writer's time at each drain). Events the continuous dump already moved to
+ * copy of its events that the collector keeps from its start when the key
+ * json_copy was on then (in a temporary file beside the spool: the JSON's
+ * bytes on disk, and the JSON writer's time at each drain); without it a
+ * Perfetto trace gives MLPROF_EUNSUPPORTED, naming the key. Events the continuous dump already moved to
  * its spool are included. Writes no file (not the trace, not stats_file,
  * not the memory outputs) and changes nothing: the trace goes on, recording
  * or not, its file's stream as it was (RAF's get()). Errors: MLPROF_EINVAL
  * (out is NULL), MLPROF_ENOMEM, MLPROF_EIO (the spool or the JSON copy could
  * not be read back, or the copy could not be written: said on stderr, the
- * trace file unaffected); *out is NULL on error. Takes the configuration
+ * trace file unaffected), MLPROF_EUNSUPPORTED (above); *out is NULL on error. Takes the configuration
  * lock: not from a signal handler. */
 MLPROF_API int mlprof_dump_string(char **out);
 

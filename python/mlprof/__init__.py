@@ -66,6 +66,15 @@ def _check(rc):
     return rc
 
 
+# trace_json() (RAF's get(), MegEngine's get_profile(), the checks for a
+# recording not yet dumped) reads the trace as Chrome JSON whatever the file's
+# format: a Perfetto trace then keeps a JSON copy (the json_copy key, off in
+# the C library, where it costs a Perfetto dump about as much again), unless
+# MLPROF_JSON_COPY says otherwise.
+if "MLPROF_JSON_COPY" not in os.environ:
+    lib.mlprof_set_config(b"json_copy", b"1")
+
+
 def _b(s):
     return s.encode() if isinstance(s, str) else s
 

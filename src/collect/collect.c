@@ -287,7 +287,9 @@ static void files_prepare(void)
  * /tmp), the arguments kept as text too. */
 static void mirror_prepare(void)
 {
-    if (C.mirror.e || !C.trace.e || C.trace.e->ops == &mlprof__json_sink)
+    /* asked for only (json_copy): it costs a Perfetto dump the JSON text of every argument and as much again
+     * in writing */
+    if (!mlprof__g.cfg.json_copy || C.mirror.e || !C.trace.e || C.trace.e->ops == &mlprof__json_sink)
         return;
     const mlprof__sink_entry *e = NULL;
     for (size_t i = 0; i < mlprof__nsinks && !e; i++)
@@ -2713,6 +2715,11 @@ int mlprof__collect_dump_string(char **out)
     int rc = C.mirror.e ? MLPROF_OK : trace_writable("mlprof_dump_string");
     if (rc != MLPROF_OK)
         return rc;
+    if (!C.mirror.e && C.trace.e && C.trace.e->ops != &mlprof__json_sink)
+        return mlprof__fail(MLPROF_EUNSUPPORTED,
+                            "mlprof_dump_string: the trace is written as %s, and no JSON copy of it is kept: set "
+                            "json_copy=1 before recording (or format=json)",
+                            C.trace.e->format);
     char pname[160], host[256];
     mlprof__sb other;
     mlprof__sb_init(&other);

@@ -98,6 +98,7 @@ static const key_def g_keys[] = {
     {"sqlite_library", T_STR, F(sqlite_library), 0, 0, "a shared library name or path"},
     {"zlib_library", T_STR, F(zlib_library), 0, 0, "a shared library name or path"},
     {"dump_at_exit", T_BOOL, F(dump_at_exit), 0, 0, "a boolean"},
+    {"json_copy", T_BOOL, F(json_copy), 0, 0, "a boolean"},
     {"autostart", T_BOOL, F(autostart), 0, 0, "a boolean"},
     {"clock", T_CLOCK, F(clock), 0, 0, "one of auto, tsc, monotonic"},
     {"memory_sample_rate", T_INT, F(memory_sample_rate), 0, 1000000000,

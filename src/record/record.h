@@ -261,6 +261,7 @@ typedef struct mlprof__config {
     double ring_seconds;     /* ring: age of the oldest records kept; 0: no limit */
     int ring_full_decode;    /* ring: decode every evicted record (collect.c's evict_head), not only the cut spans */
     int dump_at_exit;
+    int json_copy;           /* keep a Chrome JSON copy of a trace in another format, for mlprof_dump_string */
     int autostart;
     char clock[16];
     char clock_shift[64]; /* test-only: OFFSET_NS[:DRIFT_PPB] added to every timestamp */
