@@ -280,6 +280,14 @@ def test_lacks_and_errors():
     p = mlprof("augment", src, "-o", link, expect=1)
     check("never writes over its input" in p.stderr and open(src, "rb").read() == before,
           f"-o a link to the input: refused: {p.stderr!r}")
+    # -o -: the trace alone on standard output, the summary on standard error
+    q = subprocess.run([MLPROF, "augment", src, "-o", "-"], capture_output=True, text=True, timeout=60)
+    try:
+        doc = json.loads(q.stdout)
+    except ValueError:
+        doc = None
+    check(q.returncode == 0 and doc is not None and "counter events added" in q.stderr,
+          f"augment -o -: {q.returncode} {q.stdout[-200:]!r} {q.stderr!r}")
     # read twice: standard input and pipes are refused before anything is read
     for stdin_path in ("-", "/dev/stdin"):
         with open(src) as f:

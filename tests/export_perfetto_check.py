@@ -214,6 +214,28 @@ def main():
     check(table(mp) == table(mj), "merge -o X.pftrace analyses differently from merge -o X.json")
     check(not [f for f in os.listdir(OUT) if ".tmp-" in f], f"temporary files left: {os.listdir(OUT)}")
 
+    # a trace that starts before 0 (as a merge lines traces up): shifted whole, said; a begin never ended:
+    # left out, said; to standard output, the summary on stderr
+    neg = os.path.join(OUT, "negative.json")
+    with open(neg, "w") as f:
+        json.dump({"traceEvents": [X("a", -50, 20), {"ph": "B", "name": "open", "ts": 1, "pid": 10, "tid": 11},
+                                   X("c", 5, 2)]}, f)
+    with open(os.path.join(OUT, "negative.pftrace"), "wb") as f:
+        q = subprocess.run([MLPROF, "export", "--perfetto", "-", neg], stdout=f, stderr=subprocess.PIPE, text=True,
+                           timeout=60)
+    check(q.returncode == 0 and "shifted by that much" in q.stderr and "50000 ns before 0" in q.stderr
+          and "1 begins" in q.stderr and "2 slices" in q.stderr, f"negative times: {q.returncode} {q.stderr!r}")
+    with open(os.path.join(OUT, "negative.pftrace"), "rb") as f:
+        ndata = f.read()
+    check(ndata[:1] == b"\x0a", f"standard output holds the protobuf alone: {ndata[:8]!r}")
+    rows = table(os.path.join(OUT, "negative.pftrace"))
+    check(rows == table(neg), f"the shifted export analyses as the JSON: {rows}")
+    if protoc:
+        res = decoded(protoc, ndata, "negative.pftrace")
+        if res:
+            spans = sorted((e["name"], e["ts"], e["end"]) for e in res.events if e.get("type") == "span")
+            check(spans == [("a", 0, 20000), ("c", 55000, 57000)], f"times shifted by 50 us: {spans}")
+
     # bad input and output: nothing written, what was there kept
     keep = os.path.join(OUT, "kept.pftrace")
     with open(keep, "w") as f:

@@ -19,6 +19,7 @@
  *    its free().
  * 3. The CSV marks the interposer's blocks taken over by the program's report.
  */
+#include "../src/mem/mem.h"
 #include "../src/record/record.h"
 #include "testutil.h"
 
@@ -115,6 +116,30 @@ static void plain_block_peak(void)
     mlprof__mem_free_lower(CPU, at(p));
 }
 
+/* The op profiler's window peak, alike: a segment reserved right after malloc
+ * gave it is no peak of the window; the tensor carved from it is. */
+static void window_peak(void)
+{
+    const uintptr_t s = 0x900000;
+    mlprof_mem_info i = info(); /* drained: the window starts from here */
+    mlprof__mem_window_open();
+    tu_set_now(40000);
+    mlprof__mem_alloc_lower(CPU, at(s), 4 * SEG);
+    tu_set_now(40100);
+    mlprof_mem_reserve(CPU, at(s), 4 * SEG);
+    tu_set_now(41000);
+    mlprof_mem_alloc(CPU, at(s), 100, "act");
+    (void)info(); /* drained again */
+    uint64_t used = 0, peak = 0;
+    mlprof__mem_window_close(CPU, &used, &peak);
+    CHECK(used == i.used + 100 && peak == i.used + 100, "the window's peak is the tensor: used %llu peak %llu",
+          (unsigned long long)used, (unsigned long long)peak);
+    tu_set_now(42000);
+    mlprof_mem_free(CPU, at(s));
+    mlprof_mem_release(CPU, at(s));
+    mlprof__mem_free_lower(CPU, at(s));
+}
+
 static void mistakes(void)
 {
     const uintptr_t x = 0x300000, y = 0x400000, z = 0x500000, v = 0x600000;
@@ -171,12 +196,13 @@ int main(int argc, char **argv)
     correct_program();
     mistakes();
     plain_block_peak();
+    window_peak();
     CHECK_OK(mlprof_dump(1));
     char *csv = tu_read_file(tu_path("layers.csv"));
     CHECK(csv != NULL, "the CSV is written");
     if (csv) {
-        /* weights, segment, x */
-        CHECK(tu_count(csv, ",taken over\n") == 3, "three blocks taken over:\n%s", csv);
+        /* weights, segment, x, the window's segment */
+        CHECK(tu_count(csv, ",taken over\n") == 4, "four blocks taken over:\n%s", csv);
         CHECK(tu_count(csv, ",overwritten\n") == 1, "one block allocated over (z):\n%s", csv);
         CHECK(tu_count(csv, ",weights,") == 1, "the weights' row:\n%s", csv);
         free(csv);

@@ -1061,7 +1061,11 @@ static int cmd_augment(int argc, char **argv)
     mlprof__sb_init(&notes);
     if (rc == 0) {
         an_augment_report(&t, &a, format, output, written, gzip, &out);
-        rc = write_output(NULL, &out);
+        if (strcmp(output, "-") == 0) { /* the trace is on standard output: the summary goes beside it */
+            fwrite(out.data ? out.data : "", 1, out.len, stderr);
+        } else {
+            rc = write_output(NULL, &out);
+        }
     }
     an_augment_notes(&t, &a, &notes);
     print_notes(cmd, &notes);
@@ -1187,9 +1191,18 @@ static int export_perfetto(const char *path, const char *output, an_trace *t)
         fprintf(stderr, PROG " export: %s\n", err);
         return 1;
     }
-    printf("%s: %zu slices, %zu async slices, %zu instants, %zu counter samples, %zu flow events on %zu "
-           "tracks; %lld bytes (from %s)\n",
-           output, st.slices, st.async_slices, st.instants, st.counters, st.flows, st.tracks, st.bytes, path);
+    /* the trace itself on standard output (-): the summary goes with the notes */
+    FILE *say = strcmp(output, "-") == 0 ? stderr : stdout;
+    fprintf(say, "%s: %zu slices, %zu async slices, %zu instants, %zu counter samples, %zu flow events on %zu "
+                 "tracks; %lld bytes (from %s)\n",
+            output, st.slices, st.async_slices, st.instants, st.counters, st.flows, st.tracks, st.bytes, path);
+    if (st.shift_ns)
+        fprintf(stderr, PROG " export: the trace starts %lld ns before 0 (a merge lines traces up so): every time is "
+                        "shifted by that much, since Perfetto's are unsigned (otherData.exported_time_shift_ns)\n",
+                (long long)st.shift_ns);
+    if (st.unended)
+        fprintf(stderr, PROG " export: %zu begins (\"B\") were never ended: left out, as analyze leaves them out\n",
+                st.unended);
     if (st.overlapping)
         fprintf(stderr, PROG " export: %zu durations overlap one of their thread's without nesting: each is on "
                         "a track of its own beside the thread's (\"(overlapping)\")\n", st.overlapping);

@@ -45,6 +45,7 @@ typedef struct ex {
     id_slot *ids; /* open addressing, power of two */
     size_t ids_cap, ids_n;
     int32_t next_synth;
+    int64_t shift; /* added to every time (ns_of) */
     an_pf_stats *st;
 } ex;
 
@@ -134,7 +135,15 @@ static void put_args_text(ex *x, const an_event *e)
     }
 }
 
-static uint64_t ns_of(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
+/* A time as Perfetto's (unsigned) timestamp: shifted when the trace starts
+ * before 0 (a merge lines traces up that way), so that nothing is cut. */
+static uint64_t ns_of(const ex *x, int64_t v)
+{
+    int64_t t;
+    if (__builtin_add_overflow(v, x->shift, &t))
+        return v > 0 ? UINT64_MAX >> 1 : 0;
+    return t > 0 ? (uint64_t)t : 0;
+}
 
 static void fill_span(ex *x, const an_event *e, pid_t pid, pid_t tid, int kind, mlprof__span_out *s)
 {
@@ -143,8 +152,8 @@ static void fill_span(ex *x, const an_event *e, pid_t pid, pid_t tid, int kind, 
     s->name_len = strlen(e->name);
     s->domain = e->cat && e->cat[0] ? e->cat : NULL;
     s->kind = kind;
-    s->begin_ns = ns_of(e->ts);
-    s->end_ns = ns_of(e->ts + (e->dur > 0 ? e->dur : 0));
+    s->begin_ns = ns_of(x, e->ts);
+    s->end_ns = ns_of(x, e->ts + (e->dur > 0 ? e->dur : 0));
     s->pid = pid;
     s->tid = tid;
     put_args_text(x, e);
@@ -223,8 +232,8 @@ static int put_track_slices(ex *x, const size_t *order, size_t from, size_t to, 
                 s.name = o->name;
                 s.name_len = strlen(o->name);
                 s.domain = o->cat && o->cat[0] ? o->cat : NULL;
-                s.begin_ns = ns_of(o->ts);
-                s.end_ns = ns_of(stack[depth - 1]);
+                s.begin_ns = ns_of(x, o->ts);
+                s.end_ns = ns_of(x, stack[depth - 1]);
                 s.pid = pid;
                 s.tid = tid;
                 x->ops->slice_end(x->ps, &x->out, &s);
@@ -297,7 +306,7 @@ static void put_counter(ex *x, const an_event *e)
         mlprof__sb_putc(&x->name, '\0');
         if (x->name.failed)
             return;
-        mlprof__counter_out c = {x->name.data, e->cat && e->cat[0] ? e->cat : NULL, ns_of(e->ts), a->num,
+        mlprof__counter_out c = {x->name.data, e->cat && e->cat[0] ? e->cat : NULL, ns_of(x, e->ts), a->num,
                                  a->is_int, a->inum, map_id(x, e->pid), map_id(x, e->tid), NULL};
         x->ops->counter(x->ps, &x->out, &c);
         x->st->counters++;
@@ -308,7 +317,7 @@ static void put_instant(ex *x, const an_event *e)
 {
     int scope = e->scope == 'g' ? MLPROF_SCOPE_GLOBAL : e->scope == 'p' ? MLPROF_SCOPE_PROCESS : MLPROF_SCOPE_THREAD;
     put_args_text(x, e);
-    mlprof__instant_out o = {e->name, strlen(e->name), e->cat && e->cat[0] ? e->cat : NULL, ns_of(e->ts), scope,
+    mlprof__instant_out o = {e->name, strlen(e->name), e->cat && e->cat[0] ? e->cat : NULL, ns_of(x, e->ts), scope,
                              map_id(x, e->pid), map_id(x, e->tid), x->args.data, x->args.len, NULL};
     x->ops->instant(x->ps, &x->out, &o);
     x->st->instants++;
@@ -320,7 +329,7 @@ static void put_flow(ex *x, const an_event *e)
         x->st->left_out++;
         return;
     }
-    mlprof__flow_out f = {e->ph, e->id, e->name, e->cat && e->cat[0] ? e->cat : NULL, ns_of(e->ts),
+    mlprof__flow_out f = {e->ph, e->id, e->name, e->cat && e->cat[0] ? e->cat : NULL, ns_of(x, e->ts),
                           map_id(x, e->pid), map_id(x, e->tid)};
     x->ops->flow(x->ps, &x->out, &f);
     x->st->flows++;
@@ -375,7 +384,7 @@ static int put_async(ex *x)
         ended[top - 1] = 1;
         slot->value = (void *)(uintptr_t)below[top - 1];
         fill_span(x, be, map_id(x, be->pid), map_id(x, be->tid), MLPROF__OUT_FRAME, &s);
-        s.end_ns = ns_of(e->ts) > s.begin_ns ? ns_of(e->ts) : s.begin_ns;
+        s.end_ns = ns_of(x, e->ts) > s.begin_ns ? ns_of(x, e->ts) : s.begin_ns;
         x->ops->span(x->ps, &x->out, &s);
         x->st->async_slices++;
         flush_if(x, FLUSH_AT);
@@ -389,7 +398,7 @@ static int put_async(ex *x)
         if (e->ph != 'b' || ended[i])
             continue;
         fill_span(x, e, map_id(x, e->pid), map_id(x, e->tid), MLPROF__OUT_FRAME, &s);
-        s.end_ns = ns_of(last) > s.begin_ns ? ns_of(last) : s.begin_ns;
+        s.end_ns = ns_of(x, last) > s.begin_ns ? ns_of(x, last) : s.begin_ns;
         s.unfinished = 1;
         x->ops->span(x->ps, &x->out, &s);
         x->st->async_slices++;
@@ -413,8 +422,8 @@ static void put_tail(ex *x)
     char host[256];
     m.host = an_other_data_str(t, "host", host, sizeof host);
     m.clock = "imported";
-    m.start_ns = ns_of(t->t_min);
-    m.dump_ns = ns_of(t->t_max);
+    m.start_ns = ns_of(x, t->t_min);
+    m.dump_ns = ns_of(x, t->t_max);
     m.finished = 1;
     /* otherData's members, and where the events came from */
     mlprof__sb_reset(&x->args);
@@ -435,6 +444,8 @@ static void put_tail(ex *x)
         mlprof__sb_printf(&x->args, ",\"baseTimeNanoseconds\":%lld", (long long)t->base_time_ns);
     if (t->system_clock)
         mlprof__sb_puts(&x->args, ",\"exported_system_clock\":true");
+    if (x->shift)
+        mlprof__sb_printf(&x->args, ",\"exported_time_shift_ns\":%lld", (long long)x->shift);
     size_t od = t->other_data ? strlen(t->other_data) : 0;
     if (od > 2 && t->other_data[0] == '{' && t->other_data[od - 1] == '}') {
         mlprof__sb_putc(&x->args, ',');
@@ -454,6 +465,10 @@ int an_perfetto_export(const an_trace *t, const char *out, an_pf_stats *st, char
     x.st = st;
     x.ops = &mlprof__perfetto_sink;
     x.next_synth = SYNTH_FIRST;
+    x.shift = t->t_min < 0 ? -t->t_min : 0; /* t_min > INT64_MIN: the reader leaves such times out */
+    st->shift_ns = x.shift;
+    for (size_t i = 0; i < t->nev; i++)
+        st->unended += t->ev[i].ph == 'U'; /* as analyze, which counts them apart */
     mlprof__sb_init(&x.sb);
     mlprof__sb_init(&x.args);
     mlprof__sb_init(&x.name);

@@ -21,6 +21,8 @@ typedef struct an_pf_stats {
     size_t async_unmatched; /* async begins without an end (shown to the trace's end) and ends without a begin */
     size_t left_out;        /* events of kinds Perfetto's track events do not hold (flow steps "t"),
                              * and counter values that are not numbers */
+    size_t unended;         /* begins ("B") never ended: left out, as analyze leaves them out */
+    int64_t shift_ns;       /* added to every time: the trace starts before 0, and Perfetto's times are unsigned */
     long long bytes;        /* the file's size */
 } an_pf_stats;
 

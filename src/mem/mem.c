@@ -592,8 +592,11 @@ static void peak_used_at(mem_device *d, uint64_t used, uint64_t allocated, uint6
 /* The waiting peak of an interposer's block counts (the program did not take the block over next). */
 static void cand_commit(mem_device *d)
 {
-    if (d->cand)
+    if (d->cand) {
         peak_used_at(d, d->cand_used, d->cand_alloc, d->cand_seq, d->cand_ns, d->cand_tid);
+        if (mlprof__mem.win_open && d->cand_used > d->win_peak) /* the op profiler's window, alike */
+            d->win_peak = d->cand_used;
+    }
     d->cand = 0;
 }
 
@@ -639,9 +642,10 @@ static void apply_one(const mem_op *o, mlprof__produced *out)
     mem_trace_op *t = trace_slot(d);
     if (t)
         *t = (mem_trace_op){o->ns, bytes, d->used, d->allocated, o->scope, o->opname, tag, o->kind};
-    if (M->win_open && d->used > d->win_peak)
+    int lower_alloc = o->lower && o->kind == MLPROF__MEM_ALLOC;
+    if (M->win_open && d->used > d->win_peak && !lower_alloc)
         d->win_peak = d->used;
-    if (o->lower && o->kind == MLPROF__MEM_ALLOC && d->used > d->peak_used) {
+    if (lower_alloc && (d->used > d->peak_used || (M->win_open && d->used > d->win_peak))) {
         d->cand = 1; /* the next operation says whether it counts */
         d->cand_used = d->used;
         d->cand_alloc = d->allocated;
