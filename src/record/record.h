@@ -83,6 +83,7 @@ struct mlprof_domain {
     int level;
     uint8_t on; /* recorded under the current configuration */
     struct mlprof_domain *next;
+    struct mlprof_domain *bucket_next; /* (reg) the next in its bucket of the name index */
 };
 
 enum mlprof__span_kind { MLPROF__SPAN_TASK = 0, MLPROF__SPAN_FRAME = 1, MLPROF__SPAN_EVENT = 2 };
@@ -97,6 +98,8 @@ typedef struct mlprof__handle {
     mlprof_domain *domain;
     char *name;
     struct mlprof__handle *next; /* every handle, for configuration changes */
+    struct mlprof__handle *bucket_next; /* (reg) while destroyed: the next in its bucket of
+                                            the index of destroyed handles (handles.c) */
 } mlprof__handle;
 
 /* the public macros read `on` as the handle's first byte (MLPROF_I_HANDLE_ON) */
