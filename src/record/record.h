@@ -299,6 +299,22 @@ extern mlprof__global mlprof__g;
 /* Writes the trace from a handler of a fatal signal (best effort: nothing
  * when the lock is held). */
 int mlprof__dump_on_signal(int sig);
+/* The same for a SIGTERM that stops a child of the run (children.c): says
+ * nothing when the trace is written, as an exit would not. */
+int mlprof__dump_on_term(int sig);
+/* mlprof__dump_on_term's answer when the interrupted thread holds ctl_lock:
+ * the dump waits until it lets it go (mlprof__term_if_pending). */
+#define MLPROF__LATER 1
+/* A SIGTERM deferred so (children.c): its signal number, else 0. */
+extern int mlprof__term_pending;
+void mlprof__term_now(void);
+/* After ctl_lock is let go: a SIGTERM that waited for it writes the trace and
+ * ends the process now. One load otherwise. */
+static inline void mlprof__term_if_pending(void)
+{
+    if (__builtin_expect(__atomic_load_n(&mlprof__term_pending, __ATOMIC_ACQUIRE) != 0, 0))
+        mlprof__term_now();
+}
 
 /* ctl_lock, marking the thread busy inside mlprof while it is held. */
 static inline void mlprof__ctl_lock(void)
@@ -310,6 +326,7 @@ static inline void mlprof__ctl_unlock(void)
 {
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
     mlprof__busy--;
+    mlprof__term_if_pending();
 }
 /* Nonzero while memory operations are recorded (running, not paused, and
  * profile_memory or profile_all on). Read on the hot path. */
