@@ -226,6 +226,45 @@ def area_fork(prog, out):
         check(len(cpu) >= 2 and all(e["pid"] == pid for e in cpu), f"{label}: its own sampler: {len(cpu)} samples")
 
 
+def area_children(prog, out):
+    for f in os.listdir(out):
+        os.unlink(os.path.join(out, f))
+    p = run(prog, out)
+    m = re.search(r"a=(\d+) b=(\d+) c=(\d+) d=(\d+) s=(\d+) t=(\d+) parent=(\d+)", p.stdout)
+    check(m is not None, f"the pids: {p.stdout!r}")
+    if not m:
+        return
+    a, b, c, d, s, t, parent = (int(g) for g in m.groups())
+    names = lambda t: sorted({e["name"] for e in events(t, "X")})  # noqa: E731
+    tp = load(os.path.join(out, "children.json"))
+    check(names(tp) == ["parent_work"] and len(events(tp, "X")) == 3 and tp["otherData"]["pid"] == parent,
+          f"the parent's trace is the parent's: {names(tp)}, pid {tp['otherData']['pid']}")
+    for pid, name, n in ((a, "a_work", 3), (c, "c_work", 5), (s, "spawned_work", 4)):
+        path = os.path.join(out, f"children.{pid}.json")
+        check(os.path.exists(path), f"{path} written")
+        if os.path.exists(path):
+            tr = load(path)
+            check(names(tr) == [name] and len(events(tr, "X")) == n and tr["otherData"]["pid"] == pid,
+                  f"{path}: {n} {name} of process {pid}, got {names(tr)}")
+    for pid in (b, d):
+        check(not os.path.exists(os.path.join(out, f"children.{pid}.json")), f"no trace of child {pid}")
+    # t: its SIGTERM came inside its own dump; the trace waited for the dump's end
+    path = os.path.join(out, f"children.{t}.json")
+    check(os.path.exists(path), f"{path} written")
+    if os.path.exists(path):
+        tt = load(path)
+        check(names(tt) == ["t_work"] and tt["otherData"]["finished"], f"{path}: t's spans, finished: {names(tt)}")
+    lost = [line for line in p.stderr.splitlines() if "recorded events but wrote no trace" in line]
+    check(len(lost) == 1 and f"the forked child {b} recorded" in lost[0],
+          f"the parent says once that child b ({b}) lost its events: {lost}")
+    renamed = sorted(line for line in p.stderr.splitlines() if "writes its trace to" in line)
+    check(len(renamed) == 2 and all(f"process {parent}'s trace" in line and "%p" in line for line in renamed)
+          and sum(f"process {s} writes its trace to " in line for line in renamed) == 1
+          and sum(f"process {t} writes its trace to " in line for line in renamed) == 1,
+          f"each exec'd child says once where its trace goes: {renamed}")
+    check("killed by signal" not in p.stderr, "SIGTERM's dump in a child is quiet")
+
+
 def area_continuous(prog, out):
     path = os.path.join(out, "continuous.json")
     if os.path.exists(path):

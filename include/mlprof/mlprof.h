@@ -271,7 +271,9 @@ typedef void (*mlprof_trace_ready_fn)(const char *trace_path, int cycle, void *u
 MLPROF_API void mlprof_on_trace_ready(mlprof_trace_ready_fn fn, void *user);
 
 /* Copies the path the trace is written to (filename with "%p" replaced by the
- * pid, and ".PID" added before the extension in a forked child) into buf.
+ * pid, and ".PID" added before the extension in a forked child, or in a
+ * process started with the environment of one that writes that same path:
+ * README, "Child processes") into buf.
  * Errors: MLPROF_ELIMIT when buf is too small (truncated). */
 MLPROF_API int mlprof_trace_path(char *buf, size_t len);
 
@@ -305,6 +307,15 @@ MLPROF_API int mlprof_dump(int finished);
  * trace is written there, that output is not).
  * Takes the configuration lock: not from a signal handler. */
 MLPROF_API int mlprof_dump_to(const char *path, int finished);
+/* Does now what the exit handler would: when dump_at_exit is on and anything
+ * was recorded since the last finished dump, stops recording and writes the
+ * trace (a forked child's to NAME.PID.json). For a process about to end
+ * without exit handlers: a forked child leaving through _exit() (the Python
+ * module calls it for multiprocessing's children, which end in os._exit).
+ * The exit handler then finds nothing left to write. MLPROF_OK when there
+ * was nothing to write; else the errors of mlprof_dump, also said on stderr.
+ * Takes the configuration lock: not from a signal handler. */
+MLPROF_API int mlprof_exit_dump(void);
 /* The trace recorded so far as mlprof_dump(0) would write it, as Chrome
  * JSON with otherData whatever the trace's format (spans still open shown up
  * to now, flagged unfinished), in *out, NUL-terminated (free it with

@@ -158,6 +158,8 @@ def set_state(state="stop", profile_process="worker"):
         raise ValueError(f'state must be "run" or "stop", not {state!r}')
     if _this_process(profile_process, "set_state"):
         _check(lib.mlprof_set_state(1 if state == "run" else 0))
+        if state == "run":
+            _tell_os_environ()
 
 
 def profiler_set_state(state="stop"):
@@ -978,3 +980,57 @@ def profile(*args, **kwargs):
     if len(args) == 1 and callable(args[0]) and not kwargs:
         return Profiler()(args[0])
     return Profiler(*args, **kwargs)
+
+
+# ------------------------------------------------------- child processes
+
+def _tell_os_environ():
+    """A process that records names its trace's path in the C environment
+    (MLPROF_TRACE_OWNER), which its children inherit, so that one started
+    with the same MLPROF_FILENAME writes NAME.PID.json instead of replacing
+    that trace. os.environ is a copy taken at startup: it gets the variable
+    too, for children given env=dict(os.environ, ...)."""
+    value = _libc_getenv(b"MLPROF_TRACE_OWNER")
+    if value and os.environ.get("MLPROF_TRACE_OWNER") != value.decode(errors="surrogateescape"):
+        os.environ["MLPROF_TRACE_OWNER"] = value.decode(errors="surrogateescape")
+
+
+try:
+    _libc_getenv = ctypes.CDLL(None).getenv
+    _libc_getenv.restype = ctypes.c_char_p
+    _libc_getenv.argtypes = [ctypes.c_char_p]
+except (OSError, AttributeError):  # no C library to ask: nothing to tell
+    def _libc_getenv(name):
+        return None
+
+
+class _ChildHook:
+    """multiprocessing's children (fork, forkserver, spawn) end in os._exit,
+    which runs no exit handler, so a child would never write its trace. The
+    library's part: multiprocessing runs this hook in each child it starts,
+    which adds a finalizer that multiprocessing runs when the child's work is
+    done (after its own, and after the child's children are joined), writing
+    the trace as the exit handler would (mlprof_exit_dump). A child stopped by
+    terminate() (SIGTERM: `with Pool()` does it) writes its trace from the
+    library's SIGTERM handler instead."""
+
+    registered = False
+
+    @staticmethod
+    def in_child(_hook):
+        from multiprocessing import util
+        util.Finalize(None, lib.mlprof_exit_dump, exitpriority=-100)
+
+    @classmethod
+    def register(cls):
+        """Once multiprocessing is imported: at this import, or before a fork."""
+        util = sys.modules.get("multiprocessing.util")
+        if cls.registered or util is None:
+            return
+        util.register_after_fork(_child_hook, cls.in_child)  # a weak reference: _child_hook stays
+        cls.registered = True
+
+
+_child_hook = _ChildHook()
+_ChildHook.register()
+os.register_at_fork(before=_ChildHook.register)

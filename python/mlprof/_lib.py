@@ -70,6 +70,7 @@ PROTOTYPES = {
     "mlprof_output_path": (c_int, [c_char_p, c_char_p, c_size_t]),
     "mlprof_dump": (c_int, [c_int]),
     "mlprof_dump_to": (c_int, [c_char_p, c_int]),
+    "mlprof_exit_dump": (c_int, []),
     "mlprof_dump_string": (c_int, [ctypes.POINTER(c_void_p)]),
     "mlprof_dumps": (c_int, [ctypes.POINTER(c_void_p), c_int, c_int, c_int, c_int]),
     "mlprof_clear": (c_int, []),

@@ -2553,6 +2553,7 @@ int mlprof__collect_dump(const char *to, int finished)
         mlprof__log(MLPROF_LOG_INFO, "nothing recorded since the trace %s was written: it is kept as it is", path);
         return MLPROF_OK;
     }
+    mlprof__children_say_renamed(path);
     files_prepare();
     trace_prepare();
     drain_all(0, finished);
@@ -2597,6 +2598,7 @@ int mlprof__collect_dump(const char *to, int finished)
         snprintf(last_finished, sizeof last_finished, "%s", path);
         reset_trace();
         __atomic_store_n(&mlprof__g.recorded, 0, __ATOMIC_RELEASE);
+        mlprof__children_settled(); /* a forked child's parent has nothing to report of it */
     }
     if (rc != MLPROF_OK)
         return mlprof__fail(rc, "%s", msg);
@@ -2848,6 +2850,11 @@ static void *continuous_main(void *arg)
         }
         mlprof__pool_keep_warm(); /* the next chunks taken are faulted in already */
         __atomic_store_n(&C.poked, 0, __ATOMIC_RELEASE);
+        if (__atomic_load_n(&mlprof__term_pending, __ATOMIC_ACQUIRE)) {
+            /* a SIGTERM that came in the section above waits for the lock */
+            mlprof__ctl_unlock();
+            mlprof__ctl_lock();
+        }
     }
     mlprof__ctl_unlock();
     return NULL;

@@ -20,8 +20,10 @@
 #include "produce.h"
 #include "record.h"
 
+/* ctl_lock checks its owner: a signal's dump that interrupted a thread
+ * holding it learns so at once (EDEADLK) instead of waiting for itself */
 mlprof__global mlprof__g = {
-    .ctl_lock = PTHREAD_MUTEX_INITIALIZER,
+    .ctl_lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP,
     .reg_lock = PTHREAD_MUTEX_INITIALIZER,
     .scope_root = {.name = "", .full = "", .full_len = 0},
 };
@@ -768,6 +770,10 @@ static void read_environment(void)
         key[len] = '\0';
         if (strcmp(key, "config") == 0)
             continue;
+        /* MLPROF_TRACE_OWNER: the run's first trace path, set by the library
+         * (children.c), not a key */
+        if (strcmp(key, "trace_owner") == 0)
+            continue;
         /* MLPROF_TORCH_*: the Python bindings' (mlprof.torch's native path and
          * its extension's path, torch.distributed tracing), not keys */
         if (strncmp(key, "torch_", 6) == 0)
@@ -836,18 +842,44 @@ static void modules_stop(void)
     EACH_MODULE(pause, ());
 }
 
-static void at_exit(void)
+/* What the exit handler writes: the trace, when dump_at_exit is on and
+ * anything was recorded since the last finished dump. */
+static int exit_dump(void)
 {
     modules_quiesce(); /* the sampler's last samples are in the final dump */
     mlprof__ctl_lock();
     int want = mlprof__g.cfg.dump_at_exit && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
     if (want) /* the kernels of the range profiler's last batches */
         EACH_MODULE(finish, ());
-    if (want && mlprof__collect_dump(NULL, 1) != MLPROF_OK)
+    int rc = want ? mlprof__collect_dump(NULL, 1) : MLPROF_OK;
+    if (rc != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "dump at exit failed: %s", mlprof_last_error());
     mlprof__collect_stop_continuous();
     mlprof__ctl_unlock();
     mlprof__collect_join_continuous();
+    mlprof__children_settled(); /* written, said why not, or none was wanted */
+    return rc;
+}
+
+static void at_exit(void)
+{
+    exit_dump();
+    mlprof__children_report();
+}
+
+int mlprof_exit_dump(void)
+{
+    mlprof__ensure_init();
+    /* recording stops first, as at a finished dump: this process is about to
+     * end, and its other threads must not record into the next trace */
+    mlprof__ctl_lock();
+    int recording = mlprof__g.state == MLPROF_STATE_RUN;
+    mlprof__ctl_unlock();
+    if (recording)
+        mlprof_set_state(MLPROF_STATE_STOP);
+    int rc = exit_dump();
+    mlprof__children_report();
+    return rc;
 }
 
 static void fork_prepare(void)
@@ -860,14 +892,20 @@ static void fork_parent(void)
 {
     pthread_mutex_unlock(&mlprof__g.reg_lock);
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    mlprof__term_if_pending();
 }
 
 static void fork_child(void)
 {
+    pthread_mutexattr_t checked;
+    pthread_mutexattr_init(&checked);
+    pthread_mutexattr_settype(&checked, PTHREAD_MUTEX_ERRORCHECK);
     pthread_mutex_init(&mlprof__g.reg_lock, NULL);
-    pthread_mutex_init(&mlprof__g.ctl_lock, NULL);
+    pthread_mutex_init(&mlprof__g.ctl_lock, &checked);
+    pthread_mutexattr_destroy(&checked);
     mlprof__g.pid = getpid();
     mlprof__g.forked_child = 1;
+    mlprof__children_after_fork(mlprof__g.state == MLPROF_STATE_RUN);
     /* the child's own trace is written at its exit if it goes on recording */
     __atomic_store_n(&mlprof__g.recorded, mlprof__g.state == MLPROF_STATE_RUN, __ATOMIC_RELAXED);
     mlprof__thread_after_fork();
@@ -884,6 +922,7 @@ static void do_init(void)
     mlprof__ctl_lock();
     config_defaults(&mlprof__g.cfg);
     mlprof__g.pid = getpid();
+    mlprof__children_init();
     mlprof__collect_init();
     mlprof__set_crash_dumper(mlprof__dump_on_signal);
     read_environment();
@@ -924,6 +963,7 @@ static int set_state_locked(int state)
         if (rc != MLPROF_OK)
             return rc;
         mlprof__recorder_fence_init();
+        mlprof__children_recording(); /* before the first event: a forked child's slot */
         store_state(MLPROF_STATE_RUN);
         store_paused(0);
         modules_resume();
@@ -1005,6 +1045,7 @@ static int dump(const char *path, int finished)
     mlprof__ctl_unlock();
     modules_join();
     mlprof__collect_join_continuous();
+    mlprof__children_report();
     return rc;
 }
 
@@ -1033,17 +1074,30 @@ int mlprof_dump_string(char **out)
     return rc;
 }
 
-int mlprof__dump_on_signal(int sig)
+/* quiet: a SIGTERM that stops a child of the run, which may wait for the
+ * interrupted thread to leave mlprof's lock (MLPROF__LATER) and says nothing
+ * when the trace is written */
+static int signal_dump(int sig, int quiet)
 {
     /* Another thread holding the lock for its own work (the continuous dump
      * drains or writes every few milliseconds) lets it go soon: wait for it.
-     * The crash itself holding it never does: the wait is bounded. */
-    mlprof__capture_on_crash();
+     * The crash itself holding it never does: the wait is bounded. The
+     * interrupted thread holding it is known at once (EDEADLK). */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 5;
-    if (pthread_mutex_timedlock(&mlprof__g.ctl_lock, &deadline) != 0) {
-        mlprof__log(MLPROF_LOG_ERROR, "killed by signal %d while mlprof's lock was held for 5 s: the trace is not written", sig);
+    int locked = pthread_mutex_timedlock(&mlprof__g.ctl_lock, &deadline);
+    if (locked == EDEADLK && quiet)
+        return MLPROF__LATER;
+    mlprof__capture_on_crash();
+    if (locked != 0) {
+        if (locked == EDEADLK)
+            mlprof__log(MLPROF_LOG_ERROR, "killed by signal %d (%s) inside mlprof, which held its lock: the trace is "
+                        "not written", sig, strsignal(sig));
+        else
+            mlprof__log(MLPROF_LOG_ERROR, "killed by signal %d while mlprof's lock was held for 5 s: the trace is not "
+                        "written", sig);
+        mlprof__children_settled(); /* said: a forked child's parent need not */
         return MLPROF_ESTATE;
     }
     mlprof__busy++;
@@ -1060,12 +1114,16 @@ int mlprof__dump_on_signal(int sig)
     __atomic_store_n(&mlprof__crashing, 1, __ATOMIC_RELEASE);
     int rc = want ? mlprof__collect_dump(NULL, 1) : MLPROF_OK;
     __atomic_store_n(&mlprof__crashing, 0, __ATOMIC_RELEASE);
-    if (want)
+    if (want && (rc != MLPROF_OK || !quiet))
         mlprof__log(rc == MLPROF_OK ? MLPROF_LOG_WARN : MLPROF_LOG_ERROR, "killed by signal %d (%s): %s", sig,
                     strsignal(sig), rc == MLPROF_OK ? "the trace up to it is written" : mlprof_last_error());
     mlprof__ctl_unlock();
+    mlprof__children_settled();
     return rc;
 }
+
+int mlprof__dump_on_signal(int sig) { return signal_dump(sig, 0); }
+int mlprof__dump_on_term(int sig) { return signal_dump(sig, 1); }
 
 int mlprof_dumps(char **out, int format, int sort_by, int ascending, int reset)
 {

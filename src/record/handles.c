@@ -4,12 +4,120 @@
  * reads only a handle's `on` flag. Handles are never freed while records may
  * point at them; a destroyed handle is only marked, and reused by a later
  * create of the same name.
+ *
+ * Finding a domain by its name, or a destroyed handle to reuse, goes through
+ * a hash index (below), so that creating the n-th handle costs the same as
+ * the first: a program that names a handle per layer, per shape or per call
+ * site makes hundreds of thousands. The index holds the domains and the
+ * destroyed handles only: a live handle is never looked up (a create of a
+ * live name makes another handle), so names created again and again without
+ * a destroy do not lengthen any chain. The index and the lists are the
+ * registry's, read and written under reg_lock only; the hot path and the
+ * collector hold handle pointers and never look at either.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "capture.h"
 
 int mlprof__mem_on;
+
+/* ---------------------------------------------------------- the name index */
+
+/* A chained hash table of nodes linked through a field of theirs, at `link`
+ * bytes into the node. Its buckets start as a small array of its own, so that
+ * an insertion never fails: when a larger array cannot be allocated the chains
+ * only grow longer. (reg) */
+typedef struct {
+    void **heads;
+    size_t nbuckets; /* a power of two */
+    size_t count;
+    size_t link;
+    uint64_t (*hash)(const void *node);
+    void *first[16];
+} name_index;
+
+#define INDEX_LINK(ix, node) (*(void **)((char *)(node) + (ix)->link))
+
+/* FNV-1a over the name from a seed that mixes in the rest of the key, then
+ * a finalizer: names that differ in their last characters ("op1", "op2")
+ * land in different buckets even in a small table. */
+static uint64_t hash_key(uint64_t seed, const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ (seed * 0x9e3779b97f4a7c15ull);
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+static uint64_t domain_hash(const void *node) { return hash_key(0, ((const mlprof_domain *)node)->name); }
+
+static uint64_t handle_key(int type, int kind, const mlprof_domain *domain, const char *name)
+{
+    return hash_key((uint64_t)(uintptr_t)domain ^ ((uint64_t)type << 56) ^ ((uint64_t)kind << 48), name);
+}
+
+static uint64_t handle_hash(const void *node)
+{
+    const mlprof__handle *h = node;
+    return handle_key(h->type, h->kind, h->domain, h->name);
+}
+
+static name_index g_domain_index = {NULL, 0, 0, offsetof(mlprof_domain, bucket_next), domain_hash, {0}};
+static name_index g_free_index = {NULL, 0, 0, offsetof(mlprof__handle, bucket_next), handle_hash, {0}};
+
+static void **index_bucket(name_index *ix, uint64_t hash)
+{
+    if (!ix->heads) { /* the first use: its own buckets */
+        ix->heads = ix->first;
+        ix->nbuckets = sizeof ix->first / sizeof ix->first[0];
+    }
+    return &ix->heads[hash & (ix->nbuckets - 1)];
+}
+
+/* Doubles the buckets once there are as many nodes as buckets. */
+static void index_grow(name_index *ix)
+{
+    size_t n = ix->nbuckets * 2;
+    void **heads = mlprof__calloc(n, sizeof *heads);
+    if (!heads)
+        return; /* longer chains, still correct */
+    for (size_t b = 0; b < ix->nbuckets; b++) {
+        for (void *node = ix->heads[b], *next; node; node = next) {
+            next = INDEX_LINK(ix, node);
+            void **head = &heads[ix->hash(node) & (n - 1)];
+            INDEX_LINK(ix, node) = *head;
+            *head = node;
+        }
+    }
+    if (ix->heads != ix->first)
+        mlprof__free(ix->heads);
+    ix->heads = heads;
+    ix->nbuckets = n;
+}
+
+static void index_insert(name_index *ix, void *node)
+{
+    (void)index_bucket(ix, 0); /* sets up the first buckets on the first use */
+    if (ix->count >= ix->nbuckets)
+        index_grow(ix);
+    void **head = index_bucket(ix, ix->hash(node));
+    INDEX_LINK(ix, node) = *head;
+    *head = node;
+    ix->count++;
+}
+
+/* Unlinks the node that `at` points to (a bucket's head or a node's link). */
+static void index_unlink(name_index *ix, void **at)
+{
+    void *node = *at;
+    *at = INDEX_LINK(ix, node);
+    INDEX_LINK(ix, node) = NULL;
+    ix->count--;
+}
 
 static int domain_on(const mlprof_domain *d)
 {
@@ -76,11 +184,9 @@ mlprof_domain *mlprof_domain_create(const char *name)
     if (!name)
         name = "default";
     pthread_mutex_lock(&mlprof__g.reg_lock);
-    mlprof_domain *d;
-    for (d = mlprof__g.domains; d; d = d->next) {
-        if (strcmp(d->name, name) == 0)
-            break;
-    }
+    mlprof_domain *d = *index_bucket(&g_domain_index, hash_key(0, name));
+    while (d && strcmp(d->name, name) != 0)
+        d = d->bucket_next;
     if (!d) {
         d = mlprof__calloc(1, sizeof *d);
         if (d && (d->name = mlprof__strdup(name)) != NULL && fits_in_record(d)) {
@@ -89,6 +195,7 @@ mlprof_domain *mlprof_domain_create(const char *name)
             d->on = (uint8_t)domain_on(d);
             d->next = mlprof__g.domains;
             mlprof__g.domains = d;
+            index_insert(&g_domain_index, d);
         } else {
             if (d)
                 mlprof__free(d->name);
@@ -126,18 +233,22 @@ int mlprof_domain_set_level(mlprof_domain *d, int level)
 
 const char *mlprof_domain_name(const mlprof_domain *d) { return d ? d->name : ""; }
 
-/* Finds a destroyed handle to revive, or allocates one of `size` bytes.
- * Caller holds reg_lock; domain is not NULL. */
+/* Takes a destroyed handle of that name, type and kind out of the index to
+ * revive it, or allocates one of `size` bytes. Caller holds reg_lock; domain
+ * is not NULL. */
 static mlprof__handle *handle_create_locked(size_t size, int type, int kind, mlprof_domain *domain,
                                             const char *name)
 {
     if (!name)
         name = "";
-    mlprof__handle *h;
-    for (h = mlprof__g.handles; h; h = h->next) {
-        if (h->destroyed && h->type == type && h->kind == kind && h->domain == domain &&
-            strcmp(h->name, name) == 0) {
-            h->destroyed = 0;
+    mlprof__handle *h = NULL;
+    for (void **at = index_bucket(&g_free_index, handle_key(type, kind, domain, name)); *at;
+         at = (void **)&((mlprof__handle *)*at)->bucket_next) {
+        mlprof__handle *c = *at;
+        if (c->type == type && c->kind == kind && c->domain == domain && strcmp(c->name, name) == 0) {
+            index_unlink(&g_free_index, at);
+            c->destroyed = 0;
+            h = c;
             break;
         }
     }
@@ -180,8 +291,11 @@ static void handle_destroy(mlprof__handle *h)
     if (!h)
         return;
     pthread_mutex_lock(&mlprof__g.reg_lock);
-    h->destroyed = 1;
-    __atomic_store_n(&h->on, 0, __ATOMIC_RELAXED);
+    if (!h->destroyed) { /* a second destroy must not index it twice */
+        h->destroyed = 1;
+        __atomic_store_n(&h->on, 0, __ATOMIC_RELAXED);
+        index_insert(&g_free_index, h);
+    }
     pthread_mutex_unlock(&mlprof__g.reg_lock);
 }
 

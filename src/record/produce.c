@@ -263,45 +263,78 @@ static void sb_insert(mlprof__sb *sb, size_t at, const char *text)
     *sb = out;
 }
 
-void mlprof__expand_path(const char *name, int fork_suffix, char *buf, size_t len)
+/* name with its %p, %c, %r, %h and %% expanded and, for a trace, the rank's
+ * suffix (fork_suffix), into sb. Sets *had_pid and *had_cycle when the name
+ * held them. */
+static void expand_base(const char *name, int fork_suffix, int cycle, mlprof__sb *sb, int *had_pid,
+                        int *had_cycle)
 {
     const mlprof__dist *d = mlprof__dist_get();
-    mlprof__sb sb;
-    mlprof__sb_init(&sb);
-    int had_pid = 0, had_cycle = 0, had_rank = 0, many;
-    int cycle = mlprof__steps_cycle(&many);
+    int had_rank = 0;
+    *had_pid = *had_cycle = 0;
     for (const char *p = name; *p; p++) {
         if (p[0] == '%' && p[1] == 'p') {
-            mlprof__sb_printf(&sb, "%d", (int)mlprof__g.pid);
-            had_pid = 1;
+            mlprof__sb_printf(sb, "%d", (int)mlprof__g.pid);
+            *had_pid = 1;
             p++;
         } else if (p[0] == '%' && p[1] == 'c') { /* the schedule's cycle (steps.c) */
-            mlprof__sb_printf(&sb, "%d", cycle < 0 ? 0 : cycle);
-            had_cycle = 1;
+            mlprof__sb_printf(sb, "%d", cycle < 0 ? 0 : cycle);
+            *had_cycle = 1;
             p++;
         } else if (p[0] == '%' && p[1] == 'r') {
             char rank[16];
             mlprof__dist_rank_str(d, rank, sizeof rank);
-            mlprof__sb_puts(&sb, rank);
+            mlprof__sb_puts(sb, rank);
             had_rank = 1;
             p++;
         } else if (p[0] == '%' && p[1] == 'h') {
             for (const char *h = d->host; *h; h++) /* a host name never makes a folder */
-                mlprof__sb_putc(&sb, *h == '/' ? '_' : *h);
+                mlprof__sb_putc(sb, *h == '/' ? '_' : *h);
             p++;
         } else if (p[0] == '%' && p[1] == '%') {
-            mlprof__sb_putc(&sb, '%');
+            mlprof__sb_putc(sb, '%');
             p++;
         } else {
-            mlprof__sb_putc(&sb, *p);
+            mlprof__sb_putc(sb, *p);
         }
     }
-    if (fork_suffix && !had_rank && mlprof__dist_name_ranks(d) && sb.data) {
+    if (fork_suffix && !had_rank && mlprof__dist_name_ranks(d) && sb->data) {
         /* the ranks of a job never overwrite each other's files: name.rankR.ext */
         char tail[32];
         snprintf(tail, sizeof tail, ".rank%d", d->rank);
-        sb_insert(&sb, extension_at(sb.data, sb.len), tail);
+        sb_insert(sb, extension_at(sb->data, sb->len), tail);
     }
+}
+
+int mlprof__trace_base_path(char *buf, size_t len)
+{
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    int had_pid, had_cycle, many;
+    expand_base(mlprof__g.cfg.filename, 1, mlprof__steps_cycle(&many), &sb, &had_pid, &had_cycle);
+    snprintf(buf, len, "%s", sb.data && !sb.failed ? sb.data : mlprof__g.cfg.filename);
+    mlprof__sb_free(&sb);
+    return had_pid;
+}
+
+/* This process writes its files under NAME.PID: a forked child, or one
+ * whose trace path another process of the run took (children.c). */
+static int pid_suffix(void)
+{
+    if (mlprof__g.forked_child)
+        return 1;
+    char base[MLPROF__PATH_MAX];
+    mlprof__trace_base_path(base, sizeof base);
+    return mlprof__children_name_taken(base);
+}
+
+void mlprof__expand_path(const char *name, int fork_suffix, char *buf, size_t len)
+{
+    mlprof__sb sb;
+    mlprof__sb_init(&sb);
+    int had_pid, had_cycle, many;
+    int cycle = mlprof__steps_cycle(&many);
+    expand_base(name, fork_suffix, cycle, &sb, &had_pid, &had_cycle);
     if (cycle >= 0 && many && !had_cycle && sb.data) {
         /* the cycles of a schedule must not overwrite each other: name.cycleN.ext */
         size_t stem = extension_at(sb.data, sb.len);
@@ -309,8 +342,9 @@ void mlprof__expand_path(const char *name, int fork_suffix, char *buf, size_t le
         snprintf(tail, sizeof tail, ".cycle%d", cycle);
         sb_insert(&sb, stem, tail);
     }
-    if (fork_suffix && mlprof__g.forked_child && !had_pid && sb.data) {
-        /* a forked child must not overwrite its parent's trace: name.PID.ext */
+    if (fork_suffix && !had_pid && sb.data && pid_suffix()) {
+        /* a forked child must not overwrite its parent's trace, nor a process
+         * started with another's environment that one's: name.PID.ext */
         const char *base = strrchr(sb.data, '/');
         base = base ? base + 1 : sb.data;
         const char *dot = strrchr(base, '.');

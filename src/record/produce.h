@@ -204,9 +204,40 @@ extern const size_t mlprof__nmodules;
  * known and the world is not one process, a name without "%r" gets ".rankR"
  * before its extension (name.rank3.json, name.rank3.json.gz), so the ranks of
  * a job never overwrite each other's files; in a forked child, which must
- * not overwrite its parent's files, ".PID" goes before the extension unless
- * the name holds "%p". */
+ * not overwrite its parent's files, and in a process whose trace path another
+ * process of the run took (children.c), ".PID" goes before the extension
+ * unless the name holds "%p". */
 void mlprof__expand_path(const char *name, int fork_suffix, char *buf, size_t len);
+/* The configured trace's path before a forked child's .PID (and a
+ * schedule's .cycleN): the path a process of a run claims. 1 when the name
+ * holds %p (no other process has that path). */
+int mlprof__trace_base_path(char *buf, size_t len);
+
+/* children.c: the processes the program starts, and their traces. */
+/* At the start: the table of forked children (shared memory), and the trace
+ * path the environment says another process of the run writes. */
+void mlprof__children_init(void);
+/* In a forked child, from the fork handler, before anything records in it. */
+void mlprof__children_after_fork(int recording);
+/* The process starts recording (ctl_lock held): the first of a run claims its
+ * trace's path; a child of the run gets SIGTERM's handler, a forked one its
+ * slot. */
+void mlprof__children_recording(void);
+/* A finished trace was written, or the exit handler ran (which writes it or
+ * says why not): a forked child's parent has nothing to report of it. */
+void mlprof__children_settled(void);
+/* Says which forked children of this process ended having recorded events
+ * and written no trace; each once. */
+void mlprof__children_report(void);
+/* 1 when path (relative to the working folder, or absolute) is the trace
+ * path that another process of the run, whose environment this one
+ * inherited, claimed. */
+int mlprof__children_name_taken(const char *path);
+/* Says once that this process's trace goes to path instead of the claimed one. */
+void mlprof__children_say_renamed(const char *path);
+/* &this forked child's slot's recorded flag, or NULL: the recorder sets it
+ * when a thread takes its first chunk. */
+extern int *mlprof__child_recorded;
 /* The program's name for the trace: mlprof_process_set_name's, else argv[0]
  * without its folder. */
 void mlprof__process_name(char *buf, size_t len);

@@ -83,6 +83,7 @@ struct mlprof_domain {
     int level;
     uint8_t on; /* recorded under the current configuration */
     struct mlprof_domain *next;
+    struct mlprof_domain *bucket_next; /* (reg) the next in its bucket of the name index */
 };
 
 enum mlprof__span_kind { MLPROF__SPAN_TASK = 0, MLPROF__SPAN_FRAME = 1, MLPROF__SPAN_EVENT = 2 };
@@ -97,6 +98,8 @@ typedef struct mlprof__handle {
     mlprof_domain *domain;
     char *name;
     struct mlprof__handle *next; /* every handle, for configuration changes */
+    struct mlprof__handle *bucket_next; /* (reg) while destroyed: the next in its bucket of
+                                            the index of destroyed handles (handles.c) */
 } mlprof__handle;
 
 /* the public macros read `on` as the handle's first byte (MLPROF_I_HANDLE_ON) */
@@ -297,6 +300,22 @@ extern mlprof__global mlprof__g;
 /* Writes the trace from a handler of a fatal signal (best effort: nothing
  * when the lock is held). */
 int mlprof__dump_on_signal(int sig);
+/* The same for a SIGTERM that stops a child of the run (children.c): says
+ * nothing when the trace is written, as an exit would not. */
+int mlprof__dump_on_term(int sig);
+/* mlprof__dump_on_term's answer when the interrupted thread holds ctl_lock:
+ * the dump waits until it lets it go (mlprof__term_if_pending). */
+#define MLPROF__LATER 1
+/* A SIGTERM deferred so (children.c): its signal number, else 0. */
+extern int mlprof__term_pending;
+void mlprof__term_now(void);
+/* After ctl_lock is let go: a SIGTERM that waited for it writes the trace and
+ * ends the process now. One load otherwise. */
+static inline void mlprof__term_if_pending(void)
+{
+    if (__builtin_expect(__atomic_load_n(&mlprof__term_pending, __ATOMIC_ACQUIRE) != 0, 0))
+        mlprof__term_now();
+}
 
 /* ctl_lock, marking the thread busy inside mlprof while it is held. */
 static inline void mlprof__ctl_lock(void)
@@ -308,6 +327,7 @@ static inline void mlprof__ctl_unlock(void)
 {
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
     mlprof__busy--;
+    mlprof__term_if_pending();
 }
 /* Nonzero while memory operations are recorded (running, not paused, and
  * profile_memory or profile_all on). Read on the hot path. */

@@ -23,6 +23,7 @@
 #endif
 
 #include "capture.h"
+#include "produce.h"
 
 int mlprof_active_flag;
 
@@ -196,6 +197,11 @@ static __attribute__((noinline)) mlprof__rec *reserve_switch(mlprof__thread *t, 
     } else {
         t->consumed = data;
         __atomic_store_n(&t->head, c, __ATOMIC_RELEASE);
+        /* a thread's first chunk: in a forked child, its parent learns
+         * that it recorded (children.c); one store into a mapped page */
+        int *recorded = __atomic_load_n(&mlprof__child_recorded, __ATOMIC_RELAXED);
+        if (MLPROF_UNLIKELY(recorded != NULL))
+            __atomic_store_n(recorded, 1, __ATOMIC_RELEASE);
     }
     t->cur = c;
     t->end = c->end;
