@@ -19,29 +19,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/gz.h"
 #include "json.h"
 
 #define BUF_SIZE (1u << 20)
 
-/* zlib's z_stream, from its documented layout (zlib.h, unchanged since 1.0;
- * src/common/gz.c declares it the same way): the build needs no zlib
- * headers, and inflateInit2_ checks the size passed against its own. */
-typedef struct zstream {
-    const unsigned char *next_in;
-    unsigned avail_in;
-    unsigned long total_in;
-    unsigned char *next_out;
-    unsigned avail_out;
-    unsigned long total_out;
-    const char *msg;
-    void *state;
-    void *(*zalloc)(void *, unsigned, unsigned);
-    void (*zfree)(void *, void *);
-    void *opaque;
-    int data_type;
-    unsigned long adler;
-    unsigned long reserved;
-} zstream;
+typedef mlprof__zstream zstream; /* zlib's z_stream (gz.h) */
 
 enum { ZI_OK = 0, ZI_STREAM_END = 1, ZI_BUF_ERROR = -5, ZI_MEM_ERROR = -4, ZI_GZIP_WINDOW = 16 + 15 };
 

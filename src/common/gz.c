@@ -2,10 +2,8 @@
  * gz.c - gzip output while streaming (and reading it back, for the tests and
  * the readers), over zlib loaded with dlopen the first time it is needed.
  *
- * zlib's z_stream is declared here from its documented layout (zlib.h, the
- * same since 1.0): the build needs no zlib headers, and deflateInit2_ checks
- * the size we pass against its own, so a mismatch is an error, never a
- * corrupted stream.
+ * zlib's z_stream is declared in gz.h from its documented layout
+ * (mlprof__zstream): the build needs no zlib headers.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -15,22 +13,7 @@
 
 #include "gz.h"
 
-typedef struct zs {
-    const unsigned char *next_in;
-    unsigned avail_in;
-    unsigned long total_in;
-    unsigned char *next_out;
-    unsigned avail_out;
-    unsigned long total_out;
-    const char *msg;
-    void *state;
-    void *(*zalloc)(void *, unsigned, unsigned);
-    void (*zfree)(void *, void *);
-    void *opaque;
-    int data_type;
-    unsigned long adler; /* for a gzip stream: the CRC-32 of the input so far */
-    unsigned long reserved;
-} zs;
+typedef mlprof__zstream zs;
 
 enum { Z_NO_FLUSH = 0, Z_SYNC_FLUSH = 2, Z_FINISH = 4 };
 enum { Z_OK = 0, Z_STREAM_END = 1, Z_BUF_ERROR = -5, Z_MEM_ERROR = -4 };

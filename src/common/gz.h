@@ -21,6 +21,28 @@
 
 typedef struct mlprof__gz mlprof__gz;
 
+/* zlib's z_stream, from its documented layout (zlib.h, unchanged since 1.0):
+ * the build needs no zlib headers, and deflateInit2_/inflateInit2_ check the
+ * size passed against their own, so a mismatch is an error, never a
+ * corrupted stream. The writer here and the trace reader (src/analyze/input.c)
+ * both drive zlib through it. */
+typedef struct mlprof__zstream {
+    const unsigned char *next_in;
+    unsigned avail_in;
+    unsigned long total_in;
+    unsigned char *next_out;
+    unsigned avail_out;
+    unsigned long total_out;
+    const char *msg;
+    void *state;
+    void *(*zalloc)(void *, unsigned, unsigned);
+    void (*zfree)(void *, void *);
+    void *opaque;
+    int data_type;
+    unsigned long adler; /* for a gzip stream: the CRC-32 of the data so far */
+    unsigned long reserved;
+} mlprof__zstream;
+
 /* A new stream compressing at level (-1 for zlib's default, 6; 0 to 9). A
  * Chrome JSON trace on the 2-core VM of the README: level 1 at about 220 MB/s
  * of CPU time, 8.6x smaller; 6 at about 100 MB/s, 12x smaller. NULL
