@@ -1053,7 +1053,7 @@ static void print_header(mlprof__sb *out, const an_trace *t, const an_options *o
     mlprof__sb_printf(out, "trace: %s%s%s%s\n", t->path, t->writer[0] ? " (written by " : "", t->writer,
                       t->writer[0] ? ")" : "");
     mlprof__sb_printf(out, "%zu durations kept of %zu events, over ", kept, t->nev);
-    an_put_duration(out, t->t_max - t->t_min);
+    an_put_duration(out, an_ns_between(t->t_min, t->t_max));
     mlprof__sb_printf(out, "; grouped by %s into %zu rows; times: %s; ordered by %s, %s\n", o->aggregate_by, groups,
                       k_how[o->aggregate], k_cols[order].name, asc ? "ascending" : "descending");
 }
@@ -1137,7 +1137,7 @@ static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o,
     mlprof__sb_puts(out, ",\"writer\":");
     mlprof__sb_json_str(out, t->writer, strlen(t->writer));
     mlprof__sb_printf(out, ",\"events\":%zu,\"durations_kept\":%zu,\"span_ns\":%lld,\"aggregate_by\":", t->nev, tab->kept,
-                      (long long)(t->t_max - t->t_min));
+                      (long long)an_ns_between(t->t_min, t->t_max));
     mlprof__sb_json_str(out, o->aggregate_by, strlen(o->aggregate_by));
     mlprof__sb_printf(out, ",\"aggregate\":\"%s\",\"order_by\":\"%s\",\"ascending\":%s,\"partial\":%s",
                       k_how[o->aggregate], k_cols[order].name, asc ? "true" : "false", t->partial ? "true" : "false");

@@ -283,7 +283,7 @@ int an_augment_compute(an_trace *t, int64_t limit, int until_start, an_augment *
     memset(a, 0, sizeof *a);
     a->until_start = until_start;
     a->limit = limit > 0 ? limit : AN_LAUNCH_QUEUE_LIMIT;
-    a->span_ns = t->t_max - t->t_min;
+    a->span_ns = an_ns_between(t->t_min, t->t_max);
     an_gpu_links l;
     if (an_gpu_link(t, &l) != 0)
         return -1;

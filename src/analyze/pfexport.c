@@ -465,7 +465,7 @@ int an_perfetto_export(const an_trace *t, const char *out, an_pf_stats *st, char
     x.st = st;
     x.ops = &mlprof__perfetto_sink;
     x.next_synth = SYNTH_FIRST;
-    x.shift = t->t_min < 0 ? -t->t_min : 0; /* t_min > INT64_MIN: the reader leaves such times out */
+    x.shift = t->t_min < 0 ? (t->t_min == INT64_MIN ? INT64_MAX : -t->t_min) : 0;
     st->shift_ns = x.shift;
     for (size_t i = 0; i < t->nev; i++)
         st->unended += t->ev[i].ph == 'U'; /* as analyze, which counts them apart */

@@ -22,6 +22,16 @@ static inline int64_t an_to_i64(double v)
     return (int64_t)(v < 0 ? v - 0.5 : v + 0.5);
 }
 
+/* b - a, or INT64_MAX when it does not fit (times span most of int64: a
+ * damaged or hostile trace); 0 when b < a would overflow the other way. */
+static inline int64_t an_ns_between(int64_t a, int64_t b)
+{
+    int64_t d;
+    if (__builtin_sub_overflow(b, a, &d))
+        return b > a ? INT64_MAX : 0;
+    return d;
+}
+
 enum { AN_NUM = 0, AN_STR = 1, AN_RAW = 2 }; /* RAW: an array or object, as compact JSON */
 
 typedef struct an_arg {
