@@ -852,13 +852,13 @@ static void group_add(an_trace *t, arg_keys *keys, group *g, const an_event *e, 
     }
     if (gpu >= 0) {
         g->gpu_n++;
-        g->gpu_sum += gpu;
+        an_sum_add(&g->gpu_sum, gpu);
         g->gpu_min = gpu < g->gpu_min ? gpu : g->gpu_min;
         g->gpu_max = gpu > g->gpu_max ? gpu : g->gpu_max;
     }
     g->count++;
-    g->self_sum += e->self;
-    g->total_sum += e->dur;
+    an_sum_add(&g->self_sum, e->self);
+    an_sum_add(&g->total_sum, e->dur);
     g->self_min = e->self < g->self_min ? e->self : g->self_min;
     g->self_max = e->self > g->self_max ? e->self : g->self_max;
     g->total_min = e->dur < g->total_min ? e->dur : g->total_min;

@@ -84,7 +84,8 @@ int an_json_time_ns(an_input *in, int64_t *ns);
 /* The same from the n bytes of text s (a number written as a string):
  * 0, or -1 when s is not a plain decimal number or does not fit. */
 int an_us_text_to_ns(const char *s, size_t n, int64_t *ns);
-/* Whether a time fits 64-bit nanoseconds (about 292 years either way). */
+/* Whether a time fits 64-bit nanoseconds (about 292 years either way; the
+ * trace model takes less, trace.h AN_TIME_LIMIT_NS). */
 enum { AN_TIME_OK = 0, AN_TIME_NOT_FINITE = 1, AN_TIME_TOO_BIG = 2 };
 /* an_json_time_ns that says in *fit whether the value fits (AN_TIME_*): a
  * NaN, an infinity or a value beyond the range reads as 0, which a reader

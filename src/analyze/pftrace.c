@@ -1172,6 +1172,7 @@ static an_event *new_event(reader *r, const te *e, const place *pl, int64_t ts, 
     memset(ev, 0, sizeof *ev);
     ev->name = e->name;
     ev->cat = e->cat;
+    ts = an_time_clamp(ts); /* a time beyond what the model holds (trace.h) */
     ev->ts = ts;
     ev->pid = pl->pid;
     ev->tid = pl->tid;
@@ -1334,6 +1335,7 @@ static int slice_end(reader *r, const sequence *s, const te *e, track *tr, const
         return 0;
     }
     size_t bi = tr->open[--tr->nopen];
+    ts = an_time_clamp(ts);
     if (ts > t->t_max)
         t->t_max = ts;
     if (pl->frame) { /* an async end: an "e" of the begin's name and id */

@@ -251,10 +251,12 @@ static int read_time(reader *r, const char *key, int64_t *ns)
             fit = an_us_double_to_ns(v, ns);
         }
     }
+    if (rc == 0 && fit == AN_TIME_OK && (*ns >= AN_TIME_LIMIT_NS || *ns <= -AN_TIME_LIMIT_NS))
+        fit = AN_TIME_TOO_BIG;
     if (rc == 0 && fit != AN_TIME_OK)
         event_bad(r, LEFT_TIME, "\"%s\" is %s", key,
                   fit == AN_TIME_NOT_FINITE ? "not a finite number"
-                                            : "beyond what 64-bit nanoseconds hold (292 years)");
+                                            : "beyond the times mlprof takes (146 years either side of 0)");
     return rc;
 }
 
@@ -483,8 +485,8 @@ static void check_event(reader *r, const an_event *e, int has_ph, int has_ts, in
         event_bad(r, LEFT_FORM, "an \"X\" without \"dur\"");
     } else if (has_dur && e->dur < 0) {
         event_bad(r, LEFT_TIME, "\"dur\" is negative (%.3f us)", (double)e->dur / 1000.0);
-    } else if (e->ts > 0 && e->dur > INT64_MAX - e->ts) {
-        event_bad(r, LEFT_TIME, "\"ts\" + \"dur\" is beyond what 64-bit nanoseconds hold (292 years)");
+    } else if (has_dur && e->dur >= AN_TIME_LIMIT_NS - e->ts) { /* both below the limit: no overflow here */
+        event_bad(r, LEFT_TIME, "\"ts\" + \"dur\" is beyond the times mlprof takes (146 years either side of 0)");
     }
 }
 

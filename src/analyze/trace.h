@@ -22,6 +22,16 @@ static inline int64_t an_to_i64(double v)
     return (int64_t)(v < 0 ? v - 0.5 : v + 0.5);
 }
 
+/* The times a trace model holds: |t| < 2^62 ns (146 years either side of
+ * 0; Kineto's epoch times are 1.8e18 in 2026), each event's end too, so
+ * that the difference of any two fits int64. The JSON reader leaves events
+ * beyond it out, counted; the Perfetto reader clamps to it (an_time_clamp). */
+#define AN_TIME_LIMIT_NS ((int64_t)1 << 62)
+static inline int64_t an_time_clamp(int64_t t)
+{
+    return t >= AN_TIME_LIMIT_NS ? AN_TIME_LIMIT_NS - 1 : t <= -AN_TIME_LIMIT_NS ? -AN_TIME_LIMIT_NS + 1 : t;
+}
+
 /* b - a, or INT64_MAX when it does not fit (times span most of int64: a
  * damaged or hostile trace); 0 when b < a would overflow the other way. */
 static inline int64_t an_ns_between(int64_t a, int64_t b)
@@ -30,6 +40,14 @@ static inline int64_t an_ns_between(int64_t a, int64_t b)
     if (__builtin_sub_overflow(b, a, &d))
         return b > a ? INT64_MAX : 0;
     return d;
+}
+
+/* *acc += v, held at INT64_MAX/MIN instead of overflowing (sums of many
+ * long durations in a damaged trace). */
+static inline void an_sum_add(int64_t *acc, int64_t v)
+{
+    if (__builtin_add_overflow(*acc, v, acc))
+        *acc = v > 0 ? INT64_MAX : INT64_MIN;
 }
 
 enum { AN_NUM = 0, AN_STR = 1, AN_RAW = 2 }; /* RAW: an array or object, as compact JSON */
