@@ -13,7 +13,10 @@ OpenMPI's variables, as a launcher would):
 - --hooks without nccl: no plugin (its init refuses) and no span;
 - mlprof ranks on the two ranks' traces: every collective matched by
   (comm, name, seq) across the ranks, on the world communicator and one
-  split from it (ncclCommSplit: the same id on both ranks).
+  split from it (ncclCommSplit: the same id on both ranks);
+- a communicator of one rank, with the plugin loaded: NCCL runs its
+  collectives without a word to its profiler (a local copy), so the
+  interposer records them.
 
 usage: nccl_check.py MLPROF RUN_NCCL OUTDIR
 """
@@ -154,6 +157,7 @@ def check_ranks(mode, d, traces):
 
 
 def main():
+    global HOOKS
     # by interposition
     d, traces = run_job("interpose", {"NCCL_PROFILER_PLUGIN": "none"})
     if len(traces) == 2:
@@ -190,8 +194,28 @@ def main():
         check(sorted((e["args"]["send"], e["args"]["peer"]) for e in ops) == [(0, 1 - r)] + [(1, 1 - r)] * 8,
               f"proxy: rank {r}: ops {[e['args'] for e in ops]}")
         check(len(nccl_spans(t, "ncclAllReduce")) == 3, f"proxy: rank {r}: AllReduce spans")
+    # one rank alone: the plugin loaded, yet its collectives come from the interposer
+    d = os.path.join(OUT, "solo")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    out = os.path.join(d, "solo.json")
+    env = {k: v for k, v in os.environ.items() if not LAUNCHER_VARS.match(k)}
+    env["FAKE_NCCL_LOG"] = os.path.join(d, "log")
+    p = subprocess.run([MLPROF, "run", "-q", "-o", out, "--hooks", HOOKS, "--", APP, "solo", "job-solo"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240)
+    check(p.returncode == 0, f"solo: exited {p.returncode}: {p.stderr[-2000:]}")
+    files = glob.glob(os.path.join(out + ".parts", "trace.*.json"))
+    check(len(files) == 1, f"solo: traces {files}")
+    if files:
+        with open(files[0]) as f:
+            t = json.load(f)
+        got = [(e["name"], e["args"].get("count"), e["args"].get("comm_size"), e["args"].get("seq"),
+                e["args"].get("root")) for e in nccl_spans(t) if e["name"] != "ncclCommInitRank"]
+        check(got == [("ncclAllReduce", 1024, 1, 0, None), ("ncclAllReduce", 1024, 1, 1, None),
+                      ("ncclBroadcast", 256, 1, 0, 0)], f"solo: collectives {got}")
+        od = t.get("otherData", {}).get("nccl")
+        check(od == {"plugin_version": 5, "communicators": 1, "events_lost": 0}, f"solo: otherData.nccl {od}")
     # the hook off: the plugin refuses (NCCL goes on without it) and nothing is recorded
-    global HOOKS
     saved, HOOKS = HOOKS, "blas"
     d, traces = run_job("off", {})
     HOOKS = saved

@@ -11,6 +11,8 @@
  * usage run_nccl RANK ID N: then N AllReduce calls more, and the mean time
  * of one said on stdout (the hook's cost per call, for the README; no test
  * reads it).
+ * usage run_nccl solo ID: one process, a communicator of one rank:
+ *   AllReduce x2 (1024 float32), Broadcast (256 int32, root 0).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +58,14 @@ int main(int argc, char **argv)
     snprintf(id.internal, sizeof id.internal, "%s", argv[2]);
     static char buf[2][16384];
     ncclComm_t comm;
+    if (strcmp(argv[1], "solo") == 0) {
+        ok(ncclCommInitRank(&comm, 1, id, 0), "ncclCommInitRank");
+        for (int i = 0; i < 2; i++)
+            ok(ncclAllReduce(buf[0], buf[1], 1024, FLOAT32, 0, comm, NULL), "ncclAllReduce");
+        ok(ncclBroadcast(buf[0], buf[1], 256, INT32, 0, comm, NULL), "ncclBroadcast");
+        ok(ncclCommDestroy(comm), "ncclCommDestroy");
+        return 0;
+    }
     ok(ncclCommInitRank(&comm, 2, id, rank), "ncclCommInitRank");
     for (int i = 0; i < 2; i++)
         ok(ncclAllReduce(buf[0], buf[1], 1024, FLOAT32, 0, comm, NULL), "ncclAllReduce");

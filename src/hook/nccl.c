@@ -23,7 +23,8 @@
  *
  * Never twice: while mlprof's profiler plugin has a communicator with
  * collective events on (mlprof__nccl_plugin_live), NCCL's own events are
- * recorded there, and these functions only forward. Both are in this one
+ * recorded there, and these functions only forward, but for the collectives
+ * of one-rank communicators, which NCCL never shows its profiler. Both are in this one
  * library, so the flag is shared without any lookup.
  *
  * The spans are the thread's own begin and end records (no lock, no
@@ -197,12 +198,17 @@ static void data_args(int f, size_t count, int dtype, comm_info *ci)
 }
 
 /* A collective: numbered whenever the hook is on (a paused rank numbers
- * them as its peers do), a span while recording. */
+ * them as its peers do), a span while recording. On a communicator of one
+ * rank NCCL runs it as a local copy and returns before its profiler hears of
+ * it (NCCL 2.28 seen on an H200: the plugin loaded, no collective event), so
+ * those are recorded here even while the plugin is live. */
 static int coll_begin(int s, int f, size_t count, int dtype, int root, void *comm)
 {
-    if (t_depth++ || !on())
+    if (t_depth++ || mlprof__busy || !mlprof__hook_on(MLPROF__HOOK_NCCL))
         return 0;
     comm_info *ci = comm_get(comm);
+    if (__atomic_load_n(&mlprof__nccl_plugin_live, __ATOMIC_ACQUIRE) && !(ci && ci->size == 1))
+        return 0;
     uint64_t seq = ci ? __atomic_fetch_add(&ci->seq[f], 1, __ATOMIC_RELAXED) : 0;
     if (!__atomic_load_n(&mlprof_active_flag, __ATOMIC_RELAXED))
         return 0;
