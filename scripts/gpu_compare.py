@@ -7,6 +7,7 @@
       then N steps untimed-by-any-profiler ("plain"), then N steps under MODE:
         torch   torch.profiler (CPU and CUDA activity, record_shapes)
         mlprof  mlprof.torch.trace with gpu=on (record_shapes)
+        torch_cpu, mlprof_cpu   the same without the GPU's activity
         nvtx    torch.autograd.profiler.emit_nvtx(record_shapes): for mlprof run
         none    N more plain steps
       and prints one JSON line: the ms a step plain and under MODE.
@@ -68,17 +69,18 @@ def cmd_step(mode, name, out):
     model, step = make(name, dev)
     steps(step, W, sync)
     plain = steps(step, N, sync)
-    if mode == "torch":
+    if mode in ("torch", "torch_cpu"):
         from torch.profiler import profile, ProfilerActivity
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" and mode == "torch" else [])
         with profile(activities=acts, record_shapes=True) as p:
             traced = steps(step, N, sync)
         p.export_chrome_trace(out)
-    elif mode == "mlprof":
+    elif mode in ("mlprof", "mlprof_cpu"):
         import mlprof
         import mlprof.torch
         mlprof.set_state("stop")
-        mlprof.set_config(filename=out, gpu="on" if dev == "cuda" else "off", memory_svg="", memory_csv="")
+        gpu = "on" if dev == "cuda" and mode == "mlprof" else "off"
+        mlprof.set_config(filename=out, gpu=gpu, memory_svg="", memory_csv="")
         mlprof.set_state("run")
         with mlprof.torch.trace(model, name=name):
             traced = steps(step, N, sync)
