@@ -164,7 +164,11 @@ def cmd_run(path):
         names = collections.Counter(e["name"] for e in sp)
         with_flops = sum(1 for e in sp if "flops" in e.get("args", {}))
         print("%s: %d spans %s; with flops %d" % (cat, len(sp), names.most_common(5), with_flops))
-        print("  first args:", json.dumps(sp[0].get("args", {}))[:400])
+        kinds = collections.Counter((e["name"], e.get("args", {}).get("op"), e.get("args", {}).get("ops"))
+                                    for e in sp)
+        print("  by call, op and fused ops:", kinds.most_common(8))
+        for e in sp[:1] + [e for e in sp if e.get("args", {}).get("op")][:2]:
+            print("  args:", json.dumps(e.get("args", {}))[:400])
     nv = [e for e in ev if e.get("cat") == "nvtx" or str(e.get("cat", "")).startswith("nvtx")]
     print("nvtx: %d ranges, e.g. %s" % (len(nv), [e["name"][:60] for e in nv[:3]]))
     k = [e for e in ev if e.get("cat") == "kernel"]

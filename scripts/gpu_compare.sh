@@ -16,12 +16,12 @@
 #   5. mlprof.torch's native path (the extension built against that torch):
 #      each model's slowdown under torch.profiler and mlprof.torch.trace, on
 #      the native and the dispatch-mode paths, with and without GPU activity.
-# usage: gpu_compare.sh OUT [PART...] (parts: ncu torch spread nccl native;
+# usage: gpu_compare.sh OUT [PART...] (parts: ncu torch run spread nccl native;
 # default all). The summary is OUT/summary_cmp.txt; logs packed in OUT/cmp.tgz.
 set -u
 OUT=${1:-/tmp/gpu_compare}
 shift
-PARTS=" ${*:-ncu torch spread nccl native} "
+PARTS=" ${*:-ncu torch run spread nccl native} "
 want() { [[ $PARTS == *" $1 "* ]]; }
 L=$OUT/clogs
 mkdir -p "$L"
@@ -57,6 +57,8 @@ want torch && for model in cnn xfmr; do
     timeout 120 python3 $S step mlprof $model "$L/mlprof_$model.json" 2>"$L/mlprof_$model.err" | tail -1; tail -3 "$L/mlprof_$model.err"
     timeout 60 python3 $S kernels "$L/torch_$model.json" "$L/mlprof_$model.json"
     timeout 60 python3 $S run "$L/mlprof_$model.json" | grep -E "^kernels|op stack"
+done
+want run && for model in cnn xfmr; do
     step "3. $model under mlprof run --gpu on --hooks cuda,cublas,cudnn,nvtx (emit_nvtx)"
     timeout 150 $M run -q --gpu on --hooks cuda,cublas,cudnn,nvtx -o "$L/run_$model.json" -- \
         python3 $S step nvtx $model "$L/unused.json" >"$L/run_$model.txt" 2>&1

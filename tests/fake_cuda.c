@@ -116,6 +116,51 @@ int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha
     return 0;
 }
 
+/* ------------------------------------------- cuDNN's graph (backend) API */
+/* Descriptors that hold nothing: the hook notes what is set as it goes by.
+ * The heuristics' results are the caller's configs, handed back as they are. */
+typedef struct {
+    int type;
+} fake_backend_desc;
+
+int cudnnBackendCreateDescriptor(int type, void **d)
+{
+    fake_backend_desc *b = calloc(1, sizeof *b);
+    if (!b)
+        return 4; /* CUDNN_STATUS_ALLOC_FAILED */
+    b->type = type;
+    *d = b;
+    return 0;
+}
+
+int cudnnBackendDestroyDescriptor(void *d)
+{
+    free(d);
+    return 0;
+}
+
+int cudnnBackendSetAttribute(void *d, int name, int type, int64_t count, const void *elems)
+{
+    (void)name, (void)type;
+    return d && count > 0 && elems ? 0 : 3; /* CUDNN_STATUS_BAD_PARAM */
+}
+
+int cudnnBackendGetAttribute(void *d, int name, int type, int64_t req, int64_t *count, void *elems)
+{
+    if (!d || !count)
+        return 3;
+    *count = name == 202 && type == 15 && elems ? (req < 2 ? req : 2) : 0; /* ENGINEHEUR_RESULTS */
+    return 0;
+}
+
+int cudnnBackendFinalize(void *d) { return d ? 0 : 3; }
+
+int cudnnBackendExecute(void *h, void *plan, void *pack)
+{
+    (void)h, (void)pack;
+    return plan ? 0 : 3;
+}
+
 /* ------------------------------------------------------------ cublasLt */
 int cublasLtMatrixLayoutGetAttribute(const fake_layout *l, int attr, void *buf, size_t size, size_t *written)
 {

@@ -8,6 +8,7 @@
 #define MLPROF_FAKE_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     unsigned x, y, z;
@@ -80,5 +81,11 @@ int cudnnBatchNormalizationForwardInference(void *h, int mode, const void *alpha
                                             const void *x, const void *yd, void *y, const void *bnd,
                                             const void *scale, const void *bias, const void *mean, const void *var,
                                             double eps);
+int cudnnBackendCreateDescriptor(int type, void **d);
+int cudnnBackendDestroyDescriptor(void *d);
+int cudnnBackendSetAttribute(void *d, int name, int type, int64_t count, const void *elems);
+int cudnnBackendGetAttribute(void *d, int name, int type, int64_t req, int64_t *count, void *elems);
+int cudnnBackendFinalize(void *d);
+int cudnnBackendExecute(void *h, void *plan, void *pack);
 
 #endif

@@ -369,13 +369,23 @@ def check_cuda():
           f"cuda: the cuDNN convolution {conv}")
     bn = x.get("cudnnBatchNormalizationForwardInference", [{}])[0].get("args", {})
     check(bn == {"input_shape": "[8,128,28,28]", "dtype": "float16"}, f"cuda: the batch norm {bn}")
+    # the graph API (cudnn_graph.c): each execution says what its plan computes
+    ex = [e.get("args", {}) for e in x.get("cudnnBackendExecute", [])]
+    legacy = {k: v for k, v in conv.items() if k != "algo"}
+    check(len(ex) == 4, f"cuda: {len(ex)} cudnnBackendExecute spans")
+    if len(ex) == 4:
+        check(ex[0] == ex[1] == dict(legacy, op="ConvolutionForward", ops=2),
+              f"cuda: a forward plan, fused with its ReLU, from the heuristics' config: {ex[0]}")
+        check(ex[2] == dict(legacy, op="ConvolutionBackwardFilter"),
+              f"cuda: the filter's gradient, its config made of an engine: {ex[2]}")
+        check(ex[3] == {}, f"cuda: a plan whose chain is unknown has no shapes: {ex[3]}")
     peak = [e for e in t["traceEvents"] if e["ph"] == "i" and e["name"] == "memory peak (cuda:1)"]
     check(peak and peak[0]["args"]["used"] == (1 << 20) + (3 << 20) + 4096, f"cuda: device memory on cuda:1 {peak}")
     # only the chosen runtime functions
     p, t = run("cuda_chosen", [CUDA], "--cuda_functions", "cudaMalloc,cudaFree")
     names = {e["name"] for e in spans(t)} if t else set()
     check(names == {"cudaMalloc", "cudaFree", "cublasSgemm_v2", "cublasGemmEx", "cublasSgemmStridedBatched", "cublasLtMatmul",
-                     "cudnnConvolutionForward", "cudnnBatchNormalizationForwardInference"},
+                     "cudnnConvolutionForward", "cudnnBatchNormalizationForwardInference", "cudnnBackendExecute"},
           f"cuda: --cuda_functions cudaMalloc,cudaFree leaves {names}")
     # --gpu on: CUPTI would write the runtime's calls, so the interposer keeps to the allocations
     # (no libcupti here: that is said, and the rest of the run goes on)

@@ -7,8 +7,8 @@
  * read too when beta is not 0); batch normalization (inference,
  * training, backward), softmax and pooling with their input shape; and
  * cudnnBackendExecute, through which cuDNN 9's graph API (PyTorch 2)
- * runs, as a span of its own without shapes (an execution plan would have to
- * be taken apart for them).
+ * runs, as a span with what its plan computes (cudnn_graph.c: the graph's
+ * convolution or matmul, its shapes, FLOPs and bytes).
  *
  * Shapes come from cuDNN's own getters (cudnnGetTensorNdDescriptor,
  * cudnnGetFilterNdDescriptor, cudnnGetConvolutionNdDescriptor,
@@ -53,7 +53,7 @@ typedef struct shape {
     int dims[MAX_DIMS];
 } shape;
 
-static const char *type_name(int t)
+const char *mlprof__cudnn_type_name(int t)
 {
     static const char *const names[] = {"float32", "float64", "float16", "int8", "int32"};
     return t >= 0 && t <= 4 ? names[t] : t == 9 ? "bfloat16" : "other";
@@ -110,7 +110,7 @@ static int conv_span(int f, const void *x, const void *w, const void *conv, cons
     int have_x = tensor_shape(x, &xs), have_w = filter_shape(w, &ws), have_y = tensor_shape(y, &ys);
     if (have_x) {
         arg_dims("input_shape", xs.dims, xs.n);
-        mlprof_arg_str("dtype", type_name(xs.type));
+        mlprof_arg_str("dtype", mlprof__cudnn_type_name(xs.type));
     }
     if (have_w)
         arg_dims("filter_shape", ws.dims, ws.n);
@@ -157,7 +157,7 @@ static int tensor_span(int f, const void *x)
     shape xs;
     if (tensor_shape(x, &xs)) {
         arg_dims("input_shape", xs.dims, xs.n);
-        mlprof_arg_str("dtype", type_name(xs.type));
+        mlprof_arg_str("dtype", mlprof__cudnn_type_name(xs.type));
     }
     return 1;
 }
@@ -279,7 +279,9 @@ EXPORT int cudnnPoolingForward(void *h, desc pd, const void *alpha, desc xd, con
 EXPORT int cudnnBackendExecute(void *h, void *plan, void *variant_pack)
 {
     int span = wanted();
-    if (span)
+    if (span) {
         mlprof_begin(g_task[F_BACKEND_EXECUTE]);
+        mlprof__cudnn_plan_args(plan);
+    }
     return done(F_BACKEND_EXECUTE, span, ((backend_fn *)real(F_BACKEND_EXECUTE))(h, plan, variant_pack));
 }

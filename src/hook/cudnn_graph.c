@@ -1,0 +1,493 @@
+/*
+ * cudnn_graph.c - what a cuDNN 9 execution plan computes, for the span of
+ * cudnnBackendExecute (hook "cudnn"). PyTorch 2 runs its convolutions through
+ * cuDNN's graph API: a plan made once (cudnnBackendFinalize) and executed
+ * many times with nothing in the call but the plan and the data pointers.
+ *
+ * While a program builds its graphs, the descriptors' attributes are noted
+ * as they are set (cudnnBackendSetAttribute): tensors' dimensions and type,
+ * convolution descriptors' paddings, strides and dilations, the operations'
+ * tensors, the graph's operations, and the links engine -> graph, engine
+ * config -> engine, plan -> engine config. The engine configs that cuDNN's
+ * heuristics hand out (cudnnBackendGetAttribute of ENGINEHEUR_RESULTS, and
+ * an engine taken from a config) are linked to their graph there. When a
+ * plan is finalized, the chain is followed to its graph's convolution (or
+ * matmul) and what the execution will write is kept, by plan, in a table the
+ * execution reads without a lock: the operation, shapes, type, padding,
+ * stride, dilation, groups, FLOPs and bytes (mlprof/opcost.h, as the legacy
+ * calls' spans). A graph of several operations (a convolution fused with its
+ * bias and activation) says how many (ops); FLOPs and bytes are its
+ * convolution's. A plan whose chain cannot be followed (deserialized from
+ * JSON, made before the hook was on) executes as a span without them.
+ *
+ * The building calls take a mutex (they are rare and slow: a plan costs
+ * milliseconds to make); the descriptors' notes live in a table that grows,
+ * and go when the descriptor is destroyed. Attribute numbers are cuDNN 9's
+ * documented cudnnBackendAttributeName_t values.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hook.h"
+#include "mlprof/opcost.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* cudnnBackendAttributeType_t */
+enum { T_DATA_TYPE = 1, T_INT64 = 3, T_DESCRIPTOR = 15 };
+/* cudnnBackendAttributeName_t */
+enum {
+    A_CONV_DILATIONS = 102, A_CONV_STRIDES = 103, A_CONV_POST_PAD = 104, A_CONV_PRE_PAD = 105,
+    A_CONV_SPATIAL_DIMS = 106, A_HEUR_GRAPH = 201, A_HEUR_RESULTS = 202, A_CFG_ENGINE = 300, A_PLAN_CFG = 401,
+    A_FWD_CONV = 702, A_FWD_W = 703, A_FWD_X = 704, A_FWD_Y = 705, A_BWD_DATA_CONV = 708, A_BWD_DATA_W = 709,
+    A_BWD_DATA_DX = 710, A_BWD_DATA_DY = 711, A_BWD_FILTER_CONV = 714, A_BWD_FILTER_DW = 715,
+    A_BWD_FILTER_X = 716, A_BWD_FILTER_DY = 717, A_GRAPH_OPS = 801, A_TENSOR_DATA_TYPE = 901,
+    A_TENSOR_DIMS = 902, A_ENGINE_GRAPH = 1300, A_MATMUL_A = 1520, A_MATMUL_B = 1521, A_MATMUL_C = 1522
+};
+
+#define MAX_DIMS 8
+#define MAX_SPATIAL 3
+enum { K_NONE, K_TENSOR, K_CONV, K_OP, K_GRAPH, K_ENGINE, K_CFG, K_PLAN, K_HEUR };
+enum { OP_NONE, OP_CONV_FWD, OP_CONV_BWD_DATA, OP_CONV_BWD_FILTER, OP_MATMUL };
+static const char *const k_op_names[] = {"", "ConvolutionForward", "ConvolutionBackwardData",
+                                         "ConvolutionBackwardFilter", "Matmul"};
+
+/* One descriptor's notes. ref by kind: an operation's x (dx, A), w (dw, B),
+ * y (dy, C) and convolution; a graph's chosen operation; an engine's graph;
+ * a config's engine and graph; a plan's config; heuristics' graph. */
+typedef struct {
+    void *key; /* the descriptor; NULL: free; TOMB: destroyed */
+    uint8_t kind, op, n, nops;
+    int32_t dtype;
+    union {
+        int64_t dims[MAX_DIMS];
+        struct {
+            int64_t pre[MAX_SPATIAL], post[MAX_SPATIAL], stride[MAX_SPATIAL], dil[MAX_SPATIAL];
+        } conv;
+        void *ref[4];
+    } u;
+} note;
+#define TOMB ((void *)(uintptr_t)1)
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static note *g_notes;
+static size_t g_cap, g_used; /* slots taken, tombstones included */
+
+static size_t slot_of(const void *p, size_t cap) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1); }
+
+static note *find(const void *key)
+{
+    if (!g_notes || !key)
+        return NULL;
+    for (size_t i = slot_of(key, g_cap), k = 0; k < g_cap; k++, i = (i + 1) & (g_cap - 1)) {
+        if (g_notes[i].key == key)
+            return &g_notes[i];
+        if (!g_notes[i].key)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* The note of key, made when missing (with its kind), or NULL when memory
+ * runs out. Called under g_lock. */
+static note *take(void *key, int kind)
+{
+    note *n = find(key);
+    if (n) {
+        if (n->kind == K_NONE)
+            n->kind = (uint8_t)kind;
+        return n;
+    }
+    if (2 * (g_used + 1) > g_cap) { /* grow (and drop tombstones) */
+        size_t cap = g_cap ? g_cap * 2 : 1024;
+        mlprof__busy++;
+        note *t = mlprof__malloc(cap * sizeof *t);
+        mlprof__busy--;
+        if (!t)
+            return NULL;
+        memset(t, 0, cap * sizeof *t);
+        size_t used = 0;
+        for (size_t i = 0; i < g_cap; i++) {
+            if (!g_notes[i].key || g_notes[i].key == TOMB)
+                continue;
+            size_t j = slot_of(g_notes[i].key, cap);
+            while (t[j].key)
+                j = (j + 1) & (cap - 1);
+            t[j] = g_notes[i];
+            used++;
+        }
+        mlprof__busy++;
+        mlprof__free(g_notes);
+        mlprof__busy--;
+        g_notes = t, g_cap = cap, g_used = used;
+    }
+    size_t i = slot_of(key, g_cap);
+    while (g_notes[i].key && g_notes[i].key != TOMB)
+        i = (i + 1) & (g_cap - 1);
+    if (!g_notes[i].key)
+        g_used++;
+    memset(&g_notes[i], 0, sizeof g_notes[i]);
+    g_notes[i].key = key;
+    g_notes[i].kind = (uint8_t)kind;
+    return &g_notes[i];
+}
+
+static void drop(const void *key)
+{
+    note *n = find(key);
+    if (n)
+        n->key = TOMB;
+}
+
+/* ------------------------------------------------------------- the plans */
+
+/* What an execution of a plan writes: kept by plan in a fixed table, each
+ * entry filled before its key is published, read without a lock. */
+typedef struct {
+    void *plan; /* NULL: free; TOMB: destroyed */
+    uint8_t op, nops, n, nsp;
+    int32_t dtype, groups;
+    int32_t x[MAX_DIMS], w[MAX_DIMS], y[MAX_DIMS];
+    int32_t pad[MAX_SPATIAL], post[MAX_SPATIAL], stride[MAX_SPATIAL], dil[MAX_SPATIAL];
+    int64_t m, nn, k, batch, flops, bytes;
+} plan_info;
+#define PLANS 1024 /* a power of two */
+static plan_info g_plans[PLANS];
+static int g_plans_full_said;
+
+static plan_info *plan_find(const void *plan)
+{
+    for (size_t i = slot_of(plan, PLANS), k = 0; k < PLANS; k++, i = (i + 1) & (PLANS - 1)) {
+        void *p = __atomic_load_n(&g_plans[i].plan, __ATOMIC_ACQUIRE);
+        if (p == plan)
+            return &g_plans[i];
+        if (!p)
+            return NULL;
+    }
+    return NULL;
+}
+
+static int64_t elem_size(int dtype)
+{
+    /* cudnnDataType_t: float, double, half, int8, int32, ..., bfloat16 (9), int64 (10), fp8 (12, 13) */
+    switch (dtype) {
+    case 1: case 10: return 8;
+    case 2: case 9: return 2;
+    case 3: case 6: case 12: case 13: return 1;
+    default: return 4;
+    }
+}
+
+static const note *tensor(void *d)
+{
+    const note *n = find(d);
+    return n && n->kind == K_TENSOR && n->n > 0 ? n : NULL;
+}
+
+/* The chain from a plan to its operation, and what it computes. */
+static int describe(const note *plan, plan_info *pi)
+{
+    const note *cfg = find(plan->u.ref[0]);
+    if (!cfg || cfg->kind != K_CFG)
+        return -1;
+    const note *graph = find(cfg->u.ref[1]);
+    if (!graph) {
+        const note *engine = find(cfg->u.ref[0]);
+        graph = engine && engine->kind == K_ENGINE ? find(engine->u.ref[0]) : NULL;
+    }
+    if (!graph || graph->kind != K_GRAPH)
+        return -1;
+    const note *op = find(graph->u.ref[0]);
+    pi->nops = graph->nops;
+    if (!op || op->kind != K_OP || op->op == OP_NONE)
+        return 0; /* known: an operation mlprof does not take apart */
+    const note *x = tensor(op->u.ref[0]), *w = tensor(op->u.ref[1]), *y = tensor(op->u.ref[2]);
+    if (!x || !w || !y || x->n != w->n || x->n != y->n)
+        return 0;
+    pi->op = op->op;
+    pi->n = x->n;
+    pi->dtype = x->dtype;
+    int64_t x64[MAX_DIMS], w64[MAX_DIMS], y64[MAX_DIMS];
+    for (int i = 0; i < x->n; i++) {
+        x64[i] = x->u.dims[i], w64[i] = w->u.dims[i], y64[i] = y->u.dims[i];
+        pi->x[i] = (int32_t)x64[i], pi->w[i] = (int32_t)w64[i], pi->y[i] = (int32_t)y64[i];
+    }
+    int64_t elem = elem_size(x->dtype);
+    mlprof_opcost c;
+    if (op->op == OP_MATMUL) { /* A [..., M, K] x B [..., K, N] = C [..., M, N] */
+        int r = x->n;
+        if (r < 2)
+            return 0;
+        int64_t batch = 1;
+        for (int i = 0; i < r - 2; i++)
+            batch *= y64[i] > 0 ? y64[i] : 1;
+        pi->m = x64[r - 2], pi->k = x64[r - 1], pi->nn = w64[r - 1], pi->batch = batch;
+        if (mlprof_opcost_gemm(batch, pi->m, pi->nn, pi->k, elem, elem_size(w->dtype), elem_size(y->dtype), 0, &c) ==
+            0)
+            pi->flops = c.flops, pi->bytes = c.bytes;
+        return 0;
+    }
+    const note *conv = find(op->u.ref[3]);
+    if (conv && conv->kind == K_CONV && conv->n > 0 && conv->n <= MAX_SPATIAL) {
+        pi->nsp = conv->n;
+        for (int i = 0; i < conv->n; i++) {
+            pi->pad[i] = (int32_t)conv->u.conv.pre[i], pi->post[i] = (int32_t)conv->u.conv.post[i];
+            pi->stride[i] = (int32_t)conv->u.conv.stride[i], pi->dil[i] = (int32_t)conv->u.conv.dil[i];
+        }
+    }
+    pi->groups = x64[1] > 0 && w64[1] > 0 && x64[1] % w64[1] == 0 ? (int32_t)(x64[1] / w64[1]) : 1;
+    int pass = op->op == OP_CONV_FWD ? MLPROF_CONV_FORWARD
+               : op->op == OP_CONV_BWD_DATA ? MLPROF_CONV_BACKWARD_DATA : MLPROF_CONV_BACKWARD_FILTER;
+    if (mlprof_opcost_conv(pass, x->n, x64, w64, y64, elem, 0, &c) == 0)
+        pi->flops = c.flops, pi->bytes = c.bytes;
+    return 0;
+}
+
+/* A plan finalized: its description published (under g_lock). */
+static void plan_made(void *plan)
+{
+    const note *n = find(plan);
+    if (!n || n->kind != K_PLAN)
+        return;
+    plan_info pi;
+    memset(&pi, 0, sizeof pi);
+    if (describe(n, &pi) != 0)
+        return;
+    plan_info *slot = plan_find(plan);
+    for (size_t i = slot_of(plan, PLANS), k = 0; !slot && k < PLANS; k++, i = (i + 1) & (PLANS - 1)) {
+        void *p = g_plans[i].plan;
+        if (!p || p == TOMB)
+            slot = &g_plans[i];
+    }
+    if (!slot) {
+        if (!g_plans_full_said++)
+            mlprof__log(MLPROF_LOG_WARN,
+                        "cudnn hook: more than %d live execution plans; the others' spans have no shapes", PLANS);
+        return;
+    }
+    /* a tombstone while it is written: a lookup of another plan probes on past it */
+    __atomic_store_n(&slot->plan, TOMB, __ATOMIC_RELEASE);
+    size_t at = offsetof(plan_info, op);
+    memcpy((char *)slot + at, (const char *)&pi + at, sizeof pi - at);
+    __atomic_store_n(&slot->plan, plan, __ATOMIC_RELEASE);
+}
+
+static void arg_dims(const char *key, const int32_t *dims, int n)
+{
+    char text[MAX_DIMS * 12 + 3];
+    size_t k = 0;
+    text[k++] = '[';
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(text + k, sizeof text - k, "%s%d", i ? "," : "", dims[i]);
+    snprintf(text + k, sizeof text - k, "]");
+    mlprof_arg_str(key, text);
+}
+
+void mlprof__cudnn_plan_args(const void *plan)
+{
+    const plan_info *pi = plan_find(plan);
+    if (!pi)
+        return;
+    if (pi->nops > 1)
+        mlprof_arg_int("ops", pi->nops);
+    if (pi->op == OP_NONE)
+        return;
+    mlprof_arg_str("op", k_op_names[pi->op]);
+    mlprof_arg_str("dtype", mlprof__cudnn_type_name(pi->dtype));
+    if (pi->op == OP_MATMUL) {
+        mlprof_arg_int("M", pi->m);
+        mlprof_arg_int("N", pi->nn);
+        mlprof_arg_int("K", pi->k);
+        if (pi->batch > 1)
+            mlprof_arg_int("batch", pi->batch);
+    } else {
+        /* as the legacy calls say it: input, filter and output, whichever are gradients */
+        arg_dims("input_shape", pi->x, pi->n);
+        arg_dims("filter_shape", pi->w, pi->n);
+        arg_dims("output_shape", pi->y, pi->n);
+        if (pi->nsp) {
+            arg_dims("padding", pi->pad, pi->nsp);
+            if (memcmp(pi->pad, pi->post, sizeof pi->pad) != 0)
+                arg_dims("post_padding", pi->post, pi->nsp);
+            arg_dims("stride", pi->stride, pi->nsp);
+            arg_dims("dilation", pi->dil, pi->nsp);
+        }
+        if (pi->groups > 1)
+            mlprof_arg_int("groups", pi->groups);
+    }
+    if (pi->flops) {
+        mlprof_arg_int("flops", pi->flops);
+        mlprof_arg_int("bytes", pi->bytes);
+    }
+}
+
+/* --------------------------------------------------------- the wrappers */
+
+typedef int set_fn(void *, int, int, int64_t, const void *);
+typedef int get_fn(void *, int, int, int64_t, int64_t *, void *);
+typedef int desc_fn(void *);
+static void *g_set, *g_get, *g_finalize, *g_destroy;
+
+static int tracking(void) { return mlprof__busy == 0 && mlprof__hook_on(MLPROF__HOOK_CUDNN); }
+
+/* An operation's tensor or convolution: its role by attribute. */
+static int op_role(int name, int *op)
+{
+    static const struct {
+        int name, op, role;
+    } roles[] = {{A_FWD_X, OP_CONV_FWD, 0},           {A_FWD_W, OP_CONV_FWD, 1},
+                 {A_FWD_Y, OP_CONV_FWD, 2},           {A_FWD_CONV, OP_CONV_FWD, 3},
+                 {A_BWD_DATA_DX, OP_CONV_BWD_DATA, 0}, {A_BWD_DATA_W, OP_CONV_BWD_DATA, 1},
+                 {A_BWD_DATA_DY, OP_CONV_BWD_DATA, 2}, {A_BWD_DATA_CONV, OP_CONV_BWD_DATA, 3},
+                 {A_BWD_FILTER_X, OP_CONV_BWD_FILTER, 0}, {A_BWD_FILTER_DW, OP_CONV_BWD_FILTER, 1},
+                 {A_BWD_FILTER_DY, OP_CONV_BWD_FILTER, 2}, {A_BWD_FILTER_CONV, OP_CONV_BWD_FILTER, 3},
+                 {A_MATMUL_A, OP_MATMUL, 0},          {A_MATMUL_B, OP_MATMUL, 1},
+                 {A_MATMUL_C, OP_MATMUL, 2}};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        if (roles[i].name == name) {
+            *op = roles[i].op;
+            return roles[i].role;
+        }
+    }
+    return -1;
+}
+
+static void conv_array(int64_t *to, int64_t count, const int64_t *from)
+{
+    for (int64_t i = 0; i < count && i < MAX_SPATIAL; i++)
+        to[i] = from[i];
+}
+
+/* The note an attribute leaves (under g_lock). */
+static void noted(void *d, int name, int type, int64_t count, const void *elems)
+{
+    if (!elems || count <= 0)
+        return;
+    int op = OP_NONE, role;
+    note *n;
+    if (type == T_INT64 && (name == A_TENSOR_DIMS || (name >= A_CONV_DILATIONS && name <= A_CONV_SPATIAL_DIMS))) {
+        const int64_t *v = elems;
+        if (name == A_TENSOR_DIMS) {
+            if (count > MAX_DIMS || !(n = take(d, K_TENSOR)))
+                return;
+            memcpy(n->u.dims, v, (size_t)count * sizeof *v);
+            n->n = (uint8_t)count;
+            return;
+        }
+        if (!(n = take(d, K_CONV)))
+            return;
+        if (name == A_CONV_SPATIAL_DIMS)
+            n->n = v[0] > 0 && v[0] <= MAX_SPATIAL ? (uint8_t)v[0] : 0;
+        else
+            conv_array(name == A_CONV_DILATIONS ? n->u.conv.dil
+                       : name == A_CONV_STRIDES ? n->u.conv.stride
+                       : name == A_CONV_POST_PAD ? n->u.conv.post : n->u.conv.pre,
+                       count, v);
+    } else if (type == T_DATA_TYPE && name == A_TENSOR_DATA_TYPE) {
+        if ((n = take(d, K_TENSOR)))
+            n->dtype = *(const int32_t *)elems;
+    } else if (type == T_DESCRIPTOR) {
+        void *const *ds = elems;
+        if ((role = op_role(name, &op)) >= 0) {
+            if ((n = take(d, K_OP))) {
+                n->op = (uint8_t)op;
+                n->u.ref[role] = ds[0];
+            }
+        } else if (name == A_GRAPH_OPS) {
+            if (!(n = take(d, K_GRAPH)))
+                return;
+            n->nops = (uint8_t)(count > 255 ? 255 : count);
+            n->u.ref[0] = NULL;
+            for (int64_t i = 0; i < count; i++) { /* the convolution, else a matmul */
+                const note *o = find(ds[i]);
+                if (o && o->kind == K_OP && o->op != OP_NONE &&
+                    (!n->u.ref[0] || (o->op != OP_MATMUL && find(n->u.ref[0])->op == OP_MATMUL)))
+                    n->u.ref[0] = ds[i];
+            }
+        } else if (name == A_ENGINE_GRAPH || name == A_HEUR_GRAPH) {
+            if ((n = take(d, name == A_ENGINE_GRAPH ? K_ENGINE : K_HEUR)))
+                n->u.ref[0] = ds[0];
+        } else if (name == A_CFG_ENGINE) {
+            if ((n = take(d, K_CFG)))
+                n->u.ref[0] = ds[0];
+        } else if (name == A_PLAN_CFG) {
+            if ((n = take(d, K_PLAN)))
+                n->u.ref[0] = ds[0];
+        }
+    }
+}
+
+EXPORT int cudnnBackendSetAttribute(void *d, int name, int type, int64_t count, const void *elems);
+EXPORT int cudnnBackendSetAttribute(void *d, int name, int type, int64_t count, const void *elems)
+{
+    set_fn *real = (set_fn *)mlprof__hook_real_cached(&g_set, "cudnnBackendSetAttribute", 1);
+    int rc = real(d, name, type, count, elems);
+    if (rc == 0 && tracking()) {
+        pthread_mutex_lock(&g_lock);
+        noted(d, name, type, count, elems);
+        pthread_mutex_unlock(&g_lock);
+    }
+    return rc;
+}
+
+/* What cuDNN hands out: the engine configs its heuristics chose for a graph,
+ * and the engine of a config; each linked to the graph. */
+EXPORT int cudnnBackendGetAttribute(void *d, int name, int type, int64_t req, int64_t *count, void *elems);
+EXPORT int cudnnBackendGetAttribute(void *d, int name, int type, int64_t req, int64_t *count, void *elems)
+{
+    get_fn *real = (get_fn *)mlprof__hook_real_cached(&g_get, "cudnnBackendGetAttribute", 1);
+    int rc = real(d, name, type, req, count, elems);
+    if (rc != 0 || !tracking() || type != T_DESCRIPTOR || !elems || (name != A_HEUR_RESULTS && name != A_CFG_ENGINE))
+        return rc;
+    pthread_mutex_lock(&g_lock);
+    const note *from = find(d);
+    void *graph = NULL;
+    if (from && from->kind == K_HEUR)
+        graph = from->u.ref[0];
+    else if (from && from->kind == K_CFG) {
+        const note *e = find(from->u.ref[0]);
+        graph = from->u.ref[1] ? from->u.ref[1] : e && e->kind == K_ENGINE ? e->u.ref[0] : NULL;
+    }
+    int64_t n = count ? *count : req;
+    void **ds = elems;
+    for (int64_t i = 0; graph && i < n && i < req; i++) {
+        note *t = take(ds[i], name == A_HEUR_RESULTS ? K_CFG : K_ENGINE);
+        if (t && name == A_HEUR_RESULTS)
+            t->u.ref[1] = graph;
+        else if (t)
+            t->u.ref[0] = graph;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+EXPORT int cudnnBackendFinalize(void *d);
+EXPORT int cudnnBackendFinalize(void *d)
+{
+    desc_fn *real = (desc_fn *)mlprof__hook_real_cached(&g_finalize, "cudnnBackendFinalize", 1);
+    int rc = real(d);
+    if (rc == 0 && tracking()) {
+        pthread_mutex_lock(&g_lock);
+        plan_made(d);
+        pthread_mutex_unlock(&g_lock);
+    }
+    return rc;
+}
+
+EXPORT int cudnnBackendDestroyDescriptor(void *d);
+EXPORT int cudnnBackendDestroyDescriptor(void *d)
+{
+    if (d) {
+        pthread_mutex_lock(&g_lock);
+        drop(d);
+        plan_info *pi = plan_find(d);
+        if (pi)
+            __atomic_store_n(&pi->plan, TOMB, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&g_lock);
+    }
+    desc_fn *real = (desc_fn *)mlprof__hook_real_cached(&g_destroy, "cudnnBackendDestroyDescriptor", 1);
+    return real(d);
+}
