@@ -169,6 +169,11 @@ def cmd_run(path):
         print("  by call, op and fused ops:", kinds.most_common(8))
         for e in sp[:1] + [e for e in sp if e.get("args", {}).get("op")][:2]:
             print("  args:", json.dumps(e.get("args", {}))[:400])
+    import glob
+    for part in sorted(glob.glob(path + ".parts/*.json"))[:4]:
+        with open(part) as f:
+            od = json.load(f).get("otherData", {})
+        print("otherData of %s: cudnn %s nccl %s" % (os.path.basename(part), od.get("cudnn"), od.get("nccl")))
     nv = [e for e in ev if e.get("cat") == "nvtx" or str(e.get("cat", "")).startswith("nvtx")]
     print("nvtx: %d ranges, e.g. %s" % (len(nv), [e["name"][:60] for e in nv[:3]]))
     k = [e for e in ev if e.get("cat") == "kernel"]

@@ -379,6 +379,14 @@ def check_cuda():
         check(ex[2] == dict(legacy, op="ConvolutionBackwardFilter"),
               f"cuda: the filter's gradient, its config made of an engine: {ex[2]}")
         check(ex[3] == {}, f"cuda: a plan whose chain is unknown has no shapes: {ex[3]}")
+    parts = glob.glob(os.path.join(OUT, "cuda.json.parts", "*.json"))
+    od = None
+    if len(parts) == 1:
+        with open(parts[0]) as f:
+            od = json.load(f).get("otherData", {}).get("cudnn")
+    check(od == {"plans": 3, "plans_described": 2, "executions_undescribed": 1,
+                 "why": "a plan made: its engine config was not seen made (neither from cuDNN's heuristics nor "
+                        "from an engine)"}, f"cuda: otherData.cudnn says what was not described, and why: {od}")
     peak = [e for e in t["traceEvents"] if e["ph"] == "i" and e["name"] == "memory peak (cuda:1)"]
     check(peak and peak[0]["args"]["used"] == (1 << 20) + (3 << 20) + 4096, f"cuda: device memory on cuda:1 {peak}")
     # only the chosen runtime functions

@@ -157,6 +157,10 @@ typedef struct {
 #define PLANS 1024 /* a power of two */
 static plan_info g_plans[PLANS];
 static int g_plans_full_said;
+/* for otherData.cudnn: plans finalized and described; executions of plans
+ * not described, and why the first was not */
+static uint64_t g_plans_made, g_plans_described, g_exec_unknown;
+static char g_why[160];
 
 static plan_info *plan_find(const void *plan)
 {
@@ -187,19 +191,33 @@ static const note *tensor(void *d)
     return n && n->kind == K_TENSOR && n->n > 0 ? n : NULL;
 }
 
-/* The chain from a plan to its operation, and what it computes. */
+/* Why a plan's chain could not be followed: the first link missing. */
+static const char *const k_why[] = {
+    "",
+    "its making was not seen (no engine config set on it)",
+    "its engine config was not seen made (neither from cuDNN's heuristics nor from an engine)",
+    "its engine config's operation graph is unknown",
+    "its operation graph's operations were not seen set",
+};
+
+/* The chain from a plan to its operation, and what it computes: 0, or the
+ * index of the reason in k_why. */
 static int describe(const note *plan, plan_info *pi)
 {
+    if (!plan || plan->kind != K_PLAN || !plan->u.ref[0])
+        return 1;
     const note *cfg = find(plan->u.ref[0]);
     if (!cfg || cfg->kind != K_CFG)
-        return -1;
+        return 2;
     const note *graph = find(cfg->u.ref[1]);
     if (!graph) {
         const note *engine = find(cfg->u.ref[0]);
         graph = engine && engine->kind == K_ENGINE ? find(engine->u.ref[0]) : NULL;
     }
-    if (!graph || graph->kind != K_GRAPH)
-        return -1;
+    if (!graph)
+        return 3;
+    if (graph->kind != K_GRAPH)
+        return 4;
     const note *op = find(graph->u.ref[0]);
     pi->nops = graph->nops;
     if (!op || op->kind != K_OP || op->op == OP_NONE)
@@ -252,10 +270,16 @@ static void plan_made(void *plan)
     const note *n = find(plan);
     if (!n || n->kind != K_PLAN)
         return;
+    g_plans_made++;
     plan_info pi;
     memset(&pi, 0, sizeof pi);
-    if (describe(n, &pi) != 0)
+    int why = describe(n, &pi);
+    if (why) {
+        if (!g_why[0])
+            snprintf(g_why, sizeof g_why, "a plan made: %s", k_why[why]);
         return;
+    }
+    g_plans_described++;
     plan_info *slot = plan_find(plan);
     for (size_t i = slot_of(plan, PLANS), k = 0; !slot && k < PLANS; k++, i = (i + 1) & (PLANS - 1)) {
         void *p = g_plans[i].plan;
@@ -289,8 +313,18 @@ static void arg_dims(const char *key, const int32_t *dims, int n)
 void mlprof__cudnn_plan_args(const void *plan)
 {
     const plan_info *pi = plan_find(plan);
-    if (!pi)
+    if (!pi) {
+        if (__atomic_fetch_add(&g_exec_unknown, 1, __ATOMIC_RELAXED) == 0) { /* the first: why, once */
+            pthread_mutex_lock(&g_lock);
+            const note *n = find(plan);
+            plan_info scratch;
+            int why = n && n->kind == K_PLAN ? describe(n, &scratch) : 1;
+            if (why && !g_why[0])
+                snprintf(g_why, sizeof g_why, "a plan executed: %s", k_why[why]);
+            pthread_mutex_unlock(&g_lock);
+        }
         return;
+    }
     if (pi->nops > 1)
         mlprof_arg_int("ops", pi->nops);
     if (pi->op == OP_NONE)
@@ -322,6 +356,26 @@ void mlprof__cudnn_plan_args(const void *plan)
         mlprof_arg_int("flops", pi->flops);
         mlprof_arg_int("bytes", pi->bytes);
     }
+}
+
+/* otherData.cudnn, when the graph API was used: how many plans were made
+ * and taken apart, how many executions had no description, and why the
+ * first had none. */
+void mlprof__cudnn_other_data(mlprof__sb *out)
+{
+    pthread_mutex_lock(&g_lock);
+    uint64_t unknown = __atomic_load_n(&g_exec_unknown, __ATOMIC_RELAXED);
+    if (g_plans_made || unknown) {
+        mlprof__sb_printf(out, ",\"cudnn\":{\"plans\":%llu,\"plans_described\":%llu,\"executions_undescribed\":%llu",
+                          (unsigned long long)g_plans_made, (unsigned long long)g_plans_described,
+                          (unsigned long long)unknown);
+        if (g_why[0]) {
+            mlprof__sb_puts(out, ",\"why\":");
+            mlprof__sb_json_str(out, g_why, strlen(g_why));
+        }
+        mlprof__sb_puts(out, "}");
+    }
+    pthread_mutex_unlock(&g_lock);
 }
 
 /* --------------------------------------------------------- the wrappers */

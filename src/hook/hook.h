@@ -71,5 +71,6 @@ void mlprof__hook_cudnn_init(void);
  * execution plan's span (nothing for a plan not followed). */
 const char *mlprof__cudnn_type_name(int t);
 void mlprof__cudnn_plan_args(const void *plan);
+void mlprof__cudnn_other_data(mlprof__sb *out);
 
 #endif /* MLPROF_HOOK_H */

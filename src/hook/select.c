@@ -93,13 +93,17 @@ static int parse_key(const char *key, const char *value, unsigned *mask, char *w
     return 1;
 }
 
-/* otherData.nccl, from the NCCL profiler plugin, which only the preload
- * library has (nccl_plugin.c); weak, so libmlprof links without it. */
+/* otherData.nccl, from the NCCL profiler plugin, and otherData.cudnn, from
+ * the cuDNN graph API's hook, which only the preload library has
+ * (nccl_plugin.c, cudnn_graph.c); weak, so libmlprof links without them. */
 __attribute__((weak)) void mlprof__nccl_other_data(mlprof__sb *out);
+__attribute__((weak)) void mlprof__cudnn_other_data(mlprof__sb *out);
 static void other_data(mlprof__sb *out)
 {
     if (mlprof__nccl_other_data)
         mlprof__nccl_other_data(out);
+    if (mlprof__cudnn_other_data)
+        mlprof__cudnn_other_data(out);
 }
 
 /* The interposers start with the process (libmlprof_preload.so); of the
