@@ -385,8 +385,8 @@ def check_cuda():
         with open(parts[0]) as f:
             od = json.load(f).get("otherData", {}).get("cudnn")
     check(od == {"plans": 3, "plans_described": 2, "executions_undescribed": 1,
-                 "why": "a plan made: its engine config was not seen made (neither from cuDNN's heuristics nor "
-                        "from an engine)"}, f"cuda: otherData.cudnn says what was not described, and why: {od}")
+                 "why": "a plan made: its engine config was not seen made from an operation graph (by cuDNN's "
+                        "heuristics, or from an engine)"}, f"cuda: otherData.cudnn says what was not described, and why: {od}")
     peak = [e for e in t["traceEvents"] if e["ph"] == "i" and e["name"] == "memory peak (cuda:1)"]
     check(peak and peak[0]["args"]["used"] == (1 << 20) + (3 << 20) + 4096, f"cuda: device memory on cuda:1 {peak}")
     # only the chosen runtime functions

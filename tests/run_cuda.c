@@ -18,8 +18,8 @@ void vector_add_kernel(void) {}
 
 /* cuDNN 9's backend attribute and type numbers (cudnn_graph.h) */
 enum { T_DATA_TYPE = 1, T_INT64 = 3, T_DESCRIPTOR = 15 };
-enum { DESC_CONV = 1, DESC_ENGINE = 2, DESC_CFG = 3, DESC_HEUR = 4, DESC_PLAN = 5, DESC_OP_BWD_FILTER = 11,
-       DESC_OP_FWD = 12, DESC_OP_POINTWISE = 13, DESC_GRAPH = 15, DESC_TENSOR = 17, DESC_POINTWISE = 0 };
+enum { DESC_POINTWISE = 0, DESC_CONV = 1, DESC_ENGINE = 2, DESC_CFG = 3, DESC_HEUR = 4, DESC_PLAN = 5,
+       DESC_OP_FWD = 10, DESC_OP_BWD_FILTER = 11, DESC_OP_POINTWISE = 13, DESC_GRAPH = 15, DESC_TENSOR = 17 };
 
 static void *backend_desc(int type)
 {
@@ -42,9 +42,11 @@ static void *backend_tensor(int64_t id, const int64_t dims[4])
     return t;
 }
 
-/* the convolution below, through the graph API: forward with a ReLU (its
- * plan from the heuristics' config), the filter's gradient (its plan from a
- * config made of an engine), and a plan whose config says nothing */
+/* the convolution below, through the graph API as PyTorch 2.11 uses it (the
+ * tensors, graphs and heuristics destroyed before the plans are made):
+ * forward with a ReLU (its plan from the heuristics' config), the filter's
+ * gradient (its plan from a config made of an engine), and a plan whose
+ * config says nothing */
 static void graph_api(void)
 {
     static const int64_t xd[4] = {8, 64, 56, 56}, wd[4] = {128, 32, 3, 3}, yd[4] = {8, 128, 28, 28};
@@ -68,34 +70,41 @@ static void graph_api(void)
     cudnnBackendSetAttribute(relu, 751, T_DESCRIPTOR, 1, &y);
     cudnnBackendSetAttribute(relu, 753, T_DESCRIPTOR, 1, &r);
     cudnnBackendFinalize(relu);
-    void *graph = backend_desc(DESC_GRAPH), *ops[2] = {relu, fwd}; /* the convolution found wherever it is */
-    cudnnBackendSetAttribute(graph, 801, T_DESCRIPTOR, 2, ops);
-    cudnnBackendFinalize(graph);
-    void *heur = backend_desc(DESC_HEUR), *cfg = backend_desc(DESC_CFG);
-    cudnnBackendSetAttribute(heur, 201, T_DESCRIPTOR, 1, &graph);
-    cudnnBackendFinalize(heur);
-    int64_t got = 0;
-    cudnnBackendGetAttribute(heur, 202, T_DESCRIPTOR, 1, &got, &cfg);
-    void *plan = backend_desc(DESC_PLAN);
-    cudnnBackendSetAttribute(plan, 401, T_DESCRIPTOR, 1, &cfg);
-    cudnnBackendFinalize(plan);
-
-    void *bwd = backend_desc(DESC_OP_BWD_FILTER), *graph2 = backend_desc(DESC_GRAPH);
+    void *bwd = backend_desc(DESC_OP_BWD_FILTER);
     cudnnBackendSetAttribute(bwd, 716, T_DESCRIPTOR, 1, &x);
     cudnnBackendSetAttribute(bwd, 715, T_DESCRIPTOR, 1, &w);
     cudnnBackendSetAttribute(bwd, 717, T_DESCRIPTOR, 1, &y);
     cudnnBackendSetAttribute(bwd, 714, T_DESCRIPTOR, 1, &conv);
     cudnnBackendFinalize(bwd);
+    void *made[] = {x, w, y, r, conv, pw};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+        cudnnBackendDestroyDescriptor(made[i]);
+
+    void *graph = backend_desc(DESC_GRAPH), *ops[2] = {relu, fwd}; /* the convolution found wherever it is */
+    cudnnBackendSetAttribute(graph, 801, T_DESCRIPTOR, 2, ops);
+    cudnnBackendFinalize(graph);
+    void *heur = backend_desc(DESC_HEUR), *cfgs[3] = {backend_desc(DESC_CFG), backend_desc(DESC_CFG), NULL};
+    cudnnBackendSetAttribute(heur, 201, T_DESCRIPTOR, 1, &graph);
+    cudnnBackendFinalize(heur);
+    int64_t got = 0;
+    cudnnBackendGetAttribute(heur, 202, T_DESCRIPTOR, 2, &got, cfgs);
+    void *graph2 = backend_desc(DESC_GRAPH), *engine = backend_desc(DESC_ENGINE);
     cudnnBackendSetAttribute(graph2, 801, T_DESCRIPTOR, 1, &bwd);
     cudnnBackendFinalize(graph2);
-    void *engine = backend_desc(DESC_ENGINE), *cfg2 = backend_desc(DESC_CFG), *plan2 = backend_desc(DESC_PLAN);
     cudnnBackendSetAttribute(engine, 1300, T_DESCRIPTOR, 1, &graph2);
     cudnnBackendFinalize(engine);
+    void *cfg2 = backend_desc(DESC_CFG);
     cudnnBackendSetAttribute(cfg2, 300, T_DESCRIPTOR, 1, &engine);
     cudnnBackendFinalize(cfg2);
+    void *gone[] = {fwd, relu, bwd, graph, heur, graph2, engine};
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        cudnnBackendDestroyDescriptor(gone[i]);
+
+    void *plan = backend_desc(DESC_PLAN), *plan2 = backend_desc(DESC_PLAN);
+    cudnnBackendSetAttribute(plan, 401, T_DESCRIPTOR, 1, &cfgs[1]);
+    cudnnBackendFinalize(plan);
     cudnnBackendSetAttribute(plan2, 401, T_DESCRIPTOR, 1, &cfg2);
     cudnnBackendFinalize(plan2);
-
     void *cfg3 = backend_desc(DESC_CFG), *plan3 = backend_desc(DESC_PLAN);
     cudnnBackendSetAttribute(plan3, 401, T_DESCRIPTOR, 1, &cfg3);
     cudnnBackendFinalize(plan3);
@@ -104,7 +113,7 @@ static void graph_api(void)
         cudnnBackendExecute(NULL, plan, NULL);
     cudnnBackendExecute(NULL, plan2, NULL);
     cudnnBackendExecute(NULL, plan3, NULL);
-    void *all[] = {plan, plan2, plan3, cfg, cfg2, cfg3, heur, engine, graph, graph2, fwd, bwd, relu, pw, conv, x, w, y, r};
+    void *all[] = {plan, plan2, plan3, cfgs[0], cfgs[1], cfg2, cfg3};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         cudnnBackendDestroyDescriptor(all[i]);
 }

@@ -6,19 +6,23 @@
  *
  * While a program builds its graphs, the descriptors' attributes are noted
  * as they are set (cudnnBackendSetAttribute): tensors' dimensions and type,
- * convolution descriptors' paddings, strides and dilations, the operations'
- * tensors, the graph's operations, and the links engine -> graph, engine
- * config -> engine, plan -> engine config. The engine configs that cuDNN's
- * heuristics hand out (cudnnBackendGetAttribute of ENGINEHEUR_RESULTS, and
- * an engine taken from a config) are linked to their graph there. When a
- * plan is finalized, the chain is followed to its graph's convolution (or
- * matmul) and what the execution will write is kept, by plan, in a table the
- * execution reads without a lock: the operation, shapes, type, padding,
- * stride, dilation, groups, FLOPs and bytes (mlprof/opcost.h, as the legacy
- * calls' spans). A graph of several operations (a convolution fused with its
- * bias and activation) says how many (ops); FLOPs and bytes are its
- * convolution's. A plan whose chain cannot be followed (deserialized from
- * JSON, made before the hook was on) executes as a span without them.
+ * convolution descriptors' paddings, strides and dilations, operations'
+ * tensors. When an operation is finalized (its tensors still alive), what it
+ * computes is summed up: the operation, shapes, type, padding, stride,
+ * dilation, groups, FLOPs and bytes (mlprof/opcost.h, as the legacy calls'
+ * spans). The summary then travels along each link as it is made, since a
+ * framework destroys the tensors, the graph and the heuristics before it
+ * makes the plan (PyTorch 2.11 on an H200 does): graph <- its operations
+ * (the convolution, else a matmul, and how many), heuristics <- graph,
+ * engine configs cuDNN's heuristics hand out (cudnnBackendGetAttribute of
+ * ENGINEHEUR_RESULTS) <- heuristics, engine <- graph or <- the config it is
+ * read from, config <- engine, plan <- config. When a plan is finalized its
+ * summary is copied, by plan, into a table the execution reads without a
+ * lock. A graph of several operations (a convolution fused with its bias and
+ * activation) says how many (ops); FLOPs and bytes are its convolution's. A
+ * plan whose chain was not seen (deserialized from JSON, made before the
+ * hook was on) executes as a span without them; otherData.cudnn counts them
+ * and says why the first had none.
  *
  * The building calls take a mutex (they are rare and slow: a plan costs
  * milliseconds to make); the descriptors' notes live in a table that grows,
@@ -55,13 +59,25 @@ enum { OP_NONE, OP_CONV_FWD, OP_CONV_BWD_DATA, OP_CONV_BWD_FILTER, OP_MATMUL };
 static const char *const k_op_names[] = {"", "ConvolutionForward", "ConvolutionBackwardData",
                                          "ConvolutionBackwardFilter", "Matmul"};
 
-/* One descriptor's notes. ref by kind: an operation's x (dx, A), w (dw, B),
- * y (dy, C) and convolution; a graph's chosen operation; an engine's graph;
- * a config's engine and graph; a plan's config; heuristics' graph. */
+/* What an operation computes, shared by the descriptors it reached (under
+ * g_lock, counted; freed with the last). */
+typedef struct summary {
+    int refs;
+    uint8_t op, nops, n, nsp;
+    int32_t dtype, groups;
+    int32_t x[MAX_DIMS], w[MAX_DIMS], y[MAX_DIMS];
+    int32_t pad[MAX_SPATIAL], post[MAX_SPATIAL], stride[MAX_SPATIAL], dil[MAX_SPATIAL];
+    int64_t m, nn, k, batch, flops, bytes;
+} summary;
+
+/* One descriptor's notes: a tensor's dimensions, a convolution's
+ * parameters, an operation's x (dx, A), w (dw, B), y (dy, C) and
+ * convolution; and the summary it leads to. */
 typedef struct {
     void *key; /* the descriptor; NULL: free; TOMB: destroyed */
-    uint8_t kind, op, n, nops;
+    uint8_t kind, op, n, has_cfg;
     int32_t dtype;
+    summary *sum;
     union {
         int64_t dims[MAX_DIMS];
         struct {
@@ -135,11 +151,146 @@ static note *take(void *key, int kind)
     return &g_notes[i];
 }
 
+/* ------------------------------------------------------------ summaries */
+
+static void sum_release(summary *sm)
+{
+    if (sm && --sm->refs == 0) {
+        mlprof__busy++;
+        mlprof__free(sm);
+        mlprof__busy--;
+    }
+}
+
+/* n leads to sm (NULL: to nothing known) */
+static void lead(note *n, summary *sm)
+{
+    if (!n || n->sum == sm)
+        return;
+    if (sm)
+        sm->refs++;
+    sum_release(n->sum);
+    n->sum = sm;
+}
+
+static summary *sum_new(void)
+{
+    mlprof__busy++;
+    summary *sm = mlprof__malloc(sizeof *sm);
+    mlprof__busy--;
+    if (sm) {
+        memset(sm, 0, sizeof *sm);
+        sm->refs = 1;
+    }
+    return sm;
+}
+
 static void drop(const void *key)
 {
     note *n = find(key);
-    if (n)
+    if (n) {
+        lead(n, NULL);
         n->key = TOMB;
+    }
+}
+
+static int64_t elem_size(int dtype)
+{
+    /* cudnnDataType_t: float, double, half, int8, int32, ..., bfloat16 (9), int64 (10), fp8 (12, 13) */
+    switch (dtype) {
+    case 1:
+    case 10:
+        return 8;
+    case 2:
+    case 9:
+        return 2;
+    case 3:
+    case 6:
+    case 12:
+    case 13:
+        return 1;
+    default:
+        return 4;
+    }
+}
+
+static const note *tensor(void *d)
+{
+    const note *n = find(d);
+    return n && n->kind == K_TENSOR && n->n > 0 ? n : NULL;
+}
+
+/* An operation finalized: what it computes, from its tensors and convolution
+ * (alive now; a framework may destroy them once the graph is made). */
+static void op_made(note *op)
+{
+    const note *x = tensor(op->u.ref[0]), *w = tensor(op->u.ref[1]), *y = tensor(op->u.ref[2]);
+    if (op->op == OP_NONE || !x || !w || !y || x->n != w->n || x->n != y->n)
+        return;
+    summary *sm = sum_new();
+    if (!sm)
+        return;
+    sm->op = op->op;
+    sm->n = x->n;
+    sm->dtype = x->dtype;
+    int64_t x64[MAX_DIMS], w64[MAX_DIMS], y64[MAX_DIMS];
+    for (int i = 0; i < x->n; i++) {
+        x64[i] = x->u.dims[i], w64[i] = w->u.dims[i], y64[i] = y->u.dims[i];
+        sm->x[i] = (int32_t)x64[i], sm->w[i] = (int32_t)w64[i], sm->y[i] = (int32_t)y64[i];
+    }
+    int64_t elem = elem_size(x->dtype);
+    mlprof_opcost c;
+    if (op->op == OP_MATMUL) { /* A [..., M, K] x B [..., K, N] = C [..., M, N] */
+        int r = x->n;
+        int64_t batch = 1;
+        for (int i = 0; i < r - 2; i++)
+            batch *= y64[i] > 0 ? y64[i] : 1;
+        if (r >= 2) {
+            sm->m = x64[r - 2], sm->k = x64[r - 1], sm->nn = w64[r - 1], sm->batch = batch;
+            if (mlprof_opcost_gemm(batch, sm->m, sm->nn, sm->k, elem, elem_size(w->dtype), elem_size(y->dtype), 0,
+                                   &c) == 0)
+                sm->flops = c.flops, sm->bytes = c.bytes;
+        }
+    } else {
+        const note *conv = find(op->u.ref[3]);
+        if (conv && conv->kind == K_CONV && conv->n > 0 && conv->n <= MAX_SPATIAL) {
+            sm->nsp = conv->n;
+            for (int i = 0; i < conv->n; i++) {
+                sm->pad[i] = (int32_t)conv->u.conv.pre[i], sm->post[i] = (int32_t)conv->u.conv.post[i];
+                sm->stride[i] = (int32_t)conv->u.conv.stride[i], sm->dil[i] = (int32_t)conv->u.conv.dil[i];
+            }
+        }
+        sm->groups = x64[1] > 0 && w64[1] > 0 && x64[1] % w64[1] == 0 ? (int32_t)(x64[1] / w64[1]) : 1;
+        int pass = op->op == OP_CONV_FWD        ? MLPROF_CONV_FORWARD
+                   : op->op == OP_CONV_BWD_DATA ? MLPROF_CONV_BACKWARD_DATA
+                                                : MLPROF_CONV_BACKWARD_FILTER;
+        if (mlprof_opcost_conv(pass, x->n, x64, w64, y64, elem, 0, &c) == 0)
+            sm->flops = c.flops, sm->bytes = c.bytes;
+    }
+    lead(op, sm);
+    sum_release(sm); /* the op's reference is the one left */
+}
+
+/* A graph's operations: its summary is its convolution's (else its
+ * matmul's, else none known) with how many operations it has. */
+static void graph_made(note *g, void *const *ops, int64_t count)
+{
+    const summary *best = NULL;
+    for (int64_t i = 0; i < count; i++) {
+        const note *o = find(ops[i]);
+        if (o && o->kind == K_OP && o->sum && (!best || (best->op == OP_MATMUL && o->sum->op != OP_MATMUL)))
+            best = o->sum;
+    }
+    summary *sm = sum_new();
+    if (!sm)
+        return;
+    if (best) {
+        *sm = *best;
+        sm->refs = 1;
+    }
+    sm->nops = (uint8_t)(count > 255 ? 255 : count);
+    lead(g, sm);
+    sum_release(sm);
 }
 
 /* ------------------------------------------------------------- the plans */
@@ -148,11 +299,7 @@ static void drop(const void *key)
  * entry filled before its key is published, read without a lock. */
 typedef struct {
     void *plan; /* NULL: free; TOMB: destroyed */
-    uint8_t op, nops, n, nsp;
-    int32_t dtype, groups;
-    int32_t x[MAX_DIMS], w[MAX_DIMS], y[MAX_DIMS];
-    int32_t pad[MAX_SPATIAL], post[MAX_SPATIAL], stride[MAX_SPATIAL], dil[MAX_SPATIAL];
-    int64_t m, nn, k, batch, flops, bytes;
+    summary s;
 } plan_info;
 #define PLANS 1024 /* a power of two */
 static plan_info g_plans[PLANS];
@@ -174,109 +321,25 @@ static plan_info *plan_find(const void *plan)
     return NULL;
 }
 
-static int64_t elem_size(int dtype)
+/* Why a plan has no summary: the first link not seen. */
+static const char *why_not(const note *plan)
 {
-    /* cudnnDataType_t: float, double, half, int8, int32, ..., bfloat16 (9), int64 (10), fp8 (12, 13) */
-    switch (dtype) {
-    case 1: case 10: return 8;
-    case 2: case 9: return 2;
-    case 3: case 6: case 12: case 13: return 1;
-    default: return 4;
-    }
+    if (!plan || plan->kind != K_PLAN || !plan->has_cfg)
+        return "its making was not seen (no engine config set on it)";
+    return "its engine config was not seen made from an operation graph (by cuDNN's heuristics, or from an "
+           "engine)";
 }
 
-static const note *tensor(void *d)
-{
-    const note *n = find(d);
-    return n && n->kind == K_TENSOR && n->n > 0 ? n : NULL;
-}
-
-/* Why a plan's chain could not be followed: the first link missing. */
-static const char *const k_why[] = {
-    "",
-    "its making was not seen (no engine config set on it)",
-    "its engine config was not seen made (neither from cuDNN's heuristics nor from an engine)",
-    "its engine config's operation graph is unknown",
-    "its operation graph's operations were not seen set",
-};
-
-/* The chain from a plan to its operation, and what it computes: 0, or the
- * index of the reason in k_why. */
-static int describe(const note *plan, plan_info *pi)
-{
-    if (!plan || plan->kind != K_PLAN || !plan->u.ref[0])
-        return 1;
-    const note *cfg = find(plan->u.ref[0]);
-    if (!cfg || cfg->kind != K_CFG)
-        return 2;
-    const note *graph = find(cfg->u.ref[1]);
-    if (!graph) {
-        const note *engine = find(cfg->u.ref[0]);
-        graph = engine && engine->kind == K_ENGINE ? find(engine->u.ref[0]) : NULL;
-    }
-    if (!graph)
-        return 3;
-    if (graph->kind != K_GRAPH)
-        return 4;
-    const note *op = find(graph->u.ref[0]);
-    pi->nops = graph->nops;
-    if (!op || op->kind != K_OP || op->op == OP_NONE)
-        return 0; /* known: an operation mlprof does not take apart */
-    const note *x = tensor(op->u.ref[0]), *w = tensor(op->u.ref[1]), *y = tensor(op->u.ref[2]);
-    if (!x || !w || !y || x->n != w->n || x->n != y->n)
-        return 0;
-    pi->op = op->op;
-    pi->n = x->n;
-    pi->dtype = x->dtype;
-    int64_t x64[MAX_DIMS], w64[MAX_DIMS], y64[MAX_DIMS];
-    for (int i = 0; i < x->n; i++) {
-        x64[i] = x->u.dims[i], w64[i] = w->u.dims[i], y64[i] = y->u.dims[i];
-        pi->x[i] = (int32_t)x64[i], pi->w[i] = (int32_t)w64[i], pi->y[i] = (int32_t)y64[i];
-    }
-    int64_t elem = elem_size(x->dtype);
-    mlprof_opcost c;
-    if (op->op == OP_MATMUL) { /* A [..., M, K] x B [..., K, N] = C [..., M, N] */
-        int r = x->n;
-        if (r < 2)
-            return 0;
-        int64_t batch = 1;
-        for (int i = 0; i < r - 2; i++)
-            batch *= y64[i] > 0 ? y64[i] : 1;
-        pi->m = x64[r - 2], pi->k = x64[r - 1], pi->nn = w64[r - 1], pi->batch = batch;
-        if (mlprof_opcost_gemm(batch, pi->m, pi->nn, pi->k, elem, elem_size(w->dtype), elem_size(y->dtype), 0, &c) ==
-            0)
-            pi->flops = c.flops, pi->bytes = c.bytes;
-        return 0;
-    }
-    const note *conv = find(op->u.ref[3]);
-    if (conv && conv->kind == K_CONV && conv->n > 0 && conv->n <= MAX_SPATIAL) {
-        pi->nsp = conv->n;
-        for (int i = 0; i < conv->n; i++) {
-            pi->pad[i] = (int32_t)conv->u.conv.pre[i], pi->post[i] = (int32_t)conv->u.conv.post[i];
-            pi->stride[i] = (int32_t)conv->u.conv.stride[i], pi->dil[i] = (int32_t)conv->u.conv.dil[i];
-        }
-    }
-    pi->groups = x64[1] > 0 && w64[1] > 0 && x64[1] % w64[1] == 0 ? (int32_t)(x64[1] / w64[1]) : 1;
-    int pass = op->op == OP_CONV_FWD ? MLPROF_CONV_FORWARD
-               : op->op == OP_CONV_BWD_DATA ? MLPROF_CONV_BACKWARD_DATA : MLPROF_CONV_BACKWARD_FILTER;
-    if (mlprof_opcost_conv(pass, x->n, x64, w64, y64, elem, 0, &c) == 0)
-        pi->flops = c.flops, pi->bytes = c.bytes;
-    return 0;
-}
-
-/* A plan finalized: its description published (under g_lock). */
+/* A plan finalized: its summary published (under g_lock). */
 static void plan_made(void *plan)
 {
     const note *n = find(plan);
     if (!n || n->kind != K_PLAN)
         return;
     g_plans_made++;
-    plan_info pi;
-    memset(&pi, 0, sizeof pi);
-    int why = describe(n, &pi);
-    if (why) {
+    if (!n->sum) {
         if (!g_why[0])
-            snprintf(g_why, sizeof g_why, "a plan made: %s", k_why[why]);
+            snprintf(g_why, sizeof g_why, "a plan made: %s", why_not(n));
         return;
     }
     g_plans_described++;
@@ -294,8 +357,7 @@ static void plan_made(void *plan)
     }
     /* a tombstone while it is written: a lookup of another plan probes on past it */
     __atomic_store_n(&slot->plan, TOMB, __ATOMIC_RELEASE);
-    size_t at = offsetof(plan_info, op);
-    memcpy((char *)slot + at, (const char *)&pi + at, sizeof pi - at);
+    slot->s = *n->sum;
     __atomic_store_n(&slot->plan, plan, __ATOMIC_RELEASE);
 }
 
@@ -316,51 +378,49 @@ void mlprof__cudnn_plan_args(const void *plan)
     if (!pi) {
         if (__atomic_fetch_add(&g_exec_unknown, 1, __ATOMIC_RELAXED) == 0) { /* the first: why, once */
             pthread_mutex_lock(&g_lock);
-            const note *n = find(plan);
-            plan_info scratch;
-            int why = n && n->kind == K_PLAN ? describe(n, &scratch) : 1;
-            if (why && !g_why[0])
-                snprintf(g_why, sizeof g_why, "a plan executed: %s", k_why[why]);
+            if (!g_why[0])
+                snprintf(g_why, sizeof g_why, "a plan executed: %s", why_not(find(plan)));
             pthread_mutex_unlock(&g_lock);
         }
         return;
     }
-    if (pi->nops > 1)
-        mlprof_arg_int("ops", pi->nops);
-    if (pi->op == OP_NONE)
+    const summary *sm = &pi->s;
+    if (sm->nops > 1)
+        mlprof_arg_int("ops", sm->nops);
+    if (sm->op == OP_NONE)
         return;
-    mlprof_arg_str("op", k_op_names[pi->op]);
-    mlprof_arg_str("dtype", mlprof__cudnn_type_name(pi->dtype));
-    if (pi->op == OP_MATMUL) {
-        mlprof_arg_int("M", pi->m);
-        mlprof_arg_int("N", pi->nn);
-        mlprof_arg_int("K", pi->k);
-        if (pi->batch > 1)
-            mlprof_arg_int("batch", pi->batch);
+    mlprof_arg_str("op", k_op_names[sm->op]);
+    mlprof_arg_str("dtype", mlprof__cudnn_type_name(sm->dtype));
+    if (sm->op == OP_MATMUL) {
+        mlprof_arg_int("M", sm->m);
+        mlprof_arg_int("N", sm->nn);
+        mlprof_arg_int("K", sm->k);
+        if (sm->batch > 1)
+            mlprof_arg_int("batch", sm->batch);
     } else {
         /* as the legacy calls say it: input, filter and output, whichever are gradients */
-        arg_dims("input_shape", pi->x, pi->n);
-        arg_dims("filter_shape", pi->w, pi->n);
-        arg_dims("output_shape", pi->y, pi->n);
-        if (pi->nsp) {
-            arg_dims("padding", pi->pad, pi->nsp);
-            if (memcmp(pi->pad, pi->post, sizeof pi->pad) != 0)
-                arg_dims("post_padding", pi->post, pi->nsp);
-            arg_dims("stride", pi->stride, pi->nsp);
-            arg_dims("dilation", pi->dil, pi->nsp);
+        arg_dims("input_shape", sm->x, sm->n);
+        arg_dims("filter_shape", sm->w, sm->n);
+        arg_dims("output_shape", sm->y, sm->n);
+        if (sm->nsp) {
+            arg_dims("padding", sm->pad, sm->nsp);
+            if (memcmp(sm->pad, sm->post, sizeof sm->pad) != 0)
+                arg_dims("post_padding", sm->post, sm->nsp);
+            arg_dims("stride", sm->stride, sm->nsp);
+            arg_dims("dilation", sm->dil, sm->nsp);
         }
-        if (pi->groups > 1)
-            mlprof_arg_int("groups", pi->groups);
+        if (sm->groups > 1)
+            mlprof_arg_int("groups", sm->groups);
     }
-    if (pi->flops) {
-        mlprof_arg_int("flops", pi->flops);
-        mlprof_arg_int("bytes", pi->bytes);
+    if (sm->flops) {
+        mlprof_arg_int("flops", sm->flops);
+        mlprof_arg_int("bytes", sm->bytes);
     }
 }
 
 /* otherData.cudnn, when the graph API was used: how many plans were made
- * and taken apart, how many executions had no description, and why the
- * first had none. */
+ * and described, how many executions had no description, and why the first
+ * had none. */
 void mlprof__cudnn_other_data(mlprof__sb *out)
 {
     pthread_mutex_lock(&g_lock);
@@ -392,13 +452,20 @@ static int op_role(int name, int *op)
 {
     static const struct {
         int name, op, role;
-    } roles[] = {{A_FWD_X, OP_CONV_FWD, 0},           {A_FWD_W, OP_CONV_FWD, 1},
-                 {A_FWD_Y, OP_CONV_FWD, 2},           {A_FWD_CONV, OP_CONV_FWD, 3},
-                 {A_BWD_DATA_DX, OP_CONV_BWD_DATA, 0}, {A_BWD_DATA_W, OP_CONV_BWD_DATA, 1},
-                 {A_BWD_DATA_DY, OP_CONV_BWD_DATA, 2}, {A_BWD_DATA_CONV, OP_CONV_BWD_DATA, 3},
-                 {A_BWD_FILTER_X, OP_CONV_BWD_FILTER, 0}, {A_BWD_FILTER_DW, OP_CONV_BWD_FILTER, 1},
-                 {A_BWD_FILTER_DY, OP_CONV_BWD_FILTER, 2}, {A_BWD_FILTER_CONV, OP_CONV_BWD_FILTER, 3},
-                 {A_MATMUL_A, OP_MATMUL, 0},          {A_MATMUL_B, OP_MATMUL, 1},
+    } roles[] = {{A_FWD_X, OP_CONV_FWD, 0},
+                 {A_FWD_W, OP_CONV_FWD, 1},
+                 {A_FWD_Y, OP_CONV_FWD, 2},
+                 {A_FWD_CONV, OP_CONV_FWD, 3},
+                 {A_BWD_DATA_DX, OP_CONV_BWD_DATA, 0},
+                 {A_BWD_DATA_W, OP_CONV_BWD_DATA, 1},
+                 {A_BWD_DATA_DY, OP_CONV_BWD_DATA, 2},
+                 {A_BWD_DATA_CONV, OP_CONV_BWD_DATA, 3},
+                 {A_BWD_FILTER_X, OP_CONV_BWD_FILTER, 0},
+                 {A_BWD_FILTER_DW, OP_CONV_BWD_FILTER, 1},
+                 {A_BWD_FILTER_DY, OP_CONV_BWD_FILTER, 2},
+                 {A_BWD_FILTER_CONV, OP_CONV_BWD_FILTER, 3},
+                 {A_MATMUL_A, OP_MATMUL, 0},
+                 {A_MATMUL_B, OP_MATMUL, 1},
                  {A_MATMUL_C, OP_MATMUL, 2}};
     for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
         if (roles[i].name == name) {
@@ -413,6 +480,13 @@ static void conv_array(int64_t *to, int64_t count, const int64_t *from)
 {
     for (int64_t i = 0; i < count && i < MAX_SPATIAL; i++)
         to[i] = from[i];
+}
+
+/* The summary the descriptor d leads to (NULL: none known). */
+static summary *sum_of(const void *d)
+{
+    const note *n = find(d);
+    return n ? n->sum : NULL;
 }
 
 /* The note an attribute leaves (under g_lock). */
@@ -438,7 +512,8 @@ static void noted(void *d, int name, int type, int64_t count, const void *elems)
         else
             conv_array(name == A_CONV_DILATIONS ? n->u.conv.dil
                        : name == A_CONV_STRIDES ? n->u.conv.stride
-                       : name == A_CONV_POST_PAD ? n->u.conv.post : n->u.conv.pre,
+                       : name == A_CONV_POST_PAD ? n->u.conv.post
+                                                 : n->u.conv.pre,
                        count, v);
     } else if (type == T_DATA_TYPE && name == A_TENSOR_DATA_TYPE) {
         if ((n = take(d, K_TENSOR)))
@@ -451,25 +526,19 @@ static void noted(void *d, int name, int type, int64_t count, const void *elems)
                 n->u.ref[role] = ds[0];
             }
         } else if (name == A_GRAPH_OPS) {
-            if (!(n = take(d, K_GRAPH)))
-                return;
-            n->nops = (uint8_t)(count > 255 ? 255 : count);
-            n->u.ref[0] = NULL;
-            for (int64_t i = 0; i < count; i++) { /* the convolution, else a matmul */
-                const note *o = find(ds[i]);
-                if (o && o->kind == K_OP && o->op != OP_NONE &&
-                    (!n->u.ref[0] || (o->op != OP_MATMUL && find(n->u.ref[0])->op == OP_MATMUL)))
-                    n->u.ref[0] = ds[i];
+            if ((n = take(d, K_GRAPH)))
+                graph_made(n, ds, count);
+        } else if (name == A_ENGINE_GRAPH || name == A_HEUR_GRAPH || name == A_CFG_ENGINE || name == A_PLAN_CFG) {
+            int kind = name == A_ENGINE_GRAPH ? K_ENGINE
+                       : name == A_HEUR_GRAPH ? K_HEUR
+                       : name == A_CFG_ENGINE ? K_CFG
+                                              : K_PLAN;
+            summary *sm = sum_of(ds[0]);
+            if ((n = take(d, kind))) {
+                lead(n, sm);
+                if (kind == K_PLAN)
+                    n->has_cfg = 1;
             }
-        } else if (name == A_ENGINE_GRAPH || name == A_HEUR_GRAPH) {
-            if ((n = take(d, name == A_ENGINE_GRAPH ? K_ENGINE : K_HEUR)))
-                n->u.ref[0] = ds[0];
-        } else if (name == A_CFG_ENGINE) {
-            if ((n = take(d, K_CFG)))
-                n->u.ref[0] = ds[0];
-        } else if (name == A_PLAN_CFG) {
-            if ((n = take(d, K_PLAN)))
-                n->u.ref[0] = ds[0];
         }
     }
 }
@@ -488,7 +557,7 @@ EXPORT int cudnnBackendSetAttribute(void *d, int name, int type, int64_t count, 
 }
 
 /* What cuDNN hands out: the engine configs its heuristics chose for a graph,
- * and the engine of a config; each linked to the graph. */
+ * and the engine of a config; each leads where the descriptor read does. */
 EXPORT int cudnnBackendGetAttribute(void *d, int name, int type, int64_t req, int64_t *count, void *elems);
 EXPORT int cudnnBackendGetAttribute(void *d, int name, int type, int64_t req, int64_t *count, void *elems)
 {
@@ -497,22 +566,14 @@ EXPORT int cudnnBackendGetAttribute(void *d, int name, int type, int64_t req, in
     if (rc != 0 || !tracking() || type != T_DESCRIPTOR || !elems || (name != A_HEUR_RESULTS && name != A_CFG_ENGINE))
         return rc;
     pthread_mutex_lock(&g_lock);
-    const note *from = find(d);
-    void *graph = NULL;
-    if (from && from->kind == K_HEUR)
-        graph = from->u.ref[0];
-    else if (from && from->kind == K_CFG) {
-        const note *e = find(from->u.ref[0]);
-        graph = from->u.ref[1] ? from->u.ref[1] : e && e->kind == K_ENGINE ? e->u.ref[0] : NULL;
-    }
-    int64_t n = count ? *count : req;
-    void **ds = elems;
-    for (int64_t i = 0; graph && i < n && i < req; i++) {
-        note *t = take(ds[i], name == A_HEUR_RESULTS ? K_CFG : K_ENGINE);
-        if (t && name == A_HEUR_RESULTS)
-            t->u.ref[1] = graph;
-        else if (t)
-            t->u.ref[0] = graph;
+    summary *sm = sum_of(d);
+    if (sm) {
+        sm->refs++; /* held while notes are made (take may move the table) */
+        int64_t n = count ? *count : req;
+        void **ds = elems;
+        for (int64_t i = 0; i < n && i < req; i++)
+            lead(take(ds[i], name == A_HEUR_RESULTS ? K_CFG : K_ENGINE), sm);
+        sum_release(sm);
     }
     pthread_mutex_unlock(&g_lock);
     return rc;
@@ -525,7 +586,11 @@ EXPORT int cudnnBackendFinalize(void *d)
     int rc = real(d);
     if (rc == 0 && tracking()) {
         pthread_mutex_lock(&g_lock);
-        plan_made(d);
+        note *n = find(d);
+        if (n && n->kind == K_OP)
+            op_made(n);
+        else if (n && n->kind == K_PLAN)
+            plan_made(d);
         pthread_mutex_unlock(&g_lock);
     }
     return rc;
