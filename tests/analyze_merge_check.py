@@ -414,10 +414,29 @@ def test_nul_kept():
         check("\\u0000" in f.read(), "NUL escaped as \\u0000")
 
 
+def test_literals_apart_from_strings():
+    """The strings "true", "false" and "null" stay strings, and the literals
+    stay literals, through merge and through export to Perfetto and back."""
+    args = {"s": "true", "f": "false", "z": "null", "b": True, "c": False, "n": None, "o": {"k": [1, True]}}
+    evs = [{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": args}]
+    src = write("literals.json", {"traceEvents": evs})
+    out = os.path.join(OUT, "literals_merged.json")
+    mlprof("merge", src, src, "--same-clock", "-o", out)
+    got = [e.get("args") for e in load(out)["traceEvents"] if e["ph"] == "X"]
+    check(got == [args, args], f"merge: arguments {got!r}, wanted {args!r}")
+    pf = os.path.join(OUT, "literals.pftrace")
+    mlprof("export", "--perfetto", pf, src)
+    back = os.path.join(OUT, "literals_back.json")
+    mlprof("merge", pf, pf, "--same-clock", "-o", back)
+    got = [e.get("args") for e in load(back)["traceEvents"] if e["ph"] == "X"]
+    check(got == [args, args], f"export and back: arguments {got!r}, wanted {args!r}")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     tests = [test_nanoseconds_round_trip, test_links_stay_with_their_rank, test_metadata_and_clock,
-             test_odd_ids, test_devices_apart, test_named_ids_survive_doubles, test_nul_kept]
+             test_odd_ids, test_devices_apart, test_named_ids_survive_doubles, test_nul_kept,
+             test_literals_apart_from_strings]
     for test in tests:
         test()
     if failures:

@@ -5,11 +5,14 @@
 #define PAIRS 10000
 
 static int warnings;
+static char advice[512];
 static void on_log(int level, const char *msg, void *user)
 {
     (void)user;
-    if (level == MLPROF_LOG_WARN && strstr(msg, "dropped"))
+    if (level == MLPROF_LOG_WARN && strstr(msg, "dropped")) {
         warnings++;
+        snprintf(advice, sizeof advice, "%s", msg);
+    }
     fprintf(stderr, "log: %s\n", msg);
 }
 
@@ -32,6 +35,7 @@ int main(int argc, char **argv)
     CHECK(strstr(mlprof_last_error(), "buffer_size") != NULL, "%s", mlprof_last_error());
     CHECK_OK(mlprof_dump(1));
     CHECK(warnings == 1, "one warning about the drops, got %d", warnings);
+    CHECK(strstr(advice, "raise buffer_size or turn on continuous_dump") != NULL, "the advice fits: %s", advice);
     printf("dropped=%llu\n", (unsigned long long)dropped);
     return tu_finish("test_drops");
 }

@@ -668,14 +668,6 @@ static int64_t map_device(const input_out *w, int64_t d)
     return d;
 }
 
-/* true, false or null, as the reader keeps them: strings of those letters
- * (one that holds more after a NUL is a string). */
-static int is_literal(const char *s, size_t len)
-{
-    return (len == 4 && (memcmp(s, "true", 4) == 0 || memcmp(s, "null", 4) == 0)) ||
-           (len == 5 && memcmp(s, "false", 5) == 0);
-}
-
 static void put_args(mlprof__sb *out, const input_out *w, const an_event *e, const link_keys *lk, int64_t step)
 {
     if (!e->nargs)
@@ -698,8 +690,8 @@ static void put_args(mlprof__sb *out, const input_out *w, const an_event *e, con
             mlprof__sb_i64(out, link ? a->inum + (a->inum < 0 ? -shift : shift) : a->inum);
         else if (a->type == AN_NUM)
             mlprof__sb_double(out, link ? a->num + (double)(a->num < 0 ? -shift : shift) : a->num);
-        else if (a->type == AN_RAW || is_literal(a->str, len))
-            mlprof__sb_puts(out, a->str); /* compact JSON, or a literal */
+        else if (a->type == AN_RAW)
+            mlprof__sb_puts(out, a->str); /* compact JSON: an array, object or literal */
         else if (link) { /* a string id: the input's number before it, as flow ids have */
             mlprof__sb label;
             mlprof__sb_init(&label);

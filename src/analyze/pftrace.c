@@ -1056,7 +1056,7 @@ static int legacy_arg(reader *r, const annot *a, an_arg *arg)
         arg->type = AN_STR;
     } else if (c >= 0 && strchr("{[tfn", c)) {
         rc = an_json_skip(&in, &r->raw);
-        arg->type = c == '{' || c == '[' ? AN_RAW : AN_STR;
+        arg->type = AN_RAW;
     } else if (c >= 0) {
         int is_int;
         rc = an_json_number(&in, &arg->num, &arg->inum, &is_int);
@@ -1078,8 +1078,8 @@ static int legacy_arg(reader *r, const annot *a, an_arg *arg)
 }
 
 /* The annotation as an argument, typed as the JSON reader types the same
- * member: numbers, strings (true, false and null as their text), arrays and
- * objects as compact JSON. */
+ * member: numbers, strings, and arrays, objects, true, false and null as
+ * compact JSON. */
 static int annot_arg(reader *r, const sequence *s, const annot *a, an_arg *arg)
 {
     an_trace *t = r->t;
@@ -1102,7 +1102,7 @@ static int annot_arg(reader *r, const sequence *s, const annot *a, an_arg *arg)
         arg->num = d;
         return 0;
     case A_BOOL:
-        arg->type = AN_STR;
+        arg->type = AN_RAW;
         arg->str = a->v ? "true" : "false";
         break;
     case A_STRING:
@@ -1116,14 +1116,14 @@ static int annot_arg(reader *r, const sequence *s, const annot *a, an_arg *arg)
         if (annot_json(r, s, a, &r->json, 0) != 0)
             return fail(r, 1, "the packet at byte offset %llu has a debug annotation nested too deep or malformed",
                         (unsigned long long)r->packet_off);
-        arg->type = a->kind == A_POINTER || (r->json.len && r->json.data[0] == 'n') ? AN_STR : AN_RAW;
+        arg->type = a->kind == A_POINTER ? AN_STR : AN_RAW;
         if (a->kind == A_POINTER) /* its text, without the quotes */
             arg->str = an_intern(t, r->json.data + 1, r->json.len - 2);
         else
             arg->str = an_intern(t, r->json.data ? r->json.data : "", r->json.len);
         return arg->str ? 0 : oom(r);
     default:
-        arg->type = AN_STR;
+        arg->type = AN_RAW;
         arg->str = "null";
         return 0;
     }

@@ -212,7 +212,7 @@ static int read_args(reader *r, an_event *e)
             mlprof__sb_reset(&r->raw);
             if (an_json_skip(in, &r->raw) != 0)
                 return -1;
-            a->type = c == '{' || c == '[' ? AN_RAW : AN_STR;
+            a->type = AN_RAW; /* true, false and null too: not the strings of those letters */
             a->str = an_intern(t, r->raw.data, r->raw.len);
         } else {
             int is_int;

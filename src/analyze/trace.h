@@ -50,7 +50,7 @@ static inline void an_sum_add(int64_t *acc, int64_t v)
         *acc = v > 0 ? INT64_MAX : INT64_MIN;
 }
 
-enum { AN_NUM = 0, AN_STR = 1, AN_RAW = 2 }; /* RAW: an array or object, as compact JSON */
+enum { AN_NUM = 0, AN_STR = 1, AN_RAW = 2 }; /* RAW: an array, object, true, false or null, as compact JSON */
 
 typedef struct an_arg {
     const char *key;

@@ -2566,7 +2566,10 @@ int mlprof__collect_dump(const char *to, int finished)
                     (unsigned long long)dropped, (unsigned long long)mlprof__g.cfg.buffer_size,
                     ring_mode() ? "the ring's collector fell behind the threads by half of buffer_size: raise "
                                   "buffer_size (the ring stays ring_size)"
-                                : "raise buffer_size or turn on continuous_dump");
+                    : mlprof__g.cfg.continuous_dump
+                        ? "continuous_dump is on, so the threads filled their buffers faster than the collector "
+                          "drained them: raise buffer_size"
+                        : "raise buffer_size or turn on continuous_dump");
         C.reported_drops = dropped;
     }
     MLPROF__FOR_MODULES(m) {
