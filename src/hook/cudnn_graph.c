@@ -548,7 +548,13 @@ EXPORT int cudnnBackendSetAttribute(void *d, int name, int type, int64_t count, 
 {
     set_fn *real = (set_fn *)mlprof__hook_real_cached(&g_set, "cudnnBackendSetAttribute", 1);
     int rc = real(d, name, type, count, elems);
-    if (rc == 0 && tracking()) {
+    /* only the attributes noted take the lock: a framework sets a variant pack's at every execution */
+    int op;
+    if (rc == 0 && tracking() &&
+        ((type == T_INT64 && (name == A_TENSOR_DIMS || (name >= A_CONV_DILATIONS && name <= A_CONV_SPATIAL_DIMS))) ||
+         (type == T_DATA_TYPE && name == A_TENSOR_DATA_TYPE) ||
+         (type == T_DESCRIPTOR && (op_role(name, &op) >= 0 || name == A_GRAPH_OPS || name == A_ENGINE_GRAPH ||
+                                   name == A_HEUR_GRAPH || name == A_CFG_ENGINE || name == A_PLAN_CFG)))) {
         pthread_mutex_lock(&g_lock);
         noted(d, name, type, count, elems);
         pthread_mutex_unlock(&g_lock);
