@@ -1158,6 +1158,12 @@ def area_writes(prog, out):
     left = [n for n in os.listdir(out) if ".tmp-" in n]
     check(not left, f"no temporary file left: {left}")
 
+    # a pipe nobody reads: the dump fails and the program lives; a 250-byte name
+    p = run(prog, out, "pipe_long")
+    name = re.search(r"long=(\S+)", p.stdout)
+    check(name is not None and named(load(os.path.join(out, name.group(1))), "p") == 100,
+          "the spans the pipe did not take are in the file with the long name")
+
     # memory outputs while memory profiling is off
     run(prog, out, "memoff")
 

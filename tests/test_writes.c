@@ -530,6 +530,9 @@ static void mode_stale(void)
     waitpid(child, NULL, 0);
     snprintf(name, sizeof name, "%s.tmp-%d-Ab12Cd", path, (int)child);
     touch(name);
+    /* and the link mlprof__out_adopt makes, "<tmp>l", of the same dead process */
+    snprintf(name, sizeof name, "%s.tmp-%d-Ab12Cdl", path, (int)child);
+    touch(name);
     char live[1200], notes[1200], other[1200];
     snprintf(live, sizeof live, "%s.tmp-%d-Ef34Gh", path, (int)getppid());
     snprintf(notes, sizeof notes, "%s.tmp-notes", path);
@@ -548,6 +551,36 @@ static void mode_stale(void)
     unlink(live);
     unlink(notes);
     unlink(other);
+}
+
+/* Defects: a trace written into a pipe whose reader was gone killed the
+ * program with SIGPIPE; a final name of 241-255 bytes could never be
+ * written, its temporary name passing NAME_MAX. */
+static void mode_pipe_long(void)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe: %s", strerror(errno));
+    close(fds[0]); /* nobody reads */
+    char path[1200];
+    snprintf(path, sizeof path, "/dev/fd/%d", fds[1]);
+    CHECK_OK(mlprof_set_config("filename", path));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record("p", 100, 0);
+    int rc = mlprof_dump(0);
+    CHECK(rc == MLPROF_EIO && strstr(mlprof_last_error(), "Broken pipe") != NULL,
+          "the dump into a pipe nobody reads fails, and the program lives: %d %s", rc, mlprof_last_error());
+    sigset_t pending;
+    CHECK(sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 0, "no SIGPIPE left pending");
+    close(fds[1]);
+    /* the same spans, kept, go to a file whose name is 250 bytes long */
+    char name[256];
+    memset(name, 'n', 245);
+    snprintf(name + 245, sizeof name - 245, ".json");
+    snprintf(path, sizeof path, "%s", tu_path(name));
+    CHECK_OK(mlprof_set_config("filename", path));
+    CHECK_OK(mlprof_dump(1));
+    CHECK(access(path, F_OK) == 0, "a 250-byte name is written: %s", mlprof_last_error());
+    printf("long=%s\n", name);
 }
 
 /* ------------------------------------------------- memory outputs, off */
@@ -804,7 +837,7 @@ int main(int argc, char **argv)
     } modes[] = {{"full", mode_full},     {"final", mode_final},   {"special", mode_special},
                  {"toggle", mode_toggle}, {"drops", mode_drops},   {"killed", mode_killed},
                  {"stale", mode_stale},   {"memoff", mode_memoff}, {"linked", mode_linked}, {"full_pf", mode_full_pf},
-                 {"outputs", mode_outputs}};
+                 {"outputs", mode_outputs}, {"pipe_long", mode_pipe_long}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         if (strcmp(mode, modes[i].name) == 0) {
             modes[i].fn();
@@ -814,6 +847,7 @@ int main(int argc, char **argv)
         }
     }
     fprintf(stderr,
-            "usage: test_writes OUTDIR full|final|special|toggle|drops|killed|stale|memoff|linked|full_pf|outputs\n");
+            "usage: test_writes OUTDIR full|final|special|toggle|drops|killed|stale|memoff|linked|full_pf|outputs|"
+            "pipe_long\n");
     return 2;
 }

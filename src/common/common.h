@@ -225,5 +225,9 @@ int mlprof__same_file(const char *a, const char *b);
 int mlprof__write_all(int fd, const void *data, size_t n);
 /* The same at offset, with pwrite. */
 int mlprof__pwrite_all(int fd, const void *data, size_t n, uint64_t offset);
+/* "<path>.tmp-<pid>-XXXXXX" for mkstemp, its last component shortened to
+ * fit NAME_MAX (a long final name), as file.c's stale-file sweep expects;
+ * NULL when out of memory. */
+char *mlprof__temp_name(const char *path);
 
 #endif /* MLPROF_COMMON_H */

@@ -25,21 +25,44 @@
 
 #include "common.h"
 
+/* A write to a pipe, FIFO or socket whose reader is gone raises SIGPIPE,
+ * whose default action kills the program being profiled: around the write
+ * the signal is blocked (this thread only), so that the write fails with
+ * EPIPE and the dump says so; one the write raised is taken back, unless
+ * one was pending already. */
 int mlprof__write_all(int fd, const void *data, size_t n)
 {
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    int blocked = pthread_sigmask(SIG_BLOCK, &pipe_set, &old) == 0;
+    int was_pending = blocked && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
     const char *p = data;
+    int rc = 0;
     while (n > 0) {
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w == 0)
             errno = EIO; /* no progress and no reason given */
-        if (w <= 0)
-            return -1;
+        if (w <= 0) {
+            rc = -1;
+            break;
+        }
         p += w;
         n -= (size_t)w;
     }
-    return 0;
+    if (blocked) {
+        int err = errno;
+        if (rc != 0 && err == EPIPE && !was_pending) {
+            const struct timespec none = {0, 0};
+            while (sigtimedwait(&pipe_set, NULL, &none) < 0 && errno == EINTR) {
+            }
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        errno = err;
+    }
+    return rc;
 }
 
 int mlprof__pwrite_all(int fd, const void *data, size_t n, uint64_t offset)
@@ -108,7 +131,8 @@ static char *future_target(const char *path)
 /* ------------------------------------ temporary files of dead processes */
 
 /* The pid in a temporary file's name after "<path>.tmp-": "<pid>-XXXXXX",
- * or 0 when the name is not of that form. */
+ * or "<pid>-XXXXXXl" (mlprof__out_adopt's link), or 0 when the name is not
+ * of that form. */
 static pid_t temp_owner(const char *rest)
 {
     char *end;
@@ -117,9 +141,29 @@ static pid_t temp_owner(const char *rest)
     if (end == rest || *rest == '-' || *rest == '+' || errno || pid <= 0 || pid > INT_MAX || *end != '-')
         return 0;
     size_t n = strlen(end + 1);
-    if (n != 6 || strspn(end + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != 6)
+    if ((n != 6 && !(n == 7 && end[7] == 'l')) ||
+        strspn(end + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") < 6)
         return 0;
     return (pid_t)pid;
+}
+
+/* How much of a final name's last component a temporary name keeps: all of
+ * it, unless ".tmp-<pid>-XXXXXX" and adopt's "l" would pass NAME_MAX. */
+#define TEMP_SUFFIX_MAX 24 /* ".tmp-" + 10 digits + "-XXXXXX" + "l", and one to spare */
+static size_t temp_base_len(size_t base_len)
+{
+    return base_len + TEMP_SUFFIX_MAX > NAME_MAX ? NAME_MAX - TEMP_SUFFIX_MAX : base_len;
+}
+
+char *mlprof__temp_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash + 1 - path) : 0;
+    size_t keep = temp_base_len(strlen(path + dir_len)), n = dir_len + keep + 40;
+    char *t = mlprof__malloc(n);
+    if (t)
+        snprintf(t, n, "%.*s%.*s.tmp-%d-XXXXXX", (int)dir_len, path, (int)keep, path + dir_len, (int)getpid());
+    return t;
 }
 
 /* The paths whose folder was searched already (by hash): once a process. */
@@ -169,7 +213,7 @@ static void remove_stale_temps(const char *path)
     DIR *d = opendir(dir);
     if (!d)
         return;
-    size_t base_len = strlen(base);
+    size_t base_len = temp_base_len(strlen(base));
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (strncmp(e->d_name, base, base_len) != 0 || strncmp(e->d_name + base_len, ".tmp-", 5) != 0)
@@ -258,14 +302,12 @@ int mlprof__out_open(mlprof__out *o, const char *path)
         return rc;
     }
     remove_stale_temps(o->path);
-    size_t len = strlen(o->path);
-    o->tmp = mlprof__malloc(len + 40);
+    o->tmp = mlprof__temp_name(o->path);
     if (!o->tmp) {
         mlprof__free(o->path);
         o->path = NULL;
         return mlprof__fail(MLPROF_ENOMEM, "out of memory writing %s", path);
     }
-    snprintf(o->tmp, len + 40, "%s.tmp-%d-XXXXXX", o->path, (int)getpid());
     o->fd = mkostemp(o->tmp, O_CLOEXEC);
     if (o->fd < 0) {
         rc = mlprof__fail(MLPROF_EIO, "cannot create %s: %s", o->tmp, strerror(errno));
