@@ -232,6 +232,9 @@ def check_fork_exec():
     parts = glob.glob(os.path.join(OUT, "forker.json.gz.parts", "trace.*.json"))
     check(len(parts) == 3, f"forker: one part per process: {parts}")
     check("3 processes profiled" in p.stdout, "forker: the summary counts the processes")
+    check("wrote no trace" not in p.stderr and "ran another program (exec)" in p.stderr,
+          "forker: the child that allocated, then exec'd, is said to have run another program, not to have lost "
+          "its trace")
 
 
 # ------------------------------------------------------- known allocations

@@ -1,7 +1,8 @@
 /*
  * run_forker.c - a program that knows nothing of mlprof, for `mlprof run`:
  * it allocates, forks a child that allocates and exits, and forks another
- * that execs this program again (with "exec"), which allocates too. The
+ * that allocates and execs this program again (with "exec"), which
+ * allocates too. The
  * test finds all three processes in the run's one trace.
  */
 #include <stdio.h>
@@ -38,6 +39,7 @@ int main(int argc, char **argv)
     }
     pid_t b = fork();
     if (b == 0) {
+        work(500, 5); /* recorded, then the exec: its parent says so, with no warning */
         execl("/proc/self/exe", argv[0], "exec", (char *)NULL);
         _exit(127);
     }

@@ -56,6 +56,7 @@ typedef struct child_slot {
     int recorded; /* atomic, the child's: it recorded after the fork */
     int settled;  /* atomic, the child's: it wrote a finished trace, or ran its exit handler
                      (which writes the trace, or says why not, or was told to write none) */
+    int exec;     /* atomic, the child's: it ran another program (the preload's exec family) */
 } child_slot;
 
 static child_slot *g_slots; /* SLOTS of them, shared with every forked descendant; NULL: not kept */
@@ -150,6 +151,7 @@ static child_slot *take_slot(int pid, int parent)
             s->parent = parent;
             __atomic_store_n(&s->recorded, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&s->settled, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&s->exec, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&s->pid, pid, __ATOMIC_RELEASE);
             return s;
         }
@@ -175,13 +177,40 @@ void mlprof__children_settled(void)
         __atomic_store_n(&g_mine->settled, 1, __ATOMIC_RELEASE);
 }
 
+void mlprof__children_exec(int going)
+{
+    if (g_mine && __atomic_load_n(&g_mine->pid, __ATOMIC_RELAXED) == (int)getpid())
+        __atomic_store_n(&g_mine->exec, going, __ATOMIC_RELEASE);
+}
+
+/* pids[]: up to SAY_PIDS of them, then " and N more" */
+typedef struct {
+    int n;
+    size_t used;
+    char pids[SAY_PIDS * 12 + 1];
+} pid_list;
+
+static void list_add(pid_list *l, int pid)
+{
+    if (l->n < SAY_PIDS)
+        l->used += (size_t)snprintf(l->pids + l->used, sizeof l->pids - l->used, "%s%d", l->n ? ", " : "", pid);
+    l->n++;
+}
+
+static const char *list_more(const pid_list *l, char *more, size_t len)
+{
+    more[0] = '\0';
+    if (l->n > SAY_PIDS)
+        snprintf(more, len, " and %d more", l->n - SAY_PIDS);
+    return more;
+}
+
 void mlprof__children_report(void)
 {
     if (!g_slots)
         return;
-    int me = (int)mlprof__g.pid, n = 0;
-    char pids[SAY_PIDS * 12 + 1] = "";
-    size_t used = 0;
+    int me = (int)mlprof__g.pid;
+    pid_list lost_list = {0, 0, ""}, exec_list = {0, 0, ""};
     for (int i = 0; i < SLOTS; i++) {
         child_slot *s = &g_slots[i];
         int pid = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
@@ -195,25 +224,29 @@ void mlprof__children_report(void)
         if (!has_ended(pid))
             continue; /* it may still write its trace */
         int lost = __atomic_load_n(&s->recorded, __ATOMIC_ACQUIRE) && !__atomic_load_n(&s->settled, __ATOMIC_ACQUIRE);
+        int exec = __atomic_load_n(&s->exec, __ATOMIC_ACQUIRE);
         if (!__atomic_compare_exchange_n(&s->pid, &pid, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             continue; /* another process reports it */
-        if (!lost)
-            continue;
-        if (n < SAY_PIDS)
-            used += (size_t)snprintf(pids + used, sizeof pids - used, "%s%d", n ? ", " : "", pid);
-        n++;
+        if (lost)
+            list_add(exec ? &exec_list : &lost_list, pid);
     }
-    if (n == 0)
-        return;
-    char more[48] = "";
-    if (n > SAY_PIDS)
-        snprintf(more, sizeof more, " and %d more", n - SAY_PIDS);
-    mlprof__log(MLPROF_LOG_WARN,
-                "%s %s%s recorded events but wrote no trace: %s without running exit handlers (_exit, exec, "
-                "a signal), and %s events are lost; a child writes its trace (NAME.PID.json) when it returns "
-                "from main or calls exit(), or calls mlprof_exit_dump() before _exit",
-                n == 1 ? "the forked child" : "the forked children", pids, more, n == 1 ? "it ended" : "they ended",
-                n == 1 ? "its" : "their");
+    char more[48];
+    if (exec_list.n) /* mpirun, a shell, subprocess: the new programs write their own traces */
+        mlprof__log(MLPROF_LOG_INFO,
+                    "%s %s%s ran %s (exec): what %s recorded between the fork and the exec (the "
+                    "allocations of the exec's preparation, say) is in no trace; the programs write their own "
+                    "where mlprof records them",
+                    exec_list.n == 1 ? "the forked child" : "the forked children", exec_list.pids,
+                    list_more(&exec_list, more, sizeof more),
+                    exec_list.n == 1 ? "another program" : "other programs", exec_list.n == 1 ? "it" : "they");
+    if (lost_list.n)
+        mlprof__log(MLPROF_LOG_WARN,
+                    "%s %s%s recorded events but wrote no trace: %s without running exit handlers (_exit, exec, "
+                    "a signal), and %s events are lost; a child writes its trace (NAME.PID.json) when it "
+                    "returns from main or calls exit(), or calls mlprof_exit_dump() before _exit",
+                    lost_list.n == 1 ? "the forked child" : "the forked children", lost_list.pids,
+                    list_more(&lost_list, more, sizeof more), lost_list.n == 1 ? "it ended" : "they ended",
+                    lost_list.n == 1 ? "its" : "their");
 }
 
 /* ------------------------------------------------------ SIGTERM in a child */

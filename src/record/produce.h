@@ -226,6 +226,9 @@ void mlprof__children_recording(void);
 /* A finished trace was written, or the exit handler ran (which writes it or
  * says why not): a forked child's parent has nothing to report of it. */
 void mlprof__children_settled(void);
+/* A forked child is about to run another program (1), or its exec failed
+ * (0): the preload's exec family (src/hook/exec.c). */
+void mlprof__children_exec(int going);
 /* Says which forked children of this process ended having recorded events
  * and written no trace; each once. */
 void mlprof__children_report(void);

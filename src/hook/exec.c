@@ -1,0 +1,102 @@
+/*
+ * exec.c - the exec family, interposed by the preload library: a forked
+ * child that recorded (its allocations, say) and then runs another program
+ * has not lost a trace it should have written; its new program, preloaded
+ * too, writes its own. The child's slot (children.c) is marked before the
+ * exec and unmarked when the exec fails, so that its parent says what
+ * happened instead of warning of a trace never written. posix_spawn and
+ * vfork run no fork handler and take no slot.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "../record/produce.h"
+#include "hook.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int execve_fn(const char *, char *const[], char *const[]);
+typedef int execvp_fn(const char *, char *const[]);
+typedef int execvpe_fn(const char *, char *const[], char *const[]);
+typedef int fexecve_fn(int, char *const[], char *const[]);
+static void *g_execve, *g_execvp, *g_execvpe, *g_fexecve;
+
+/* The exec's result, with the mark taken back when it failed. */
+static int after(int rc)
+{
+    int err = errno;
+    mlprof__children_exec(0);
+    errno = err;
+    return rc;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    execve_fn *real = (execve_fn *)mlprof__hook_real_cached(&g_execve, "execve", 1);
+    mlprof__children_exec(1);
+    return after(real(path, argv, envp));
+}
+
+EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    execvpe_fn *real = (execvpe_fn *)mlprof__hook_real_cached(&g_execvpe, "execvpe", 1);
+    mlprof__children_exec(1);
+    return after(real(file, argv, envp));
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+    execvp_fn *real = (execvp_fn *)mlprof__hook_real_cached(&g_execvp, "execvp", 1);
+    mlprof__children_exec(1);
+    return after(real(file, argv));
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    fexecve_fn *real = (fexecve_fn *)mlprof__hook_real_cached(&g_fexecve, "fexecve", 1);
+    mlprof__children_exec(1);
+    return after(real(fd, argv, envp));
+}
+
+/* execl, execlp and execle: their arguments gathered into an argv */
+#define GATHER(first, ap, argv, extra)                                                                          \
+    size_t n_ = 1;                                                                                              \
+    va_start(ap, first);                                                                                        \
+    while (va_arg(ap, char *))                                                                                  \
+        n_++;                                                                                                   \
+    va_end(ap);                                                                                                 \
+    char *argv[n_ + 1];                                                                                         \
+    va_start(ap, first);                                                                                        \
+    argv[0] = (char *)(first);                                                                                  \
+    for (size_t i_ = 1; i_ <= n_; i_++)                                                                         \
+        argv[i_] = va_arg(ap, char *);                                                                          \
+    extra;                                                                                                      \
+    va_end(ap)
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    GATHER(arg, ap, argv, (void)0);
+    return execve(path, argv, environ);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    GATHER(arg, ap, argv, (void)0);
+    return execvp(file, argv);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    char *const *envp;
+    GATHER(arg, ap, argv, envp = va_arg(ap, char *const *));
+    return execve(path, argv, envp);
+}
