@@ -26,6 +26,15 @@
  *    three threads, with sqlite_file=auto (see record()); with "continuous",
  *    one under the continuous dump (see continuous()).
  *
+ * 6. With "full": a full disk, made by RLIMIT_FSIZE (writes past a size fail,
+ *    as on a full disk; no root needed): a COMMIT that fails keeps the rows
+ *    for the later dumps, a working database that cannot be created too,
+ *    and rows past buffer_size in memory are counted (meta, otherData, the
+ *    message) with none written without its span. See full_disk().
+ * 7. With "tmpfs": the same through the API on a small tmpfs filled up
+ *    (ENOSPC), as root in a mount namespace of its own; skipped, saying why,
+ *    where mounting is not permitted. See tmpfs_disk().
+ *
  * It also writes the same events as a Chrome JSON trace (OUT/direct.json),
  * which tests/sqlite_sink_check.py exports with `mlprof export --sqlite` and
  * compares with OUT/direct.db table by table.
@@ -33,8 +42,14 @@
  * Skips (saying why) when libsqlite3 cannot be loaded here.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -319,6 +334,245 @@ static int continuous(void)
     return tu_finish("test_sqlite_sink continuous");
 }
 
+/* ------------------------------------------------ a full disk ("full") */
+
+/* Writes past bytes fail (EFBIG, SIGXFSZ ignored), as on a full disk;
+ * RLIM_INFINITY: no limit. */
+static void limit_files(rlim_t bytes)
+{
+    struct rlimit r;
+    getrlimit(RLIMIT_FSIZE, &r);
+    r.rlim_cur = bytes == RLIM_INFINITY ? r.rlim_max : bytes;
+    CHECK(setrlimit(RLIMIT_FSIZE, &r) == 0, "setrlimit: %s", strerror(errno));
+}
+
+/* The size of the one working database ("*.tmp-*") in the output folder, or -1. */
+static long working_size(void)
+{
+    DIR *dir = opendir(tu_dir);
+    long size = -1;
+    for (struct dirent *e; dir && (e = readdir(dir));) {
+        struct stat sb;
+        if (strstr(e->d_name, ".tmp-") && stat(tu_path(e->d_name), &sb) == 0)
+            size = (long)sb.st_size;
+    }
+    if (dir)
+        closedir(dir);
+    return size;
+}
+
+/* n spans "s" with an argument each on thread 11, from time *t on. */
+static void spans(int n, uint64_t *t)
+{
+    for (int i = 0; i < n; i++, *t += 10)
+        span(11, "s", "d", *t, *t + 5, 0, 5, "\"i\":1", 0);
+}
+
+static void full_disk(void)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    /* what an earlier run may have left (a working database kept) */
+    DIR *dir = opendir(tu_dir);
+    for (struct dirent *e; dir && (e = readdir(dir));) {
+        if (strstr(e->d_name, ".tmp-"))
+            unlink(tu_path(e->d_name));
+    }
+    if (dir)
+        closedir(dir);
+    uint64_t t = 1000;
+    const int n = 3000;
+
+    /* a COMMIT that fails: SQLite rolls its transaction back; the rows it
+     * held are written at the next dump that has room, and later ones too */
+    char *db = strdup(tu_path("full.db"));
+    unlink(db);
+    CHECK_OK(mlprof_set_config("sqlite_file", db));
+    st = ops->create();
+    ops->reset(st);
+    spans(n, &t); /* the working database made (its tables committed), the rows in its transaction */
+    long size = working_size();
+    CHECK(size > 0, "no working database");
+    limit_files((rlim_t)size);
+    int rc = dump(tu_path("full.json"), 0);
+    CHECK(rc == MLPROF_EIO && strstr(mlprof_last_error(), "COMMIT") && strstr(mlprof_last_error(), "wait in memory"),
+          "a COMMIT past the limit: %s: %s", mlprof_err_name(rc), mlprof_last_error());
+    CHECK(access(db, F_OK) != 0, "a database was published though its rows could not be committed");
+    spans(n, &t); /* more while the disk is full: they wait too */
+    rc = dump(tu_path("full.json"), 0);
+    CHECK(rc == MLPROF_EIO && strstr(mlprof_last_error(), "wait in memory"), "a second dump on a full disk: %s: %s",
+          mlprof_err_name(rc), mlprof_last_error());
+    limit_files(RLIM_INFINITY); /* room again */
+    spans(n, &t);
+    CHECK_OK(dump(tu_path("full.json"), 0));
+    CHECK_Q(db, 3 * n, "SELECT count(*) FROM slices");
+    CHECK_Q(db, 3 * n, "SELECT count(*) FROM args");
+    spans(n, &t);
+    CHECK_OK(dump(tu_path("full.json"), 1));
+    CHECK_Q(db, 4 * n, "SELECT count(*) FROM slices");
+    CHECK_Q(db, 4 * n, "SELECT count(DISTINCT ts_ns) FROM slices");
+    CHECK_Q(db, 0, "SELECT count(*) FROM meta WHERE key = 'rows_lost'");
+    CHECK(temporaries() == 0, "temporary files left");
+    ops->reset(st);
+
+    /* a working database that cannot be created: the rows wait in memory,
+     * the message says why, and the next dump with room writes them all */
+    unlink(db);
+    limit_files(0);
+    spans(n, &t);
+    rc = dump(tu_path("full.json"), 0);
+    const char *msg = mlprof_last_error();
+    CHECK(rc == MLPROF_EIO && strstr(msg, "disk I/O error") && strstr(msg, "rows wait in memory"),
+          "a working database that cannot be made: %s: %s", mlprof_err_name(rc), msg);
+    limit_files(RLIM_INFINITY);
+    spans(n, &t);
+    CHECK_OK(dump(tu_path("full.json"), 0));
+    CHECK_Q(db, 2 * n, "SELECT count(*) FROM slices");
+    spans(n, &t);
+    CHECK_OK(dump(tu_path("full.json"), 1));
+    CHECK_Q(db, 3 * n, "SELECT count(*) FROM slices");
+    CHECK_Q(db, 0, "SELECT count(*) FROM meta WHERE key = 'rows_lost'");
+    CHECK(temporaries() == 0, "temporary files left");
+    ops->reset(st);
+
+    /* more than buffer_size (64 KiB here) waiting in memory: the rows past
+     * it are lost, counted and said (the message, meta, otherData); none is
+     * written without its span, and every row is written or counted */
+    unlink(db);
+    CHECK_OK(mlprof_set_config("buffer_size", "65536"));
+    limit_files(0);
+    spans(n, &t);
+    rc = dump(tu_path("full.json"), 0);
+    msg = mlprof_last_error();
+    CHECK(rc == MLPROF_EIO && strstr(msg, "rows could not be written") && strstr(msg, "buffer_size"),
+          "rows past buffer_size: %s: %s", mlprof_err_name(rc), msg);
+    limit_files(RLIM_INFINITY);
+    spans(10, &t); /* room again: the first event after the dump tries, so that these are written */
+    rc = dump(tu_path("full.json"), 1);
+    msg = mlprof_last_error();
+    CHECK(rc == MLPROF_EIO && strstr(msg, "rows could not be written") && strstr(msg, "buffer_size"),
+          "the final dump of a trace that lost rows: %s: %s", mlprof_err_name(rc), msg);
+    long long slices = q(db, "SELECT count(*) FROM slices");
+    long long lost = q(db, "SELECT value FROM meta WHERE key = 'rows_lost'");
+    CHECK(slices > 10 && slices < n, "%lld slices written of %d", slices, n + 10);
+    CHECK(lost > 0, "rows_lost: %lld", lost);
+    CHECK_Q(db, slices, "SELECT count(*) FROM args");
+    /* a slice and an argument a span (and a process, a thread, its track) */
+    CHECK(2 * slices + lost == 2 * (n + 10), "%lld slices written and %lld rows lost of %d spans", slices, lost,
+          n + 10);
+    CHECK_Q(db, 10, "SELECT count(*) FROM slices WHERE ts_ns > (SELECT max(ts_ns) - 100 FROM slices)");
+    CHECK_Q(db, 1, "SELECT count(*) FROM processes");
+    CHECK_Q(db, 1, "SELECT count(*) FROM meta WHERE key = 'rows_lost_reason' AND value LIKE '%buffer_size%'");
+    CHECK_Q(db, 1, "SELECT count(*) FROM meta WHERE key = 'other_data' AND value LIKE '%\"sqlite_rows_lost\":%'");
+    CHECK(temporaries() == 0, "temporary files left");
+    ops->destroy(st);
+    free(db);
+}
+
+/* ------------------------------------------- a full tmpfs ("tmpfs") */
+
+/* Fills the file system of path (a file made there) until ENOSPC. */
+static void fill(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0, "%s: %s", path, strerror(errno));
+    static char block[4096];
+    while (fd >= 0 && write(fd, block, sizeof block) > 0)
+        ;
+    CHECK(errno == ENOSPC, "filling %s: %s", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
+static int run_dump(int finished, const char *what)
+{
+    int rc = mlprof_dump(finished);
+    printf("%s: dump(%d): %s%s%s\n", what, finished, mlprof_err_name(rc), rc ? ": " : "",
+           rc ? mlprof_last_error() : "");
+    return rc;
+}
+
+static void record_spans(mlprof_span *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        mlprof_begin(s);
+        mlprof_arg_int("i", i);
+        mlprof_end(s);
+    }
+}
+
+/* The reports' runs: the database on a 4 MiB tmpfs, the trace in the
+ * output folder. The mount is private to this process (a mount namespace
+ * of its own) and unmounted at the end. */
+static int tmpfs_disk(void)
+{
+    char *mnt = strdup(tu_path("mnt"));
+    mkdir(mnt, 0700);
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", mnt, "tmpfs", 0, "size=4m") != 0) {
+        printf("test_sqlite_sink tmpfs: skipped: cannot mount a tmpfs here (%s); the \"full\" mode covers a full "
+               "disk without one\n",
+               strerror(errno));
+        rmdir(mnt);
+        free(mnt);
+        return 0;
+    }
+    char *db = strdup(tu_path("mnt/s.db")), *filler = strdup(tu_path("mnt/filler"));
+    CHECK_OK(mlprof_set_config("filename", tu_path("tmpfs.json")));
+    CHECK_OK(mlprof_set_config("sqlite_file", db));
+    mlprof_span *s = mlprof_task_create(mlprof_domain_create("qa"), "spanX");
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+
+    /* a COMMIT on a full disk (SQLITE_FULL): its rows kept for the next dumps */
+    record_spans(s, 10);
+    CHECK_OK(run_dump(0, "commit"));
+    fill(filler);
+    record_spans(s, 3000);
+    int rc = run_dump(0, "commit");
+    CHECK(rc == MLPROF_EIO && strstr(mlprof_last_error(), "full") && strstr(mlprof_last_error(), "wait in memory"),
+          "COMMIT on a full disk: %s: %s", mlprof_err_name(rc), mlprof_last_error());
+    unlink(filler);
+    record_spans(s, 1000);
+    CHECK_OK(run_dump(0, "commit"));
+    CHECK_Q(db, 4010, "SELECT count(*) FROM slices");
+    record_spans(s, 1000);
+    CHECK_OK(run_dump(1, "commit"));
+    CHECK_Q(db, 5010, "SELECT count(*) FROM slices WHERE name = 'spanX'");
+    CHECK_Q(db, 5010, "SELECT count(*) FROM args WHERE key = 'i'");
+    CHECK_Q(db, 0, "SELECT count(*) FROM meta WHERE key = 'rows_lost'");
+
+    /* a working database that cannot be created: the reason given, the
+     * events written once there is room */
+    unlink(db);
+    fill(filler);
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record_spans(s, 3000);
+    rc = run_dump(0, "create");
+    const char *msg = mlprof_last_error();
+    CHECK(rc == MLPROF_EIO && (strstr(msg, "full") || strstr(msg, "No space")) && strstr(msg, "wait in memory"),
+          "a working database on a full disk: %s: %s", mlprof_err_name(rc), msg);
+    unlink(filler);
+    record_spans(s, 1000);
+    CHECK_OK(run_dump(0, "create"));
+    CHECK_Q(db, 4000, "SELECT count(*) FROM slices");
+    record_spans(s, 1000);
+    CHECK_OK(run_dump(1, "create"));
+    CHECK_Q(db, 5000, "SELECT count(*) FROM slices WHERE name = 'spanX'");
+    CHECK_Q(db, 0, "SELECT count(*) FROM meta WHERE key = 'rows_lost'");
+    DIR *dir = opendir(mnt);
+    int left = 0;
+    for (struct dirent *e; dir && (e = readdir(dir));)
+        left += strstr(e->d_name, ".tmp-") != NULL;
+    if (dir)
+        closedir(dir);
+    CHECK(left == 0, "%d temporary files left on the tmpfs", left);
+    CHECK(umount2(mnt, 0) == 0, "umount %s: %s", mnt, strerror(errno));
+    rmdir(mnt);
+    free(db);
+    free(filler);
+    free(mnt);
+    return tu_finish("test_sqlite_sink tmpfs");
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -336,6 +590,12 @@ int main(int argc, char **argv)
         printf("test_sqlite_sink: skipped: %s\n", why);
         return 0;
     }
+    if (argc > 2 && strcmp(argv[2], "full") == 0) {
+        full_disk();
+        return tu_finish("test_sqlite_sink full");
+    }
+    if (argc > 2 && strcmp(argv[2], "tmpfs") == 0)
+        return tmpfs_disk();
     const char *db = strdup(tu_path("direct.db"));
     unlink(db);
     CHECK_OK(mlprof_set_config("sqlite_file", db));

@@ -45,7 +45,7 @@ static void load(const char *name)
         {(void **)&a->bind_text, "sqlite3_bind_text"},   {(void **)&a->bind_null, "sqlite3_bind_null"},
         {(void **)&a->step, "sqlite3_step"},             {(void **)&a->reset, "sqlite3_reset"},
         {(void **)&a->finalize, "sqlite3_finalize"},     {(void **)&a->errmsg, "sqlite3_errmsg"},
-        {(void **)&a->column_int64, "sqlite3_column_int64"},
+        {(void **)&a->column_int64, "sqlite3_column_int64"}, {(void **)&a->get_autocommit, "sqlite3_get_autocommit"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         *want[i].fn = dlsym(L.lib, want[i].sym);
@@ -130,8 +130,12 @@ static int say(mlprof__sqlite_db *d, const char *doing, char *err, size_t len)
 
 int mlprof__sqlite_db_exec(mlprof__sqlite_db *d, const char *sql, char *err, size_t len)
 {
-    if (d->api->exec(d->db, sql, NULL, NULL, NULL) != MLPROF__SQLITE_OK)
-        return say(d, sql, err, len);
+    if (d->api->exec(d->db, sql, NULL, NULL, NULL) != MLPROF__SQLITE_OK) {
+        /* the start of a long script (the schema), so that SQLite's reason shows */
+        char doing[64];
+        snprintf(doing, sizeof doing, "%.48s%s", sql, strlen(sql) > 48 ? "..." : "");
+        return say(d, doing, err, len);
+    }
     return 0;
 }
 

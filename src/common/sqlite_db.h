@@ -60,6 +60,7 @@ typedef struct mlprof__sqlite_api {
     int (*finalize)(sqlite3_stmt *);
     const char *(*errmsg)(sqlite3 *);
     long long (*column_int64)(sqlite3_stmt *, int);
+    int (*get_autocommit)(sqlite3 *); /* nonzero: no transaction is open (one SQLite rolled back, too) */
 } mlprof__sqlite_api;
 
 /* The library's functions, loaded once a process (the first call chooses

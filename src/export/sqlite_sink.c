@@ -12,6 +12,21 @@
  * target. A failed publication is said and the working database kept, so
  * that the next dump has everything.
  *
+ * A full disk: SQLite rolls a transaction back when a write fails (at the
+ * COMMIT, or when its cache spills during an insert), and a working
+ * database may not even be created. So every row also goes into a log in
+ * memory until a COMMIT has made it part of the working database: the
+ * transaction is committed each time the log reaches LOG_COMMIT bytes (and
+ * at every dump), which bounds it. When a write fails, the transaction is
+ * rolled back (the file holds what was committed), rows go on into the log
+ * alone, and the database is tried again (opened if need be, a transaction
+ * begun, the log written into it) at every dump and when the log has grown
+ * twice as large since the last try. The log then holds at most
+ * buffer_size bytes, as the collector keeps at most that much of a trace
+ * that cannot be written: rows past it are lost, counted, said on stderr
+ * and in the database's meta (rows_lost, rows_lost_reason, and
+ * otherData's sqlite_rows_lost).
+ *
  * Spans arrive when they end, children before their parent. Each thread
  * keeps, per depth of its stack, the id set aside for the span open there:
  * a child that ends takes its parent's id (setting it aside if none is yet),
@@ -90,9 +105,16 @@ typedef struct sq_sink {
     int said_missing;
     mlprof__sqlite_db w; /* the working database, when open */
     int open;
+    int live;            /* open, in a transaction that holds every row of the log */
     char *work_path;
-    int open_failed;     /* until the next dump: do not try again at every event */
+    int no_library;      /* SQLite could not be loaded: nothing is kept for it */
     int keep;            /* the last dump was final and failed: the reset keeps the file */
+    mlprof__sb log;      /* the rows since the working database's last commit (log_put) */
+    uint64_t log_rows;
+    size_t retry_at;     /* not live: the log's size at which the database is tried again */
+    int log_full;        /* a row did not fit: none goes in until the log is written (no args without their row) */
+    int dumped;          /* no event since the last dump */
+    char broken[600];    /* not live after a try: why the database cannot be written */
     long long next_id, next_track;
     mlprof__map threads;   /* (pid, tid) -> thread_track */
     mlprof__map counters;  /* pid, name -> track id */
@@ -104,6 +126,8 @@ typedef struct sq_sink {
     uint64_t kernels; /* rows in kernels: their launches are linked at each dump */
     uint64_t lost;   /* rows that could not be written since the last dump */
     char err[400];   /* the first reason */
+    uint64_t lost_total; /* and in the whole trace (the database's meta) */
+    char lost_why[400];
     mlprof__sb key, val; /* scratch */
 } sq_sink;
 
@@ -156,8 +180,11 @@ static int target_path(const char *trace_path, char *buf, size_t len)
 static void note_error(sq_sink *st, const char *fmt, const char *detail)
 {
     st->lost++;
+    st->lost_total++;
     if (!st->err[0])
         snprintf(st->err, sizeof st->err, fmt, detail);
+    if (!st->lost_why[0])
+        snprintf(st->lost_why, sizeof st->lost_why, fmt, detail);
 }
 
 /* A copy of v's texts for a tail row. */
@@ -201,32 +228,199 @@ static void free_tail(sq_sink *st)
     st->ntail = 0;
 }
 
-/* A row: into the working database, or kept for the published copy when
- * it belongs to a tail (now: rows that must stay, as names). */
-static void put_row(sq_sink *st, int now, int which, const mlprof__sqlite_val *v, int n)
-{
-    if (!st->open)
-        return;
-    if (st->in_tail && !now) {
-        if (keep_row(st, which, v, n) != 0)
-            note_error(st, "%s", "out of memory");
-        return;
-    }
-    int rc = mlprof__sqlite_db_put(&st->w, which, v, n);
-    if (rc != 0)
-        note_error(st, "%s", st->api->errmsg(st->w.db));
-}
-
 #define I(x) ((mlprof__sqlite_val){'i', (long long)(x), 0, NULL, 0})
 #define D(x) ((mlprof__sqlite_val){'d', 0, (x), NULL, 0})
 #define T(x, n) ((mlprof__sqlite_val){'s', 0, 0, (x), (int)(n)})
 #define Z(x) ((mlprof__sqlite_val){'s', 0, 0, (x), -1})
 #define N ((mlprof__sqlite_val){'n', 0, 0, NULL, 0})
 
+/* ---------------------------------------------------------------- the log */
+
+#define LOG_COMMIT ((size_t)4 << 20) /* a live database commits when the log is this large */
+#define LOG_RETRY ((size_t)64 << 10) /* the least growth of the log between two tries */
+
+/* The most the log holds while the database cannot be written: buffer_size. */
+static size_t log_cap(void)
+{
+    uint64_t b = mlprof__g.cfg.buffer_size;
+    return b > SIZE_MAX / 4 ? SIZE_MAX / 4 : (size_t)b;
+}
+
+static size_t log_commit(void)
+{
+    size_t most = log_cap() / 2;
+    return most < LOG_COMMIT ? most : LOG_COMMIT;
+}
+
+/* A row at the log's end: its table and count, then each value as its type
+ * ('i' and 'd': 8 bytes; 's': a 4-byte length and the bytes; 'n': none).
+ * 0; 1 when the database is not live and the log would pass log_cap(); -1
+ * out of memory. */
+static int log_put(sq_sink *st, int which, const mlprof__sqlite_val *v, int n)
+{
+    size_t need = 2;
+    for (int k = 0; k < n; k++) {
+        need++;
+        if (v[k].type == 'i' || v[k].type == 'd')
+            need += 8;
+        else if (v[k].type == 's' && v[k].s)
+            need += 4 + (v[k].len < 0 ? strlen(v[k].s) : (size_t)v[k].len);
+    }
+    if (!st->live && (st->log_full || st->log.len + need > log_cap())) {
+        st->log_full = 1;
+        return 1;
+    }
+    if (st->log.len + need >= st->log.cap && st->log.cap > log_cap() / 2) {
+        /* no more than the cap (and a row) in memory: not twice as much */
+        size_t cap = st->log.len + need + 1 > log_cap() ? st->log.len + need + 1 : log_cap();
+        char *g = mlprof__realloc(st->log.data, cap);
+        if (!g)
+            return -1;
+        st->log.data = g;
+        st->log.cap = cap;
+    }
+    if (!mlprof__sb_reserve(&st->log, need)) {
+        st->log.failed = 0; /* what it holds is whole */
+        return -1;
+    }
+    char *p = st->log.data + st->log.len;
+    *p++ = (char)which;
+    *p++ = (char)n;
+    for (int k = 0; k < n; k++) {
+        char t = v[k].type;
+        if ((t != 'i' && t != 'd' && t != 's') || (t == 's' && !v[k].s))
+            t = 'n';
+        *p++ = t;
+        if (t == 'i') {
+            memcpy(p, &v[k].i, 8);
+            p += 8;
+        } else if (t == 'd') {
+            memcpy(p, &v[k].d, 8);
+            p += 8;
+        } else if (t == 's') {
+            uint32_t len = (uint32_t)(v[k].len < 0 ? strlen(v[k].s) : (size_t)v[k].len);
+            memcpy(p, &len, 4);
+            memcpy(p + 4, v[k].s, len);
+            p += 4 + len;
+        }
+    }
+    st->log.len += need;
+    st->log_rows++;
+    return 0;
+}
+
+/* The row at *at in the log (moved past it): its texts point into the log. */
+static void log_get(const sq_sink *st, size_t *at, int *which, mlprof__sqlite_val *v, int *n)
+{
+    const char *p = st->log.data + *at;
+    *which = (unsigned char)*p++;
+    *n = (unsigned char)*p++;
+    for (int k = 0; k < *n; k++) {
+        v[k] = N;
+        v[k].type = *p++;
+        if (v[k].type == 'i') {
+            memcpy(&v[k].i, p, 8);
+            p += 8;
+        } else if (v[k].type == 'd') {
+            memcpy(&v[k].d, p, 8);
+            p += 8;
+        } else if (v[k].type == 's') {
+            uint32_t len;
+            memcpy(&len, p, 4);
+            v[k].s = p + 4;
+            v[k].len = (int)len;
+            p += 4 + len;
+        }
+    }
+    *at = (size_t)(p - st->log.data);
+}
+
+static void log_clear(sq_sink *st)
+{
+    if (st->log.cap > 2 * log_commit() + 4096) { /* what a full disk made it hold */
+        mlprof__sb_free(&st->log);
+        mlprof__sb_init(&st->log);
+    } else {
+        mlprof__sb_reset(&st->log);
+    }
+    st->log_rows = 0;
+}
+
+static int abandon(sq_sink *st, const char *why);
+static int checkpoint(sq_sink *st);
+
+/* Whether a write that failed with rc took the transaction with it (SQLite
+ * rolled it back), or failed for the disk's or memory's sake: the rows then
+ * wait in the log. Else SQLite refused that row alone. */
+static int write_failed(sq_sink *st, int rc)
+{
+    int primary = rc & 0xff;
+    return st->api->get_autocommit(st->w.db) || primary == 13 /* SQLITE_FULL */ || primary == 10 /* IOERR */ ||
+           primary == 7 /* NOMEM */;
+}
+
+/* A row the log could not take (log_put's code) while the database cannot
+ * be written: lost, counted with the reason. */
+static void not_kept(sq_sink *st, int code)
+{
+    if (code < 0) {
+        note_error(st, "%s", "out of memory");
+        return;
+    }
+    char why[800];
+    snprintf(why, sizeof why, "%s; the rows waiting for it filled buffer_size (%llu bytes) in memory",
+             st->broken[0] ? st->broken : "the working database cannot be written",
+             (unsigned long long)log_cap());
+    note_error(st, "%s", why);
+}
+
+/* A row: into the working database and the log, or the log alone while the
+ * database cannot be written; or kept for the published copy when it
+ * belongs to a tail (now: rows that must stay, as names). */
+static void put_row(sq_sink *st, int now, int which, const mlprof__sqlite_val *v, int n)
+{
+    if (st->in_tail && !now) {
+        if (keep_row(st, which, v, n) != 0)
+            note_error(st, "%s", "out of memory");
+        return;
+    }
+    size_t mark = st->log.len;
+    int logged = log_put(st, which, v, n);
+    if (!st->live) {
+        if (logged != 0)
+            not_kept(st, logged);
+        return;
+    }
+    int rc = mlprof__sqlite_db_put(&st->w, which, v, n);
+    if (rc != 0) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", st->api->errmsg(st->w.db));
+        if (write_failed(st, rc)) { /* the rows since the last commit, this one too, wait in the log */
+            abandon(st, why);
+            if (logged != 0)
+                not_kept(st, logged);
+        } else {
+            if (logged == 0) {
+                st->log.len = mark;
+                st->log_rows--;
+            }
+            note_error(st, "%s", why);
+        }
+        return;
+    }
+    if (logged != 0) { /* the log could not take it: committed now, or lost */
+        if (checkpoint(st) != 0)
+            note_error(st, "%s", "out of memory");
+    } else if (st->log.len >= log_commit()) {
+        checkpoint(st);
+    }
+}
+
 /* --------------------------------------------- the working database */
 
 static void close_working(sq_sink *st, int remove_file)
 {
+    st->live = 0;
     if (st->open) {
         if (st->pid == self_pid())
             mlprof__sqlite_db_close(&st->w);
@@ -261,25 +455,35 @@ static void forget_all(sq_sink *st)
     st->kernels = 0;
     st->next_id = st->next_track = 1;
     st->in_tail = 0;
+    log_clear(st);
+    st->log_full = 0;
+    st->retry_at = 0;
+    st->broken[0] = '\0';
+    st->lost_total = 0;
+    st->lost_why[0] = '\0';
 }
 
-/* Opens the working database beside the target when it is not: the
- * tables, the indexes, a transaction. 0, or -1 (said at the next dump). */
-static int open_working(sq_sink *st)
+/* A forked child: its own database, from nothing (its parent's connection
+ * and rows untouched). */
+static void own(sq_sink *st)
 {
-    if (st->pid != self_pid()) { /* a forked child: its own database, from nothing */
-        close_working(st, 0);
-        forget_all(st);
-        st->pid = self_pid();
-    }
-    if (st->open)
-        return 0;
-    if (!sink_on() || st->open_failed)
-        return -1;
+    if (st->pid == self_pid())
+        return;
+    close_working(st, 0);
+    forget_all(st);
+    st->pid = self_pid();
+}
+
+/* Opens the working database beside the target: the tables and the
+ * indexes, committed. 0, or -1 with the reason in why[len] (SQLite that
+ * cannot be loaded: no_library set). */
+static int open_working(sq_sink *st, char *why, size_t len)
+{
     if (!st->api) {
         st->api = mlprof__sqlite_load(mlprof__g.cfg.sqlite_library, st->why, sizeof st->why);
         if (!st->api) {
-            st->open_failed = 1;
+            st->no_library = 1;
+            snprintf(why, len, "%.500s", st->why);
             return -1;
         }
     }
@@ -288,47 +492,150 @@ static int open_working(sq_sink *st)
     size_t n = strlen(target) + 40;
     st->work_path = mlprof__malloc(n);
     if (!st->work_path) {
-        st->open_failed = 1;
-        snprintf(st->err, sizeof st->err, "out of memory");
+        snprintf(why, len, "out of memory");
         return -1;
     }
     snprintf(st->work_path, n, "%s.tmp-%d-XXXXXX", target, (int)self_pid());
     int fd = mkostemp(st->work_path, O_CLOEXEC);
     if (fd < 0) {
-        snprintf(st->err, sizeof st->err, "cannot create %s: %s", st->work_path, strerror(errno));
+        snprintf(why, len, "cannot create %s: %s", st->work_path, strerror(errno));
         mlprof__free(st->work_path);
         st->work_path = NULL;
-        st->open_failed = 1;
         return -1;
     }
     close(fd);
-    char why[512];
+    char e[512];
     /* a cache of 16 MiB: what the collector holds stays bounded while the
      * database grows on disk */
-    if (mlprof__sqlite_db_open(&st->w, st->api, st->work_path, 1, 1, why, sizeof why) != 0 ||
-        mlprof__sqlite_db_exec(&st->w, "PRAGMA cache_size=-16384; BEGIN", why, sizeof why) != 0) {
+    if (mlprof__sqlite_db_open(&st->w, st->api, st->work_path, 1, 1, e, sizeof e) != 0 ||
+        mlprof__sqlite_db_exec(&st->w, "PRAGMA cache_size=-16384", e, sizeof e) != 0) {
         mlprof__sqlite_db_close(&st->w);
-        snprintf(st->err, sizeof st->err, "%.200s: %.190s", st->work_path, why);
+        snprintf(why, len, "%.200s: %.300s", st->work_path, e);
         unlink(st->work_path);
         mlprof__free(st->work_path);
         st->work_path = NULL;
-        st->open_failed = 1;
         return -1;
     }
     st->open = 1;
     return 0;
 }
 
-/* Whether an event can be written (the database opened when needed); an
- * event that cannot is counted. */
+/* The database cannot be written now (why): rows wait in the log, and the
+ * next try comes when it is twice as large, or at the next dump. -1. */
+static int set_broken(sq_sink *st, const char *why)
+{
+    char copy[sizeof st->broken];
+    snprintf(copy, sizeof copy, "%s", why);
+    st->live = 0;
+    snprintf(st->broken, sizeof st->broken, "%s", copy);
+    st->retry_at = 2 * st->log.len + LOG_RETRY;
+    return -1;
+}
+
+/* A write to the working database failed (why): its transaction is rolled
+ * back if SQLite has not done it, so that the file holds what was committed
+ * and the log everything after. -1. */
+static int abandon(sq_sink *st, const char *why)
+{
+    char copy[sizeof st->broken];
+    snprintf(copy, sizeof copy, "%.180s: %.400s", st->work_path ? st->work_path : "the working database", why);
+    if (st->open && !st->api->get_autocommit(st->w.db)) {
+        char ignored[200];
+        mlprof__sqlite_db_exec(&st->w, "ROLLBACK", ignored, sizeof ignored);
+    }
+    return set_broken(st, copy);
+}
+
+/* The working database live: opened when it is not, a transaction begun,
+ * the log written into it (a row SQLite refuses by itself is dropped and
+ * counted). 0, or -1 with broken set and the rows still in the log. */
+static int go_live(sq_sink *st)
+{
+    if (st->live)
+        return 0;
+    if (st->no_library)
+        return -1;
+    char why[512];
+    if (!st->open) {
+        if (!sink_on())
+            return -1; /* no target to put it beside */
+        if (open_working(st, why, sizeof why) != 0)
+            return set_broken(st, why);
+    }
+    if (mlprof__sqlite_db_exec(&st->w, "BEGIN", why, sizeof why) != 0)
+        return abandon(st, why);
+    size_t at = 0, kept = 0;
+    while (at < st->log.len) {
+        size_t start = at;
+        int which, n;
+        mlprof__sqlite_val v[11];
+        log_get(st, &at, &which, v, &n);
+        int rc = mlprof__sqlite_db_put(&st->w, which, v, n);
+        if (rc != 0) {
+            snprintf(why, sizeof why, "%s", st->api->errmsg(st->w.db));
+            if (write_failed(st, rc)) { /* the rows kept so far, then the rest */
+                memmove(st->log.data + kept, st->log.data + start, st->log.len - start);
+                st->log.len = kept + (st->log.len - start);
+                return abandon(st, why);
+            }
+            note_error(st, "%s", why);
+            st->log_rows--;
+            continue;
+        }
+        if (kept != start)
+            memmove(st->log.data + kept, st->log.data + start, at - start);
+        kept += at - start;
+    }
+    st->log.len = kept;
+    st->live = 1;
+    st->log_full = 0;
+    st->broken[0] = '\0';
+    st->retry_at = 0;
+    return st->log.len >= log_commit() ? checkpoint(st) : 0;
+}
+
+/* The transaction committed: the log is written, and emptied. 0, or -1
+ * (abandoned: the rows wait in the log). */
+static int commit_working(sq_sink *st)
+{
+    char why[512];
+    if (mlprof__sqlite_db_exec(&st->w, "COMMIT", why, sizeof why) != 0)
+        return abandon(st, why);
+    log_clear(st);
+    return 0;
+}
+
+static int begin_working(sq_sink *st)
+{
+    char why[512];
+    if (mlprof__sqlite_db_exec(&st->w, "BEGIN", why, sizeof why) != 0)
+        return abandon(st, why);
+    return 0;
+}
+
+static int checkpoint(sq_sink *st)
+{
+    return commit_working(st) != 0 ? -1 : begin_working(st);
+}
+
+/* Whether an event can be handled: its rows go into the database, or wait
+ * in the log while it cannot be written (tried again when the log has grown
+ * enough). Without SQLite, the event is counted. */
 static int ready(sq_sink *st)
 {
     if (!sink_on())
         return 0;
-    if (open_working(st) == 0)
-        return 1;
-    st->lost++;
-    return 0;
+    own(st);
+    /* tried again as the log grows; and, when it is full, at the first event
+     * after a dump, so that no row is refused once the disk has room again */
+    if (!st->live && !st->no_library && (st->log.len >= st->retry_at || (st->log_full && st->dumped)))
+        go_live(st);
+    st->dumped = 0;
+    if (st->no_library) {
+        st->lost++;
+        return 0;
+    }
+    return 1;
 }
 
 /* ---------------------------------------------------- tracks and names */
@@ -898,7 +1205,10 @@ static const char k_link_kernels[] =
     " WHERE bottom_op_id IS NOT NULL;"
     "DROP TABLE temp.chain; DROP TABLE temp.rt;";
 
-static void put_meta(mlprof__sqlite_db *db, const char *trace_path, const mlprof__trace_meta *m, int *failed)
+/* The meta rows; with rows of the trace lost, how many and why, in meta and
+ * in otherData (sqlite_rows_lost). */
+static void put_meta(const sq_sink *st, mlprof__sqlite_db *db, const char *trace_path, const mlprof__trace_meta *m,
+                     int *failed)
 {
     char num[3][32];
     const char *kv[][2] = {
@@ -921,11 +1231,22 @@ static void put_meta(mlprof__sqlite_db *db, const char *trace_path, const mlprof
         if (mlprof__sqlite_db_put(db, MLPROF__SQ_META, v, 2) != 0)
             *failed = 1;
     }
+    if (st->lost_total) {
+        char count[32];
+        snprintf(count, sizeof count, "%llu", (unsigned long long)st->lost_total);
+        mlprof__sqlite_val n[] = {Z("rows_lost"), Z(count)}, w[] = {Z("rows_lost_reason"), Z(st->lost_why)};
+        if (mlprof__sqlite_db_put(db, MLPROF__SQ_META, n, 2) != 0 ||
+            mlprof__sqlite_db_put(db, MLPROF__SQ_META, w, 2) != 0)
+            *failed = 1;
+    }
     if (m && m->other_data) {
         mlprof__sb sb;
         mlprof__sb_init(&sb);
         mlprof__sb_putc(&sb, '{');
         mlprof__sb_put(&sb, m->other_data, m->other_data_len);
+        if (st->lost_total)
+            mlprof__sb_printf(&sb, "%s\"sqlite_rows_lost\":%llu", m->other_data_len ? "," : "",
+                              (unsigned long long)st->lost_total);
         mlprof__sb_putc(&sb, '}');
         mlprof__sqlite_val v[] = {Z("other_data"), T(sb.data ? sb.data : "{}", sb.data ? sb.len : 2)};
         if (sb.failed || mlprof__sqlite_db_put(db, MLPROF__SQ_META, v, 2) != 0)
@@ -1008,7 +1329,7 @@ static int publish(sq_sink *st, const char *target, const mlprof__sink_dump *d)
         if (!failed)
             failed = tail_self_times(st, &c, why, sizeof why) != 0;
         if (!failed) {
-            put_meta(&c, d->trace_path, d->meta, &failed);
+            put_meta(st, &c, d->trace_path, d->meta, &failed);
             if (failed)
                 snprintf(why, sizeof why, "meta: %s", S->errmsg(c.db));
         }
@@ -1030,31 +1351,32 @@ static int publish(sq_sink *st, const char *target, const mlprof__sink_dump *d)
     return mlprof__out_commit(&o, 1);
 }
 
+static int dump_once(sq_sink *st, const mlprof__sink_dump *d);
+
 static int sq_dump(void *p, const mlprof__sink_dump *d)
 {
     sq_sink *st = p;
+    int rc = dump_once(st, d);
+    st->dumped = 1;
+    return rc;
+}
+
+static int dump_once(sq_sink *st, const mlprof__sink_dump *d)
+{
     if (!sink_on()) {
         close_working(st, 1);
         forget_all(st);
         return MLPROF_OK;
     }
-    st->open_failed = 0; /* a dump tries again */
-    int rc = MLPROF_OK;
-    if (open_working(st) != 0) {
-        if (!st->api) {
-            if (!st->said_missing)
-                mlprof__log(MLPROF_LOG_ERROR, "sqlite_file: %s; no database written", st->why);
-            st->said_missing = 1;
-            st->lost = 0; /* all of them: what the message says */
-            return mlprof__fail(MLPROF_EUNSUPPORTED, "sqlite_file: %s", st->why);
-        }
-        mlprof__log(MLPROF_LOG_ERROR, "sqlite_file: %s; %llu events not written", st->err,
-                    (unsigned long long)st->lost);
-        rc = mlprof__fail(MLPROF_EIO, "sqlite_file: %s; %llu events not written", st->err,
-                          (unsigned long long)st->lost);
-        st->lost = 0;
-        st->err[0] = '\0';
-        return rc;
+    own(st);
+    go_live(st); /* a dump tries again */
+    if (st->no_library) {
+        if (!st->said_missing)
+            mlprof__log(MLPROF_LOG_ERROR, "sqlite_file: %s; no database written", st->why);
+        st->said_missing = 1;
+        st->lost = 0; /* all of them: what the message says */
+        log_clear(st);
+        return mlprof__fail(MLPROF_EUNSUPPORTED, "sqlite_file: %s", st->why);
     }
     if (d->finished) { /* flow ends still waiting are inside no span */
         for (size_t i = 0; i < st->threads.cap; i++) {
@@ -1065,12 +1387,11 @@ static int sq_dump(void *p, const mlprof__sink_dump *d)
                 tt->npending = 0;
         }
     }
-    char why[512];
     char target[PATH_LEN];
     if (target_path(d->trace_path, target, sizeof target)) {
         /* a dump to /dev/null (mlprof_dump_to): no database this time; the
-         * rows wait in the working one for the next dump, or go with the
-         * trace when it ends */
+         * rows wait in the working one (or the log) for the next dump, or go
+         * with the trace when it ends */
         mlprof__sink_note_skipped("sqlite_file", d->trace_path);
         free_tail(st);
         if (d->finished) {
@@ -1079,7 +1400,7 @@ static int sq_dump(void *p, const mlprof__sink_dump *d)
         }
         return MLPROF_OK;
     }
-    rc = mlprof__sink_path_check(d, "sqlite_file", mlprof__g.cfg.sqlite_file, target);
+    int rc = mlprof__sink_path_check(d, "sqlite_file", mlprof__g.cfg.sqlite_file, target);
     if (rc != MLPROF_OK) {
         /* said already; the rows are kept as for a database that cannot be
          * written: for the next dump, or (finished) left in the working
@@ -1088,34 +1409,42 @@ static int sq_dump(void *p, const mlprof__sink_dump *d)
         st->keep = d->finished;
         return rc;
     }
-    if (mlprof__sqlite_db_exec(&st->w, "COMMIT", why, sizeof why) != 0) {
-        rc = mlprof__fail(MLPROF_EIO, "sqlite_file %s: %s: %s", target, st->work_path, why);
+    int written = 0;
+    if (!st->live || commit_working(st) != 0) {
+        /* the database cannot be written (a full disk): the rows since its
+         * last commit wait in the log */
+        rc = mlprof__fail(MLPROF_EIO, "sqlite_file %s: %s; %llu rows wait in memory", target, st->broken,
+                          (unsigned long long)st->log_rows);
     } else {
         rc = publish(st, target, d);
-        if (mlprof__sqlite_db_exec(&st->w, "BEGIN", why, sizeof why) != 0 && rc == MLPROF_OK)
-            rc = mlprof__fail(MLPROF_EIO, "sqlite_file %s: %s: %s", target, st->work_path, why);
+        written = rc == MLPROF_OK;
+        if (begin_working(st) != 0 && rc == MLPROF_OK)
+            rc = mlprof__fail(MLPROF_EIO, "sqlite_file %s: %s", target, st->broken);
     }
     if (rc != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "%s (the events are kept%s)", mlprof_last_error(),
                     d->finished ? "" : " for the next dump");
     free_tail(st);
-    if (st->lost) {
+    /* rows lost since the last dump, and at the end all of the trace's */
+    uint64_t lost = d->finished ? st->lost_total : st->lost;
+    if (lost) {
+        const char *why = d->finished ? st->lost_why : st->err;
         mlprof__log(MLPROF_LOG_ERROR, "sqlite_file %s: %llu rows could not be written: %s", target,
-                    (unsigned long long)st->lost, st->err);
+                    (unsigned long long)lost, why);
         int lrc = mlprof__fail(MLPROF_EIO, "sqlite_file %s: %llu rows could not be written: %s", target,
-                               (unsigned long long)st->lost, st->err);
+                               (unsigned long long)lost, why);
         if (rc == MLPROF_OK)
             rc = lrc;
-        st->lost = 0;
-        st->err[0] = '\0';
     }
-    if (d->finished && rc == MLPROF_OK) {
+    st->lost = 0;
+    st->err[0] = '\0';
+    if (d->finished && written) {
         close_working(st, 1);
         forget_all(st);
     }
     /* a finished trace is reset next, written or not: its working database
      * is then left where it is, for the user to take */
-    st->keep = d->finished && rc != MLPROF_OK;
+    st->keep = d->finished && !written;
     return rc;
 }
 
@@ -1133,21 +1462,30 @@ static void *sq_create(void)
     mlprof__map_init(&st->processes);
     mlprof__sb_init(&st->key);
     mlprof__sb_init(&st->val);
+    mlprof__sb_init(&st->log);
     return st;
 }
 
 static void sq_reset(void *p)
 {
     sq_sink *st = p;
-    if (st->keep && st->work_path && st->pid == self_pid())
-        mlprof__log(MLPROF_LOG_ERROR, "sqlite_file: the events of the trace are kept in %s (an SQLite database)",
-                    st->work_path);
+    if (st->keep && st->pid == self_pid()) {
+        /* the rows that wait in the log: into the file left, or lost */
+        if (go_live(st) == 0)
+            commit_working(st);
+        if (st->log_rows)
+            mlprof__log(MLPROF_LOG_ERROR, "sqlite_file: %llu rows of the trace could not be written and are lost: %s",
+                        (unsigned long long)st->log_rows,
+                        st->broken[0] ? st->broken : "the working database cannot be written");
+        if (st->work_path)
+            mlprof__log(MLPROF_LOG_ERROR, "sqlite_file: the events of the trace %sare kept in %s (an SQLite database)",
+                        st->log_rows ? "written before those " : "", st->work_path);
+    }
     close_working(st, !st->keep);
     st->keep = 0;
     forget_all(st);
     st->lost = 0;
     st->err[0] = '\0';
-    st->open_failed = 0;
 }
 
 static void sq_destroy(void *p)
@@ -1157,6 +1495,7 @@ static void sq_destroy(void *p)
         return;
     sq_reset(st);
     mlprof__free(st->tail);
+    mlprof__sb_free(&st->log);
     mlprof__sb_free(&st->key);
     mlprof__sb_free(&st->val);
     mlprof__free(st);
