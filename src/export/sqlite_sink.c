@@ -489,13 +489,11 @@ static int open_working(sq_sink *st, char *why, size_t len)
     }
     char target[PATH_LEN];
     target_path(NULL, target, sizeof target);
-    size_t n = strlen(target) + 40;
-    st->work_path = mlprof__malloc(n);
+    st->work_path = mlprof__temp_name(target); /* fits NAME_MAX however long the target's name */
     if (!st->work_path) {
         snprintf(why, len, "out of memory");
         return -1;
     }
-    snprintf(st->work_path, n, "%s.tmp-%d-XXXXXX", target, (int)self_pid());
     int fd = mkostemp(st->work_path, O_CLOEXEC);
     if (fd < 0) {
         snprintf(why, len, "cannot create %s: %s", st->work_path, strerror(errno));
