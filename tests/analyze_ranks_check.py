@@ -191,11 +191,11 @@ def test_analyze_dir_and_csv():
 
 
 def test_two_ranks_mlprof_and_order():
-    """mlprof's own traces say no rank: they are numbered in file-name order,
-    after the ranks that distributedInfo gives; two traces of one rank are an
-    error naming both."""
+    """Traces that say no rank: numbered in file-name order when none does;
+    beside traces that say theirs, left out (the launcher's trace among its
+    ranks'), said; two traces of one rank are an error naming both."""
     d = fresh_dir("two")
-    write(d, "z.json", rank_trace(0, [(AR, 100)]))
+    write(d, "z.json", rank_trace(0, [(AR, 100)], rank_meta=False))
     own = rank_trace(7, [(AR, 130)], rank_meta=False)
     del own["schemaVersion"]
     own["otherData"] = {"mlprof_version": "0", "host": "h", "clock_domain": "CLOCK_REALTIME"}
@@ -203,11 +203,20 @@ def test_two_ranks_mlprof_and_order():
     p = mlprof("kernels", d, "--format", "json")
     k = as_json(p, "kernels two")
     check([(r["rank"], r["rank_from"], os.path.basename(r["path"])) for r in k["ranks"]]
-          == [(0, "distributedInfo", "z.json"), (1, "file order", "a.json")], f"ranks {k['ranks']}")
-    check("1 of 2 traces say no rank" in p.stderr and "numbered from 1 in file-name order" in p.stderr,
+          == [(0, "file order", "a.json"), (1, "file order", "z.json")], f"ranks {k['ranks']}")
+    check("2 of 2 traces say no rank" in p.stderr and "numbered from 0 in file-name order" in p.stderr,
           f"note on the rank: {p.stderr!r}")
-    check([r["late_total_ns"] for r in k["stragglers"]["ranks"]] == [0, 30000],
+    check([r["late_total_ns"] for r in k["stragglers"]["ranks"]] == [30000, 0],
           f"mlprof's trace on the real-time clock: {k['stragglers']}")
+    # one of them says its rank: the other is no rank of the job
+    write(d, "z.json", rank_trace(0, [(AR, 100)]))
+    p = mlprof("kernels", d, "--format", "json")
+    k = as_json(p, "kernels two, one ranked")
+    check([(r["rank"], r["rank_from"], os.path.basename(r["path"])) for r in k["ranks"]]
+          == [(0, "distributedInfo", "z.json")] and [os.path.basename(x["path"]) for x in k["left_out"]] == ["a.json"],
+          f"ranks {k['ranks']} left out {k.get('left_out')}")
+    check(f"left out: {os.path.join(d, 'a.json')} (no rank: the launcher?)" in p.stderr and "numbered" not in p.stderr,
+          f"note on the trace left out: {p.stderr!r}")
     one = fresh_dir("one")
     write(one, "r.json", rank_trace(0, [(AR, 100)]))
     t = mlprof("kernels", one).stdout

@@ -551,9 +551,9 @@ static void merge_usage(FILE *out)
             "Puts several traces (processes, ranks, hosts) on one timeline, each on\n"
             "process tracks of its own, and writes a Chrome trace (standard output\n"
             "without -o). Times are aligned by the offsets or the sync marker given;\n"
-            "else by the clock sync the ranks measured when every trace has one\n"
-            "(otherData.clock_sync: offset and drift to the reference rank; the method\n"
-            "and the worst error bound go into otherData.merge.clock_sync);\n"
+            "else by the clock sync the ranks measured when every trace with a rank\n"
+            "has one (otherData.clock_sync: offset and drift to the reference rank; the\n"
+            "method and the worst error bound go into otherData.merge.clock_sync);\n"
             "else on the clock the traces share when they say they come from one host\n"
             "(mlprof's do); else on the real-time clock when every trace says it is on\n"
             "it (PyTorch's profiler's are: each one's baseTimeNanoseconds is added);\n"
@@ -562,9 +562,15 @@ static void merge_usage(FILE *out)
             "first trace's as they were, the next ones' moved by a power of ten. The\n"
             "method, the offsets, the id offsets and each trace's rank, distributedInfo\n"
             "and deviceProperties are written into the output's otherData.merge (the\n"
-            "first ones also at the top level, where PyTorch's tools look for them).\n"
-            "Ranks are labelled and ordered by their rank; ranks below the world size\n"
-            "that no trace is are listed in otherData.merge.missing_ranks, and said.\n"
+            "lowest rank's distributedInfo also at the top level, where PyTorch's tools\n"
+            "look for it). Ranks are labelled and ordered by their rank (a process named\n"
+            "with its label already, by an earlier merge, is not labelled again); ranks\n"
+            "below the world size that no trace is are listed in\n"
+            "otherData.merge.missing_ranks, and said. A trace with no rank and no clock\n"
+            "sync beside ranks that measured theirs (the launcher's, from mlprof run --\n"
+            "torchrun) takes the clock sync of a rank on its host. Traces of different\n"
+            "jobs (distributedInfo's job_id or world_size differ) are merged with a\n"
+            "warning.\n"
             "The merge streams: each trace is read once for its clocks, ranks and ids,\n"
             "then again to write its events, one at a time; memory holds one trace and\n"
             "a few MiB of output, whatever the number of traces (the output file is\n"
@@ -601,6 +607,25 @@ static void merge_warnings(const an_merge_input *in, size_t n, int method)
     if (synced && method != AN_ALIGN_CLOCK_SYNC && method != AN_ALIGN_GIVEN && method != AN_ALIGN_MARKER)
         fprintf(stderr, PROG " merge: warning: only %zu of %zu traces have a clock_sync: it is not applied\n",
                 synced, n);
+    for (size_t i = 0; i < n && method == AN_ALIGN_CLOCK_SYNC; i++) {
+        /* a trace without a rank beside the ranks' (the launcher's) */
+        long from = an_merge_input_sync(in, n, i, &cs);
+        if (from < 0)
+            fprintf(stderr, PROG " merge: warning: %s has no rank and no clock_sync, and no rank shares its host's "
+                            "clock: its start is lined up with the ranks' first\n",
+                    in[i].view.path);
+        else if ((size_t)from != i)
+            fprintf(stderr, PROG " merge: note: %s has no rank and no clock_sync (the launcher?): it is put on the "
+                            "clock of rank %lld, on its host\n",
+                    in[i].view.path, in[from].rank);
+    }
+    mlprof__sb jobs;
+    mlprof__sb_init(&jobs);
+    if (an_merge_jobs_differ(in, n, &jobs))
+        fprintf(stderr, PROG " merge: warning: the traces are of different jobs (their distributedInfo's job_id or "
+                        "world_size differ): %s\n",
+                jobs.data ? jobs.data : "");
+    mlprof__sb_free(&jobs);
     mlprof__sb missing;
     mlprof__sb_init(&missing);
     long long world = an_merge_missing_ranks(in, n, &missing);
@@ -742,10 +767,15 @@ static void ranks_usage(FILE *out)
             "profiler's), a directory of them (as analyze DIR reads it: other files are\n"
             "skipped and named), or one trace that mlprof merge made of them (its ranks\n"
             "and their processes as its otherData.merge says, else its processes' names\n"
-            "\"rank N: ...\"). A trace's rank is its distributedInfo.rank, else the next\n"
-            "number in file-name order (said on standard error); two\n"
-            "traces of one rank are an error (the processes of one rank: give the job's\n"
-            "merged trace). The ranks' times are put on one clock as merge aligns them:\n"
+            "\"rank N: ...\"). A trace's rank is its distributedInfo.rank. A trace\n"
+            "without one beside traces that have one is not a rank (the launcher's, when\n"
+            "mlprof run wraps torchrun or mpirun): it is left out, said in a line. When no\n"
+            "trace says its rank, they are numbered in file-name order (said on standard\n"
+            "error). Two traces of one rank are an error (the processes of one rank: give\n"
+            "the job's merged trace), and so are traces of different jobs (their\n"
+            "distributedInfo's job_id or world_size differ: a rank of an earlier job left\n"
+            "in job.json.parts/), named with their jobs, unless --any-job. The ranks'\n"
+            "times are put on one clock as merge aligns them:\n"
             "the offsets and drift the ranks measured (otherData.clock_sync) when every\n"
             "trace has them, else a clock they say they share, else the real-time clock\n"
             "PyTorch's traces are stamped with, else their starts lined up (said loudly);\n"
@@ -760,12 +790,15 @@ static void ranks_usage(FILE *out)
             "                         collectives (a row per rank's call of each matched\n"
             "                         collective: arrival, late, wait, duration, bytes)\n"
             "  -o, --output FILE      write there instead of standard output\n"
+            "  --any-job              compare traces of different jobs all the same (a warning\n"
+            "                         on standard error, in the table and in JSON's warnings)\n"
             "\n"
             "%s"
             "\n"
             "Exit status: 0 done, 1 an input is not a trace, is damaged (what was read is\n"
-            "used, with a warning), two say the same rank, or the output could not be\n"
-            "written; 2 a mistake on the command line.\n",
+            "used, with a warning), two say the same rank, the traces are of different\n"
+            "jobs (without --any-job), or the output could not be written; 2 a mistake\n"
+            "on the command line.\n",
             an_dist_help);
 }
 
@@ -779,7 +812,7 @@ static int is_option(const char *arg, const char *lng, const char *shrt)
 static int cmd_ranks(int argc, char **argv)
 {
     const char *cmd = "ranks", *v;
-    int csv = AN_DIST_CSV_RANKS;
+    int csv = AN_DIST_CSV_RANKS, any_job = 0;
     an_options o;
     an_options_default(&o);
     const char *output = NULL;
@@ -801,6 +834,8 @@ static int cmd_ranks(int argc, char **argv)
                 csv = AN_DIST_CSV_COLLECTIVES;
             else
                 bad_usage(cmd, "--csv-table: expected ranks or collectives, got \"%s\"", v);
+        } else if (strcmp(arg, "--any-job") == 0) {
+            any_job = 1;
         } else if (arg[0] == '-' && arg[1]) {
             bad_usage(cmd, "unknown option \"%s\"", arg);
         } else {
@@ -824,7 +859,7 @@ static int cmd_ranks(int argc, char **argv)
     mlprof__sb_init(&notes);
     int damaged = 0;
     char err[1200];
-    int rc = an_ranks_dist(paths, npaths, &o, csv, &out, &notes, &damaged, err, sizeof err);
+    int rc = an_ranks_dist(paths, npaths, &o, csv, any_job, &out, &notes, &damaged, err, sizeof err);
     if (rc != 0)
         fprintf(stderr, PROG " %s: %s\n", cmd, err);
     else

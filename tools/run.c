@@ -885,9 +885,6 @@ int mlprof_cmd_run(int argc, char **argv)
     mlprof__sb_init(&said.peaks);
     an_merge_options mo;
     memset(&mo, 0, sizeof mo);
-    /* one host's processes share its clock; ranks may be on several
-     * hosts, and have their clock sync measured: the merge chooses */
-    mo.same_clock = !j.ranked;
     size_t n = list_parts(parts_dir, &j, paths), used = 0;
     int failed = 0, written = 0;
     for (size_t i = 0; i < n; i++) {
@@ -909,6 +906,13 @@ int mlprof_cmd_run(int argc, char **argv)
         }
         an_trace_free(&t);
     }
+    /* one host's processes share its clock; ranks may be on several hosts,
+     * and have their clock sync measured: the merge chooses. So it does when
+     * this run wraps the launcher (mlprof run -- torchrun, -- mpirun): its
+     * own trace has no rank and goes on the clock of a rank on its host */
+    mo.same_clock = !j.ranked;
+    for (size_t i = 0; i < used; i++)
+        mo.same_clock &= sum[i].rank < 0;
     an_trace merged;
     int have_merged = 0;
     if (!used && o.on_demand) {
@@ -928,6 +932,13 @@ int mlprof_cmd_run(int argc, char **argv)
         } else {
             if (j.ranked && j.world > 0) /* a rank's own output has the others' elsewhere */
                 rank_warnings(sum, used, method);
+            mlprof__sb jobs;
+            mlprof__sb_init(&jobs);
+            if (an_merge_jobs_differ(sum, used, &jobs))
+                fprintf(stderr, PROG ": warning: %s holds traces of different jobs (their distributedInfo's "
+                                "job_id or world_size differ), merged together: %s\n",
+                        parts_dir, jobs.data ? jobs.data : "");
+            mlprof__sb_free(&jobs);
             written = 1;
             /* the table of where the time went is the merged trace's: read
              * back when it is a file (not a FIFO, a terminal, /dev/null), and

@@ -854,12 +854,14 @@ static size_t shown(const report *r, int top)
 }
 
 static void put_json(mlprof__sb *out, const report *r, const an_dist_names *nm, const char *what,
-                     const char *clock, int top)
+                     const char *clock, const an_dist_said *said, int top)
 {
     mlprof__sb_puts(out, "{\"input\":");
     mlprof__sb_json_str(out, what, strlen(what));
     mlprof__sb_puts(out, ",\"clock\":");
     mlprof__sb_json_str(out, clock, strlen(clock));
+    if (said && said->json)
+        mlprof__sb_puts(out, said->json);
     size_t missing;
     mlprof__sb_printf(out, ",\"window\":{\"start_ns\":%lld,\"end_ns\":%lld,\"wall_ns\":%lld}", (long long)r->win0,
                       (long long)r->win1, (long long)wall(r));
@@ -1016,9 +1018,11 @@ static void put_ops_table(mlprof__sb *out, const report *r, const an_dist_names 
 }
 
 static void put_table(mlprof__sb *out, const report *r, const an_dist_names *nm, const char *what,
-                      const char *clock, int top)
+                      const char *clock, const an_dist_said *said, int top)
 {
     mlprof__sb_printf(out, "%s: %zu ranks (clock: %s)\n", what, r->n, clock);
+    if (said && said->text)
+        mlprof__sb_puts(out, said->text);
     size_t missing;
     mlprof__sb list;
     mlprof__sb_init(&list);
@@ -1098,7 +1102,8 @@ static void put_table(mlprof__sb *out, const report *r, const an_dist_names *nm,
 }
 
 int an_dist_report(const an_dist_input *in, size_t n, const an_dist_names *names, const char *what,
-                   const char *clock, const an_options *o, int csv, mlprof__sb *out, mlprof__sb *notes)
+                   const char *clock, const an_dist_said *said, const an_options *o, int csv, mlprof__sb *out,
+                   mlprof__sb *notes)
 {
     report r;
     memset(&r, 0, sizeof r);
@@ -1146,7 +1151,7 @@ int an_dist_report(const an_dist_input *in, size_t n, const an_dist_names *names
                                  "and sequence number\n",
                           what, r.name_mismatch);
     if (o->format == AN_JSON) {
-        put_json(out, &r, names, what, clock, o->top);
+        put_json(out, &r, names, what, clock, said, o->top);
     } else if (o->format == AN_CSV) {
         if (csv == AN_DIST_CSV_COLLECTIVES)
             put_csv_collectives(out, &r, names);
@@ -1156,7 +1161,7 @@ int an_dist_report(const an_dist_input *in, size_t n, const an_dist_names *names
                                  "table and json\n",
                           what, csv == AN_DIST_CSV_COLLECTIVES ? "rank's call of each collective" : "rank");
     } else {
-        put_table(out, &r, names, what, clock, o->top);
+        put_table(out, &r, names, what, clock, said, o->top);
     }
     report_free(&r);
     return out->failed || notes->failed ? -1 : 0;

@@ -90,15 +90,25 @@ typedef struct an_dist_input {
  * bytes, the instance's last rank and skew). */
 enum { AN_DIST_CSV_RANKS = 0, AN_DIST_CSV_COLLECTIVES = 1 };
 
+/* What the report says of its inputs besides the ranks (the traces left
+ * out, warnings): members of its JSON object (",\"left_out\":[...]", put
+ * after "clock"), and lines of text put under the table's first line. */
+typedef struct an_dist_said {
+    const char *json;
+    const char *text;
+} an_dist_said;
+
 /* The report over n ranks (in rank order; distinct ranks): as a table, JSON
  * or CSV (o->format; CSV: the table csv says, AN_DIST_CSV_*; notes says where
  * the rest is);
  * o->top bounds the collectives listed one by one (0: all). clock says how
- * the ranks' times were put on one clock. Figures are defined in
+ * the ranks' times were put on one clock; said: NULL, or what is said of
+ * the inputs besides. Figures are defined in
  * an_dist_help. The ranks below the largest world_size that no input is are
  * named (notes, JSON's missing_ranks). Returns 0, or -1 when out of memory. */
 int an_dist_report(const an_dist_input *in, size_t n, const an_dist_names *names, const char *what,
-                   const char *clock, const an_options *o, int csv, mlprof__sb *out, mlprof__sb *notes);
+                   const char *clock, const an_dist_said *said, const an_options *o, int csv, mlprof__sb *out,
+                   mlprof__sb *notes);
 
 /* The definitions of every figure, for mlprof ranks --help. */
 extern const char an_dist_help[];

@@ -435,6 +435,37 @@ int an_merge_summarize(const an_trace *t, const an_merge_options *o, an_merge_in
     return 0;
 }
 
+/* An mlprof trace on its host's monotonic clock: its host into buf. */
+static const char *monotonic_host(const an_trace *t, char *buf, size_t len)
+{
+    char dom[64];
+    if (!an_other_data_str(t, "clock_domain", dom, sizeof dom) || strcmp(dom, "CLOCK_MONOTONIC") != 0)
+        return NULL;
+    return an_other_data_str(t, "host", buf, len);
+}
+
+long an_merge_input_sync(const an_merge_input *in, size_t n, size_t i, an_clock_sync *cs)
+{
+    if (an_clock_sync_read(&in[i].view, cs))
+        return (long)i;
+    char host[256], other[256];
+    if (in[i].rank >= 0 || !monotonic_host(&in[i].view, host, sizeof host))
+        return -1;
+    long best = -1;
+    for (size_t j = 0; j < n; j++) {
+        if (j == i || in[j].rank < 0 || (best >= 0 && in[j].rank >= in[best].rank))
+            continue;
+        if (monotonic_host(&in[j].view, other, sizeof other) && strcmp(other, host) == 0 &&
+            an_clock_sync_read(&in[j].view, cs))
+            best = (long)j;
+    }
+    if (best >= 0)
+        an_clock_sync_read(&in[best].view, cs);
+    else
+        memset(cs, 0, sizeof *cs);
+    return best;
+}
+
 int an_merge_offsets(const an_merge_input *in, size_t n, const an_merge_options *o, int64_t *offset, int *method,
                      char *err, size_t errlen)
 {
@@ -462,15 +493,34 @@ int an_merge_offsets(const an_merge_input *in, size_t n, const an_merge_options 
     }
     /* measured by the ranks themselves (mlprof's MPI clock sync): before
      * anything assumed, since a clock said to be shared was checked there */
-    size_t synced = 0;
+    size_t synced = 0, ranked = 0, ranked_synced = 0;
     an_clock_sync cs;
-    for (size_t i = 0; i < n; i++)
-        synced += (size_t)an_clock_sync_read(&in[i].view, &cs);
-    if (n && synced == n && !o->same_clock) {
+    for (size_t i = 0; i < n; i++) {
+        int has = an_clock_sync_read(&in[i].view, &cs);
+        synced += (size_t)has;
+        ranked += in[i].rank >= 0;
+        ranked_synced += (size_t)has && in[i].rank >= 0;
+    }
+    /* every input, or every rank: a trace without a rank beside them (the
+     * launcher's, when mlprof run wraps torchrun or mpirun) takes the clock
+     * sync of a rank on its host, else its start is lined up with theirs */
+    if (n && (synced == n || (ranked && ranked_synced == ranked)) && !o->same_clock) {
         *method = AN_ALIGN_CLOCK_SYNC;
+        int64_t first = INT64_MAX;
+        size_t unaligned = 0;
         for (size_t i = 0; i < n; i++) {
-            an_clock_sync_read(&in[i].view, &cs);
+            if (an_merge_input_sync(in, n, i, &cs) < 0) {
+                unaligned++;
+                continue;
+            }
             offset[i] = cs.offset_ns;
+            int64_t start = in[i].view.t_min + an_clock_sync_shift(&cs, in[i].view.t_min);
+            if (start < first)
+                first = start;
+        }
+        for (size_t i = 0; unaligned && i < n; i++) {
+            if (an_merge_input_sync(in, n, i, &cs) < 0)
+                offset[i] = first - in[i].view.t_min;
         }
         return 0;
     }
@@ -749,11 +799,29 @@ static void put_meta(mlprof__sb *out, int *first, const char *what, int64_t pid,
     mlprof__sb_puts(out, "}}");
 }
 
+/* Whether a process's name (len bytes) carries its label already, as a
+ * trace merged before names its processes: "LABEL: ...", or, where the label
+ * is the one made of the input's rank ("rank N"), any rank's ("rank M: ...":
+ * a merged trace of several ranks keeps each one's). */
+static int labelled(const char *name, size_t len, const char *label, int rank_label)
+{
+    size_t n = strlen(label);
+    if (len > n + 1 && memcmp(name, label, n) == 0 && name[n] == ':' && name[n + 1] == ' ')
+        return 1;
+    if (!rank_label || len < 8 || memcmp(name, "rank ", 5) != 0)
+        return 0;
+    size_t k = 5;
+    while (k < len && name[k] >= '0' && name[k] <= '9')
+        k++;
+    return k > 5 && k + 1 < len && name[k] == ':' && name[k + 1] == ' ';
+}
+
 /* The names of one input's tracks: each process says which input it came
  * from, a GPU's also which of that input's GPUs it is; its threads keep
  * their names. sort: its first process's sort index (the ranks in rank
  * order, whatever the order of the inputs). */
-static void put_names(mlprof__sb *out, input_out *io, const char *label_i, int64_t sort, int *first)
+static void put_names(mlprof__sb *out, input_out *io, const char *label_i, int rank_label, int64_t sort,
+                      int *first)
 {
     const an_trace *t = io->t;
     for (size_t m = 0; m < io->nm; m++) {
@@ -761,9 +829,14 @@ static void put_names(mlprof__sb *out, input_out *io, const char *label_i, int64
         const char *pname = an_process_name(t, from);
         mlprof__sb label;
         mlprof__sb_init(&label);
-        mlprof__sb_puts(&label, label_i);
-        mlprof__sb_puts(&label, ": ");
-        if (io->s->pid_gpu[m]) { /* Kineto's names every device's process as the program */
+        int already = pname && labelled(pname, str_len(&io->lens, pname), label_i, rank_label);
+        if (!already) {
+            mlprof__sb_puts(&label, label_i);
+            mlprof__sb_puts(&label, ": ");
+        }
+        if (already) { /* merged before: kept as it is */
+            mlprof__sb_put(&label, pname, str_len(&io->lens, pname));
+        } else if (io->s->pid_gpu[m]) { /* Kineto's names every device's process as the program */
             char gpu[32];
             snprintf(gpu, sizeof gpu, "GPU %lld", (long long)from);
             mlprof__sb_puts(&label, gpu);
@@ -836,6 +909,27 @@ long long an_merge_missing_ranks(const an_merge_input *in, size_t n, mlprof__sb 
             mlprof__sb_printf(list, "%s%lld", missing++ ? "," : "", r);
     }
     return world;
+}
+
+int an_merge_jobs_differ(const an_merge_input *in, size_t n, mlprof__sb *desc)
+{
+    char(*buf)[128] = mlprof__calloc(n ? n : 1, sizeof *buf);
+    const char **job = mlprof__calloc(n ? n : 1, sizeof *job), **what = mlprof__calloc(n ? n : 1, sizeof *what);
+    long long *world = mlprof__calloc(n ? n : 1, sizeof *world);
+    int differ = 0;
+    if (buf && job && what && world) {
+        for (size_t i = 0; i < n; i++) {
+            job[i] = an_dist_info_job_id(in[i].view.distributed_info, buf[i], sizeof buf[i]);
+            world[i] = an_dist_info_world_size(in[i].view.distributed_info);
+            what[i] = in[i].view.path;
+        }
+        differ = an_jobs_differ(job, world, what, n, desc);
+    }
+    mlprof__free(buf);
+    mlprof__free(job);
+    mlprof__free(what);
+    mlprof__free(world);
+    return differ;
 }
 
 /* The label of input i: the one given, else its rank, else its path. */
@@ -1034,15 +1128,20 @@ static void put_merge_data(mlprof__sb *out, const an_merge_input *in, size_t n, 
     if (method == AN_ALIGN_CLOCK_SYNC) { /* how well the ranks' clocks were aligned: the worst bound */
         int64_t worst = 0;
         int known = 1;
+        size_t any = n;
         for (size_t i = 0; i < n; i++) {
+            if (!cs[i].has)
+                continue; /* a launcher's trace whose start was lined up */
+            any = any < n ? any : i;
             known &= cs[i].bound_ns >= 0;
             if (cs[i].bound_ns > worst)
                 worst = cs[i].bound_ns;
         }
+        const an_clock_sync *c0 = &cs[any < n ? any : 0];
         mlprof__sb_puts(out, ",\"clock_sync\":{\"method\":");
-        mlprof__sb_json_str(out, cs[0].method, strlen(cs[0].method));
-        if (cs[0].reference_rank >= 0)
-            mlprof__sb_printf(out, ",\"reference_rank\":%lld", cs[0].reference_rank);
+        mlprof__sb_json_str(out, c0->method, strlen(c0->method));
+        if (c0->reference_rank >= 0)
+            mlprof__sb_printf(out, ",\"reference_rank\":%lld", c0->reference_rank);
         if (known)
             mlprof__sb_printf(out, ",\"worst_bound_ns\":%lld", (long long)worst);
         mlprof__sb_putc(out, '}');
@@ -1077,6 +1176,14 @@ static void put_merge_data(mlprof__sb *out, const an_merge_input *in, size_t n, 
             mlprof__sb_printf(out, ",\"rank\":%lld", in[i].rank);
         mlprof__sb_printf(out, ",\"offset_ns\":%lld,\"id_offset\":%lld,\"events\":%zu", (long long)offset[i],
                           (long long)i * (long long)step, in[i].nev);
+        if (method == AN_ALIGN_CLOCK_SYNC) { /* a launcher's trace: on a rank's clock, or lined up */
+            an_clock_sync own;
+            long from = an_merge_input_sync(in, n, i, &own);
+            if (from < 0)
+                mlprof__sb_puts(out, ",\"aligned_by\":\"start\"");
+            else if ((size_t)from != i)
+                mlprof__sb_printf(out, ",\"clock_sync_of_rank\":%lld", in[from].rank);
+        }
         if (cs[i].has) {
             mlprof__sb_puts(out, ",\"drift_ppb\":");
             mlprof__sb_double(out, cs[i].drift_ppb);
@@ -1291,7 +1398,7 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
         rc = -1;
     }
     for (size_t i = 0; rc == 0 && i < n && method == AN_ALIGN_CLOCK_SYNC; i++)
-        an_clock_sync_read(&in[i].view, &cs[i]);
+        an_merge_input_sync(in, n, i, &cs[i]);
     if (rc == 0)
         rank_order(in, n, order);
     /* every (input, pid) pair, given an output pid: one input's together */
@@ -1317,6 +1424,7 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
         put_events(out, w, &io, &cs[i], offset[i], step, &first);
         char buf[64];
         put_names(out, &io, input_label(&in[i].view, o, i, buf, sizeof buf),
+                  !(o->labels && o->labels[i]) && an_trace_rank(&in[i].view) >= 0,
                   (int64_t)order[i] * 1000000 + (int64_t)map_at[i], &first);
         mlprof__free(io.lens.v);
         if (t == &own)
@@ -1333,12 +1441,17 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
         /* where PyTorch's tools look for them: the first input's, whose times these are */
         if (in[0].view.base_time_ns)
             mlprof__sb_printf(out, "\"baseTimeNanoseconds\":%lld,\n", (long long)in[0].view.base_time_ns);
+        /* the lowest rank's, else the first input's that has one */
+        size_t info = n;
         for (size_t i = 0; i < n; i++) {
-            if (in[i].view.distributed_info) {
-                put_raw(out, "", "distributedInfo", in[i].view.distributed_info);
-                mlprof__sb_puts(out, ",\n");
-                break;
-            }
+            if (!in[i].view.distributed_info)
+                continue;
+            if (info == n || (in[i].rank >= 0 && (in[info].rank < 0 || in[i].rank < in[info].rank)))
+                info = i;
+        }
+        if (info < n) {
+            put_raw(out, "", "distributedInfo", in[info].view.distributed_info);
+            mlprof__sb_puts(out, ",\n");
         }
         if (put_devices(out, in, n, o, &nb, dev_at) != 0)
             out->failed = 1;

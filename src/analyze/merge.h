@@ -64,10 +64,19 @@ typedef struct an_merge_input {
 int an_merge_summarize(const an_trace *t, const an_merge_options *o, an_merge_input *s);
 void an_merge_input_free(an_merge_input *s);
 
+/* The clock sync that puts input i on the reference rank's clock, into cs:
+ * its own (returns i); for an input with neither a rank nor a clock sync
+ * (the launcher's trace beside its ranks' when mlprof run wraps torchrun or
+ * mpirun), that of the lowest rank on its host's monotonic clock, which it
+ * shares (returns that input); else -1, cs->has 0. */
+long an_merge_input_sync(const an_merge_input *in, size_t n, size_t i, an_clock_sync *cs);
+
 /* The shift of each input's times and how it was chosen (AN_ALIGN_*): given
- * offsets, then a sync marker, then the clock sync every input measured
- * (offset[i]: its offset at its first sample; an_merge adds the drift per
- * event), then a clock the inputs say they share (same
+ * offsets, then a sync marker, then the clock sync every input measured, or
+ * every input with a rank (those without one take a rank's as
+ * an_merge_input_sync says, else their start is lined up with the earliest
+ * of the others; offset[i]: its offset at its first sample; an_merge adds
+ * the drift per event), then a clock the inputs say they share (same
  * host, CLOCK_MONOTONIC), then the real-time clock when every input says it is
  * on it (PyTorch's profiler traces; each one's baseTimeNanoseconds is added,
  * so that the times are those of the first input's base), else the starts
@@ -78,7 +87,9 @@ int an_merge_offsets(const an_merge_input *in, size_t n, const an_merge_options 
 /* The merged trace as Chrome trace JSON: every input's events shifted (with
  * a clock sync, each end by the shift at its own time), pids that collide
  * renumbered, process tracks named "LABEL: name" (LABEL: the one given, else
- * "rank N" from distributedInfo, else the path; a GPU's "LABEL: GPU N (name)")
+ * "rank N" from distributedInfo, else the path; a GPU's "LABEL: GPU N (name)";
+ * a name that starts with "LABEL: " already, or with any "rank M: " where
+ * LABEL is made of the rank, is kept as it is: a trace merged before)
  * and sorted by rank; pids and tids given as strings numbered (a double holds
  * the numbers: JavaScript's viewers read them so) and named by their strings;
  * devices that collide renumbered too, in the events' "device" and in the
@@ -91,9 +102,11 @@ int an_merge_offsets(const an_merge_input *in, size_t n, const an_merge_options 
  * id, Ev Idx, Python id...) of input i are moved by i times a power of ten
  * above all of them (id_step in otherData.merge). Each input's rank,
  * distributedInfo, deviceProperties, baseTimeNanoseconds, pids and devices
- * (its numbers, the output's) are kept in otherData.merge.inputs; the first
- * ones given are also at the top level (deviceProperties: every input's, as
- * above), where PyTorch's tools look for them. The inputs are written one after
+ * (its numbers, the output's) are kept in otherData.merge.inputs; at the top
+ * level, where PyTorch's tools look for them, are the lowest rank's
+ * distributedInfo (the first input's that has one when none says a rank),
+ * the first input's baseTimeNanoseconds and every input's deviceProperties
+ * (as above). The inputs are written one after
  * another, in the order given. Returns 0, or -1 (err set, or out of
  * memory). This one holds every input and the output in memory. */
 int an_merge(an_trace *const *in, size_t n, const an_merge_options *o, mlprof__sb *out, int *method, char *err,
@@ -117,5 +130,10 @@ int an_merge_stream(const an_merge_input *in, an_trace *const *kept, size_t n, c
 /* The world size the inputs' distributedInfo gives (the largest), or -1;
  * the ranks below it that no input is, comma-separated, into list. */
 long long an_merge_missing_ranks(const an_merge_input *in, size_t n, mlprof__sb *list);
+
+/* Whether the inputs are of different jobs (an_jobs_differ on their
+ * distributedInfo: job_id, world_size): 1 with them described in desc, each
+ * named by its path; else 0 (also when out of memory). */
+int an_merge_jobs_differ(const an_merge_input *in, size_t n, mlprof__sb *desc);
 
 #endif /* MLPROF_ANALYZE_MERGE_H */

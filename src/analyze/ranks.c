@@ -31,6 +31,8 @@ typedef struct rank_in {
     an_merge_input clock; /* what an_merge_offsets reads: otherData, base, clock, span */
     const char *rank_from; /* NULL: distributedInfo or file order */
     long long world_size;  /* distributedInfo.world_size, or -1 */
+    char *job;             /* distributedInfo.job_id, or NULL */
+    int partial;           /* read only in part: its distributedInfo may be in the part lost */
     an_dist_rank d;  /* mlprof ranks: its summary (dist_ranks.h) */
 } rank_in;
 
@@ -45,6 +47,9 @@ typedef struct ranks {
     size_t n, cap;
     skipped *s;
     size_t ns, scap;
+    skipped *left;        /* traces read, then left out: no rank beside ranks (the launcher's) */
+    size_t nl, lcap;
+    char *jobs_differ;    /* the jobs and their traces, when the ranks are of several (an_jobs_differ) */
     an_dist_names names; /* the collectives' names (and MPI's communicators), shared by the ranks */
     int strict;          /* traces named one by one: one that is not a trace is an error */
 } ranks;
@@ -100,21 +105,35 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int add_skipped(ranks *rs, const char *path, const char *why)
+static int add_to(skipped **list, size_t *n, size_t *cap, const char *path, const char *why)
 {
-    skipped *s = mlprof__grow(rs->s, &rs->scap, rs->ns, sizeof *rs->s, 8);
+    skipped *s = mlprof__grow(*list, cap, *n, sizeof **list, 8);
     if (!s)
         return -1;
-    rs->s = s;
-    s[rs->ns].path = mlprof__strdup(path);
-    s[rs->ns].why = mlprof__strdup(why);
-    if (!s[rs->ns].path || !s[rs->ns].why) {
-        mlprof__free(s[rs->ns].path);
-        mlprof__free(s[rs->ns].why);
+    *list = s;
+    s[*n].path = mlprof__strdup(path);
+    s[*n].why = mlprof__strdup(why);
+    if (!s[*n].path || !s[*n].why) {
+        mlprof__free(s[*n].path);
+        mlprof__free(s[*n].why);
         return -1;
     }
-    rs->ns++;
+    (*n)++;
     return 0;
+}
+
+static int add_skipped(ranks *rs, const char *path, const char *why)
+{
+    return add_to(&rs->s, &rs->ns, &rs->scap, path, why);
+}
+
+static void skipped_free(skipped *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        mlprof__free(s[i].path);
+        mlprof__free(s[i].why);
+    }
+    mlprof__free(s);
 }
 
 /* The entries of dir, sorted by name; NULL with err set when it cannot be read. */
@@ -164,12 +183,18 @@ static char **list_dir(const char *dir, size_t *n, char *err, size_t errlen)
 /* distributedInfo.world_size, or -1. */
 static long long world_size(const an_trace *t)
 {
-    const char *p = t->distributed_info ? strstr(t->distributed_info, "\"world_size\":") : NULL;
-    if (!p)
-        return -1;
-    char *end;
-    long long w = strtoll(p + 13, &end, 10);
-    return end != p + 13 && w > 0 ? w : -1;
+    return an_dist_info_world_size(t->distributed_info);
+}
+
+/* A copy of the job id distributedInfo says (info: its compact JSON), or
+ * NULL: none, or out of memory (*oom set). */
+static char *job_of(const char *info, int *oom)
+{
+    char buf[256];
+    const char *job = an_dist_info_job_id(info, buf, sizeof buf);
+    char *copy = job ? mlprof__strdup(job) : NULL;
+    *oom |= job && !copy;
+    return copy;
 }
 
 static size_t merged_ranks_in(const an_trace *t);
@@ -227,8 +252,11 @@ static int take_one(ranks *rs, const char *path, an_trace *tp, int rc, const an_
     r->path = mlprof__strdup(path);
     r->rank = an_trace_rank(&t);
     r->rank_given = r->rank >= 0;
+    r->partial = rc != 0;
     r->world_size = world_size(&t);
-    rc = !r->path || an_merge_summarize(&t, NULL, &r->clock) != 0 ? -1 : 0;
+    int oom = 0;
+    r->job = job_of(t.distributed_info, &oom);
+    rc = oom || !r->path || an_merge_summarize(&t, NULL, &r->clock) != 0 ? -1 : 0;
     /* one summary serves both: kernels' stragglers take its communication kernels */
     if (rc == 0 && (ro->stragglers || ro->dist))
         rc = an_dist_collect(&t, NULL, 0, &rs->names, ro->stragglers ? AN_DIST_SRC_KERNEL : AN_DIST_SRC_NONE,
@@ -254,6 +282,108 @@ static int by_rank(const void *pa, const void *pb)
 {
     const rank_in *a = pa, *b = pb;
     return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+static void rank_free(rank_in *r)
+{
+    mlprof__free(r->path);
+    mlprof__free(r->job);
+    an_merge_input_free(&r->clock);
+    an_dist_rank_free(&r->d);
+    mlprof__sb_free(&r->out);
+}
+
+/* When some traces say their rank and others do not, those others are not
+ * ranks of the job: the trace of the launcher that mlprof run wraps
+ * (mlprof run -o job.json -- torchrun ...), of a helper process. They are
+ * left out, each said in a line, so that they neither count as ranks nor
+ * stop the ranks' clock sync from applying. A trace read only in part is
+ * kept (numbered in file-name order): the part lost may be where it said its
+ * rank (a trace cut short before its distributedInfo). */
+static int leave_out_unranked(ranks *rs, mlprof__sb *notes, char *err, size_t errlen)
+{
+    size_t given = 0;
+    for (size_t i = 0; i < rs->n; i++)
+        given += rs->r[i].rank_given != 0;
+    if (!given || given == rs->n)
+        return 0;
+    size_t k = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        rank_in *r = &rs->r[i];
+        if (r->rank_given || r->partial) {
+            rs->r[k++] = *r;
+            continue;
+        }
+        mlprof__sb_printf(notes, "left out: %s (no rank: the launcher?)\n", r->path);
+        int rc = add_to(&rs->left, &rs->nl, &rs->lcap, r->path,
+                        "no rank (distributedInfo.rank) beside traces that have one: the launcher's, or a helper "
+                        "process's");
+        rank_free(r);
+        if (rc != 0) {
+            for (size_t j = i + 1; j < rs->n; j++) /* the rest kept, to be freed with the others */
+                rs->r[k++] = rs->r[j];
+            rs->n = k;
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    rs->n = k;
+    return 0;
+}
+
+/* Whether the ranks are of several jobs (their distributedInfo's job_id or
+ * world_size differ: a part of an earlier job left in job.json.parts/,
+ * traces of two runs in one directory): said in notes and kept in
+ * rs->jobs_differ; with refuse, an error instead. */
+static int check_jobs(ranks *rs, int refuse, mlprof__sb *notes, char *err, size_t errlen)
+{
+    size_t n = rs->n;
+    const char **job = mlprof__calloc(n ? n : 1, sizeof *job), **what = mlprof__calloc(n ? n : 1, sizeof *what);
+    long long *world = mlprof__calloc(n ? n : 1, sizeof *world);
+    mlprof__sb names, desc;
+    mlprof__sb_init(&names);
+    mlprof__sb_init(&desc);
+    size_t *at = mlprof__calloc(n ? n : 1, sizeof *at);
+    int rc = job && what && world && at ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const rank_in *r = &rs->r[i];
+        job[i] = r->job;
+        world[i] = r->world_size;
+        at[i] = names.len;
+        if (r->rank_from) /* the ranks of one merged trace */
+            mlprof__sb_printf(&names, "rank %lld", r->rank);
+        else
+            mlprof__sb_printf(&names, "%s (rank %lld)", r->path, r->rank);
+        mlprof__sb_putc(&names, '\0');
+    }
+    rc = rc == 0 && !names.failed ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        what[i] = names.data + at[i];
+    int differ = rc == 0 && n > 1 && an_jobs_differ(job, world, what, n, &desc);
+    if (desc.failed)
+        rc = -1;
+    if (rc == 0 && differ && refuse) {
+        snprintf(err, errlen, "%s: the traces are of different jobs (their distributedInfo's job_id or world_size "
+                              "differ): %s; collectives are not matched across jobs: give one job's traces, or "
+                              "--any-job to compare them anyway",
+                 rs->dir, desc.data);
+        rc = -2;
+    } else if (rc == 0 && differ) {
+        mlprof__sb_printf(notes, "%s: warning: the traces are of different jobs (their distributedInfo's job_id or "
+                                 "world_size differ), compared as one: %s\n",
+                          rs->dir, desc.data);
+        rs->jobs_differ = mlprof__strdup(desc.data);
+        rc = rs->jobs_differ ? 0 : -1;
+    }
+    if (rc == -1)
+        snprintf(err, errlen, "out of memory");
+    mlprof__free(job);
+    mlprof__free(what);
+    mlprof__free(world);
+    mlprof__free(at);
+    mlprof__sb_free(&names);
+    mlprof__sb_free(&desc);
+    return rc == 0 ? 0 : -1;
 }
 
 /* Ranks from distributedInfo; the others numbered on from the largest, in
@@ -436,6 +566,10 @@ static void put_stragglers_table(mlprof__sb *out, const ranks *rs, const straggl
     if (st->method == AN_ALIGN_STARTS)
         mlprof__sb_puts(out, "warning: the traces do not say they share a clock: their starts are lined up, "
                              "and lateness is only as good as that\n");
+    if (rs->jobs_differ)
+        mlprof__sb_printf(out, "warning: the traces are of different jobs, their collectives matched all the same: "
+                               "%s\n",
+                          rs->jobs_differ);
     mlprof__sb_printf(out, "%6s %12s %8s %14s %14s\n", "rank", "collectives", "last", "total late", "mean late");
     for (size_t i = 0; i < rs->n; i++) {
         const rank_late *l = &st->late[i];
@@ -546,17 +680,50 @@ static void put_csv_rank(mlprof__sb *out, const rank_in *r, mlprof__sb *header, 
     }
 }
 
-static void put_skipped_json(mlprof__sb *out, const ranks *rs)
+static void put_list_json(mlprof__sb *out, const char *name, const skipped *s, size_t n)
 {
-    mlprof__sb_puts(out, ",\n\"skipped\":[");
-    for (size_t i = 0; i < rs->ns; i++) {
+    mlprof__sb_printf(out, ",\n\"%s\":[", name);
+    for (size_t i = 0; i < n; i++) {
         mlprof__sb_puts(out, i ? ",{\"path\":" : "{\"path\":");
-        mlprof__sb_json_str(out, rs->s[i].path, strlen(rs->s[i].path));
+        mlprof__sb_json_str(out, s[i].path, strlen(s[i].path));
         mlprof__sb_puts(out, ",\"why\":");
-        mlprof__sb_json_str(out, rs->s[i].why, strlen(rs->s[i].why));
+        mlprof__sb_json_str(out, s[i].why, strlen(s[i].why));
         mlprof__sb_putc(out, '}');
     }
     mlprof__sb_putc(out, ']');
+}
+
+static void put_skipped_json(mlprof__sb *out, const ranks *rs)
+{
+    put_list_json(out, "skipped", rs->s, rs->ns);
+}
+
+/* The traces left out (no rank beside ranks) and the warnings about the
+ * inputs as a whole (traces of different jobs), as JSON members. */
+static void put_left_and_warnings_json(mlprof__sb *out, const ranks *rs)
+{
+    put_list_json(out, "left_out", rs->left, rs->nl);
+    mlprof__sb_puts(out, ",\n\"warnings\":[");
+    if (rs->jobs_differ) {
+        mlprof__sb jobs;
+        mlprof__sb_init(&jobs);
+        mlprof__sb_printf(&jobs, "the traces are of different jobs (their distributedInfo's job_id or world_size "
+                                 "differ): %s",
+                          rs->jobs_differ);
+        mlprof__sb_json_str(out, jobs.data ? jobs.data : "", jobs.len);
+        out->failed |= jobs.failed;
+        mlprof__sb_free(&jobs);
+    }
+    mlprof__sb_putc(out, ']');
+}
+
+/* The same as lines of text, under a table's first line. */
+static void put_left_and_warnings_text(mlprof__sb *out, const ranks *rs)
+{
+    for (size_t i = 0; i < rs->nl; i++)
+        mlprof__sb_printf(out, "left out: %s (no rank: the launcher?)\n", rs->left[i].path);
+    if (rs->jobs_differ)
+        mlprof__sb_printf(out, "warning: the traces are of different jobs, compared as one: %s\n", rs->jobs_differ);
 }
 
 static void put_output(mlprof__sb *out, const ranks *rs, const an_options *o, const stragglers *st,
@@ -577,6 +744,7 @@ static void put_output(mlprof__sb *out, const ranks *rs, const an_options *o, co
         }
         mlprof__sb_puts(out, "\n]");
         put_skipped_json(out, rs);
+        put_left_and_warnings_json(out, rs);
         if (st)
             put_stragglers_json(out, rs, st, o->top);
         mlprof__sb_puts(out, "}\n");
@@ -598,6 +766,7 @@ static void put_output(mlprof__sb *out, const ranks *rs, const an_options *o, co
     if (rs->ns)
         mlprof__sb_printf(out, " (%zu %s skipped: not traces)", rs->ns, rs->ns == 1 ? "entry" : "entries");
     mlprof__sb_putc(out, '\n');
+    put_left_and_warnings_text(out, rs);
     for (size_t i = 0; i < rs->n; i++) {
         const rank_in *r = &rs->r[i];
         mlprof__sb_printf(out, "\n== rank %lld%s: %s ==\n", r->rank, r->rank_given ? "" : " (file order)", r->path);
@@ -609,18 +778,12 @@ static void put_output(mlprof__sb *out, const ranks *rs, const an_options *o, co
 
 static void ranks_free(ranks *rs)
 {
-    for (size_t i = 0; i < rs->n; i++) {
-        mlprof__free(rs->r[i].path);
-        an_merge_input_free(&rs->r[i].clock);
-        an_dist_rank_free(&rs->r[i].d);
-        mlprof__sb_free(&rs->r[i].out);
-    }
+    for (size_t i = 0; i < rs->n; i++)
+        rank_free(&rs->r[i]);
     mlprof__free(rs->r);
-    for (size_t i = 0; i < rs->ns; i++) {
-        mlprof__free(rs->s[i].path);
-        mlprof__free(rs->s[i].why);
-    }
-    mlprof__free(rs->s);
+    skipped_free(rs->s, rs->ns);
+    skipped_free(rs->left, rs->nl);
+    mlprof__free(rs->jobs_differ);
     an_dist_names_free(&rs->names);
 }
 
@@ -689,6 +852,10 @@ static int open_ranks(ranks *rs, const char *dir, const an_options *o, an_analys
         rc = -1;
     }
     if (rc == 0)
+        rc = leave_out_unranked(rs, notes, err, errlen);
+    if (rc == 0)
+        rc = check_jobs(rs, 0, notes, err, errlen);
+    if (rc == 0)
         rc = number_ranks(rs, notes, err, errlen);
     return rc;
 }
@@ -725,6 +892,8 @@ int an_ranks_run(const char *dir, const an_options *o, an_analysis_fn fn, const 
 typedef struct pid_rank {
     int64_t pid;
     long long rank;
+    long long world;  /* its input's distributedInfo.world_size, or -1 */
+    char job[128];    /* its input's distributedInfo.job_id, or "" */
 } pid_rank;
 
 static int by_pid_rank(const void *pa, const void *pb)
@@ -748,7 +917,7 @@ static pid_rank *merged_ranks(const an_trace *t, size_t *n)
         int used = 0;
         if (nm->tid == AN_PROCESS_TID && sscanf(nm->name, "rank %lld:%n", &rank, &used) == 1 && used > 0 &&
             rank >= 0)
-            p[(*n)++] = (pid_rank){nm->pid, rank};
+            p[(*n)++] = (pid_rank){nm->pid, rank, -1, ""};
     }
     if (p)
         mlprof__sort(p, *n, sizeof *p, by_pid_rank);
@@ -777,7 +946,8 @@ static int find_member(an_input *in, mlprof__sb *key, const char *want)
  * the merged trace (the values of "pids"), appended to p. */
 static int merge_input(an_input *in, mlprof__sb *key, pid_rank **p, size_t *n, size_t *cap)
 {
-    long long rank = -1;
+    long long rank = -1, world = -1;
+    char job[128] = "";
     size_t start = *n;
     int more = an_json_open(in, '{', "an input");
     while (more == 1) {
@@ -797,10 +967,22 @@ static int merge_input(an_input *in, mlprof__sb *key, pid_rank **p, size_t *n, s
                 if (!g || an_json_key(in, key) != 0 || an_json_number(in, &v, &iv, &is_int) != 0)
                     return -1;
                 *p = g;
-                g[(*n)++] = (pid_rank){is_int ? iv : an_to_i64(v), -1};
+                g[(*n)++] = (pid_rank){is_int ? iv : an_to_i64(v), -1, -1, ""};
                 q = an_json_next(in, '}');
             }
             if (q < 0)
+                return -1;
+        } else if (key->len == 15 && memcmp(key->data, "distributedInfo", 15) == 0) {
+            mlprof__sb raw;
+            mlprof__sb_init(&raw);
+            int rc = an_json_skip(in, &raw);
+            if (rc == 0 && raw.data && !raw.failed) {
+                world = an_dist_info_world_size(raw.data);
+                if (!an_dist_info_job_id(raw.data, job, sizeof job))
+                    job[0] = '\0';
+            }
+            mlprof__sb_free(&raw);
+            if (rc != 0)
                 return -1;
         } else if (an_json_skip(in, NULL) != 0) {
             return -1;
@@ -811,8 +993,11 @@ static int merge_input(an_input *in, mlprof__sb *key, pid_rank **p, size_t *n, s
         return -1;
     if (rank < 0)
         *n = start; /* an input without a rank says nothing of its processes' */
-    for (size_t i = start; i < *n; i++)
+    for (size_t i = start; i < *n; i++) {
         (*p)[i].rank = rank;
+        (*p)[i].world = world;
+        snprintf((*p)[i].job, sizeof (*p)[i].job, "%s", job);
+    }
     return 0;
 }
 
@@ -918,9 +1103,12 @@ static int split_merged(ranks *rs, an_trace *t, const pid_rank *p, size_t np, co
         r->rank = p[i].rank;
         r->rank_given = 1;
         r->rank_from = from;
-        r->world_size = world_size(t);
+        /* its own input's, as otherData.merge.inputs keeps them, else the merged trace's */
+        r->world_size = p[i].world > 0 ? p[i].world : world_size(t);
+        r->job = p[i].job[0] ? mlprof__strdup(p[i].job) : NULL;
         r->path = mlprof__strdup(t->path);
-        rc = r->path ? an_dist_collect(t, pids, j - i, &rs->names, AN_DIST_SRC_NONE, &r->d) : -1;
+        rc = r->path && (r->job || !p[i].job[0]) ? an_dist_collect(t, pids, j - i, &rs->names, AN_DIST_SRC_NONE, &r->d)
+                                                 : -1;
         i = j;
     }
     mlprof__free(pids);
@@ -992,7 +1180,7 @@ static void sync_times(an_dist_rank *d, const an_clock_sync *cs)
     }
 }
 
-int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int csv, mlprof__sb *out,
+int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int csv, int any_job, mlprof__sb *out,
                   mlprof__sb *notes, int *damaged, char *err, size_t errlen)
 {
     ranks rs;
@@ -1033,6 +1221,11 @@ int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int c
         }
     }
     if (rc == 0 && !merged)
+        rc = leave_out_unranked(&rs, notes, err, errlen);
+    /* before the ranks are numbered: two jobs may each have a rank 0 */
+    if (rc == 0)
+        rc = check_jobs(&rs, !any_job, notes, err, errlen);
+    if (rc == 0 && !merged)
         rc = number_ranks(&rs, notes, err, errlen);
     if (rc == 0 && merged) {
         mlprof__sort(rs.r, rs.n, sizeof *rs.r, by_rank);
@@ -1056,7 +1249,8 @@ int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int c
             int64_t worst = -1;
             for (size_t i = 0; i < rs.n; i++) {
                 an_clock_sync cs;
-                an_clock_sync_read(&rs.r[i].clock.view, &cs);
+                if (an_merge_input_sync(clocks, rs.n, i, &cs) < 0)
+                    continue; /* a trace without a rank, its start lined up: offset[i] holds it */
                 sync_times(&rs.r[i].d, &cs);
                 offset[i] = 0;
                 worst = cs.bound_ns > worst ? cs.bound_ns : worst;
@@ -1075,10 +1269,21 @@ int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int c
                                 r->rank_from ? r->rank_from : r->rank_given ? "distributedInfo" : "file order",
                                 r->world_size, offset[i], &r->d};
     }
-    if (rc == 0 && an_dist_report(in, rs.n, &rs.names, what, clock, o, csv, out, notes) != 0) {
+    mlprof__sb said_json, said_text;
+    mlprof__sb_init(&said_json);
+    mlprof__sb_init(&said_text);
+    if (rc == 0) {
+        put_left_and_warnings_json(&said_json, &rs);
+        put_left_and_warnings_text(&said_text, &rs);
+    }
+    an_dist_said said = {said_json.data ? said_json.data : "", said_text.data ? said_text.data : ""};
+    if (rc == 0 && (said_json.failed || said_text.failed ||
+                    an_dist_report(in, rs.n, &rs.names, what, clock, &said, o, csv, out, notes) != 0)) {
         snprintf(err, errlen, "out of memory");
         rc = -1;
     }
+    mlprof__sb_free(&said_json);
+    mlprof__sb_free(&said_text);
     mlprof__free(in);
     mlprof__free(clocks);
     mlprof__free(offset);

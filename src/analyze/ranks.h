@@ -24,9 +24,14 @@ typedef struct an_ranks_options {
  * holds one rank's trace at a time. Traces are the files named *.json or
  * *.json.gz (PyTorch's *.pt.trace.json.gz, mlprof's *.json); other entries
  * are skipped, each named in notes. A rank is read from the trace's
- * distributedInfo.rank (PyTorch); mlprof's own traces say none, so a trace
- * without one takes the next number after the ranks given, in file-name order,
- * and notes says so. The output has one section (table: "== rank N: PATH ==";
+ * distributedInfo.rank. A trace without one beside traces that have one is
+ * no rank (the launcher's, which mlprof run -- torchrun leaves among its
+ * ranks' parts): it is left out, said in notes ("left out: PATH ..."), the
+ * table and JSON's "left_out", unless it was read only in part (its rank
+ * may be in the part lost). A trace without a rank that is kept takes the
+ * next number after the ranks given, in file-name order, and notes says so. Ranks of different jobs
+ * (an_jobs_differ: distributedInfo's job_id or world_size) are a warning in
+ * notes, the table and JSON's "warnings". The output has one section (table: "== rank N: PATH ==";
  * JSON: an entry of "ranks"; CSV: a first column "rank") per rank, ordered by
  * rank. With ro->stragglers, a last section: each collective (a communication
  * kernel, as an_gpu_kind classes them; the k-th kernel of a name on one rank
@@ -53,8 +58,8 @@ int an_ranks_diff(const char *dir_a, const char *dir_b, const an_options *o, con
                   mlprof__sb *out, mlprof__sb *notes, size_t *regressions, int *damaged, char *err, size_t errlen);
 
 /* mlprof ranks: the ranks of one job compared (dist_ranks.h). paths: one
- * directory (its traces found and numbered as an_ranks_run does: entries
- * that are not traces skipped, named in notes), several traces (each must be
+ * directory (its traces found, left out and numbered as an_ranks_run does:
+ * entries that are not traces skipped, named in notes), several traces (each must be
  * a trace: one that is not is an error), or one merged trace (mlprof
  * merge's: its ranks and their processes as otherData.merge.inputs gives
  * them, else from the processes' names "rank N: ..."; a trace of one rank is
@@ -63,11 +68,14 @@ int an_ranks_diff(const char *dir_a, const char *dir_b, const an_options *o, con
  * totals, and 48 bytes per collective call). The ranks' times are put on one
  * clock by an_merge_offsets, a measured clock sync's drift applied to each
  * time as merge applies it (a merged trace's are already). csv: the CSV
- * table (AN_DIST_CSV_*) with o->format AN_CSV. Returns 0; or -1
- * with err set: nothing to read, a file that is not a trace, two traces that
- * say the same rank, out of memory. *damaged is set when a trace was read
+ * table (AN_DIST_CSV_*) with o->format AN_CSV. Ranks of different jobs
+ * (an_jobs_differ; a merged trace's from its otherData.merge.inputs) are an
+ * error naming them, unless any_job (then a warning, as an_ranks_run's).
+ * Returns 0; or -1 with err set: nothing to read, a file that is not a
+ * trace, ranks of different jobs, two traces that say the same rank, out of
+ * memory. *damaged is set when a trace was read
  * only in part. */
-int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int csv, mlprof__sb *out,
+int an_ranks_dist(const char *const *paths, size_t n, const an_options *o, int csv, int any_job, mlprof__sb *out,
                   mlprof__sb *notes, int *damaged, char *err, size_t errlen);
 
 #endif /* MLPROF_ANALYZE_RANKS_H */

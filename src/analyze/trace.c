@@ -1134,3 +1134,77 @@ long long an_trace_rank(const an_trace *t)
     long long r = strtoll(p + 7, &end, 10);
     return end != p + 7 && r >= 0 ? r : -1;
 }
+
+long long an_dist_info_world_size(const char *info)
+{
+    size_t len;
+    const char *v = info && *info == '{' ? an_json_member(info, "world_size", &len) : NULL;
+    if (!v)
+        return -1;
+    char *end;
+    long long w = strtoll(v, &end, 10);
+    return end != v && w > 0 ? w : -1;
+}
+
+const char *an_dist_info_job_id(const char *info, char *buf, size_t len)
+{
+    size_t n;
+    const char *v = info && *info == '{' && len ? an_json_member(info, "job_id", &n) : NULL;
+    if (!v || !n || strncmp(v, "null", n) == 0)
+        return NULL;
+    size_t k = 0;
+    if (*v == '"') { /* a string, its escapes undone (the few a job id may hold) */
+        for (const char *p = v + 1; p < v + n - 1 && k + 1 < len; p++) {
+            if (*p == '\\' && p + 1 < v + n - 1)
+                p++;
+            buf[k++] = *p;
+        }
+    } else { /* a number, as written */
+        for (; k < n && k + 1 < len; k++)
+            buf[k] = v[k];
+    }
+    buf[k] = '\0';
+    return k ? buf : NULL;
+}
+
+static int same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+int an_jobs_differ(const char *const *job, const long long *world, const char *const *what, size_t n,
+                   mlprof__sb *desc)
+{
+    int differ = 0;
+    for (size_t i = 1; i < n && !differ; i++) {
+        for (size_t j = 0; j < i && !differ; j++)
+            differ = (job[i] && job[j] && strcmp(job[i], job[j]) != 0) ||
+                     (world[i] > 0 && world[j] > 0 && world[i] != world[j]);
+    }
+    if (!differ)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < i && !(same_str(job[j], job[i]) && world[j] == world[i]))
+            j++;
+        if (j < i)
+            continue; /* in the group of an earlier one */
+        mlprof__sb_printf(desc, "%s", i ? "; " : "");
+        if (job[i])
+            mlprof__sb_printf(desc, "job %s", job[i]);
+        else
+            mlprof__sb_puts(desc, "no job id");
+        if (world[i] > 0)
+            mlprof__sb_printf(desc, ", world size %lld", world[i]);
+        else
+            mlprof__sb_puts(desc, ", no world size");
+        mlprof__sb_puts(desc, ": ");
+        for (size_t k = i, f = 1; k < n; k++) {
+            if (same_str(job[k], job[i]) && world[k] == world[i]) {
+                mlprof__sb_printf(desc, "%s%s", f ? "" : ", ", what[k]);
+                f = 0;
+            }
+        }
+    }
+    return 1;
+}

@@ -152,6 +152,19 @@ void an_trace_free(an_trace *t);
 const char *an_json_member(const char *obj, const char *key, size_t *len);
 /* The rank of a distributed job's trace (distributedInfo.rank), or -1 when it has none. */
 long long an_trace_rank(const an_trace *t);
+/* Of a distributedInfo object (compact JSON, as kept; NULL: none): its
+ * world_size, or -1; and its job id (mlprof's job_id: the launcher's job,
+ * TORCHELASTIC_RUN_ID, Slurm's job and step...) into buf, or NULL when it
+ * says none (absent or empty; PyTorch's profiler writes none). */
+long long an_dist_info_world_size(const char *info);
+const char *an_dist_info_job_id(const char *info, char *buf, size_t len);
+/* Whether n traces are of different jobs: two that say different job ids
+ * (job[i]: NULL when it says none), or different world sizes (world[i]: -1
+ * when it says none). When they are: 1, and desc receives one group per job
+ * and world size with its traces as what[i] names them ("job 42, world size
+ * 2: A, B; job 7, world size 3: C"). Else 0. */
+int an_jobs_differ(const char *const *job, const long long *world, const char *const *what, size_t n,
+                   mlprof__sb *desc);
 /* Interns s (n bytes); NULL when out of memory. */
 const char *an_intern(an_trace *t, const char *s, size_t n);
 /* Names a thread (tid AN_PROCESS_TID: the process); a later name replaces an

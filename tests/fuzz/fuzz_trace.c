@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mlprof__sb_init(&notes);
         for (int f = 0; f <= AN_CSV + 1; f++) {
             o.format = f > AN_CSV ? AN_CSV : f;
-            an_dist_report(in, 2, &names, "fuzz", "shared clock", &o, f > AN_CSV, &out, &notes);
+            an_dist_report(in, 2, &names, "fuzz", "shared clock", NULL, &o, f > AN_CSV, &out, &notes);
             mlprof__sb_reset(&out);
         }
         mlprof__sb_free(&notes);
