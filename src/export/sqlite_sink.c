@@ -1030,7 +1030,7 @@ static int publish(sq_sink *st, const char *target, const mlprof__sink_dump *d)
     return mlprof__out_commit(&o, 1);
 }
 
-static int sq_dump(void *p, const mlprof__sink_dump *d)
+static int sq_write(void *p, const mlprof__sink_dump *d)
 {
     sq_sink *st = p;
     if (!sink_on()) {
@@ -1117,6 +1117,12 @@ static int sq_dump(void *p, const mlprof__sink_dump *d)
      * is then left where it is, for the user to take */
     st->keep = d->finished && rc != MLPROF_OK;
     return rc;
+}
+
+/* Every failure of sq_write is said on stderr there; the dump's error names it. */
+static int sq_dump(void *p, const mlprof__sink_dump *d)
+{
+    return mlprof__sink_failed(d, "sqlite_file", sq_write(p, d), 1);
 }
 
 /* ------------------------------------------------------------- lifecycle */
