@@ -7,6 +7,7 @@ usage: check_trace.py AREA PROGRAM OUTDIR
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -1086,7 +1087,7 @@ def area_writes(prog, out):
     for name in os.listdir(out):  # FIFOs, device nodes and temporary files of a former run
         path = os.path.join(out, name)
         if os.path.isdir(path) and not os.path.islink(path):
-            os.rmdir(path)
+            shutil.rmtree(path)
         else:
             os.unlink(path)
 
@@ -1201,6 +1202,31 @@ def area_writes(prog, out):
     json.loads(text[cut:])
     left = [n for n in os.listdir(out) if n.startswith("o") and ".tmp-" in n]
     check(not left, f"no temporary file left: {left}")
+
+    # statistics and memory files a finished dump could not write wait for
+    # the next dump (test_writes.c checks the retries); here the dump at exit
+    run(prog, out, "outfail")
+    p = run(prog, out, "outfail_exit")
+    t = load(os.path.join(out, "ofx.json"))
+    check(named(t, "ofx") == 100, f"the dump at exit leaves the trace as written: {named(t, 'ofx')} spans")
+    with open(os.path.join(out, "ofx_dir", "s.txt")) as f:
+        stats = f.read()
+    check("Domain: writes" in stats and " ofx " in stats, "the dump at exit writes the statistics")
+    with open(os.path.join(out, "ofx_dir", "m.csv")) as f:
+        rows = f.read().splitlines()
+    check(rows[0].startswith("device,") and len(rows) == 65, f"and the memory table: {len(rows)} lines")
+    import xml.etree.ElementTree as ET
+    ET.parse(os.path.join(out, "ofx_dir", "m.svg"))
+    check("dump at exit failed" not in p.stderr and p.stderr.count("is written again") == 3,
+          f"and says that it wrote them: {p.stderr}")
+    # failing at every period and at exit: said once each, all named at exit
+    p = run(prog, out, "outfail_cont")
+    said = [line for line in p.stderr.splitlines() if line.startswith(("mlprof: stats_file:", "mlprof: memory_svg:"))]
+    check(len(said) == 2, f"each output that keeps failing is said once: {said}")
+    at_exit = [line for line in p.stderr.splitlines() if "dump at exit failed" in line]
+    check(len(at_exit) == 1 and "stats_file" in at_exit[0] and "memory_svg" in at_exit[0],
+          f"the dump at exit names every output it could not write: {at_exit}")
+    load(os.path.join(out, "ofc.json"))
 
 
 def area_steps(prog, out):

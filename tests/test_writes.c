@@ -4,7 +4,8 @@
  * that are FIFOs, device nodes or symbolic links; continuous_dump turned off
  * and on; dropped events of one trace only; temporary files of a killed
  * process; memory outputs while memory profiling is off; outputs that would
- * replace the trace, and outputs named after a trace that is no file.
+ * replace the trace, and outputs named after a trace that is no file;
+ * statistics and memory files that a finished dump could not write.
  *
  * usage: test_writes OUTDIR MODE. Each mode runs in a process of its own
  * (check_trace.py's area_writes runs them in turn and reads the traces). */
@@ -733,6 +734,199 @@ static void mode_outputs(void)
     mlprof_set_log_handler(NULL, NULL);
 }
 
+/* ------------------------------------ outputs a finished dump cannot write */
+
+/* path gone, whether a folder (with the files the tests put there) or a file. */
+static void remove_path(const char *path)
+{
+    static const char *const inside[] = {"s.txt", "m.csv", "m.svg"};
+    char sub[1200];
+    for (size_t i = 0; i < sizeof inside / sizeof inside[0]; i++) {
+        snprintf(sub, sizeof sub, "%s/%s", path, inside[i]);
+        unlink(sub);
+    }
+    if (rmdir(path) != 0)
+        unlink(path);
+}
+
+/* The trace at trace; stats_file and the memory files in the folder dir. */
+static void outputs_in(const char *trace, const char *dir)
+{
+    char stats[1200], csv[1200], svg[1200];
+    snprintf(stats, sizeof stats, "%s/s.txt", dir);
+    snprintf(csv, sizeof csv, "%s/m.csv", dir);
+    snprintf(svg, sizeof svg, "%s/m.svg", dir);
+    const char *k[] = {"filename", "profile_memory", "stats_file", "memory_csv", "memory_svg"};
+    const char *v[] = {trace, "1", stats, csv, svg};
+    CHECK_OK(mlprof_set_configs(5, k, v));
+}
+
+/* n spans named name and 64 memory blocks (32 freed), then a finished dump:
+ * its result. */
+static int record_blocks(const char *name, int n)
+{
+    static char blocks[4][64];
+    static int calls;
+    char *b = blocks[calls++ % 4];
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    record(name, n, 0);
+    for (int i = 0; i < 64; i++)
+        CHECK_OK(mlprof_mem_alloc(MLPROF_DEVICE_CPU, &b[i], 1, "block"));
+    for (int i = 0; i < 32; i++)
+        CHECK_OK(mlprof_mem_free(MLPROF_DEVICE_CPU, &b[i]));
+    return mlprof_dump(1);
+}
+
+static int same_text(const char *path, const char *text)
+{
+    char *t = tu_read_file(path);
+    int same = t && text && strcmp(t, text) == 0;
+    free(t);
+    return same;
+}
+
+/* Defects: a finished dump that wrote the trace but not stats_file or a
+ * memory file was taken as written: the trace was reset, and the next dump,
+ * finding nothing recorded since, left everything as it was, so those files
+ * were never written (not at exit either). And a failed output was said
+ * nowhere on an explicit dump, the error naming only the last that failed
+ * (each sink's message replaced the one before). Now those outputs wait for
+ * the next dump, which writes them while the trace stays as written; each
+ * failure is said on stderr once (again when its reason changes, and when it
+ * is written again), and the error names every output that failed. The
+ * outputs fail without a full disk: their folder is missing, then a file. */
+static void mode_outfail(void)
+{
+    mlprof_set_log_handler(log_into, NULL);
+    const char *trace = tu_path("of.json"), *dir = tu_path("of_dir");
+    char stats[1200], csv[1200], svg[1200];
+    snprintf(stats, sizeof stats, "%s/s.txt", dir);
+    snprintf(csv, sizeof csv, "%s/m.csv", dir);
+    snprintf(svg, sizeof svg, "%s/m.svg", dir);
+    remove_path(dir);
+    unlink(trace);
+    outputs_in(trace, dir);
+    int rc = record_blocks("of", 100);
+    const char *msg = mlprof_last_error();
+    CHECK(rc == MLPROF_EIO, "the outputs' folder is missing: %s: %s", mlprof_err_name(rc), msg);
+    CHECK(strncmp(msg, "stats_file: ", 12) == 0 && strstr(msg, stats) &&
+              strstr(msg, "(and 2 more outputs not written: memory_csv, memory_svg)"),
+          "the error names every output that failed, the first one's reason whole: %s", msg);
+    CHECK(tu_count(logged, "stats_file: cannot") == 1 && tu_count(logged, "memory_csv: cannot") == 1 &&
+              tu_count(logged, "memory_svg: cannot") == 1 && tu_count(logged, "No such file or directory") == 3,
+          "each failure is said on stderr:\n%s", logged);
+    char *written = tu_read_file(trace);
+    CHECK(written && tu_count(written, "\"name\":\"of\"") == 100, "the trace is written");
+
+    /* still failing the same way: returned, not said again */
+    rc = mlprof_dump(1);
+    CHECK(rc == MLPROF_EIO && strstr(mlprof_last_error(), "memory_csv, memory_svg"), "the retry fails too: %s: %s",
+          mlprof_err_name(rc), mlprof_last_error());
+    CHECK(tu_count(logged, "stats_file: cannot") == 1 && tu_count(logged, "memory_svg: cannot") == 1,
+          "a failure said already is not said again:\n%s", logged);
+    CHECK(same_text(trace, written), "the trace is left as it was written");
+
+    /* another reason: said again, once */
+    int fd = open(dir, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(fd >= 0, "open %s: %s", dir, strerror(errno));
+    close(fd);
+    rc = mlprof_dump(0);
+    CHECK(rc == MLPROF_EIO && strstr(mlprof_last_error(), "Not a directory"), "a file in the way: %s: %s",
+          mlprof_err_name(rc), mlprof_last_error());
+    rc = mlprof_dump(1);
+    CHECK(rc == MLPROF_EIO, "still in the way: %s: %s", mlprof_err_name(rc), mlprof_last_error());
+    CHECK(tu_count(logged, "stats_file: cannot") == 2 && tu_count(logged, "memory_csv: cannot") == 2 &&
+              tu_count(logged, "memory_svg: cannot") == 2 && tu_count(logged, "Not a directory") == 3,
+          "the new reason is said, once:\n%s", logged);
+    CHECK(same_text(trace, written), "the trace is still as it was written");
+
+    /* room: the retry writes every output, the trace left as it is */
+    unlink(dir);
+    CHECK(mkdir(dir, 0755) == 0, "mkdir %s: %s", dir, strerror(errno));
+    CHECK_OK(mlprof_dump(1));
+    char *text = tu_read_file(stats);
+    CHECK(text && strstr(text, "Domain: writes") && strstr(text, " of "), "the statistics are written: %s",
+          text ? text : "none");
+    free(text);
+    text = tu_read_file(csv);
+    CHECK(text && strncmp(text, "device,", 7) == 0 && tu_count(text, ",freed\n") == 32 &&
+              tu_count(text, ",live\n") == 32,
+          "the memory table is written, every block in it: %s", text ? text : "none");
+    free(text);
+    text = tu_read_file(svg);
+    CHECK(text && strstr(text, "</svg>"), "the memory picture is written");
+    free(text);
+    CHECK(same_text(trace, written), "the trace is not written again");
+    CHECK(tu_count(logged, "is written again") == 3, "that they are written is said:\n%s", logged);
+
+    /* written: the next dump has nothing to write again */
+    unlink(stats);
+    CHECK_OK(mlprof_dump(1));
+    CHECK(access(stats, F_OK) != 0, "nothing waits once written");
+    CHECK(same_text(trace, written), "and the trace is left as it is");
+    free(written);
+
+    /* a clear forgets what waited: the dump after it writes the empty trace asked for */
+    remove_path(dir);
+    rc = record_blocks("of2", 10);
+    CHECK(rc == MLPROF_EIO, "the outputs fail again: %s", mlprof_err_name(rc));
+    CHECK_OK(mlprof_clear());
+    CHECK(mkdir(dir, 0755) == 0, "mkdir %s: %s", dir, strerror(errno));
+    CHECK_OK(mlprof_dump(1));
+    text = tu_read_file(trace);
+    CHECK(text && !strstr(text, "\"name\":\"of2\""), "after a clear, the trace is empty");
+    free(text);
+    CHECK(access(stats, F_OK) == 0, "and the outputs are written");
+    remove_path(dir);
+    mlprof_set_log_handler(NULL, NULL);
+}
+
+/* The same, the retry being the dump at exit (check_trace.py reads the
+ * files it writes): the trace stays as the failed dump wrote it. */
+static void mode_outfail_exit(void)
+{
+    const char *trace = tu_path("ofx.json"), *dir = tu_path("ofx_dir");
+    remove_path(dir);
+    unlink(trace);
+    outputs_in(trace, dir);
+    int rc = record_blocks("ofx", 100);
+    CHECK(rc == MLPROF_EIO, "the outputs' folder is missing: %s: %s", mlprof_err_name(rc), mlprof_last_error());
+    CHECK(mkdir(dir, 0755) == 0, "mkdir %s: %s", dir, strerror(errno));
+}
+
+/* A continuous dump whose outputs fail at every period (stats_file in a
+ * folder that never comes, memory_svg on /dev/full) says each once, not at
+ * every period; the dump at exit, failing too, names them all
+ * (check_trace.py reads stderr). */
+static void mode_outfail_cont(void)
+{
+    mlprof_set_log_handler(log_into, NULL);
+    const char *trace = tu_path("ofc.json"), *dir = tu_path("ofc_missing");
+    remove_path(dir);
+    unlink(trace);
+    char stats[1200];
+    snprintf(stats, sizeof stats, "%s/s.txt", dir);
+    const char *k[] = {"filename", "profile_memory", "stats_file", "memory_csv", "memory_svg", "continuous_dump",
+                       "dump_period"};
+    const char *v[] = {trace, "1", stats, "", "/dev/full", "1", "0.02"};
+    CHECK_OK(mlprof_set_configs(7, k, v));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    static int block;
+    CHECK_OK(mlprof_mem_alloc(MLPROF_DEVICE_CPU, &block, sizeof block, "block"));
+    /* three periodic dumps at least: each waits for spans recorded after the one before */
+    static const char *const names[] = {"ofc1", "ofc2", "ofc3"};
+    for (int i = 0; i < 3; i++) {
+        record(names[i], 10, 0);
+        CHECK(wait_for_span(trace, names[i]), "a periodic dump writes %s", names[i]);
+    }
+    int rc = mlprof_dump(1); /* the continuous dump's thread has stopped: logged is read after */
+    CHECK(rc == MLPROF_EIO && strstr(mlprof_last_error(), "stats_file") && strstr(mlprof_last_error(), "memory_svg"),
+          "the final dump names both: %s: %s", mlprof_err_name(rc), mlprof_last_error());
+    CHECK(tu_count(logged, "stats_file: cannot") == 1 && tu_count(logged, "memory_svg: cannot write /dev/full") == 1,
+          "each output that fails at every dump is said once:\n%s", logged);
+    CHECK(tu_count(logged, "continuous dump") == 0, "and not again by the continuous dump:\n%s", logged);
+}
+
 /* Perfetto's protobuf through a full disk: the packets lost held interned
  * names, defaults and track descriptors that later packets need; the sink
  * says them again after the loss, so that everything written after it reads
@@ -837,7 +1031,8 @@ int main(int argc, char **argv)
     } modes[] = {{"full", mode_full},     {"final", mode_final},   {"special", mode_special},
                  {"toggle", mode_toggle}, {"drops", mode_drops},   {"killed", mode_killed},
                  {"stale", mode_stale},   {"memoff", mode_memoff}, {"linked", mode_linked}, {"full_pf", mode_full_pf},
-                 {"outputs", mode_outputs}, {"pipe_long", mode_pipe_long}};
+                 {"outputs", mode_outputs}, {"outfail", mode_outfail}, {"outfail_exit", mode_outfail_exit},
+                 {"outfail_cont", mode_outfail_cont}, {"pipe_long", mode_pipe_long}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         if (strcmp(mode, modes[i].name) == 0) {
             modes[i].fn();
@@ -848,6 +1043,6 @@ int main(int argc, char **argv)
     }
     fprintf(stderr,
             "usage: test_writes OUTDIR full|final|special|toggle|drops|killed|stale|memoff|linked|full_pf|outputs|"
-            "pipe_long\n");
+            "outfail|outfail_exit|outfail_cont|pipe_long\n");
     return 2;
 }

@@ -119,6 +119,10 @@ typedef struct sink {
     const mlprof__sink_entry *e;
     void *st;
     int on; /* takes events and is dumped */
+    /* a file sink that MLPROF__SINK_RETRY whose output a finished dump
+     * that wrote the trace could not write (nor any dump since): it waits
+     * for the next dump, the trace being reset (last_finished) */
+    int pending;
 } sink;
 
 #define SINKS_MAX 16
@@ -185,6 +189,13 @@ static struct {
     mlprof__sb text_tmp;       /* a span's arguments as text, made from the typed ones */
     uint64_t unfinished;
     uint64_t unmatched_ends;
+    /* the spans the profiler closed in the finished trace whose outputs
+     * wait (sink.pending), for the statistics written again */
+    uint64_t pending_unfinished;
+    /* the last dump's error holds a failure not said on stderr (the trace's,
+     * events lost), as opposed to outputs the sinks said */
+    int error_unsaid;
+    char continuous_said[1024]; /* the continuous dump's last error said, "" since it succeeded */
     /* frame ends that found no frame open on their thread: a frame may end on
      * another thread than the one that began it (NVTX start/end ranges); they
      * are matched once every thread of the drain has been read */
@@ -2513,30 +2524,95 @@ static int lost_events(int finished)
                         (unsigned long long)C.unwritten, strerror(C.lost_errno));
 }
 
-/* The file sinks' files; the first error. */
-static int dump_files(const char *path, int finished, const mlprof__trace_meta *m)
+/* The file sinks' files: every one on, or (retry) only those whose outputs
+ * wait (sink.pending). keep: a failed output of a sink that
+ * MLPROF__SINK_RETRY waits from now on, the trace being written and reset
+ * (a finished dump, a retry); one that waited already goes on waiting until
+ * a dump writes it. The failures are gathered in *f; the first one's code. */
+static int dump_files(const char *path, int finished, const mlprof__trace_meta *m, mlprof__sink_failures *f,
+                      int retry, int keep)
 {
-    int rc = MLPROF_OK;
     mlprof__sink_dump d;
     memset(&d, 0, sizeof d);
+    memset(f, 0, sizeof *f);
     d.trace_path = path;
     d.finished = finished;
     d.meta = m;
+    d.failures = f;
     d.stats_dropped = stats_dropped();
-    d.unfinished_spans = C.unfinished;
+    d.unfinished_spans = retry ? C.pending_unfinished : C.unfinished;
     for (size_t i = 0; i < C.nfiles; i++) {
-        const mlprof__sink_ops *ops = C.files[i].e->ops;
-        if (!C.files[i].on || !ops->dump)
+        sink *s = &C.files[i];
+        const mlprof__sink_ops *ops = s->e->ops;
+        if (retry && !s->pending)
             continue;
-        int src = ops->dump(C.files[i].st, &d);
-        if (rc == MLPROF_OK)
-            rc = src;
+        if (!s->on || !ops->dump) {
+            s->pending = 0; /* off now: it has nothing to write */
+            continue;
+        }
+        int told = f->n;
+        int src = ops->dump(s->st, &d);
+        if (src != MLPROF_OK && f->n == told) /* a sink that did not tell which output */
+            mlprof__sink_failed(&d, ops->name, src, 0);
+        s->pending = src != MLPROF_OK && (ops->flags & MLPROF__SINK_RETRY) && (keep || s->pending);
     }
-    return rc;
+    if (keep && !retry)
+        C.pending_unfinished = C.unfinished;
+    return f->n ? f->rc : MLPROF_OK;
 }
 
 /* The path a finished trace was last written to; "" after a clear. */
 static char last_finished[4200];
+
+/* Whether outputs of the finished trace at last_finished wait (sink.pending). */
+static int outputs_pending(void)
+{
+    for (size_t i = 0; i < C.nfiles && last_finished[0]; i++)
+        if (C.files[i].pending)
+            return 1;
+    return 0;
+}
+
+/* The dump's result: the trace's error (rc, msg) or else the first output's,
+ * naming every other output that failed. */
+static int dump_error(int rc, const char *msg, const mlprof__sink_failures *f)
+{
+    const char *keys = f->keys;
+    int more = f->n;
+    if (rc == MLPROF_OK) {
+        if (!f->n)
+            return MLPROF_OK;
+        rc = f->rc;
+        msg = f->first;
+        more--;
+        const char *comma = strchr(keys, ','); /* the first one's key is in its message */
+        keys = comma ? comma + 2 : "";
+    }
+    if (more <= 0)
+        return mlprof__fail(rc, "%s", msg);
+    /* the keys at the end, where a long message would be cut */
+    char tail[400];
+    snprintf(tail, sizeof tail, " (and %d more output%s not written: %s)", more, more == 1 ? "" : "s", keys);
+    int room = 1000 - (int)strlen(tail);
+    return mlprof__fail(rc, "%.*s%s", room > 0 ? room : 0, msg, tail);
+}
+
+/* The outputs of the finished trace at last_finished that it could not
+ * write, written now; the trace is left as it is. */
+static int retry_outputs(void)
+{
+    mlprof__log(MLPROF_LOG_INFO,
+                "nothing recorded since the trace %s was written: it is kept as it is; the outputs it could not "
+                "write are written again",
+                last_finished);
+    files_prepare();
+    mlprof__sink_failures failed;
+    dump_files(last_finished, 1, NULL, &failed, 1, 1);
+    C.error_unsaid = failed.unsaid;
+    return dump_error(MLPROF_OK, "", &failed);
+}
+
+int mlprof__collect_retry_outputs(void) { return outputs_pending() ? retry_outputs() : MLPROF_OK; }
 
 int mlprof__collect_dump(const char *to, int finished)
 {
@@ -2550,6 +2626,11 @@ int mlprof__collect_dump(const char *to, int finished)
      * the place of that one, so the file is left as it is */
     if (!__atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE) && mlprof__g.state == MLPROF_STATE_STOP &&
         strcmp(path, last_finished) == 0) {
+        /* but outputs of it that it could not write are written now:
+         * what they hold outlived the trace's reset (MLPROF__SINK_RETRY) */
+        if (outputs_pending())
+            return retry_outputs();
+        C.error_unsaid = 0;
         mlprof__log(MLPROF_LOG_INFO, "nothing recorded since the trace %s was written: it is kept as it is", path);
         return MLPROF_OK;
     }
@@ -2593,19 +2674,23 @@ int mlprof__collect_dump(const char *to, int finished)
         rc = lrc;
         snprintf(msg, sizeof msg, "%s", mlprof_last_error());
     }
-    int src = dump_files(path, finished, &meta);
+    mlprof__sink_failures failed;
+    dump_files(path, finished, &meta, &failed, 0, finished && written);
     mlprof__sb_free(&other);
     /* a finished trace starts anew once written; one that could not be is
-     * kept whole for the next dump (a retry, or the one at exit) */
+     * kept whole for the next dump (a retry, or the one at exit). Its
+     * outputs that could not be written wait (sink.pending) for the next
+     * dump, which writes them even with nothing recorded since: what they
+     * hold outlives the trace (MLPROF__SINK_RETRY) */
     if (finished && written) {
         snprintf(last_finished, sizeof last_finished, "%s", path);
         reset_trace();
         __atomic_store_n(&mlprof__g.recorded, 0, __ATOMIC_RELEASE);
         mlprof__children_settled(); /* a forked child's parent has nothing to report of it */
     }
-    if (rc != MLPROF_OK)
-        return mlprof__fail(rc, "%s", msg);
-    return src;
+    /* the outputs that failed were said by their sinks; the trace's error is not */
+    C.error_unsaid = rc != MLPROF_OK || failed.unsaid;
+    return dump_error(rc, msg, &failed);
 }
 
 /* A flush of the ring (`mlprof capture --flush`, dump_signal): what it wrote
@@ -2768,9 +2853,17 @@ int mlprof__collect_dumps(char **out, int format, int sort_by, int ascending, in
     return MLPROF_OK;
 }
 
+/* No output waits any longer (a clear: what they held is gone; a fork). */
+static void forget_pending(void)
+{
+    for (size_t i = 0; i < C.nfiles; i++)
+        C.files[i].pending = 0;
+}
+
 void mlprof__collect_clear(void)
 {
     last_finished[0] = '\0'; /* a dump after a clear writes the empty trace asked for */
+    forget_pending();
     /* the calls in flight now publish after the drain: their records are
      * stamped before this (a stopped profiler has none, the stop waited) */
     uint64_t cut = mlprof__g.state == MLPROF_STATE_RUN ? mlprof__clock_raw() : 0;
@@ -2787,6 +2880,9 @@ void mlprof__collect_after_fork(void)
      * its live blocks are the child's too, so the memory profiler keeps them */
     reset_trace();
     clear_stats();
+    forget_pending();
+    mlprof__sink_forget_said();
+    C.continuous_said[0] = '\0';
     mlprof__produce_forget(1);
     C.reported_drops = 0;
     C.thread_running = 0;
@@ -2845,8 +2941,19 @@ static void *continuous_main(void *arg)
         if (ring_mode()) {
             ring_evict(); /* the ring is written at a dump only */
         } else if (now >= next_dump) {
-            if (mlprof__collect_dump(NULL, 0) != MLPROF_OK)
-                mlprof__log(MLPROF_LOG_ERROR, "continuous dump: %s", mlprof_last_error());
+            /* what fails the same way at every period is said once (the
+             * outputs said by their sinks are not said again), and again
+             * when it changes; its end is said too */
+            if (mlprof__collect_dump(NULL, 0) != MLPROF_OK) {
+                char text[sizeof C.continuous_said];
+                mlprof__failure_text(mlprof_last_error(), text, sizeof text);
+                if (C.error_unsaid && strcmp(text, C.continuous_said) != 0)
+                    mlprof__log(MLPROF_LOG_ERROR, "continuous dump: %s", mlprof_last_error());
+                snprintf(C.continuous_said, sizeof C.continuous_said, "%s", C.error_unsaid ? text : "");
+            } else if (C.continuous_said[0]) {
+                mlprof__log(MLPROF_LOG_INFO, "continuous dump: the trace is written again");
+                C.continuous_said[0] = '\0';
+            }
             next_dump = now + (uint64_t)(mlprof__g.cfg.dump_period * 1e9);
         } else if (mlprof__pool_free_count() * 2 < mlprof__pool_chunk_count()) {
             drain_all(0, 0);

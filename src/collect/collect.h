@@ -13,13 +13,21 @@
 /* Drains every thread, then writes the trace to path (NULL: the configured
  * filename; "%p" expanded in either), stats_file, and the memory outputs
  * (at "auto": beside that path). finished != 0 ends the trace: the next run
- * starts an empty one. */
+ * starts an empty one, once the trace is written (a trace that could not be
+ * is kept whole for the next dump). The outputs it could not write wait for
+ * the next dump, which writes them even with nothing recorded since, the
+ * trace then left as it is. The error names every output that failed. */
 int mlprof__collect_dump(const char *path, int finished);
 /* Ring mode: writes the ring to path as mlprof__collect_dump(path, 0) does,
  * then starts the trace's stream anew while recording goes on, the ring's
  * start moved to now: the next dump holds only what comes after. In normal
  * mode: mlprof__collect_dump(path, 0). */
 int mlprof__collect_flush(const char *path);
+/* The outputs (stats_file, the memory files) that the last finished dump
+ * wrote its trace without, and that no dump has written since, written now
+ * beside that trace, which is left as it is: the dump at exit with nothing
+ * recorded since. MLPROF_OK when none waits. */
+int mlprof__collect_retry_outputs(void);
 /* Drains every thread and returns in *out the trace as mlprof__collect_dump(
  * NULL, 0) would write it; no file is written, the trace goes on. */
 int mlprof__collect_dump_string(char **out);

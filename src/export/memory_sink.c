@@ -60,6 +60,8 @@ int mlprof__memory_output_path(const char *value, const char *suffix, const char
     return 0;
 }
 
+/* Each output that fails is told (mlprof__sink_wrote, mlprof__sink_failed):
+ * said on stderr and named in the dump's error, whichever failed first. */
 static int memory_dump(void *st, const mlprof__sink_dump *d)
 {
     (void)st;
@@ -71,19 +73,21 @@ static int memory_dump(void *st, const mlprof__sink_dump *d)
     if (mlprof__memory_output_path(c->memory_csv, ".memory.csv", d->trace_path, path, sizeof path))
         mlprof__sink_note_skipped("memory_csv", d->trace_path);
     int crc = path[0] ? mlprof__sink_path_check(d, "memory_csv", c->memory_csv, path) : MLPROF_OK;
-    if (crc != MLPROF_OK)
-        rc = crc;
-    else if (path[0] && mlprof__mem_write_csv(path) != MLPROF_OK)
+    if (crc != MLPROF_OK) /* said by the check */
+        rc = mlprof__sink_failed(d, "memory_csv", crc, 1);
+    else if (path[0] && mlprof__sink_wrote(d, "memory_csv", path, mlprof__mem_write_csv(path)) != MLPROF_OK)
         rc = MLPROF_EIO;
     if (mlprof__memory_output_path(c->memory_svg, ".memory_flow.svg", d->trace_path, path, sizeof path))
         mlprof__sink_note_skipped("memory_svg", d->trace_path);
     crc = path[0] ? mlprof__sink_path_check(d, "memory_svg", c->memory_svg, path) : MLPROF_OK;
     if (crc != MLPROF_OK) {
+        mlprof__sink_failed(d, "memory_svg", crc, 1);
         rc = rc != MLPROF_OK ? rc : crc;
     } else if (path[0]) {
         char title[200];
         mlprof__process_name(title, sizeof title);
-        if (mlprof__mem_write_svg(path, title) != MLPROF_OK && rc == MLPROF_OK)
+        if (mlprof__sink_wrote(d, "memory_svg", path, mlprof__mem_write_svg(path, title)) != MLPROF_OK &&
+            rc == MLPROF_OK)
             rc = MLPROF_EIO;
     }
     return rc;
@@ -91,6 +95,9 @@ static int memory_dump(void *st, const mlprof__sink_dump *d)
 
 const mlprof__sink_ops mlprof__memory_sink = {
     .name = "memory",
-    .flags = MLPROF__SINK_NO_TEXT, /* takes no spans */
+    /* takes no spans; the memory accounting outlives the trace (reset by a
+     * clear only): an output that could not be written is written again at
+     * the next dump */
+    .flags = MLPROF__SINK_NO_TEXT | MLPROF__SINK_RETRY,
     .dump = memory_dump,
 };

@@ -123,3 +123,98 @@ void mlprof__sink_note_skipped(const char *key, const char *trace_path)
                     "written in place (a device, a FIFO, a descriptor); set %s to a path to have it",
                     key, trace_path, key);
 }
+
+/* ------------------------------------- the outputs a dump cannot write */
+
+int mlprof__sink_failed(const mlprof__sink_dump *d, const char *key, int rc, int said)
+{
+    mlprof__sink_failures *f = d->failures;
+    if (!f || rc == MLPROF_OK)
+        return rc;
+    if (f->n++ == 0) {
+        const char *msg = mlprof_last_error();
+        size_t k = strlen(key);
+        f->rc = rc;
+        /* "key: message", where the message does not start with its key */
+        if (strncmp(msg, key, k) == 0 && (msg[k] == ' ' || msg[k] == ':' || msg[k] == '='))
+            snprintf(f->first, sizeof f->first, "%s", msg[0] ? msg : key);
+        else
+            snprintf(f->first, sizeof f->first, "%s: %s", key, msg[0] ? msg : mlprof_err_name(rc));
+    }
+    size_t n = strlen(f->keys);
+    if (n + strlen(key) + 3 < sizeof f->keys)
+        snprintf(f->keys + n, sizeof f->keys - n, "%s%s", n ? ", " : "", key);
+    if (!said)
+        f->unsaid = 1;
+    return rc;
+}
+
+/* What was said last of each output's failure, by key ("" once written
+ * again). Under the control lock. */
+static struct {
+    char key[32];
+    char said[1024];
+} g_said[8];
+
+static char *said_of(const char *key)
+{
+    size_t free_slot = sizeof g_said / sizeof g_said[0];
+    for (size_t i = 0; i < sizeof g_said / sizeof g_said[0]; i++) {
+        if (strcmp(g_said[i].key, key) == 0)
+            return g_said[i].said;
+        if (!g_said[i].key[0] && free_slot == sizeof g_said / sizeof g_said[0])
+            free_slot = i;
+    }
+    if (free_slot == sizeof g_said / sizeof g_said[0] || strlen(key) >= sizeof g_said[0].key)
+        return NULL; /* said every time */
+    snprintf(g_said[free_slot].key, sizeof g_said[free_slot].key, "%s", key);
+    g_said[free_slot].said[0] = '\0';
+    return g_said[free_slot].said;
+}
+
+void mlprof__failure_text(const char *msg, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = msg; *p && n + 1 < len;) {
+        if (strncmp(p, ".tmp-", 5) == 0) {
+            const char *q = p + 5;
+            while (*q >= '0' && *q <= '9')
+                q++;
+            if (q > p + 5 && *q == '-') {
+                const char *e = ++q;
+                while ((*e >= '0' && *e <= '9') || (*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z'))
+                    e++;
+                if (e - q == 6) {
+                    p = e;
+                    continue;
+                }
+            }
+        }
+        out[n++] = *p++;
+    }
+    out[n] = '\0';
+}
+
+int mlprof__sink_wrote(const mlprof__sink_dump *d, const char *key, const char *path, int rc)
+{
+    char *said = said_of(key);
+    if (rc == MLPROF_OK) {
+        if (said && said[0])
+            mlprof__log(MLPROF_LOG_INFO, "%s: %s is written again", key, path);
+        if (said)
+            said[0] = '\0';
+        return rc;
+    }
+    const char *msg = mlprof_last_error();
+    char text[sizeof g_said[0].said];
+    mlprof__failure_text(msg[0] ? msg : mlprof_err_name(rc), text, sizeof text);
+    if (!said || strcmp(said, text) != 0) {
+        mlprof__log(MLPROF_LOG_ERROR, "%s: %s (what it holds is kept: the next dump writes it)", key,
+                    msg[0] ? msg : mlprof_err_name(rc));
+        if (said)
+            snprintf(said, sizeof g_said[0].said, "%s", text);
+    }
+    return mlprof__sink_failed(d, key, rc, 1);
+}
+
+void mlprof__sink_forget_said(void) { memset(g_said, 0, sizeof g_said); }

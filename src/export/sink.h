@@ -193,11 +193,26 @@ typedef struct mlprof__sink_out {
     int tail;       /* inside tail_begin .. tail_end */
 } mlprof__sink_out;
 
+/* The outputs a dump could not write (collect.c gathers them for the error
+ * it returns, which names every one): the first one's code and message, the
+ * keys of all. */
+typedef struct mlprof__sink_failures {
+    int n;             /* outputs that failed */
+    int rc;            /* the first one's code */
+    char first[800];   /* its message, starting with its key */
+    char keys[256];    /* the keys of all, in order, ", " between */
+    int unsaid;        /* some of them were not said on stderr */
+} mlprof__sink_failures;
+
 /* What a file sink's dump gets. */
 typedef struct mlprof__sink_dump {
     const char *trace_path;   /* where the trace goes (file sinks put theirs beside it at "auto") */
     int finished;
+    /* NULL when the dump only writes again the outputs of sinks that
+     * MLPROF__SINK_RETRY that a finished dump could not write */
     const mlprof__trace_meta *meta;
+    /* where the outputs that fail are told (mlprof__sink_failed, mlprof__sink_wrote) */
+    mlprof__sink_failures *failures;
     /* for the statistics' report */
     uint64_t stats_dropped;    /* events dropped since the statistics were last reset */
     uint64_t unfinished_spans; /* spans of the trace closed by the profiler */
@@ -213,7 +228,12 @@ enum {
      * slice_begin below); frames and produced spans still come to span */
     MLPROF__SINK_SLICES = 2,
     /* reads targs: the collector keeps its spans' arguments typed */
-    MLPROF__SINK_TYPED = 4
+    MLPROF__SINK_TYPED = 4,
+    /* a file sink whose state outlives the trace (no reset: the statistics,
+     * the memory accounting): when a finished dump wrote the trace but not
+     * its file(s), the next dump writes them again (a retry with nothing
+     * recorded since, the dump at exit) while the trace stays as written */
+    MLPROF__SINK_RETRY = 8
 };
 
 typedef struct mlprof__sink_ops {
@@ -275,6 +295,25 @@ int mlprof__sink_path_check(const mlprof__sink_dump *d, const char *key, const c
  * mlprof__sink_note_skipped says it on stderr, once per key and path. */
 int mlprof__sink_auto_skipped(const char *trace_path);
 void mlprof__sink_note_skipped(const char *key, const char *trace_path);
+
+/* A file sink's output (key: its configuration key) could not be written:
+ * the error (code rc, message mlprof_last_error()) joins the dump's
+ * failures, which the collector returns as one error naming them all; said:
+ * it is said on stderr already. Returns rc, the message left as it was. */
+int mlprof__sink_failed(const mlprof__sink_dump *d, const char *key, int rc, int said);
+/* A file sink wrote its output (key) to path, with result rc (MLPROF_OK, or
+ * an error said with mlprof__fail). A failure joins the dump's failures and
+ * is said on stderr, unless it is what was said last for that key: an output
+ * that fails the same way at every dump (a continuous dump's period) is said
+ * once, and again when the reason changes; the write that succeeds after it
+ * is said too. Returns rc, the message left as it was. */
+int mlprof__sink_wrote(const mlprof__sink_dump *d, const char *key, const char *path, int rc);
+/* An error message less the names of temporary files (NAME.tmp-PID-XXXXXX,
+ * a new one at each try), which would make one failure differ at each dump:
+ * what is compared to say a failure once. */
+void mlprof__failure_text(const char *msg, char *out, size_t len);
+/* Forgets what was said of each output's failures (a forked child). */
+void mlprof__sink_forget_said(void);
 
 /* Walks args: returns 1 and the next member (key without its quotes, still
  * JSON-escaped; value as its JSON text) and moves *pos past it; 0 at the end

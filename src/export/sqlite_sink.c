@@ -1351,7 +1351,7 @@ static int publish(sq_sink *st, const char *target, const mlprof__sink_dump *d)
 
 static int dump_once(sq_sink *st, const mlprof__sink_dump *d);
 
-static int sq_dump(void *p, const mlprof__sink_dump *d)
+static int sq_write(void *p, const mlprof__sink_dump *d)
 {
     sq_sink *st = p;
     int rc = dump_once(st, d);
@@ -1444,6 +1444,12 @@ static int dump_once(sq_sink *st, const mlprof__sink_dump *d)
      * is then left where it is, for the user to take */
     st->keep = d->finished && !written;
     return rc;
+}
+
+/* Every failure of sq_write is said on stderr there; the dump's error names it. */
+static int sq_dump(void *p, const mlprof__sink_dump *d)
+{
+    return mlprof__sink_failed(d, "sqlite_file", sq_write(p, d), 1);
 }
 
 /* ------------------------------------------------------------- lifecycle */

@@ -1002,22 +1002,26 @@ static int stats_dump(void *st, const mlprof__sink_dump *d)
     char path[4200];
     mlprof__expand_path(file, 1, path, sizeof path);
     int rc = mlprof__sink_path_check(d, "stats_file", file, path);
-    if (rc != MLPROF_OK)
-        return rc; /* kept for the next dump and mlprof_dumps */
+    if (rc != MLPROF_OK) /* said by the check; kept for the next dump and mlprof_dumps */
+        return mlprof__sink_failed(d, "stats_file", rc, 1);
     mlprof__sb sb;
     mlprof__sb_init(&sb);
     size_t n = strlen(path);
     int json = n > 5 && strcmp(path + n - 5, ".json") == 0;
     mlprof__stats_report(st, &sb, json, MLPROF_SORT_TOTAL, 0, d->stats_dropped, d->unfinished_spans, d->trace_path,
                          d->finished);
-    rc = mlprof__write_file_atomic(path, sb.data ? sb.data : "", sb.len);
+    rc = sb.failed ? mlprof__fail(MLPROF_ENOMEM, "cannot write %s: out of memory", path)
+                   : mlprof__write_file_atomic(path, sb.data ? sb.data : "", sb.len);
     mlprof__sb_free(&sb);
-    return rc;
+    return mlprof__sink_wrote(d, "stats_file", path, rc);
 }
 
 const mlprof__sink_ops mlprof__stats_sink = {
     .name = "stats",
-    .flags = MLPROF__SINK_NO_TEXT, /* self time, depth and hw, never the arguments */
+    /* self time, depth and hw, never the arguments; the statistics outlive
+     * the trace (reset by a clear only): a stats_file that could not be
+     * written is written again at the next dump */
+    .flags = MLPROF__SINK_NO_TEXT | MLPROF__SINK_RETRY,
     .create = stats_create,
     .destroy = stats_destroy,
     .span = stats_span,

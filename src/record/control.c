@@ -843,7 +843,8 @@ static void modules_stop(void)
 }
 
 /* What the exit handler writes: the trace, when dump_at_exit is on and
- * anything was recorded since the last finished dump. */
+ * anything was recorded since the last finished dump; or the outputs that
+ * dump could not write (the trace then stays as it was written). */
 static int exit_dump(void)
 {
     modules_quiesce(); /* the sampler's last samples are in the final dump */
@@ -851,7 +852,8 @@ static int exit_dump(void)
     int want = mlprof__g.cfg.dump_at_exit && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
     if (want) /* the kernels of the range profiler's last batches */
         EACH_MODULE(finish, ());
-    int rc = want ? mlprof__collect_dump(NULL, 1) : MLPROF_OK;
+    int rc = want ? mlprof__collect_dump(NULL, 1)
+             : mlprof__g.cfg.dump_at_exit ? mlprof__collect_retry_outputs() : MLPROF_OK;
     if (rc != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "dump at exit failed: %s", mlprof_last_error());
     mlprof__collect_stop_continuous();
