@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 
-from analyze_util import check, command, failures
+from analyze_util import check, command, failures, fresh_folder, write_json as write
 
 MLPROF, OUT = sys.argv[1:3]
 mlprof = command(MLPROF)
@@ -32,16 +32,7 @@ US = 1000
 
 
 def fresh_dir(name):
-    d = os.path.join(OUT, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
-
-
-def write(path, obj):
-    with open(path, "w") as f:
-        f.write(obj if isinstance(obj, str) else json.dumps(obj))
-    return path
+    return fresh_folder(OUT, name)
 
 
 def span(name, cat, start, end, tid=1, pid=1000, **args):

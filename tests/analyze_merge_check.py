@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from analyze_util import check, command, failures
+from analyze_util import check, command, failures, load_written as load
 
 MLPROF, OUT = sys.argv[1:3]
 
@@ -32,14 +32,6 @@ def load_exact(path):
     """A trace with its numbers as Decimal: no double rounds them."""
     with open(path) as f:
         return json.load(f, parse_float=decimal.Decimal, parse_int=decimal.Decimal)
-
-
-def load(path):
-    if not os.path.exists(path):
-        check(False, f"{path} was not written")
-        return {"traceEvents": [], "otherData": {"merge": {"inputs": []}}}
-    with open(path) as f:
-        return json.load(f)
 
 
 def test_nanoseconds_round_trip():

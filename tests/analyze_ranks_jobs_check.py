@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 
-from analyze_util import check, command, failures
+from analyze_util import check, command, failures, fresh_folder, write_json as write, load_written as load
 
 MLPROF, OUT = sys.argv[1:3]
 os.makedirs(OUT, exist_ok=True)
@@ -34,24 +34,7 @@ BASE_US = 1700000000000000  # epoch us, as Kineto stamps
 
 
 def fresh_dir(name):
-    d = os.path.join(OUT, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
-
-
-def write(path, obj):
-    with open(path, "w") as f:
-        f.write(obj if isinstance(obj, str) else json.dumps(obj))
-    return path
-
-
-def load(path):
-    if not os.path.exists(path):
-        check(False, f"{path} was not written")
-        return {"traceEvents": [], "otherData": {"merge": {"inputs": []}}}
-    with open(path) as f:
-        return json.load(f)
+    return fresh_folder(OUT, name)
 
 
 def as_json(p, what):

@@ -1,6 +1,9 @@
 """What the analyzer's checks share: a check that records failures instead
 of stopping at the first, and the mlprof command run with its exit status
 checked. Imported by tests/analyze*_check.py (which ctest runs from here)."""
+import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -23,3 +26,28 @@ def command(binary):
         return p
 
     return mlprof
+
+
+def fresh_folder(parent, name):
+    """parent/name, emptied (made when missing)."""
+    d = os.path.join(parent, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def write_json(path, obj):
+    """Writes obj as JSON (a str as it is) to path; returns path."""
+    with open(path, "w") as f:
+        f.write(obj if isinstance(obj, str) else json.dumps(obj))
+    return path
+
+
+def load_written(path):
+    """The JSON at path; a failed check and an empty merged trace when the
+    command did not write it."""
+    if not os.path.exists(path):
+        check(False, f"{path} was not written")
+        return {"traceEvents": [], "otherData": {"merge": {"inputs": []}}}
+    with open(path) as f:
+        return json.load(f)

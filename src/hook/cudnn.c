@@ -77,7 +77,7 @@ static int filter_shape(const void *desc, shape *s)
     return desc && get && get(desc, MAX_DIMS, &s->type, &format, &s->n, s->dims) == 0 && s->n > 0 && s->n <= MAX_DIMS;
 }
 
-static void arg_dims(const char *key, const int *dims, int n)
+void mlprof__cudnn_arg_dims(const char *key, const int *dims, int n)
 {
     char text[MAX_DIMS * 12 + 3];
     size_t k = 0;
@@ -109,21 +109,21 @@ static int conv_span(int f, const void *x, const void *w, const void *conv, cons
     shape xs, ws, ys;
     int have_x = tensor_shape(x, &xs), have_w = filter_shape(w, &ws), have_y = tensor_shape(y, &ys);
     if (have_x) {
-        arg_dims("input_shape", xs.dims, xs.n);
+        mlprof__cudnn_arg_dims("input_shape", xs.dims, xs.n);
         mlprof_arg_str("dtype", mlprof__cudnn_type_name(xs.type));
     }
     if (have_w)
-        arg_dims("filter_shape", ws.dims, ws.n);
+        mlprof__cudnn_arg_dims("filter_shape", ws.dims, ws.n);
     if (have_y)
-        arg_dims("output_shape", ys.dims, ys.n);
+        mlprof__cudnn_arg_dims("output_shape", ys.dims, ys.n);
     typedef int (*conv_fn)(const void *, int, int *, int *, int *, int *, int *, int *);
     conv_fn get = (conv_fn)real(F_GET_CONV);
     int len = 0, pad[MAX_DIMS], stride[MAX_DIMS], dilation[MAX_DIMS], mode, compute;
     if (conv && get && get(conv, MAX_DIMS, &len, pad, stride, dilation, &mode, &compute) == 0 && len > 0 &&
         len <= MAX_DIMS) {
-        arg_dims("padding", pad, len);
-        arg_dims("stride", stride, len);
-        arg_dims("dilation", dilation, len);
+        mlprof__cudnn_arg_dims("padding", pad, len);
+        mlprof__cudnn_arg_dims("stride", stride, len);
+        mlprof__cudnn_arg_dims("dilation", dilation, len);
     }
     typedef int (*groups_fn)(const void *, int *);
     groups_fn groups = (groups_fn)real(F_GET_GROUPS);
@@ -156,7 +156,7 @@ static int tensor_span(int f, const void *x)
     mlprof_begin(g_task[f]);
     shape xs;
     if (tensor_shape(x, &xs)) {
-        arg_dims("input_shape", xs.dims, xs.n);
+        mlprof__cudnn_arg_dims("input_shape", xs.dims, xs.n);
         mlprof_arg_str("dtype", mlprof__cudnn_type_name(xs.type));
     }
     return 1;

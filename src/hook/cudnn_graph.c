@@ -65,8 +65,8 @@ typedef struct summary {
     int refs;
     uint8_t op, nops, n, nsp;
     int32_t dtype, groups;
-    int32_t x[MAX_DIMS], w[MAX_DIMS], y[MAX_DIMS];
-    int32_t pad[MAX_SPATIAL], post[MAX_SPATIAL], stride[MAX_SPATIAL], dil[MAX_SPATIAL];
+    int x[MAX_DIMS], w[MAX_DIMS], y[MAX_DIMS];
+    int pad[MAX_SPATIAL], post[MAX_SPATIAL], stride[MAX_SPATIAL], dil[MAX_SPATIAL];
     int64_t m, nn, k, batch, flops, bytes;
 } summary;
 
@@ -236,7 +236,7 @@ static void op_made(note *op)
     int64_t x64[MAX_DIMS], w64[MAX_DIMS], y64[MAX_DIMS];
     for (int i = 0; i < x->n; i++) {
         x64[i] = x->u.dims[i], w64[i] = w->u.dims[i], y64[i] = y->u.dims[i];
-        sm->x[i] = (int32_t)x64[i], sm->w[i] = (int32_t)w64[i], sm->y[i] = (int32_t)y64[i];
+        sm->x[i] = (int)x64[i], sm->w[i] = (int)w64[i], sm->y[i] = (int)y64[i];
     }
     int64_t elem = elem_size(x->dtype);
     mlprof_opcost c;
@@ -256,8 +256,8 @@ static void op_made(note *op)
         if (conv && conv->kind == K_CONV && conv->n > 0 && conv->n <= MAX_SPATIAL) {
             sm->nsp = conv->n;
             for (int i = 0; i < conv->n; i++) {
-                sm->pad[i] = (int32_t)conv->u.conv.pre[i], sm->post[i] = (int32_t)conv->u.conv.post[i];
-                sm->stride[i] = (int32_t)conv->u.conv.stride[i], sm->dil[i] = (int32_t)conv->u.conv.dil[i];
+                sm->pad[i] = (int)conv->u.conv.pre[i], sm->post[i] = (int)conv->u.conv.post[i];
+                sm->stride[i] = (int)conv->u.conv.stride[i], sm->dil[i] = (int)conv->u.conv.dil[i];
             }
         }
         sm->groups = x64[1] > 0 && w64[1] > 0 && x64[1] % w64[1] == 0 ? (int32_t)(x64[1] / w64[1]) : 1;
@@ -361,17 +361,6 @@ static void plan_made(void *plan)
     __atomic_store_n(&slot->plan, plan, __ATOMIC_RELEASE);
 }
 
-static void arg_dims(const char *key, const int32_t *dims, int n)
-{
-    char text[MAX_DIMS * 12 + 3];
-    size_t k = 0;
-    text[k++] = '[';
-    for (int i = 0; i < n; i++)
-        k += (size_t)snprintf(text + k, sizeof text - k, "%s%d", i ? "," : "", dims[i]);
-    snprintf(text + k, sizeof text - k, "]");
-    mlprof_arg_str(key, text);
-}
-
 void mlprof__cudnn_plan_args(const void *plan)
 {
     const plan_info *pi = plan_find(plan);
@@ -399,15 +388,15 @@ void mlprof__cudnn_plan_args(const void *plan)
             mlprof_arg_int("batch", sm->batch);
     } else {
         /* as the legacy calls say it: input, filter and output, whichever are gradients */
-        arg_dims("input_shape", sm->x, sm->n);
-        arg_dims("filter_shape", sm->w, sm->n);
-        arg_dims("output_shape", sm->y, sm->n);
+        mlprof__cudnn_arg_dims("input_shape", sm->x, sm->n);
+        mlprof__cudnn_arg_dims("filter_shape", sm->w, sm->n);
+        mlprof__cudnn_arg_dims("output_shape", sm->y, sm->n);
         if (sm->nsp) {
-            arg_dims("padding", sm->pad, sm->nsp);
+            mlprof__cudnn_arg_dims("padding", sm->pad, sm->nsp);
             if (memcmp(sm->pad, sm->post, sizeof sm->pad) != 0)
-                arg_dims("post_padding", sm->post, sm->nsp);
-            arg_dims("stride", sm->stride, sm->nsp);
-            arg_dims("dilation", sm->dil, sm->nsp);
+                mlprof__cudnn_arg_dims("post_padding", sm->post, sm->nsp);
+            mlprof__cudnn_arg_dims("stride", sm->stride, sm->nsp);
+            mlprof__cudnn_arg_dims("dilation", sm->dil, sm->nsp);
         }
         if (sm->groups > 1)
             mlprof_arg_int("groups", sm->groups);

@@ -70,6 +70,7 @@ void mlprof__hook_cudnn_init(void);
 /* cudnn.c and cudnn_graph.c: a cudnnDataType_t's name; the arguments of an
  * execution plan's span (nothing for a plan not followed). */
 const char *mlprof__cudnn_type_name(int t);
+void mlprof__cudnn_arg_dims(const char *key, const int *dims, int n); /* "[a,b,...]" */
 void mlprof__cudnn_plan_args(const void *plan);
 void mlprof__cudnn_other_data(mlprof__sb *out);
 
