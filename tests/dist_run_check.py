@@ -3,12 +3,15 @@
 (as mpirun sets them, without MPI) give one trace per rank in OUTPUT.parts/
 and one merged timeline, labelled and ordered by rank; the same job again in
 the same place is merged once, by its last rank; a second, smaller job in the
-same place leaves the first one's ranks out; a rank whose program is
+same place leaves the first one's ranks out and removes them (the first job
+has ended); two jobs in one place at once each merge their own ranks only
+and never remove each other's files while they run; a rank whose program is
 killed and a rank that never ends are said, and the merge goes on without
 them. Where OpenMPI's mpirun is installed, the same with a real mpirun -n 4.
 
 usage: dist_run_check.py MLPROF RUN_ALLOC OUTDIR
 """
+import glob
 import json
 import os
 import re
@@ -31,35 +34,53 @@ LAUNCHER_VARS = re.compile(r"^(OMPI_|PMIX_|PMI_|MPI_LOCAL|SLURM_|RANK$|WORLD_SIZ
                            r"LOCAL_WORLD_SIZE$|TORCHELASTIC_|MLPROF_)")
 
 
-def rank_env(rank, world, job):
+def rank_env(rank, world, job, launcher="ompi"):
     env = {k: v for k, v in os.environ.items() if not LAUNCHER_VARS.match(k)}
-    env.update(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE=str(world),
-               OMPI_COMM_WORLD_LOCAL_RANK=str(rank), OMPI_COMM_WORLD_LOCAL_SIZE=str(world),
-               OMPI_MCA_ess_base_jobid=job)
+    if launcher == "torchrun":  # torchrun's job id is "none" unless given --rdzv-id
+        env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+                   TORCHELASTIC_RUN_ID=job)
+    else:
+        env.update(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE=str(world),
+                   OMPI_COMM_WORLD_LOCAL_RANK=str(rank), OMPI_COMM_WORLD_LOCAL_SIZE=str(world),
+                   OMPI_MCA_ess_base_jobid=job)
     return env
 
 
-def start_ranks(output, world, job, ranks=None, cmds=None, options=(), later=()):
+def done_files(output, r):
+    """Rank r's done files (done.rankR.JOB) in output's parts."""
+    return glob.glob(os.path.join(glob.escape(output + ".parts"), f"done.rank{r}.*"))
+
+
+def start_ranks(output, world, job, ranks=None, cmds=None, options=(), later=(), launcher="ompi", wait=True):
     """The ranks' mlprof run, all at once, as a launcher starts them; the ranks
-    in later only once the others have written their done files."""
+    in later only once the others have written their done files. With wait
+    False, the processes (rank -> Popen) once started."""
     procs = {}
 
     def start(r):
         cmd = (cmds or {}).get(r, [APP])
         procs[r] = subprocess.Popen([MLPROF, "run", "-o", output, *HOOKS, *options, "--", *cmd],
-                                    env=rank_env(r, world, job), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True)
+                                    env=rank_env(r, world, job, launcher), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
     for r in ranks if ranks is not None else range(world):
         if r not in later:
             start(r)
     if later:
         # no time is measured: the ranks started wait for the later ones (120 s
         # at most, then they merge without them, which the checks see)
-        done = [os.path.join(output + ".parts", f"done.rank{r}") for r in procs]
-        while not all(os.path.exists(f) for f in done) and all(p.poll() is None for p in procs.values()):
-            time.sleep(0.02)
+        wait_done(output, procs)
         for r in later:
             start(r)
+    return finish_ranks(procs) if wait else procs
+
+
+def wait_done(output, procs):
+    """Until the ranks of procs have written their done files (or one has ended)."""
+    while not all(done_files(output, r) for r in procs) and all(p.poll() is None for p in procs.values()):
+        time.sleep(0.02)
+
+
+def finish_ranks(procs):
     out = {}
     for r, p in procs.items():
         so, se = p.communicate(timeout=240)
@@ -129,10 +150,74 @@ def test_simulated():
     mergers = [r for r, (_, so, _) in res.items() if f"trace: {out}" in so]
     check(mergers in ([2], [3]), f"the same job again: merged by ranks {mergers}, wanted 2 or 3")
     check_job(merged_inputs(out), range(4), "4 ranks again")
-    # a smaller job in the same place: the first job's ranks 2 and 3 are not its own
+    # a smaller job in the same place: the first job's ranks 2 and 3 are not its own,
+    # and that job has ended: its files are removed, and said
     res = start_ranks(out, 2, "102")
     check(all(rc == 0 for rc, _, _ in res.values()), f"2 ranks: {res}")
     check_job(merged_inputs(out), range(2), "2 ranks after 4")
+    got = parts(out)
+    check([f.split(".")[1] for f in got] == ["rank0", "rank1"], f"2 ranks after 4: parts left {got}")
+    err = "".join(se for _, _, se in res.values())
+    check("of another job (job 101, 4 ranks), which has ended" in err, f"2 ranks after 4: the removal is said: {err!r}")
+
+
+def trace_job_id(path):
+    with open(path) as f:
+        return json.load(f)["distributedInfo"]["job_id"]
+
+
+def test_rerun_fewer_torchrun():
+    """torchrun's jobs all have the id "none": a job of 3 ranks, then one of 2 in the same place. The second
+    merges its 2 ranks and removes the first one's 3 (its world size tells them apart); mlprof ranks then reads
+    the 2."""
+    out = os.path.join(OUT, "tr.json")
+    res = start_ranks(out, 3, "none", launcher="torchrun")
+    check(all(rc == 0 for rc, _, _ in res.values()), f"torchrun 3 ranks: {res}")
+    check(len(parts(out)) == 3, f"torchrun 3 ranks: {parts(out)}")
+    res = start_ranks(out, 2, "none", launcher="torchrun")
+    check(all(rc == 0 for rc, _, _ in res.values()), f"torchrun 2 ranks after 3: {res}")
+    check_job(merged_inputs(out), range(2), "torchrun 2 ranks after 3")
+    got = parts(out)
+    check([f.split(".")[1] for f in got] == ["rank0", "rank1"], f"torchrun 2 ranks after 3: parts left {got}")
+    p = subprocess.run([MLPROF, "ranks", out + ".parts/"], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0 and ": 2 ranks" in p.stdout, f"mlprof ranks reads the 2 ranks: {p.stdout}{p.stderr}")
+
+
+def test_two_jobs_at_once():
+    """Two jobs with the same -o in one place at once: job 501's rank 0 has ended and waits for its rank 1
+    while job 502 runs whole. 502 merges its own 2 ranks, says that a trace of another job is there, and leaves
+    it (501 runs on); then 501's rank 1 comes, and 501 merges its own 2 ranks and removes 502's files (502 has
+    ended)."""
+    out = os.path.join(OUT, "shared.json")
+    a = start_ranks(out, 2, "501", ranks=[0], wait=False)
+    wait_done(out, a)
+    a_parts = parts(out)
+    check(len(a_parts) == 1, f"two jobs: job 501's rank 0 wrote one trace: {a_parts}")
+    b = start_ranks(out, 2, "502")
+    check(all(rc == 0 for rc, _, _ in b.values()), f"two jobs: job 502: {b}")
+    t = merged_inputs(out)
+    check_job(t, range(2), "two jobs: job 502")
+    if t:
+        jobs = [i["distributedInfo"]["job_id"] for i in t["otherData"]["merge"]["inputs"]]
+        check(jobs == ["502", "502"], f"two jobs: job 502 merged the traces of jobs {jobs}")
+    err = "".join(se for _, _, se in b.values())
+    check("1 trace in" in err and "is of another job running there (job 501 (2 ranks)" in err,
+          f"two jobs: job 502 says job 501's trace is there: {err!r}")
+    check(set(a_parts) <= set(parts(out)) and done_files(out, 0),
+          f"two jobs: job 501's files were kept while it runs: {parts(out)}")
+    a.update(start_ranks(out, 2, "501", ranks=[1], wait=False))
+    a = finish_ranks(a)
+    check(all(rc == 0 for rc, _, _ in a.values()), f"two jobs: job 501: {a}")
+    t = merged_inputs(out)
+    check_job(t, range(2), "two jobs: job 501")
+    if t:
+        jobs = [i["distributedInfo"]["job_id"] for i in t["otherData"]["merge"]["inputs"]]
+        check(jobs == ["501", "501"], f"two jobs: job 501 merged the traces of jobs {jobs}")
+    left = parts(out)
+    check(len(left) == 2 and all(trace_job_id(os.path.join(out + ".parts", f)) == "501" for f in left),
+          f"two jobs: job 502's traces removed once it ended: {left}")
+    err = "".join(se for _, _, se in a.values())
+    check("of another job (job 502, 2 ranks), which has ended" in err, f"two jobs: the removal is said: {err!r}")
 
 
 def test_own_outputs():
@@ -208,6 +293,8 @@ def test_mpirun():
 
 
 test_simulated()
+test_rerun_fewer_torchrun()
+test_two_jobs_at_once()
 test_own_outputs()
 test_lost_ranks()
 test_mpirun()

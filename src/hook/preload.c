@@ -13,7 +13,7 @@
 #include "../record/produce.h"
 #include "hook.h"
 
-static const int k_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGINT, SIGQUIT};
+static const int k_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGHUP, SIGINT, SIGQUIT};
 
 static void on_signal(int sig)
 {
