@@ -231,11 +231,11 @@ def area_children(prog, out):
     for f in os.listdir(out):
         os.unlink(os.path.join(out, f))
     p = run(prog, out)
-    m = re.search(r"a=(\d+) b=(\d+) c=(\d+) d=(\d+) s=(\d+) t=(\d+) parent=(\d+)", p.stdout)
+    m = re.search(r"a=(\d+) b=(\d+) c=(\d+) d=(\d+) s=(\d+) t=(\d+) i=(\d+) parent=(\d+)", p.stdout)
     check(m is not None, f"the pids: {p.stdout!r}")
     if not m:
         return
-    a, b, c, d, s, t, parent = (int(g) for g in m.groups())
+    a, b, c, d, s, t, i, parent = (int(g) for g in m.groups())
     names = lambda t: sorted({e["name"] for e in events(t, "X")})  # noqa: E731
     tp = load(os.path.join(out, "children.json"))
     check(names(tp) == ["parent_work"] and len(events(tp, "X")) == 3 and tp["otherData"]["pid"] == parent,
@@ -255,6 +255,12 @@ def area_children(prog, out):
     if os.path.exists(path):
         tt = load(path)
         check(names(tt) == ["t_work"] and tt["otherData"]["finished"], f"{path}: t's spans, finished: {names(tt)}")
+    # i: its SIGTERM came the instant it was forked; the trace is written all the same
+    path = os.path.join(out, f"children.{i}.json")
+    check(os.path.exists(path), f"{path} written: the SIGTERM waited for the child's fork handler")
+    if os.path.exists(path):
+        ti = load(path)
+        check(ti["otherData"]["pid"] == i and set(names(ti)) <= {"i_work"}, f"{path}: i's trace: {names(ti)}")
     lost = [line for line in p.stderr.splitlines() if "recorded events but wrote no trace" in line]
     check(len(lost) == 1 and f"the forked child {b} recorded" in lost[0],
           f"the parent says once that child b ({b}) lost its events: {lost}")

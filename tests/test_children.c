@@ -138,6 +138,21 @@ int main(int argc, char **argv)
         _exit(0);
     CHECK(d > 0 && exited_with(d, 0), "child d");
 
+    /* i: stopped by SIGTERM the instant it is forked, before it ran a line:
+     * the signal waits for the child's fork handler, and its trace is
+     * written by the handler it installs */
+    fflush(stdout);
+    pid_t i = fork();
+    if (i == 0) {
+        work("i_work", 1);
+        for (;;)
+            pause();
+    }
+    kill(i, SIGTERM);
+    status = 0;
+    CHECK(waitpid(i, &status, 0) == i && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
+          "child i dies of SIGTERM (status %d)", status);
+
     pid_t s = fork();
     if (s == 0) {
         /* a script's child started anew: the run's configuration in the environment */
@@ -169,7 +184,7 @@ int main(int argc, char **argv)
 
     work("parent_work", 1);
     CHECK_OK(mlprof_dump(1));
-    printf("a=%d b=%d c=%d d=%d s=%d t=%d parent=%d\n", (int)a, (int)b, (int)c, (int)d, (int)s, (int)t,
+    printf("a=%d b=%d c=%d d=%d s=%d t=%d i=%d parent=%d\n", (int)a, (int)b, (int)c, (int)d, (int)s, (int)t, (int)i,
            (int)getpid());
     return tu_finish("test_children");
 }

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -884,16 +885,41 @@ int mlprof_exit_dump(void)
     return rc;
 }
 
+/* The signals whose handlers write the trace (the SIGTERM of a child of the
+ * run, the preload's SIGTERM, SIGHUP, SIGINT and SIGQUIT) are held across a
+ * fork: in the child, one that came before fork_child had made ctl_lock its
+ * own again would find the lock held by a thread that is not there and wait
+ * for it in vain (5 s, then no trace); held, it comes once the child is
+ * ready, its handler in place. The forking thread's mask, kept per thread. */
+static __thread sigset_t t_fork_mask;
+static __thread int t_fork_masked;
+
 static void fork_prepare(void)
 {
+    sigset_t held;
+    sigemptyset(&held);
+    sigaddset(&held, SIGTERM);
+    sigaddset(&held, SIGHUP);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGQUIT);
+    t_fork_masked = pthread_sigmask(SIG_BLOCK, &held, &t_fork_mask) == 0;
     pthread_mutex_lock(&mlprof__g.ctl_lock);
     pthread_mutex_lock(&mlprof__g.reg_lock);
+}
+
+static void fork_unmask(void)
+{
+    if (t_fork_masked) {
+        t_fork_masked = 0;
+        pthread_sigmask(SIG_SETMASK, &t_fork_mask, NULL);
+    }
 }
 
 static void fork_parent(void)
 {
     pthread_mutex_unlock(&mlprof__g.reg_lock);
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
+    fork_unmask();
     mlprof__term_if_pending();
 }
 
@@ -917,6 +943,7 @@ static void fork_child(void)
     mlprof__capture_after_fork();
     if (mlprof__g.state == MLPROF_STATE_RUN)
         mlprof__collect_start_continuous();
+    fork_unmask(); /* a signal that came meanwhile is handled now */
 }
 
 static void do_init(void)
