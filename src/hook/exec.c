@@ -25,6 +25,17 @@ typedef int execvpe_fn(const char *, char *const[], char *const[]);
 typedef int fexecve_fn(int, char *const[], char *const[]);
 static void *g_execve, *g_execvp, *g_execvpe, *g_fexecve;
 
+/* The real functions, found at the start: a forked child of a threaded
+ * program may call only what is safe after a fork before its exec, and a
+ * symbol lookup takes locks another thread may have held at the fork. */
+void mlprof__hook_exec_init(void)
+{
+    mlprof__hook_real_cached(&g_execve, "execve", 0);
+    mlprof__hook_real_cached(&g_execvp, "execvp", 0);
+    mlprof__hook_real_cached(&g_execvpe, "execvpe", 0);
+    mlprof__hook_real_cached(&g_fexecve, "fexecve", 0);
+}
+
 /* The exec's result, with the mark taken back when it failed. */
 static int after(int rc)
 {

@@ -67,6 +67,7 @@ void mlprof__hook_blas_init(void);
 void mlprof__hook_dnnl_init(void);
 void mlprof__hook_cuda_init(void);
 void mlprof__hook_cudnn_init(void);
+void mlprof__hook_exec_init(void);
 /* cudnn.c and cudnn_graph.c: a cudnnDataType_t's name; the arguments of an
  * execution plan's span (nothing for a plan not followed). */
 const char *mlprof__cudnn_type_name(int t);

@@ -50,5 +50,6 @@ __attribute__((constructor)) static void preload_start(void)
     mlprof__hook_dnnl_init();
     mlprof__hook_cuda_init();
     mlprof__hook_cudnn_init();
+    mlprof__hook_exec_init();
     install_handlers();
 }
