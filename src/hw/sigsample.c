@@ -37,7 +37,7 @@
 #endif
 #include "sigsample.h"
 
-#include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -204,37 +204,49 @@ out:
 
 static int thread_cpu_clock(pid_t tid) { return (int)(((unsigned)~tid << 3) | 4u | 1u); }
 
+/* The start of a small /proc file, NUL-terminated, read without stdio: the
+ * reader thread rescans the threads all along, and an allocation there
+ * could be cut by a fork in another thread (a sanitizer's allocator, whose
+ * lock the child then never gets back, waits for good). 0 when unreadable. */
+static size_t read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    size_t n = 0;
+    while (n + 1 < len) {
+        ssize_t r = read(fd, buf + n, len - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    return n;
+}
+
 static int own_name(pid_t tid)
 {
-    char path[64], comm[32] = "";
+    char path[64], comm[32];
     snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    if (!fgets(comm, sizeof comm, f))
-        comm[0] = '\0';
-    fclose(f);
-    return strncmp(comm, "mlprof", 6) == 0;
+    return read_small(path, comm, sizeof comm) && strncmp(comm, "mlprof", 6) == 0;
 }
 
 /* Whether tid blocks signo (its SigBlk in /proc): its timer's signals would
  * stay pending and it would never be sampled (counted, said). */
 static int blocks_signal(pid_t tid, int signo)
 {
-    char path[64], line[128];
+    char path[64], status[4096];
     snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-    FILE *f = fopen(path, "re");
-    int blocked = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "SigBlk:", 7) == 0) {
-            unsigned long long mask = strtoull(line + 7, NULL, 16);
-            blocked = signo <= 64 && (mask >> (signo - 1)) & 1;
-            break;
-        }
-    }
-    if (f)
-        fclose(f);
-    return blocked;
+    if (!read_small(path, status, sizeof status))
+        return 0;
+    const char *line = strstr(status, "\nSigBlk:");
+    if (!line)
+        return 0;
+    unsigned long long mask = strtoull(line + 8, NULL, 16);
+    return signo <= 64 && (mask >> (signo - 1)) & 1;
 }
 
 static int arm(int timer, int on)
@@ -282,14 +294,28 @@ static void rescan(pthread_mutex_t *lk)
 {
     size_t sampled = 0, failed = 0, blocked = 0;
     int failed_errno = 0;
-    DIR *dir = opendir("/proc/self/task");
-    if (!dir)
+    /* the folder read with getdents64 into the stack, not opendir (which
+     * allocates: see read_small) */
+    int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
         return;
     for (size_t i = 0; i < R.n; i++)
         R.t[i].seen = 0;
-    struct dirent *e;
-    while ((e = readdir(dir)) != NULL) {
-        pid_t tid = (pid_t)atoi(e->d_name);
+    char ents[4096] __attribute__((aligned(8)));
+    long got = 0, at = 0;
+    for (;;) {
+        if (at >= got) {
+            got = syscall(SYS_getdents64, dir, ents, sizeof ents);
+            at = 0;
+            if (got <= 0)
+                break;
+        }
+        /* struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name */
+        unsigned short reclen;
+        memcpy(&reclen, ents + at + 16, sizeof reclen);
+        const char *name = ents + at + 19;
+        at += reclen ? reclen : got; /* a zero length would loop: leave the buffer */
+        pid_t tid = (pid_t)atoi(name);
         if (tid <= 0 || tid == R.self)
             continue;
         size_t i;
@@ -337,7 +363,7 @@ static void rescan(pthread_mutex_t *lk)
             failed_errno = err;
         }
     }
-    closedir(dir);
+    close(dir);
     if (sampled || failed || blocked) {
         lock(lk);
         R.threads_sampled += sampled;
