@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 
-from analyze_util import check, command, failures, fresh_folder, write_json as write
+from analyze_util import as_json, check, command, failures, fresh_folder, write_json as write
 
 MLPROF, OUT = sys.argv[1:3]
 mlprof = command(MLPROF)
@@ -83,14 +83,6 @@ MPI_EXPECT = {
     2: dict(wall=150, compute=86, comm=69, overlap=10, idle=5, matched=3, last=0, late=24, late_max=20, wait=37),
     3: dict(wall=150, compute=82, comm=61, overlap=0, idle=7, matched=3, last=2, late=32, late_max=30, wait=29),
 }
-
-
-def as_json(p, what):
-    try:
-        return json.loads(p.stdout)
-    except ValueError:
-        check(False, f"{what}: not JSON: {p.stdout[:300]!r} {p.stderr[:300]!r}")
-        return None
 
 
 def check_mpi_report(d, what, rank_from="distributedInfo"):

@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 
-from analyze_util import check, command, failures, fresh_folder, write_json as write, load_written as load
+from analyze_util import as_json, check, command, failures, fresh_folder, write_json as write, load_written as load
 
 MLPROF, OUT = sys.argv[1:3]
 os.makedirs(OUT, exist_ok=True)
@@ -35,14 +35,6 @@ BASE_US = 1700000000000000  # epoch us, as Kineto stamps
 
 def fresh_dir(name):
     return fresh_folder(OUT, name)
-
-
-def as_json(p, what):
-    try:
-        return json.loads(p.stdout)
-    except ValueError:
-        check(False, f"{what}: not JSON: {p.stdout[:300]!r} {p.stderr[:300]!r}")
-        return None
 
 
 def span(name, cat, start, end, pid, tid=1, **args):

@@ -51,3 +51,12 @@ def load_written(path):
         return {"traceEvents": [], "otherData": {"merge": {"inputs": []}}}
     with open(path) as f:
         return json.load(f)
+
+
+def as_json(p, what):
+    """The JSON a command printed, or None with a failed check naming what."""
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        check(False, f"{what}: not JSON: {p.stdout[:300]!r} {p.stderr[:300]!r}")
+        return None
