@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,3 +188,18 @@ const char *mlprof_err_name(int status)
 }
 
 void mlprof_free(void *p) { mlprof__free(p); }
+
+int mlprof__thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    /* a fault of the thread's own is delivered to it (a blocked one would
+     * end the process without the crash handler that writes the trace) */
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
+    sigset_t all, old;
+    sigfillset(&all);
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+        sigdelset(&all, faults[i]);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(t, attr, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}

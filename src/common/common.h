@@ -53,6 +53,15 @@ extern int mlprof__crashing;
  * -1 when m could not be had, and *gave_up is set. */
 int mlprof__lock_for_dump(pthread_mutex_t *m, int *gave_up);
 
+/* Starts one of mlprof's own threads with every signal blocked but the
+ * faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS): the
+ * program's signals (a process-directed ^C, SIGTERM, a timer) go to the
+ * program's threads, whose handlers expect them there (a main thread in
+ * pause() that never wakes, a trace-writing handler run on a thread that
+ * holds mlprof's lock); a fault of the thread's own reaches the crash
+ * handler that writes the trace. Returns pthread_create's value. */
+int mlprof__thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+
 /* The next item of a comma (or space) separated list at *p: its length, 0
  * at the end; *p is moved to the item's start. The caller steps past it. */
 static inline size_t mlprof__list_item(const char **p)

@@ -92,6 +92,9 @@ void mlprof__sampler_stop(void);
 void mlprof__sampler_resume(void);
 void mlprof__sampler_pause(void);
 void mlprof__sampler_join(void);
+/* Around a fork: the thread waits between two rounds. */
+void mlprof__sampler_fork_prepare(void);
+void mlprof__sampler_fork_parent(void);
 void mlprof__sampler_after_fork(int running);
 /* ,"sampler_period_s":..,"sampler_samples":..,"sampler_late":.. when it ran. */
 void mlprof__sampler_other_data(mlprof__sb *out);

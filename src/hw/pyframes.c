@@ -1124,6 +1124,7 @@ static int start_test_thread(const layout *L)
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    /* a signal it takes is Python's to handle, as on any thread of its */
     int rc = pthread_create(&t, &a, self_test_main, NULL);
     pthread_attr_destroy(&a);
     clock_gettime(CLOCK_MONOTONIC, &g_started);

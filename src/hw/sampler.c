@@ -27,6 +27,10 @@ typedef struct running_source {
 
 static struct {
     pthread_mutex_t lock;
+    /* held by the thread through opening its sources, each round and the
+     * closing, never while it waits: a fork waits for it (its sources read
+     * files and allocate, which the forked child must not find half done) */
+    pthread_mutex_t work;
     pthread_cond_t wake;
     int cond_ready;
     pthread_t thread;
@@ -37,7 +41,7 @@ static struct {
     running_source s[MAX_SOURCES];
     uint64_t samples, skipped;
     int active; /* recording is on (the module's resume, until its pause) */
-} S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_MUTEX_INITIALIZER};
 
 static void close_sources(int after_fork)
 {
@@ -61,12 +65,14 @@ static void *sampler_main(void *arg)
     mlprof__busy = 1; /* a thread of mlprof's own: mlprof run's hooks leave it alone */
     mlprof_thread_set_name("mlprof sampler");
     pthread_setname_np(pthread_self(), "mlprof sampler"); /* and the call-stack samplers */
+    pthread_mutex_lock(&S.work);
     mlprof_domain *d = mlprof_domain_create("sampler");
     size_t open = 0;
     for (size_t i = 0; i < S.n; i++) {
         S.s[i].state = S.s[i].src->open(d, &S.s[i].arg);
         open += S.s[i].state != NULL;
     }
+    pthread_mutex_unlock(&S.work);
     pthread_mutex_lock(&S.lock);
     uint64_t next = mlprof__clock_monotonic_ns() + S.period_ns;
     while (!S.stop && open) {
@@ -82,6 +88,7 @@ static void *sampler_main(void *arg)
         if (pthread_cond_timedwait(&S.wake, &S.lock, &ts) == 0 || S.stop || !S.active)
             continue; /* woken: asked to stop or to wait (or spuriously) */
         pthread_mutex_unlock(&S.lock);
+        pthread_mutex_lock(&S.work);
         /* a final dump and the exit stop this thread before recording
          * stops; a stop or pause the program asks for while a round is
          * under way may leave that round half in the trace */
@@ -91,6 +98,7 @@ static void *sampler_main(void *arg)
             if (S.s[i].state)
                 S.s[i].src->sample(S.s[i].state, now);
         }
+        pthread_mutex_unlock(&S.work);
         pthread_mutex_lock(&S.lock);
         S.samples += (uint64_t)counted;
         next += S.period_ns;
@@ -101,7 +109,9 @@ static void *sampler_main(void *arg)
     }
     uint64_t late = S.skipped;
     pthread_mutex_unlock(&S.lock);
+    pthread_mutex_lock(&S.work);
     close_sources(0);
+    pthread_mutex_unlock(&S.work);
     if (late)
         mlprof__log(MLPROF_LOG_WARN, "sampler: %llu samples were not taken on time and were skipped "
                                      "(sampler_period %g s is too short for its sources)",
@@ -138,7 +148,7 @@ static int launch(void)
         S.cond_ready = 1;
     }
     S.stop = 0;
-    int rc = pthread_create(&S.thread, NULL, sampler_main, NULL);
+    int rc = mlprof__thread_start(&S.thread, NULL, sampler_main, NULL);
     if (rc != 0)
         return mlprof__fail(MLPROF_EIO, "cannot start the sampler thread: %s", strerror(rc));
     S.running = 1;
@@ -198,9 +208,13 @@ void mlprof__sampler_join(void)
         pthread_join(th, NULL);
 }
 
+void mlprof__sampler_fork_prepare(void) { pthread_mutex_lock(&S.work); }
+void mlprof__sampler_fork_parent(void) { pthread_mutex_unlock(&S.work); }
+
 void mlprof__sampler_after_fork(int running)
 {
     pthread_mutex_init(&S.lock, NULL);
+    pthread_mutex_init(&S.work, NULL); /* taken by the fork (for a thread the child has not) */
     S.cond_ready = 0; /* made again at the next start */
     if (!S.running)
         return;

@@ -101,6 +101,11 @@ static struct {
      * /proc scan (a crash of the reader there would leave it held for good
      * and the crash's dump, which takes it, waiting) */
     pthread_mutex_t lock;
+    /* held by the reader through each round of its work (opening, a
+     * drain, closing), never while it sleeps: a fork waits for it
+     * (stacks_fork_prepare), so that the reader is not inside malloc or
+     * libdw as the process forks */
+    pthread_mutex_t work;
     int dump_gave_up;      /* mlprof__lock_for_dump's: the crash's dump could not have lock */
     int crash_left_out;    /* the crash's dump left the samples out (said in otherData) */
     pthread_cond_t ready;
@@ -145,7 +150,7 @@ static struct {
         int32_t tid;
         int8_t own;
     } tids[TID_SLOTS];
-} K = {.lock = PTHREAD_MUTEX_INITIALIZER, .ready = PTHREAD_COND_INITIALIZER, .paranoid = -99};
+} K = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_MUTEX_INITIALIZER, .ready = PTHREAD_COND_INITIALIZER, .paranoid = -99};
 
 enum { SRC_AUTO, SRC_PERF, SRC_SIGNAL };
 
@@ -701,6 +706,7 @@ static void *reader_main(void *arg)
 {
     (void)arg;
     mlprof__busy = 1; /* mlprof's own thread: the hooks leave it alone */
+    pthread_mutex_lock(&K.work);
     pthread_setname_np(pthread_self(), "mlprof stacks");
     K.reader_tid = (pid_t)syscall(SYS_gettid);
     /* a Python process: its frames can only be taken on its own threads, by
@@ -724,9 +730,11 @@ static void *reader_main(void *arg)
     K.opened = 1;
     pthread_cond_broadcast(&K.ready);
     pthread_mutex_unlock(&K.lock);
+    pthread_mutex_unlock(&K.work);
     while ((K.nrings || K.signal) && !__atomic_load_n(&K.stop, __ATOMIC_ACQUIRE)) {
         struct timespec ts = {0, (long)DRAIN_NS};
         nanosleep(&ts, NULL);
+        pthread_mutex_lock(&K.work);
         int keeping = recording();
         for (size_t i = 0; i < K.nrings; i++)
             drain(&K.rings[i], keeping);
@@ -734,8 +742,11 @@ static void *reader_main(void *arg)
             python_step();
             mlprof__sigsample_poll(keeping, keep_signal, &K.lock); /* the lock around each keep only */
         }
+        pthread_mutex_unlock(&K.work);
     }
+    pthread_mutex_lock(&K.work);
     close_all(0);
+    pthread_mutex_unlock(&K.work);
     return NULL;
 }
 
@@ -851,7 +862,7 @@ static int stacks_start(void)
     memset(K.tids, 0, sizeof K.tids);
     __atomic_store_n(&K.stop, 0, __ATOMIC_RELEASE);
     K.opened = 0;
-    if (pthread_create(&K.thread, NULL, reader_main, NULL) != 0) {
+    if (mlprof__thread_start(&K.thread, NULL, reader_main, NULL) != 0) {
         snprintf(K.refused, sizeof K.refused, "cannot start its thread");
         mlprof__hw_unavailable("sampling (call stacks)", K.refused);
         return MLPROF_OK;
@@ -881,6 +892,9 @@ static void stacks_quiesce(void)
     stacks_join();
 }
 
+static void stacks_fork_prepare(void) { pthread_mutex_lock(&K.work); }
+static void stacks_fork_parent(void) { pthread_mutex_unlock(&K.work); }
+
 static void stacks_after_fork(int running)
 {
     /* the reader is the parent's, and so are the events: the kernel copied
@@ -890,6 +904,7 @@ static void stacks_after_fork(int running)
      * recording samples itself: its own reader and events, its own trace */
     int was = K.started;
     pthread_mutex_init(&K.lock, NULL);
+    pthread_mutex_init(&K.work, NULL); /* taken by the fork, for a reader the child has not */
     pthread_cond_init(&K.ready, NULL);
     mlprof__unwind_after_fork();
     mlprof__pyframes_after_fork();
@@ -1398,6 +1413,8 @@ const mlprof__module mlprof__stacks_module = {
     .stop = stacks_stop,
     .join = stacks_join,
     .quiesce = stacks_quiesce,
+    .fork_prepare = stacks_fork_prepare,
+    .fork_parent = stacks_fork_parent,
     .after_fork = stacks_after_fork,
     .other_data = stacks_other_data,
     .trace_members = stacks_trace_members,

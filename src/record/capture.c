@@ -1051,17 +1051,12 @@ static int start_thread(const char *why_needed)
         }
         return -1;
     }
-    /* the program's signals go to its own threads */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_t th;
-    int rc = pthread_create(&th, &attr, listener_main, NULL);
+    int rc = mlprof__thread_start(&th, &attr, listener_main, NULL);
     pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         mlprof__log(MLPROF_LOG_ERROR, "%s: cannot start the listener: %s", why_needed, strerror(rc));
         for (int i = 0; i < 2; i++) {

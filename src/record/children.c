@@ -388,6 +388,8 @@ void mlprof__children_recording(void)
     if (mlprof__g.forked_child || g_inherited)
         handle_term();
     follow_this_child();
+    if (g_mine) /* recording again after a clear that settled it */
+        __atomic_store_n(&g_mine->settled, 0, __ATOMIC_RELEASE);
 }
 
 void mlprof__children_after_fork(int recording)

@@ -904,6 +904,7 @@ static void fork_prepare(void)
     sigaddset(&held, SIGQUIT);
     t_fork_masked = pthread_sigmask(SIG_BLOCK, &held, &t_fork_mask) == 0;
     pthread_mutex_lock(&mlprof__g.ctl_lock);
+    EACH_MODULE(fork_prepare, ()); /* their threads between two rounds */
     pthread_mutex_lock(&mlprof__g.reg_lock);
 }
 
@@ -918,6 +919,7 @@ static void fork_unmask(void)
 static void fork_parent(void)
 {
     pthread_mutex_unlock(&mlprof__g.reg_lock);
+    EACH_MODULE(fork_parent, ());
     pthread_mutex_unlock(&mlprof__g.ctl_lock);
     fork_unmask();
     mlprof__term_if_pending();
@@ -1176,6 +1178,10 @@ int mlprof_clear(void)
     mlprof__ensure_init();
     mlprof__ctl_lock();
     mlprof__collect_clear();
+    /* stopped and cleared: a forked child has nothing left to write, and
+     * its parent nothing to say of it, unless it records again */
+    if (mlprof__g.state == MLPROF_STATE_STOP)
+        mlprof__children_settled();
     mlprof__ctl_unlock();
     return MLPROF_OK;
 }

@@ -152,6 +152,15 @@ typedef struct mlprof__module {
     void (*quiesce)(void);
     /* at exit, before the final dump: measurements still running end */
     void (*finish)(void);
+    /* before a fork (ctl_lock held, reg_lock not yet): the module's threads
+     * stop between two rounds of their work and stay there until
+     * fork_parent, so that none is inside malloc, libdw or dlopen while the
+     * process forks (a sanitizer's allocator has no fork handler: its lock,
+     * held by a thread the child has not, would hold the child up for
+     * good); their rounds must not wait for ctl_lock */
+    void (*fork_prepare)(void);
+    /* in the parent after the fork: the threads go on */
+    void (*fork_parent)(void);
     /* in a forked child; running: the child goes on recording */
     void (*after_fork)(int running);
     /* before the threads are drained: delivers what the module buffered;
