@@ -189,6 +189,27 @@ const char *mlprof_err_name(int status)
 
 void mlprof_free(void *p) { mlprof__free(p); }
 
+/* What a starting thread reads before it says it runs (on its creator's stack). */
+typedef struct thread_boot {
+    void *(*fn)(void *);
+    void *arg;
+    pthread_mutex_t lock;
+    pthread_cond_t ran;
+    int running;
+} thread_boot;
+
+static void *thread_boot_main(void *p)
+{
+    thread_boot *b = p;
+    void *(*fn)(void *) = b->fn;
+    void *arg = b->arg;
+    pthread_mutex_lock(&b->lock);
+    b->running = 1;
+    pthread_cond_signal(&b->ran);
+    pthread_mutex_unlock(&b->lock); /* b is gone from here on */
+    return fn(arg);
+}
+
 int mlprof__thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
     /* a fault of the thread's own is delivered to it (a blocked one would
@@ -198,8 +219,18 @@ int mlprof__thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(v
     sigfillset(&all);
     for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
         sigdelset(&all, faults[i]);
+    thread_boot b = {fn, arg, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(t, attr, fn, arg);
+    int rc = pthread_create(t, attr, thread_boot_main, &b);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* returns once the thread runs its own code: a fork that comes next
+     * does not find it inside the thread library's (or a sanitizer's) start,
+     * holding locks that the child would wait for in vain */
+    pthread_mutex_lock(&b.lock);
+    while (rc == 0 && !b.running)
+        pthread_cond_wait(&b.ran, &b.lock);
+    pthread_mutex_unlock(&b.lock);
+    pthread_cond_destroy(&b.ran);
+    pthread_mutex_destroy(&b.lock);
     return rc;
 }

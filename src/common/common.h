@@ -59,7 +59,8 @@ int mlprof__lock_for_dump(pthread_mutex_t *m, int *gave_up);
  * program's threads, whose handlers expect them there (a main thread in
  * pause() that never wakes, a trace-writing handler run on a thread that
  * holds mlprof's lock); a fault of the thread's own reaches the crash
- * handler that writes the trace. Returns pthread_create's value. */
+ * handler that writes the trace. Returns pthread_create's value, once the
+ * thread runs fn (not inside its start, which a fork must not cut). */
 int mlprof__thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 
 /* The next item of a comma (or space) separated list at *p: its length, 0
