@@ -7,7 +7,7 @@ same place leaves the first one's ranks out and removes them (the first job
 has ended); two jobs in one place at once each merge their own ranks only
 and never remove each other's files while they run; a rank whose program is
 killed and a rank that never ends are said, and the merge goes on without
-them. Where OpenMPI's mpirun is installed, the same with a real mpirun -n 4.
+them; a rank whose program fails does not wait for the others. Where OpenMPI's mpirun is installed, the same with a real mpirun -n 4.
 
 usage: dist_run_check.py MLPROF RUN_ALLOC OUTDIR
 """
@@ -267,6 +267,32 @@ def test_lost_ranks():
     check_job(merged_inputs(out), [0, 2, 3], "rank 1 never ran", missing=[1])
 
 
+def test_failed_rank():
+    """A rank whose program fails ends at once with its status, not waiting for the others (a launcher learns
+    of the failure without delay); the last of the others merges every rank, the failed one too."""
+    fails = os.path.join(os.path.dirname(APP), "run_signals")
+    if not os.path.exists(fails):
+        print(f"dist_run: no failing rank: {fails} is not built")
+        return
+    out = os.path.join(OUT, "failed.json")
+    # rank 1 alone first, the others not started: waiting for them, it would wait the whole timeout
+    p = subprocess.Popen([MLPROF, "run", "-o", out, "--merge-timeout", "3600", *HOOKS, "--", fails, "exit1"],
+                         env=rank_env(1, 4, "203"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        so, se = p.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        so, se = p.communicate()
+        check(False, f"failed rank: its mlprof run waits for the other ranks: {se!r}")
+        return
+    check(p.returncode == 1 and "rank 1: " in se and "not waiting for the other ranks" in se,
+          f"failed rank: status {p.returncode}, {se!r}")
+    check(done_files(out, 1), "failed rank: its done file was not written")
+    res = start_ranks(out, 4, "203", ranks=[0, 2, 3])
+    check(all(rc == 0 for rc, _, _ in res.values()), f"the ranks after the failed one: {res}")
+    check_job(merged_inputs(out), range(4), "rank 1 failed")
+
+
 def test_mpirun():
     mpirun = shutil.which("mpirun")
     if not mpirun:
@@ -297,6 +323,7 @@ test_rerun_fewer_torchrun()
 test_two_jobs_at_once()
 test_own_outputs()
 test_lost_ranks()
+test_failed_rank()
 test_mpirun()
 if failures:
     print(f"{len(failures)} failures", file=sys.stderr)

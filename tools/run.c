@@ -16,7 +16,10 @@
  * counts them all removes them (a later run of the same job id in the same
  * place must not count them) and merges at once, with nothing to wait for.
  * The others wait (up to --merge-timeout) until their own done file has
- * been taken so; when a rank never ends (its mlprof run was killed), the
+ * been taken so, except a rank whose command failed (a non-zero status, not
+ * a stop passed on): it ends at once, for the launcher to learn of the
+ * failure and stop the others, not a timeout later. When a rank never ends
+ * (its mlprof run was killed), the
  * first whose wait ends merges what is there, saying which ranks are
  * missing, and a rank that still ends later merges again, whole. The last
  * rank rather than rank 0: rank 0 waiting would hold the merge back by the
@@ -91,7 +94,8 @@ static void run_usage(FILE *out)
             "  --config FILE          a configuration file, as MLPROF_CONFIG\n"
             "  --merge-timeout S      under a launcher: how long a rank that ended waits\n"
             "                         for the others before it merges without them\n"
-            "                         (default 120; the last rank to end merges at once)\n"
+            "                         (default 120; the last rank to end merges at once,\n"
+            "                         a rank whose CMD failed does not wait)\n"
             "  --term-timeout S       stopped by SIGTERM or SIGHUP, mlprof run passes the\n"
             "                         signal on to CMD and gives it S seconds to end before\n"
             "                         it kills it (SIGKILL); then it merges what was written\n"
@@ -1276,7 +1280,8 @@ static void take_done(const char *dir, const job *j)
  * the timeout, the lowest done rank merges what there is (a rank ending
  * later still merges again, whole). *not_done: the ranks not done when the
  * merge starts. */
-static int rank_merges(const char *dir, const job *j, double timeout, int status, mlprof__sb *not_done)
+static int rank_merges(const char *dir, const job *j, double timeout, int status, int failed,
+                       mlprof__sb *not_done)
 {
     int lowest, fd = lock_parts(dir);
     int marked = mark_done(dir, j, status) == 0;
@@ -1286,6 +1291,10 @@ static int rank_merges(const char *dir, const job *j, double timeout, int status
     unlock_parts(fd);
     if (done == j->world)
         return 1;
+    /* its command failed: the launcher learns of it at once (and stops the
+     * other ranks, the last of which merges), not a timeout later */
+    if (failed)
+        return 0;
     struct timespec nap = {0, 100 * 1000 * 1000}, t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
@@ -1574,7 +1583,13 @@ int mlprof_cmd_run(int argc, char **argv)
     /* a rank of a job: the last to end merges every rank's parts */
     mlprof__sb not_done;
     mlprof__sb_init(&not_done);
-    if (j.ranked && j.world > 0 && !rank_merges(parts_dir, &j, o.merge_timeout, rc, &not_done)) {
+    /* failed on its own: not stopped by a signal passed on (the other
+     * ranks are being stopped with it, and the last one merges) */
+    int cmd_failed = rc != 0 && !g_stop;
+    if (j.ranked && j.world > 0 && !rank_merges(parts_dir, &j, o.merge_timeout, rc, cmd_failed, &not_done)) {
+        if (cmd_failed)
+            fprintf(stderr, PROG ": rank %d: %s %s: not waiting for the other ranks (the last of them to end "
+                            "merges)\n", j.rank, o.cmd[0], status);
         if (!o.quiet)
             printf("\nmlprof run: rank %d: %s %s after %.3f s; its trace is in %s/ (the last rank to end "
                    "merges into %s)\n", j.rank, o.cmd[0], status, wall, parts_dir, o.output);
