@@ -27,7 +27,7 @@ HOST = socket.gethostname()
 # every variable that could say a rank, so that the test's own surroundings
 # (a CI job under Slurm, say) do not leak in
 LAUNCHER_VARS = re.compile(r"^(OMPI_|PMIX_|PMI_|MPI_LOCAL|SLURM_|RANK$|WORLD_SIZE$|LOCAL_RANK$|"
-                           r"LOCAL_WORLD_SIZE$|TORCHELASTIC_|MLPROF_)")
+                           r"LOCAL_WORLD_SIZE$|TORCHELASTIC_|MASTER_|MLPROF_)")
 
 
 def clean_env(**extra):
@@ -73,6 +73,12 @@ def test_launchers():
     expect({"RANK": 1, "WORLD_SIZE": 2, "LOCAL_RANK": 1, "LOCAL_WORLD_SIZE": 2, "TORCHELASTIC_RUN_ID": "abc"},
            {"rank": 1, "world_size": 2, "local_rank": 1, "local_world_size": 2, "job_id": "abc",
             "source": "torchrun"})
+    # torchrun's default run id is every job's: the rendezvous port tells two at once apart
+    expect({"RANK": 0, "WORLD_SIZE": 2, "TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": 29500},
+           {"rank": 0, "world_size": 2, "job_id": "none.29500", "source": "torchrun"})
+    expect({"RANK": 0, "WORLD_SIZE": 2, "TORCHELASTIC_RUN_ID": "abc", "MASTER_PORT": 29500},
+           {"rank": 0, "world_size": 2, "job_id": "abc", "source": "torchrun"}, why="--rdzv-id given")
     expect({"RANK": 1}, {}, why="RANK alone is no launcher")
     # the innermost launcher wins: torchrun's workers under srun, mpirun's ranks in an allocation
     expect({"RANK": 3, "WORLD_SIZE": 8, "SLURM_PROCID": 0, "SLURM_NTASKS": 2, "SLURM_JOB_ID": 9},

@@ -34,11 +34,14 @@ LAUNCHER_VARS = re.compile(r"^(OMPI_|PMIX_|PMI_|MPI_LOCAL|SLURM_|RANK$|WORLD_SIZ
                            r"LOCAL_WORLD_SIZE$|TORCHELASTIC_|MLPROF_)")
 
 
-def rank_env(rank, world, job, launcher="ompi"):
+def rank_env(rank, world, job, launcher="ompi", port=None):
     env = {k: v for k, v in os.environ.items() if not LAUNCHER_VARS.match(k)}
+    env.pop("MASTER_PORT", None)
     if launcher == "torchrun":  # torchrun's job id is "none" unless given --rdzv-id
         env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
                    TORCHELASTIC_RUN_ID=job)
+        if port:  # the job's rendezvous, given to each of its workers
+            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     else:
         env.update(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE=str(world),
                    OMPI_COMM_WORLD_LOCAL_RANK=str(rank), OMPI_COMM_WORLD_LOCAL_SIZE=str(world),
@@ -51,7 +54,8 @@ def done_files(output, r):
     return glob.glob(os.path.join(glob.escape(output + ".parts"), f"done.rank{r}.*"))
 
 
-def start_ranks(output, world, job, ranks=None, cmds=None, options=(), later=(), launcher="ompi", wait=True):
+def start_ranks(output, world, job, ranks=None, cmds=None, options=(), later=(), launcher="ompi", wait=True,
+                port=None):
     """The ranks' mlprof run, all at once, as a launcher starts them; the ranks
     in later only once the others have written their done files. With wait
     False, the processes (rank -> Popen) once started."""
@@ -60,7 +64,7 @@ def start_ranks(output, world, job, ranks=None, cmds=None, options=(), later=(),
     def start(r):
         cmd = (cmds or {}).get(r, [APP])
         procs[r] = subprocess.Popen([MLPROF, "run", "-o", output, *HOOKS, *options, "--", *cmd],
-                                    env=rank_env(r, world, job, launcher), stdout=subprocess.PIPE,
+                                    env=rank_env(r, world, job, launcher, port), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)
     for r in ranks if ranks is not None else range(world):
         if r not in later:
@@ -183,41 +187,48 @@ def test_rerun_fewer_torchrun():
     check(p.returncode == 0 and ": 2 ranks" in p.stdout, f"mlprof ranks reads the 2 ranks: {p.stdout}{p.stderr}")
 
 
-def test_two_jobs_at_once():
-    """Two jobs with the same -o in one place at once: job 501's rank 0 has ended and waits for its rank 1
-    while job 502 runs whole. 502 merges its own 2 ranks, says that a trace of another job is there, and leaves
-    it (501 runs on); then 501's rank 1 comes, and 501 merges its own 2 ranks and removes 502's files (502 has
-    ended)."""
-    out = os.path.join(OUT, "shared.json")
-    a = start_ranks(out, 2, "501", ranks=[0], wait=False)
+def test_two_jobs_at_once(launcher="ompi"):
+    """Two jobs with the same -o in one place at once: job A's rank 0 has ended and waits for its rank 1
+    while job B runs whole. B merges its own 2 ranks, says that a trace of another job is there, and leaves
+    it (A runs on); then A's rank 1 comes, and A merges its own 2 ranks and removes B's files (B has ended).
+    OpenMPI's jobs 501 and 502; or two torchrun jobs without --rdzv-id (run id "none" both) on rendezvous
+    ports 29501 and 29502, told apart by the port: jobs none.29501 and none.29502."""
+    torch = launcher == "torchrun"
+    ids = ("none", "none") if torch else ("501", "502")
+    ports = (29501, 29502) if torch else (None, None)
+    names = ("none.29501", "none.29502") if torch else ids
+    what = f"two {launcher} jobs"
+    out = os.path.join(OUT, f"shared_{launcher}.json")
+    a = start_ranks(out, 2, ids[0], ranks=[0], wait=False, launcher=launcher, port=ports[0])
     wait_done(out, a)
     a_parts = parts(out)
-    check(len(a_parts) == 1, f"two jobs: job 501's rank 0 wrote one trace: {a_parts}")
-    b = start_ranks(out, 2, "502")
-    check(all(rc == 0 for rc, _, _ in b.values()), f"two jobs: job 502: {b}")
+    check(len(a_parts) == 1, f"{what}: job {names[0]}'s rank 0 wrote one trace: {a_parts}")
+    b = start_ranks(out, 2, ids[1], launcher=launcher, port=ports[1])
+    check(all(rc == 0 for rc, _, _ in b.values()), f"{what}: job {names[1]}: {b}")
     t = merged_inputs(out)
-    check_job(t, range(2), "two jobs: job 502")
+    check_job(t, range(2), f"{what}: job {names[1]}")
     if t:
         jobs = [i["distributedInfo"]["job_id"] for i in t["otherData"]["merge"]["inputs"]]
-        check(jobs == ["502", "502"], f"two jobs: job 502 merged the traces of jobs {jobs}")
+        check(jobs == [names[1]] * 2, f"{what}: job {names[1]} merged the traces of jobs {jobs}")
     err = "".join(se for _, _, se in b.values())
-    check("1 trace in" in err and "is of another job running there (job 501 (2 ranks)" in err,
-          f"two jobs: job 502 says job 501's trace is there: {err!r}")
+    check("1 trace in" in err and f"is of another job running there (job {names[0]} (2 ranks)" in err,
+          f"{what}: job {names[1]} says job {names[0]}'s trace is there: {err!r}")
     check(set(a_parts) <= set(parts(out)) and done_files(out, 0),
-          f"two jobs: job 501's files were kept while it runs: {parts(out)}")
-    a.update(start_ranks(out, 2, "501", ranks=[1], wait=False))
+          f"{what}: job {names[0]}'s files were kept while it runs: {parts(out)}")
+    a.update(start_ranks(out, 2, ids[0], ranks=[1], wait=False, launcher=launcher, port=ports[0]))
     a = finish_ranks(a)
-    check(all(rc == 0 for rc, _, _ in a.values()), f"two jobs: job 501: {a}")
+    check(all(rc == 0 for rc, _, _ in a.values()), f"{what}: job {names[0]}: {a}")
     t = merged_inputs(out)
-    check_job(t, range(2), "two jobs: job 501")
+    check_job(t, range(2), f"{what}: job {names[0]}")
     if t:
         jobs = [i["distributedInfo"]["job_id"] for i in t["otherData"]["merge"]["inputs"]]
-        check(jobs == ["501", "501"], f"two jobs: job 501 merged the traces of jobs {jobs}")
+        check(jobs == [names[0]] * 2, f"{what}: job {names[0]} merged the traces of jobs {jobs}")
     left = parts(out)
-    check(len(left) == 2 and all(trace_job_id(os.path.join(out + ".parts", f)) == "501" for f in left),
-          f"two jobs: job 502's traces removed once it ended: {left}")
+    check(len(left) == 2 and all(trace_job_id(os.path.join(out + ".parts", f)) == names[0] for f in left),
+          f"{what}: job {names[1]}'s traces removed once it ended: {left}")
     err = "".join(se for _, _, se in a.values())
-    check("of another job (job 502, 2 ranks), which has ended" in err, f"two jobs: the removal is said: {err!r}")
+    check(f"of another job (job {names[1]}, 2 ranks), which has ended" in err,
+          f"{what}: the removal is said: {err!r}")
 
 
 def test_own_outputs():
@@ -321,6 +332,7 @@ def test_mpirun():
 test_simulated()
 test_rerun_fewer_torchrun()
 test_two_jobs_at_once()
+test_two_jobs_at_once("torchrun")
 test_own_outputs()
 test_lost_ranks()
 test_failed_rank()

@@ -6,6 +6,7 @@
  * Launchers, innermost first (the one that started this very process wins,
  * since an outer one's variables are only inherited):
  *   torchrun   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, TORCHELASTIC_RUN_ID
+ *              (its default "none" followed by MASTER_PORT: "none.29500")
  *              (torchrun always starts its workers itself: under mpirun or
  *              srun, the workers inherit the outer launcher's node rank)
  *   OpenMPI    OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE, OMPI_MCA_ess_base_jobid
@@ -106,6 +107,14 @@ void mlprof__dist_parse(char *const *env, mlprof__dist *d)
         const char *job = l->job ? env_get(env, l->job) : NULL, *step = l->step ? env_get(env, l->step) : NULL;
         if (job && *job)
             snprintf(f->job, sizeof f->job, "%s%s%s", job, step && *step ? "." : "", step && *step ? step : "");
+        /* torchrun's run id is "none" unless --rdzv-id gives one: two jobs at
+         * once on one machine differ by their rendezvous port, which every
+         * worker of a job is given (MASTER_PORT) */
+        const char *port = i == 0 ? env_get(env, "MASTER_PORT") : NULL;
+        if (i == 0 && strcmp(f->job, "none") == 0 && port && *port) {
+            size_t used = strlen(f->job);
+            snprintf(f->job + used, sizeof f->job - used, ".%s", port);
+        }
         /* RANK alone is too common a name: torchrun sets WORLD_SIZE with it */
         if (i == 0 && f->world_size < 0)
             f->rank = -1;
