@@ -2982,7 +2982,7 @@ int mlprof__collect_start_continuous(void)
         return MLPROF_OK;
     }
     C.thread_stop = 0;
-    int rc = mlprof__thread_start(&C.thread, NULL, continuous_main, NULL);
+    int rc = mlprof__thread_start(&C.thread, 0, continuous_main, NULL);
     if (rc != 0)
         return mlprof__fail(MLPROF_EIO, "cannot start the continuous dump thread: %s", strerror(rc));
     __atomic_store_n(&C.thread_running, 1, __ATOMIC_RELEASE);

@@ -210,19 +210,35 @@ static void *thread_boot_main(void *p)
     return fn(arg);
 }
 
-int mlprof__thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+int mlprof__thread_start(pthread_t *t, int detached, void *(*fn)(void *), void *arg)
 {
     /* a fault of the thread's own is delivered to it (a blocked one would
      * end the process without the crash handler that writes the trace) */
-    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
-    sigset_t all, old;
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS}; /* abort() unblocks its own */
+    sigset_t all;
     sigfillset(&all);
     for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
         sigdelset(&all, faults[i]);
+    /* the new thread's mask is set through its attributes: the creator's own
+     * never changes (a thread of the program blocking everything for a
+     * moment would look to the signal sampler's rescan as if it blocked the
+     * timer signal, and go unsampled) */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (detached)
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     thread_boot b = {fn, arg, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+    int rc = pthread_attr_setsigmask_np(&attr, &all);
+    if (rc == 0)
+        rc = pthread_create(t, &attr, thread_boot_main, &b);
+#else /* no such attribute: the creator's mask, for as long as the start takes */
+    sigset_t old;
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(t, attr, thread_boot_main, &b);
+    int rc = pthread_create(t, &attr, thread_boot_main, &b);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+#endif
+    pthread_attr_destroy(&attr);
     /* returns once the thread runs its own code: a fork that comes next
      * does not find it inside the thread library's (or a sanitizer's) start,
      * holding locks that the child would wait for in vain */
@@ -233,4 +249,21 @@ int mlprof__thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(v
     pthread_cond_destroy(&b.ran);
     pthread_mutex_destroy(&b.lock);
     return rc;
+}
+
+int mlprof__fork_gate(pthread_mutex_t *work, const pthread_t *worker, const char *what)
+{
+    if (worker && pthread_equal(*worker, pthread_self()))
+        return 0; /* the fork is the worker's own (a handler of its): it is between nothing */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    int rc;
+    while ((rc = pthread_mutex_timedlock(work, &until)) == EINTR) {
+    }
+    if (rc == 0)
+        return 1;
+    mlprof__log(MLPROF_LOG_WARN, "fork: %s did not finish its round within 2 s: the process forks while it "
+                                 "works (%s)", what, strerror(rc));
+    return 0;
 }

@@ -54,14 +54,23 @@ extern int mlprof__crashing;
 int mlprof__lock_for_dump(pthread_mutex_t *m, int *gave_up);
 
 /* Starts one of mlprof's own threads with every signal blocked but the
- * faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS): the
+ * faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS): the
  * program's signals (a process-directed ^C, SIGTERM, a timer) go to the
  * program's threads, whose handlers expect them there (a main thread in
  * pause() that never wakes, a trace-writing handler run on a thread that
  * holds mlprof's lock); a fault of the thread's own reaches the crash
- * handler that writes the trace. Returns pthread_create's value, once the
- * thread runs fn (not inside its start, which a fork must not cut). */
-int mlprof__thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+ * handler that writes the trace. The caller's own mask is left alone.
+ * Returns pthread_create's value, once the thread runs fn (not inside its
+ * start, which a fork must not cut); detached: joined by no one. */
+int mlprof__thread_start(pthread_t *t, int detached, void *(*fn)(void *), void *arg);
+
+/* Before a fork (pthread_atfork's prepare): waits, up to 2 s, for a thread
+ * of mlprof's (worker: its id, read under ctl_lock) to be between two rounds of
+ * its work, work being the mutex it holds through each, so that the fork
+ * does not cut it inside malloc or libdw. 1 when work was taken (to be
+ * unlocked after the fork); 0 when not: the fork is the worker's own, or
+ * the round did not end in time (said, naming what). */
+int mlprof__fork_gate(pthread_mutex_t *work, const pthread_t *worker, const char *what);
 
 /* The next item of a comma (or space) separated list at *p: its length, 0
  * at the end; *p is moved to the item's start. The caller steps past it. */

@@ -1124,7 +1124,8 @@ static int start_test_thread(const layout *L)
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    /* a signal it takes is Python's to handle, as on any thread of its */
+    /* made by mlprof's reader, it has the reader's mask: the program's
+     * signals go to the program's threads */
     int rc = pthread_create(&t, &a, self_test_main, NULL);
     pthread_attr_destroy(&a);
     clock_gettime(CLOCK_MONOTONIC, &g_started);

@@ -63,9 +63,9 @@ static void *sampler_main(void *arg)
 {
     (void)arg;
     mlprof__busy = 1; /* a thread of mlprof's own: mlprof run's hooks leave it alone */
+    pthread_mutex_lock(&S.work); /* first: naming the thread allocates */
     mlprof_thread_set_name("mlprof sampler");
     pthread_setname_np(pthread_self(), "mlprof sampler"); /* and the call-stack samplers */
-    pthread_mutex_lock(&S.work);
     mlprof_domain *d = mlprof_domain_create("sampler");
     size_t open = 0;
     for (size_t i = 0; i < S.n; i++) {
@@ -148,7 +148,7 @@ static int launch(void)
         S.cond_ready = 1;
     }
     S.stop = 0;
-    int rc = mlprof__thread_start(&S.thread, NULL, sampler_main, NULL);
+    int rc = mlprof__thread_start(&S.thread, 0, sampler_main, NULL);
     if (rc != 0)
         return mlprof__fail(MLPROF_EIO, "cannot start the sampler thread: %s", strerror(rc));
     S.running = 1;
@@ -208,8 +208,17 @@ void mlprof__sampler_join(void)
         pthread_join(th, NULL);
 }
 
-void mlprof__sampler_fork_prepare(void) { pthread_mutex_lock(&S.work); }
-void mlprof__sampler_fork_parent(void) { pthread_mutex_unlock(&S.work); }
+static int g_fork_gated; /* fork_prepare took S.work (ctl_lock held from there to fork_parent) */
+void mlprof__sampler_fork_prepare(void)
+{
+    g_fork_gated = mlprof__fork_gate(&S.work, &S.thread, "the sampler thread");
+}
+void mlprof__sampler_fork_parent(void)
+{
+    if (g_fork_gated)
+        pthread_mutex_unlock(&S.work);
+    g_fork_gated = 0;
+}
 
 void mlprof__sampler_after_fork(int running)
 {

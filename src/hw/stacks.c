@@ -862,7 +862,7 @@ static int stacks_start(void)
     memset(K.tids, 0, sizeof K.tids);
     __atomic_store_n(&K.stop, 0, __ATOMIC_RELEASE);
     K.opened = 0;
-    if (mlprof__thread_start(&K.thread, NULL, reader_main, NULL) != 0) {
+    if (mlprof__thread_start(&K.thread, 0, reader_main, NULL) != 0) {
         snprintf(K.refused, sizeof K.refused, "cannot start its thread");
         mlprof__hw_unavailable("sampling (call stacks)", K.refused);
         return MLPROF_OK;
@@ -892,8 +892,17 @@ static void stacks_quiesce(void)
     stacks_join();
 }
 
-static void stacks_fork_prepare(void) { pthread_mutex_lock(&K.work); }
-static void stacks_fork_parent(void) { pthread_mutex_unlock(&K.work); }
+static int g_fork_gated; /* fork_prepare took K.work (ctl_lock held from there to fork_parent) */
+static void stacks_fork_prepare(void)
+{
+    g_fork_gated = mlprof__fork_gate(&K.work, &K.thread, "the call-stack sampler's reader");
+}
+static void stacks_fork_parent(void)
+{
+    if (g_fork_gated)
+        pthread_mutex_unlock(&K.work);
+    g_fork_gated = 0;
+}
 
 static void stacks_after_fork(int running)
 {

@@ -1051,12 +1051,8 @@ static int start_thread(const char *why_needed)
         }
         return -1;
     }
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_t th;
-    int rc = mlprof__thread_start(&th, &attr, listener_main, NULL);
-    pthread_attr_destroy(&attr);
+    int rc = mlprof__thread_start(&th, 1, listener_main, NULL);
     if (rc != 0) {
         mlprof__log(MLPROF_LOG_ERROR, "%s: cannot start the listener: %s", why_needed, strerror(rc));
         for (int i = 0; i < 2; i++) {
