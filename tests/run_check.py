@@ -444,6 +444,15 @@ def check_status_and_errors():
                        ([], "which command?")):
         q = subprocess.run([MLPROF, "run", *args, "--"], capture_output=True, text=True)
         check(q.returncode == 2 and says in q.stderr, f"bad usage {args}: {q.returncode} {q.stderr!r}")
+    # a bad value in the environment: refused once, the command not started (it would make marker)
+    marker = os.path.join(OUT, "env_refused.marker")
+    for var, value, says in (("MLPROF_BUFFER_SIZE", "12zz", 'ignoring MLPROF_BUFFER_SIZE: bad value "12zz"'),
+                             ("MLPROF_CONFIG", os.path.join(OUT, "no_such.conf"), "MLPROF_CONFIG: cannot open")):
+        q = subprocess.run([MLPROF, "run", "-q", "-o", os.path.join(OUT, "env_refused.json"), "--", PYTHON, "-c",
+                            f"open({marker!r}, 'w')"], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, **{var: value}))
+        check(q.returncode == 2 and says in q.stderr and q.stderr.count(says) == 1 and "is refused" in q.stderr
+              and not os.path.exists(marker), f"{var}={value}: {q.returncode} {q.stderr!r}")
     # a Perfetto name: the merged trace exported as Perfetto's protobuf, read back as the JSON one would be
     pf = os.path.join(OUT, "forker.pftrace")
     q = subprocess.run([MLPROF, "run", "-q", "-o", pf, "--", FORKER], capture_output=True, text=True, timeout=300)

@@ -55,6 +55,7 @@
 #include "../src/analyze/analyze.h"
 #include "../src/analyze/merge.h"
 #include "../src/record/dist.h"
+#include "../src/record/record.h"
 #include "run.h"
 
 #define PROG "mlprof run"
@@ -1424,6 +1425,12 @@ int mlprof_cmd_run(int argc, char **argv)
     unsetenv("MLPROF_ON_DEMAND");
     run_options o;
     parse_options(argc, argv, &o);
+    /* a bad value in the user's environment would be ignored by every
+     * process of the run, each saying so: refused here, once */
+    int rejected = mlprof__env_rejected();
+    if (rejected)
+        run_bad_usage("%s", rejected == 1 ? "the MLPROF_ setting above is refused: fix it or unset it"
+                                          : "the MLPROF_ settings above are refused: fix them or unset them");
     char preload[PATH_MAX + 64];
     if (o.preload)
         snprintf(preload, sizeof preload, "%s", o.preload);

@@ -751,11 +751,21 @@ int mlprof_load_config(const char *path)
 
 /* MLPROF_<KEY> variables. Errors cannot be returned from a lazy start, so they
  * are reported on stderr, naming the variable, and the key keeps its default. */
+static int g_env_rejected; /* written once, by do_init */
+
+int mlprof__env_rejected(void)
+{
+    mlprof__ensure_init();
+    return g_env_rejected;
+}
+
 static void read_environment(void)
 {
     const char *file = getenv("MLPROF_CONFIG");
-    if (file && *file && load_config_locked(file) != MLPROF_OK)
+    if (file && *file && load_config_locked(file) != MLPROF_OK) {
         mlprof__log(MLPROF_LOG_ERROR, "MLPROF_CONFIG: %s", mlprof_last_error());
+        g_env_rejected++;
+    }
     for (char **e = environ; e && *e; e++) {
         if (strncmp(*e, "MLPROF_", 7) != 0)
             continue;
@@ -789,6 +799,7 @@ static void read_environment(void)
         if (config_apply(&next, k, eq + 1) != MLPROF_OK ||
             (is_output_key(k->name) && config_check_outputs(&next, NULL) != MLPROF_OK)) {
             mlprof__log(MLPROF_LOG_ERROR, "ignoring %.*s: %s", (int)(eq - *e), *e, mlprof_last_error());
+            g_env_rejected++;
             continue;
         }
         mlprof__g.cfg = next;

@@ -362,6 +362,10 @@ uint64_t mlprof__steps_gen(void);
 /* Makes sure the library is initialized (environment, config file, fork and
  * exit handlers). Safe to call often: one load when done. */
 void mlprof__ensure_init(void);
+/* How many MLPROF_* variables (and MLPROF_CONFIG's file) the initialization
+ * ignored for a bad value (each said on stderr, naming it): mlprof run
+ * refuses to start a command with them. */
+int mlprof__env_rejected(void);
 /* Recomputes every handle's and domain's `on` flag and the active flag from
  * the configuration and state. Caller holds ctl_lock. */
 void mlprof__update_flags(void);
