@@ -50,6 +50,16 @@ static void test_keys(void)
     expect_value("buffer_size", "1073741824");
 
     expect_error("no_such_key", "1", MLPROF_EKEY);
+    CHECK(!strstr(mlprof_last_error(), "did you mean"), "no key is near no_such_key: %s", mlprof_last_error());
+    /* a near miss names the key meant: a typo, a letter left out or two swapped */
+    static const char *const near[][2] = {
+        {"sampleing", "sampling"}, {"bufer_size", "buffer_size"}, {"dump_peroid", "dump_period"}, {"hook", "hooks"}};
+    for (size_t i = 0; i < sizeof near / sizeof near[0]; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "did you mean \"%s\"?", near[i][1]);
+        CHECK(mlprof_set_config(near[i][0], "1") == MLPROF_EKEY && strstr(mlprof_last_error(), want),
+              "%s: %s", near[i][0], mlprof_last_error());
+    }
     static const char *const bad[][2] = {
         {"profile_all", "maybe"}, {"aggregate_stats", ""}, {"dump_period", "0"},
         {"dump_period", "-1"},    {"dump_period", "abc"},  {"dump_period", "1e9"},

@@ -229,6 +229,50 @@ static const key_def *find_key(const char *name)
     return NULL;
 }
 
+/* Edits (insert, delete, replace, swap two neighbours) from a to b, up to
+ * cap (cap + 1 when more). */
+static size_t edits(const char *a, const char *b, size_t cap)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 48 || lb > 48)
+        return cap + 1;
+    size_t d[49][49];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        for (size_t j = 1; j <= lb; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[la][lb] > cap ? cap + 1 : d[la][lb];
+}
+
+/* " (did you mean \"KEY\"?)" for the key nearest an unknown name (at most
+ * two edits, fewer for a short name), or "". */
+static const char *key_hint(const char *name, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    size_t cap = strlen(name) < 6 ? 1 : 2, best = cap + 1;
+    const char *near = NULL;
+    for (size_t i = 0; name && i < NKEYS; i++) {
+        size_t e = edits(name, g_keys[i].name, cap);
+        if (e < best)
+            best = e, near = g_keys[i].name;
+    }
+    if (near)
+        snprintf(buf, len, " (did you mean \"%s\"?)", near);
+    return buf;
+}
+
 static int parse_bool(const char *v, int *out)
 {
     static const char *const yes[] = {"1", "true", "yes", "on"};
@@ -500,9 +544,10 @@ static int set_configs_locked(int n, const char *const *keys, const char *const 
         if (!keys[i] || !values[i])
             return mlprof__fail(MLPROF_EINVAL, "%snull key or value", where);
         const key_def *k = find_key(keys[i]);
+        char hint[96];
         if (!k)
-            return mlprof__fail(MLPROF_EKEY, "%sunknown configuration key %s", where,
-                                mlprof__quoted(keys[i]).s);
+            return mlprof__fail(MLPROF_EKEY, "%sunknown configuration key %s%s", where,
+                                mlprof__quoted(keys[i]).s, key_hint(keys[i], hint, sizeof hint));
         /* profile_all is a shorthand that switches every class */
         int rc = config_apply(&next, k, values[i]);
         if (rc == MLPROF_OK)
@@ -540,8 +585,10 @@ int mlprof_get_config(const char *key, char *buf, size_t len)
 {
     mlprof__ensure_init();
     const key_def *k = key ? find_key(key) : NULL;
+    char hint[96];
     if (!k)
-        return mlprof__fail(MLPROF_EKEY, "unknown configuration key %s", mlprof__quoted(key).s);
+        return mlprof__fail(MLPROF_EKEY, "unknown configuration key %s%s", mlprof__quoted(key).s,
+                            key ? key_hint(key, hint, sizeof hint) : "");
     if (!buf || len == 0)
         return mlprof__fail(MLPROF_EINVAL, "mlprof_get_config: no buffer");
     mlprof__ctl_lock();
@@ -699,8 +746,9 @@ static int load_config_locked(const char *path)
             snprintf(where, sizeof where, "%s:%d: ", mlprof__shortened(path).s, ln[i]);
             const key_def *def = find_key(k[i]);
             if (!def) {
-                rc = mlprof__fail(MLPROF_EKEY, "%sunknown configuration key %s", where,
-                                  mlprof__quoted(k[i]).s);
+                char hint[96];
+                rc = mlprof__fail(MLPROF_EKEY, "%sunknown configuration key %s%s", where,
+                                  mlprof__quoted(k[i]).s, key_hint(k[i], hint, sizeof hint));
                 break;
             }
             rc = config_apply(&scratch, def, v[i]);
@@ -791,8 +839,9 @@ static void read_environment(void)
             continue;
         const key_def *k = find_key(key);
         if (!k) {
-            mlprof__log(MLPROF_LOG_WARN, "ignoring %.*s: unknown configuration key \"%s\"",
-                        (int)(eq - *e), *e, key);
+            char hint[96];
+            mlprof__log(MLPROF_LOG_WARN, "ignoring %.*s: unknown configuration key \"%s\"%s",
+                        (int)(eq - *e), *e, key, key_hint(key, hint, sizeof hint));
             continue;
         }
         mlprof__config next = mlprof__g.cfg;
