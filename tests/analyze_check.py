@@ -395,14 +395,20 @@ def test_usage():
                          (["--aggregate", "median"], "--aggregate: expected"),
                          (["--min-time", "soon"], "--min-time: expected a time"),
                          (["--format", "xml"], "--format: expected"),
-                         (["--bogus"], "unknown option \"--bogus\""),
+                         (["--bogus"], "unknown option \"--bogus\"\n"),
+                         (["--formt", "json"], "unknown option \"--formt\" (did you mean --format?)"),
+                         (["--aggregate-bi=name"], "(did you mean --aggregate-by?)"),
                          (["--top"], "needs a value")):
         p = mlprof("analyze", path, *args, expect=2)
         check(needle in p.stderr, f"{args}: {p.stderr!r}")
+    p = mlprof("merge", "--ouput", "x.json", path, path, expect=2)
+    check("(did you mean --output?)" in p.stderr, f"merge --ouput: {p.stderr!r}")
     p = mlprof("analyze", expect=2)
     check("which trace" in p.stderr, "no trace named")
     p = mlprof("frobnicate", expect=2)
-    check("unknown command" in p.stderr, "unknown command")
+    check("unknown command \"frobnicate\"\n" in p.stderr, f"unknown command: {p.stderr!r}")
+    p = mlprof("analyse", path, expect=2)
+    check("unknown command \"analyse\" (did you mean \"analyze\"?)" in p.stderr, f"analyse: {p.stderr!r}")
     p = mlprof("analyze", "--help")
     check("--aggregate-by" in p.stdout, "help")
 

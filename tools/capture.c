@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../src/common/common.h"
 #include "capture.h"
 
 #define PROG "mlprof capture"
@@ -505,7 +506,10 @@ int mlprof_cmd_capture(int argc, char **argv)
                 capture_bad_usage("%s", "--config: too long");
             snprintf(config + at, sizeof config - at, "%s%s", at ? "," : "", v);
         } else if (a[0] == '-') {
-            capture_bad_usage("unknown option \"%s\"", a);
+            char hint[96];
+            fprintf(stderr, PROG ": unknown option \"%s\"%s\nTry 'mlprof capture --help'.\n", a,
+                    mlprof__option_hint(a, capture_usage, hint, sizeof hint));
+            exit(EXIT_USAGE);
         } else if (!pid_arg) {
             pid_arg = a;
         } else {

@@ -133,6 +133,10 @@ static void bad_usage(const char *cmd, const char *fmt, const char *arg)
     exit(2);
 }
 
+/* bad_usage for an option the command does not know, naming the nearest it
+ * does (from its --help text). */
+static void unknown_option(const char *cmd, const char *arg);
+
 /* "1e-4" (seconds), "100us", "2.5 ms"; -1 when it is not a time. */
 static int64_t parse_time(const char *s)
 {
@@ -406,7 +410,7 @@ static const char *one_trace_args(const char *cmd, int argc, char **argv, void (
         else if (strcmp(arg, "--per-step") == 0)
             o->per_step = 1;
         else if (arg[0] == '-' && arg[1])
-            bad_usage(cmd, "unknown option \"%s\"", arg);
+            unknown_option(cmd, arg);
         else if (!path)
             path = arg;
         else
@@ -497,7 +501,7 @@ static int cmd_diff(int argc, char **argv)
         } else if ((v = option_value(cmd, argc, argv, &i, "--steps", NULL))) {
             o.steps = v;
         } else if (arg[0] == '-' && arg[1]) {
-            bad_usage(cmd, "unknown option \"%s\"", arg);
+            unknown_option(cmd, arg);
         } else if (!paths[0]) {
             paths[0] = arg;
         } else if (!paths[1]) {
@@ -662,7 +666,7 @@ static int cmd_merge(int argc, char **argv)
         else if (strcmp(arg, "--same-clock") == 0)
             mo.same_clock = 1;
         else if (arg[0] == '-' && arg[1])
-            bad_usage(cmd, "unknown option \"%s\"", arg);
+            unknown_option(cmd, arg);
         else
             paths[npaths++] = arg;
     }
@@ -837,7 +841,7 @@ static int cmd_ranks(int argc, char **argv)
         } else if (strcmp(arg, "--any-job") == 0) {
             any_job = 1;
         } else if (arg[0] == '-' && arg[1]) {
-            bad_usage(cmd, "unknown option \"%s\"", arg);
+            unknown_option(cmd, arg);
         } else {
             paths[npaths++] = arg;
         }
@@ -1055,7 +1059,7 @@ static int cmd_augment(int argc, char **argv)
                 bad_usage(cmd, "--format: expected table or json, got \"%s\"", v);
             format = strcmp(v, "json") == 0 ? AN_JSON : AN_TABLE;
         } else if (arg[0] == '-' && arg[1])
-            bad_usage(cmd, "unknown option \"%s\"", arg);
+            unknown_option(cmd, arg);
         else if (!path)
             path = arg;
         else
@@ -1155,7 +1159,7 @@ static int cmd_sequences(int argc, char **argv)
             if (format < 0)
                 bad_usage(cmd, "--format: expected table, json or csv, got \"%s\"", v);
         } else if (arg[0] == '-' && arg[1])
-            bad_usage(cmd, "unknown option \"%s\"", arg);
+            unknown_option(cmd, arg);
         else if (!path)
             path = arg;
         else
@@ -1267,7 +1271,7 @@ static int cmd_export(int argc, char **argv)
             output = v;
             perfetto = strncmp(arg, "--perfetto", 10) == 0;
         } else if (arg[0] == '-' && arg[1]) {
-            bad_usage(cmd, "unknown option \"%s\"", arg);
+            unknown_option(cmd, arg);
         } else if (!path) {
             path = arg;
         } else {
@@ -1417,7 +1421,7 @@ static int cmd_ceilings(int argc, char **argv)
                                "got \"%s\"", v);
             refresh = 1;
         } else {
-            bad_usage(cmd, "unknown option \"%s\"", argv[i]);
+            unknown_option(cmd, argv[i]);
         }
     }
     if (!gpu && go.device != 0)
@@ -1533,7 +1537,7 @@ static int cmd_roofline(int argc, char **argv)
         else if (strcmp(arg, "--one-thread") == 0)
             ro.one_thread = 1;
         else if (arg[0] == '-' && arg[1])
-            bad_usage(cmd, "unknown option \"%s\"", arg);
+            unknown_option(cmd, arg);
         else if (!path)
             path = arg;
         else
@@ -1678,7 +1682,7 @@ static int cmd_flame(int argc, char **argv)
         else if ((v = option_value(cmd, argc, argv, &i, "--span", NULL)))
             span = v;
         else if (arg[0] == '-' && arg[1])
-            bad_usage(cmd, "unknown option \"%s\"", arg);
+            unknown_option(cmd, arg);
         else if (!path)
             path = arg;
         else
@@ -1722,6 +1726,29 @@ static int cmd_flame(int argc, char **argv)
     return rc;
 }
 
+static const struct command_help {
+    const char *name;
+    void (*usage)(FILE *);
+} k_command_help[] = {
+    {"analyze", analyze_usage},     {"diff", diff_usage},         {"merge", merge_usage},
+    {"ranks", ranks_usage},         {"kernels", kernels_usage},   {"augment", augment_usage},
+    {"sequences", sequences_usage}, {"export", export_usage},     {"ceilings", ceilings_usage},
+    {"roofline", roofline_usage},   {"flame", flame_usage},
+};
+#define NCOMMAND_HELP (sizeof k_command_help / sizeof k_command_help[0])
+
+static void unknown_option(const char *cmd, const char *arg)
+{
+    void (*help)(FILE *) = NULL;
+    for (size_t i = 0; i < NCOMMAND_HELP; i++)
+        if (strcmp(k_command_help[i].name, cmd) == 0)
+            help = k_command_help[i].usage;
+    char hint[96];
+    fprintf(stderr, PROG " %s: unknown option \"%s\"%s\nTry '" PROG " %s --help'.\n", cmd, arg,
+            mlprof__option_hint(arg, help, hint, sizeof hint), cmd);
+    exit(2);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1763,7 +1790,14 @@ int main(int argc, char **argv)
         return mlprof_cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "capture") == 0)
         return mlprof_cmd_capture(argc - 1, argv + 1);
-    fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
+    static const char *const commands[] = {"analyze", "diff",   "merge", "kernels", "ranks", "augment",
+                                           "sequences", "export", "ceilings", "roofline", "flame", "run",
+                                           "capture",   "help"};
+    const char *near = mlprof__nearest(cmd, commands, sizeof commands / sizeof commands[0]);
+    if (near)
+        fprintf(stderr, PROG ": unknown command \"%s\" (did you mean \"%s\"?)\n", cmd, near);
+    else
+        fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
     usage(stderr);
     return 2;
 }

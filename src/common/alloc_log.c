@@ -267,3 +267,79 @@ int mlprof__fork_gate(pthread_mutex_t *work, const pthread_t *worker, const char
                                  "works (%s)", what, strerror(rc));
     return 0;
 }
+
+size_t mlprof__edits(const char *a, size_t la, const char *b, size_t lb, size_t cap)
+{
+    enum { MAXLEN = 64 };
+    if (la > MAXLEN || lb > MAXLEN || (la > lb ? la - lb : lb - la) > cap)
+        return cap + 1;
+    size_t d[MAXLEN + 1][MAXLEN + 1];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        for (size_t j = 1; j <= lb; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[la][lb] > cap ? cap + 1 : d[la][lb];
+}
+
+const char *mlprof__nearest(const char *typed, const char *const *names, size_t n)
+{
+    size_t lt = strlen(typed), cap = lt < 6 ? 1 : 2, best = cap + 1;
+    const char *near = NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t e = mlprof__edits(typed, lt, names[i], strlen(names[i]), cap);
+        if (e < best && e > 0)
+            best = e, near = names[i];
+    }
+    return near;
+}
+
+const char *mlprof__option_hint(const char *arg, void (*help)(FILE *), char *buf, size_t len)
+{
+    buf[0] = '\0';
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = help ? open_memstream(&text, &size) : NULL;
+    if (!f)
+        return buf;
+    help(f);
+    fclose(f);
+    /* the options the text names: --word, each once */
+    enum { MAX_OPTIONS = 128 };
+    const char *names[MAX_OPTIONS] = {NULL};
+    char *words[MAX_OPTIONS];
+    size_t n = 0;
+    for (char *p = text; p && (p = strstr(p, "--")) && n < MAX_OPTIONS;) {
+        char *q = p + 2;
+        while ((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '-' || *q == '_')
+            q++;
+        size_t k = (size_t)(q - p);
+        int seen = k <= 2 || (p > text && p[-1] != ' ' && p[-1] != '\n' && p[-1] != '[' && p[-1] != '(');
+        for (size_t i = 0; !seen && i < n; i++)
+            seen = strlen(words[i]) == k && strncmp(words[i], p, k) == 0;
+        if (!seen && (words[n] = strndup(p, k)) != NULL)
+            names[n] = words[n], n++;
+        p = q;
+    }
+    size_t arg_len = strcspn(arg, "=");
+    char typed[80];
+    snprintf(typed, sizeof typed, "%.*s", (int)(arg_len < sizeof typed ? arg_len : sizeof typed - 1), arg);
+    const char *near = mlprof__nearest(typed, names, n);
+    if (near)
+        snprintf(buf, len, " (did you mean %s?)", near);
+    for (size_t i = 0; i < n; i++)
+        free(words[i]);
+    free(text);
+    return buf;
+}

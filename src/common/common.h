@@ -64,6 +64,16 @@ int mlprof__lock_for_dump(pthread_mutex_t *m, int *gave_up);
  * start, which a fork must not cut); detached: joined by no one. */
 int mlprof__thread_start(pthread_t *t, int detached, void *(*fn)(void *), void *arg);
 
+/* Edits (insert, delete, replace, swap of two neighbours) from a to b, up to
+ * cap: cap + 1 when more. */
+size_t mlprof__edits(const char *a, size_t la, const char *b, size_t lb, size_t cap);
+/* The name of names[0..n) nearest to what a user typed (at most two edits,
+ * one for a name under 6 letters), or NULL: for "did you mean" hints. */
+const char *mlprof__nearest(const char *typed, const char *const *names, size_t n);
+/* " (did you mean --X?)" when an option that help (a command's usage text)
+ * lists is near the unknown option arg (its "=value" left out), else "". */
+const char *mlprof__option_hint(const char *arg, void (*help)(FILE *), char *buf, size_t len);
+
 /* Before a fork (pthread_atfork's prepare): waits, up to 2 s, for a thread
  * of mlprof's (worker: its id, read under ctl_lock) to be between two rounds of
  * its work, work being the mutex it holds through each, so that the fork

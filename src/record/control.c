@@ -229,45 +229,15 @@ static const key_def *find_key(const char *name)
     return NULL;
 }
 
-/* Edits (insert, delete, replace, swap two neighbours) from a to b, up to
- * cap (cap + 1 when more). */
-static size_t edits(const char *a, const char *b, size_t cap)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 48 || lb > 48)
-        return cap + 1;
-    size_t d[49][49];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        for (size_t j = 1; j <= lb; j++) {
-            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < best)
-                best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    }
-    return d[la][lb] > cap ? cap + 1 : d[la][lb];
-}
-
 /* " (did you mean \"KEY\"?)" for the key nearest an unknown name (at most
  * two edits, fewer for a short name), or "". */
 static const char *key_hint(const char *name, char *buf, size_t len)
 {
     buf[0] = '\0';
-    size_t cap = strlen(name) < 6 ? 1 : 2, best = cap + 1;
-    const char *near = NULL;
-    for (size_t i = 0; name && i < NKEYS; i++) {
-        size_t e = edits(name, g_keys[i].name, cap);
-        if (e < best)
-            best = e, near = g_keys[i].name;
-    }
+    const char *names[NKEYS];
+    for (size_t i = 0; i < NKEYS; i++)
+        names[i] = g_keys[i].name;
+    const char *near = mlprof__nearest(name, names, NKEYS);
     if (near)
         snprintf(buf, len, " (did you mean \"%s\"?)", near);
     return buf;
