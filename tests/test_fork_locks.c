@@ -35,22 +35,6 @@ static void *creator(void *arg)
     return NULL;
 }
 
-/* 0 once the child exited with status 0; -1 if it hung (killed) or failed. */
-static int wait_child(pid_t pid)
-{
-    int status = 0;
-    struct timespec ms = {0, 1000000};
-    for (int waited = 0; waited < 30000; waited++) { /* 30 s: a hang, not a slow machine */
-        pid_t got = waitpid(pid, &status, WNOHANG);
-        if (got == pid)
-            return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-        nanosleep(&ms, NULL);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return -1;
-}
-
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -75,7 +59,7 @@ int main(int argc, char **argv)
             _exit(s && d && c ? 0 : 1); /* no trace: 200 of them would only cost time */
         }
         CHECK(pid > 0, "fork");
-        if (pid > 0 && wait_child(pid) != 0)
+        if (pid > 0 && tu_wait_child(pid, 30) != 0)
             hung++;
     }
     __atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);

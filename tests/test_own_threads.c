@@ -120,22 +120,6 @@ static void check_delivery(void)
           (int)g_handled_tid, self);
 }
 
-/* 0 once the child exited with status 0; -1 if it hung (killed) or failed. */
-static int wait_child(pid_t pid)
-{
-    int status = 0;
-    struct timespec ms = {0, 1000000};
-    for (int waited = 0; waited < 60000; waited++) { /* 60 s: a hang, not a slow machine */
-        pid_t got = waitpid(pid, &status, WNOHANG);
-        if (got == pid)
-            return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-        nanosleep(&ms, NULL);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return -1;
-}
-
 static void spin_ms(long ms)
 {
     struct timespec a, b;
@@ -181,7 +165,7 @@ int main(int argc, char **argv)
                 _exit(mlprof_set_state(MLPROF_STATE_STOP) == MLPROF_OK && mlprof_clear() == MLPROF_OK ? 0 : 1);
             }
             CHECK(pid > 0, "fork");
-            if (pid > 0 && wait_child(pid) != 0)
+            if (pid > 0 && tu_wait_child(pid, 60) != 0)
                 hung++;
         }
         CHECK(hung == 0, "a child hung or failed (after %d forks)", forks);

@@ -6,10 +6,14 @@
 #ifndef MLPROF_TESTUTIL_H
 #define MLPROF_TESTUTIL_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include "mlprof/mlprof.h"
 
@@ -99,6 +103,25 @@ static inline char *tu_read_file(const char *path)
     fclose(f);
     return p;
 }
+
+#if defined(_GNU_SOURCE) || (defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 199309L)
+/* Waits for a forked child: 0 once it exited with status 0; -1 if it failed,
+ * or had not exited after seconds (a hang, not a slow machine: killed). */
+static inline int tu_wait_child(pid_t pid, int seconds)
+{
+    int status = 0;
+    struct timespec ms = {0, 1000000};
+    for (int waited = 0; waited < seconds * 1000; waited++) {
+        pid_t got = waitpid(pid, &status, WNOHANG);
+        if (got == pid)
+            return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+        nanosleep(&ms, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+#endif
 
 /* Occurrences of needle in hay. */
 static inline int tu_count(const char *hay, const char *needle)
