@@ -447,12 +447,18 @@ def check_status_and_errors():
     # a bad value in the environment: refused once, the command not started (it would make marker)
     marker = os.path.join(OUT, "env_refused.marker")
     for var, value, says in (("MLPROF_BUFFER_SIZE", "12zz", 'ignoring MLPROF_BUFFER_SIZE: bad value "12zz"'),
-                             ("MLPROF_CONFIG", os.path.join(OUT, "no_such.conf"), "MLPROF_CONFIG: cannot open")):
+                             ("MLPROF_CONFIG", os.path.join(OUT, "no_such.conf"), "MLPROF_CONFIG: cannot open"),
+                             ("MLPROF_SAMPLNG", "99", '"samplng" (did you mean "sampling"?)')):
         q = subprocess.run([MLPROF, "run", "-q", "-o", os.path.join(OUT, "env_refused.json"), "--", PYTHON, "-c",
                             f"open({marker!r}, 'w')"], capture_output=True, text=True, timeout=120,
                            env=dict(os.environ, **{var: value}))
         check(q.returncode == 2 and says in q.stderr and q.stderr.count(says) == 1 and "is refused" in q.stderr
               and not os.path.exists(marker), f"{var}={value}: {q.returncode} {q.stderr!r}")
+    # a variable that is no near miss of a key may be another tool's: said, and the run goes on
+    q = subprocess.run([MLPROF, "run", "-q", "-o", os.path.join(OUT, "env_other.json"), "--", PYTHON, "-c", "pass"],
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, MLPROF_HOME_OF_SOMETHING="x"))
+    check(q.returncode == 0 and 'unknown configuration key "home_of_something"' in q.stderr,
+          f"MLPROF_HOME_OF_SOMETHING: {q.returncode} {q.stderr!r}")
     # a Perfetto name: the merged trace exported as Perfetto's protobuf, read back as the JSON one would be
     pf = os.path.join(OUT, "forker.pftrace")
     q = subprocess.run([MLPROF, "run", "-q", "-o", pf, "--", FORKER], capture_output=True, text=True, timeout=300)

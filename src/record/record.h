@@ -363,8 +363,8 @@ uint64_t mlprof__steps_gen(void);
  * exit handlers). Safe to call often: one load when done. */
 void mlprof__ensure_init(void);
 /* How many MLPROF_* variables (and MLPROF_CONFIG's file) the initialization
- * ignored for a bad value (each said on stderr, naming it): mlprof run
- * refuses to start a command with them. */
+ * ignored for a bad value or as a near miss of a key (each said on stderr,
+ * naming it): mlprof run refuses to start a command with them. */
 int mlprof__env_rejected(void);
 /* Recomputes every handle's and domain's `on` flag and the active flag from
  * the configuration and state. Caller holds ctl_lock. */
