@@ -315,22 +315,22 @@ const char *mlprof__option_hint(const char *arg, void (*help)(FILE *), char *buf
         return buf;
     help(f);
     fclose(f);
-    /* the options the text names: --word, each once */
+    /* the options the text names: --word, each once, ended in place */
     enum { MAX_OPTIONS = 128 };
     const char *names[MAX_OPTIONS] = {NULL};
-    char *words[MAX_OPTIONS];
     size_t n = 0;
     for (char *p = text; p && (p = strstr(p, "--")) && n < MAX_OPTIONS;) {
         char *q = p + 2;
         while ((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '-' || *q == '_')
             q++;
-        size_t k = (size_t)(q - p);
-        int seen = k <= 2 || (p > text && p[-1] != ' ' && p[-1] != '\n' && p[-1] != '[' && p[-1] != '(');
+        char after = *q; /* not a '-': no option starts there */
+        *q = '\0';
+        int seen = q - p <= 2 || (p > text && p[-1] != ' ' && p[-1] != '\n' && p[-1] != '[' && p[-1] != '(');
         for (size_t i = 0; !seen && i < n; i++)
-            seen = strlen(words[i]) == k && strncmp(words[i], p, k) == 0;
-        if (!seen && (words[n] = strndup(p, k)) != NULL)
-            names[n] = words[n], n++;
-        p = q;
+            seen = strcmp(names[i], p) == 0;
+        if (!seen)
+            names[n++] = p;
+        p = after ? q + 1 : q;
     }
     size_t arg_len = strcspn(arg, "=");
     char typed[80];
@@ -338,8 +338,6 @@ const char *mlprof__option_hint(const char *arg, void (*help)(FILE *), char *buf
     const char *near = mlprof__nearest(typed, names, n);
     if (near)
         snprintf(buf, len, " (did you mean %s?)", near);
-    for (size_t i = 0; i < n; i++)
-        free(words[i]);
     free(text);
     return buf;
 }
