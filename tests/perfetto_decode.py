@@ -281,8 +281,9 @@ def resolve(packets, prefix=False):
     2; each thread's task slices are a sequence of their own (3 and up),
     cleared, with timestamps on its incremental clock (64, set by a clock
     snapshot beside CLOCK_MONOTONIC) and the thread's track as its default;
-    every packet that uses interned data, the defaults or an incremental
-    clock says it needs the incremental state; an iid is defined before it is
+    every packet of the stream or the tail that uses interned data or the
+    defaults says it needs the incremental state (a thread's sequence need
+    not: its start is checked to come before its events); an iid is defined before it is
     used and never redefined; an event's track is described before it, in
     the stream (in its own sequence for the tail); slices nest per track, a
     begin of the stream or the tail followed at once by its end; an end's
@@ -321,7 +322,8 @@ def resolve(packets, prefix=False):
             _clock_snapshot(res, st, idx, seq, p["clock_snapshot"][0])
         interned = one(p, "interned_data")
         if interned:
-            assert flags & 2, f"packet {idx}: interned data in a packet without SEQ_NEEDS_INCREMENTAL_STATE"
+            assert flags & 2 or seq > 2, \
+                f"packet {idx}: interned data in a packet without SEQ_NEEDS_INCREMENTAL_STATE"
             for field, table, text in (("event_names", "names", "name"), ("event_categories", "cats", "name"),
                                        ("debug_annotation_names", "args", "name"),
                                        ("debug_annotation_string_values", "strs", "str")):
@@ -344,7 +346,7 @@ def resolve(packets, prefix=False):
         if te is None:
             assert pending is None, f"packet {idx}: a slice's begin is not followed by its end"
             continue
-        assert flags & 2, f"packet {idx}: a track event without SEQ_NEEDS_INCREMENTAL_STATE"
+        assert flags & 2 or seq > 2, f"packet {idx}: a track event without SEQ_NEEDS_INCREMENTAL_STATE"
         assert one(p, "timestamp") is not None, f"packet {idx}: a track event without a timestamp"
         ts = _packet_time(st, idx, seq, p)
         uuid = one(te, "track_uuid", st["track"])

@@ -21,7 +21,12 @@
  *    (timestamps on its clock 64, TrackEvents on the thread's track: no
  *    track_uuid per event) and a clock snapshot that sets clock 64
  *    (sequence-scoped, incremental) to CLOCK_MONOTONIC's time of that first
- *    event. Every later packet's timestamp is the delta from the previous
+ *    event. Its later packets do not set SEQ_NEEDS_INCREMENTAL_STATE (2
+ *    bytes a packet: a slice without arguments takes 24, not 28): that flag lets a reader skip packets
+ *    whose sequence lost its start, which a file written start first cannot
+ *    (trace_processor reads the state whether the flag is there or not; a
+ *    file cut between packets keeps every sequence's start before its
+ *    events). Every later packet's timestamp is the delta from the previous
  *    one on that clock; a time before the previous (a clock stepping back) is
  *    written absolute with the packet's own timestamp_clock_id (MONOTONIC),
  *    which leaves the incremental clock where it was. A begin carries name,
@@ -1145,15 +1150,15 @@ static void put_bare_event(mlprof__sb *sb, const pf_seq *q, uint64_t ts, int typ
 /* A packet of a thread's sequence at ts: the timestamp a delta on its
  * incremental clock from the sequence's last, or, for a time before that
  * (a clock that stepped back), absolute on CLOCK_MONOTONIC (which leaves
- * the incremental clock where it was); then the sequence, the flag saying
- * it needs the sequence's state, the InternedData in `in` and the
- * TrackEvent in ev (no track: the sequence's default). */
+ * the incremental clock where it was); then the sequence (no flags: see
+ * the head of this file), the InternedData in `in` and the TrackEvent in ev
+ * (no track: the sequence's default). */
 static void write_thread_packet(mlprof__sb *sb, pf_seq *q, uint64_t ts, const mlprof__sb *in,
                                 const mlprof__sb *ev)
 {
     int absolute = ts < q->last_ts;
     uint64_t v = absolute ? ts : ts - q->last_ts;
-    size_t body = 1 + varint_size(v) + (absolute ? 3 : 0) + 1 + varint_size(q->id) + 2 + 1 + varint_size(ev->len) +
+    size_t body = 1 + varint_size(v) + (absolute ? 3 : 0) + 1 + varint_size(q->id) + 1 + varint_size(ev->len) +
                   ev->len;
     if (in->len)
         body += 1 + varint_size(in->len) + in->len;
@@ -1171,8 +1176,6 @@ static void write_thread_packet(mlprof__sb *sb, pf_seq *q, uint64_t ts, const ml
     }
     p = put_tag(p, 10, WT_VARINT);
     p = put_varint(p, q->id);
-    p = put_tag(p, 13, WT_VARINT);
-    *p++ = SEQ_NEEDS_INCREMENTAL_STATE;
     if (in->len) {
         p = put_tag(p, 12, WT_LEN);
         p = put_varint(p, in->len);
@@ -1200,7 +1203,7 @@ static void put_thread_event(pf_state *st, mlprof__sb *sb, pf_seq *q, uint64_t t
 }
 
 /* A slice's end on a thread's sequence, without arguments: the commonest
- * packet, written at once (10 bytes when the delta takes 2). */
+ * packet, written at once (8 bytes when the delta takes 2). */
 static void put_thread_end(mlprof__sb *sb, pf_seq *q, uint64_t ts)
 {
     static const mlprof__sb none;
@@ -1212,15 +1215,13 @@ static void put_thread_end(mlprof__sb *sb, pf_seq *q, uint64_t ts)
     }
     uint64_t v = ts - q->last_ts;
     q->last_ts = ts;
-    size_t body = 1 + varint_size(v) + 1 + varint_size(q->id) + 2 + 2 + 2;
+    size_t body = 1 + varint_size(v) + 1 + varint_size(q->id) + 2 + 2;
     char *p = put_tag(end_of(sb), 1, WT_LEN);
     p = put_varint(p, body);
     p = put_tag(p, 8, WT_VARINT);
     p = put_varint(p, v);
     p = put_tag(p, 10, WT_VARINT);
     p = put_varint(p, q->id);
-    p = put_tag(p, 13, WT_VARINT);
-    *p++ = SEQ_NEEDS_INCREMENTAL_STATE;
     p = put_tag(p, 11, WT_LEN);
     *p++ = 2;
     p = put_tag(p, 9, WT_VARINT);
