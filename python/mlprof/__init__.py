@@ -15,6 +15,7 @@ written for it needs only its import changed.
 Errors of the C library are MlprofError, with its message (which names the
 key, value or file).
 """
+import atexit
 import contextlib
 import contextvars
 import ctypes
@@ -136,7 +137,7 @@ def profiler_set_config(mode="symbolic", filename="profile.json"):
     """MXNet's deprecated form: turns on profile_<mode> ("symbolic", "imperative",
     "all", "api", "memory") and sets the trace's filename."""
     warnings.warn("profiler.profiler_set_config() is deprecated. Please use profiler.set_config() instead",
-                  DeprecationWarning, stacklevel=2)
+                  stacklevel=2)  # MXNet's plain warn: a UserWarning, shown wherever it is called
     set_config(**{"profile_" + mode: True, "filename": filename})
 
 
@@ -165,7 +166,7 @@ def set_state(state="stop", profile_process="worker"):
 def profiler_set_state(state="stop"):
     """MXNet's deprecated set_state."""
     warnings.warn("profiler.profiler_set_state() is deprecated. Please use profiler.set_state() instead",
-                  DeprecationWarning, stacklevel=2)
+                  stacklevel=2)  # MXNet's plain warn: a UserWarning, shown wherever it is called
     set_state(state)
 
 
@@ -228,7 +229,7 @@ def dump_to(path, finished=False):
 def dump_profile():
     """MXNet's deprecated dump(True)."""
     warnings.warn("profiler.dump_profile() is deprecated. Please use profiler.dump() instead",
-                  DeprecationWarning, stacklevel=2)
+                  stacklevel=2)  # MXNet's plain warn: a UserWarning, shown wherever it is called
     return dump(True)
 
 
@@ -241,11 +242,17 @@ def _take_string(out):
 
 def dumps(reset=False, format="table", sort_by="total", ascending=False):
     """The aggregate statistics as a table (str) or JSON (str), sorted by total,
-    avg, min, max, count or self time (MXNet's dumps, same argument order)."""
+    avg, min, max, count or self time (MXNet's dumps, same argument order).
+    With aggregate_stats off none were gathered: "" (as MXNet prints nothing
+    then), and a warning that names the key."""
     if format not in _FORMATS:
         raise ValueError(f"format must be one of {', '.join(_FORMATS)}, not {format!r}")
     if sort_by not in _SORTS:
         raise ValueError(f"sort_by must be one of {', '.join(_SORTS)}, not {sort_by!r}")
+    if get_config("aggregate_stats") != "true":
+        warnings.warn("dumps(): aggregate_stats is off, so no statistics were gathered: "
+                      "set_config(aggregate_stats=True) before the run", RuntimeWarning, stacklevel=2)
+        return ""
     out = ctypes.c_void_p()
     _check(lib.mlprof_dumps(ctypes.byref(out), _FORMATS[format], _SORTS[sort_by], int(bool(ascending)),
                             int(bool(reset))))
@@ -1034,3 +1041,17 @@ class _ChildHook:
 _child_hook = _ChildHook()
 _ChildHook.register()
 os.register_at_fork(before=_ChildHook.register)
+
+
+def _dump_before_sigint_exit():
+    """An uncaught KeyboardInterrupt (^C) ends Python by a SIGINT it sends
+    itself once its own exit handlers (this one) have run, so the C library's
+    exit handler never runs and the trace would be lost. Here the trace is
+    written as that handler would write it (mlprof_exit_dump), which then
+    finds nothing left; any other ending is left to the C handler."""
+    last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if isinstance(last, KeyboardInterrupt):
+        lib.mlprof_exit_dump()
+
+
+atexit.register(_dump_before_sigint_exit)

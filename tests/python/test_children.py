@@ -3,7 +3,9 @@
 children of multiprocessing, which end in os._exit; a Pool's workers, which
 `with Pool()` stops by SIGTERM; children started anew with the parent's
 MLPROF_FILENAME, which must not replace the parent's trace; and a hand-made
-fork that ends in os._exit, whose lost events the parent names."""
+fork that ends in os._exit, whose lost events the parent names; and a
+script stopped by ^C, which Python ends by a SIGINT of its own after its exit
+handlers and before the C library's."""
 import json
 import os
 import subprocess
@@ -83,6 +85,20 @@ os.waitpid(pid2, 0)
 print("lost", pid, "kept", pid2, flush=True)
 '''
 
+CTRL_C_SCRIPT = r'''
+import os, signal, threading, time
+import mlprof
+mlprof.set_config(filename="c.json")
+mlprof.set_state("run")
+d = mlprof.Domain("d")
+threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+with d.new_task("before_ctrl_c"):
+    pass
+while True:
+    with d.new_task("step"):
+        time.sleep(0.01)
+'''
+
 
 def run(tmp_path, script, **env):
     env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"),
@@ -147,3 +163,15 @@ def test_a_child_leaving_by_os_exit_is_named(tmp_path):
     assert spans(tmp_path / f"x.{kept}.json")[1] == ["kept_work"]
     said = [line for line in p.stderr.splitlines() if "recorded events but wrote no trace" in line]
     assert len(said) == 1 and f"the forked child {lost} recorded" in said[0] and str(kept) not in said[0], p.stderr
+
+
+def test_ctrl_c_keeps_the_trace(tmp_path):
+    # Python ends by SIGINT (status -2), its exit handlers run, the C library's not
+    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "python"),
+               LIBMLPROF_PATH=mlprof._lib.lib.path)
+    (tmp_path / "script.py").write_text(CTRL_C_SCRIPT)
+    p = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == -2 and "KeyboardInterrupt" in p.stderr, (p.returncode, p.stderr)
+    pid, names = spans(tmp_path / "c.json")
+    assert names[0] == "before_ctrl_c" and set(names[1:]) == {"step"} and len(names) >= 2, names
