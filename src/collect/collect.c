@@ -2074,8 +2074,10 @@ static void drain_all(int discard, int all_memory)
     sinks_wants();
     mlprof__clock_sync();
     uint64_t watermark = all_memory ? UINT64_MAX : mlprof__clock_to_ns(mlprof__clock_raw());
-    if (C.start_ns == 0)
-        C.start_ns = mlprof_now_ns(); /* the events' clock: a custom one, shifted */
+    if (C.start_ns == 0) { /* when this trace began recording, on the events' clock (a custom one, shifted) */
+        uint64_t run = __atomic_load_n(&mlprof__g.run_ns, __ATOMIC_RELAXED), now = mlprof_now_ns();
+        C.start_ns = run && run < now ? run : now;
+    }
     if (!discard)
         ring_evict(); /* a dump writes the ring: what the collector had no time to evict goes first */
     if (C.horizon_raw)

@@ -79,6 +79,7 @@ def test_mxnet_style(tmp_path):
     dom = mlprof.Domain("py")
     task, frame, ev = dom.new_task("step"), dom.new_frame("batch"), mlprof.Event("load")
     counter, marker = dom.new_counter("images", 0), dom.new_marker("epoch_end")
+    before_run = mlprof.now_ns()
     mlprof.set_state("run")
     for i in range(3):
         with frame:
@@ -112,6 +113,9 @@ def test_mxnet_style(tmp_path):
     values = [e["args"]["value"] for e in events(t, "C", "images")]
     assert values == [8, 16, 24, 20] and counter.value == 20  # its first value was set before the run
     assert events(t, "i", "epoch_end")[0]["s"] == "g"
+    # the trace began recording at set_state("run"), before its first event
+    first = min(e["ts"] for e in t["traceEvents"] if e.get("ph") in ("X", "b", "C", "i"))
+    assert before_run <= t["otherData"]["start_ns"] <= first * 1000 + 1000, (before_run, t["otherData"], first)
 
 
 def test_dumps_table_and_json():
