@@ -9,13 +9,17 @@ script changes only its import:
 Every entry into a profiled block or function is written to files of its
 own (Profiler's docstring says how they are named); none is overwritten.
 Neither discards a recording made before it and not yet dumped: an entry, or
-a traced call, made then is recorded with it (a RuntimeWarning says so).
+a traced call, made then is recorded with it (a RuntimeWarning says so). A
+traced call made while a recording is on (a Profiler's, or a whole run's
+under `mlprof run`) is part of that recording; get_profile() reads its
+events from it.
 """
 import functools
 import json
+import warnings
 
-from . import (Profiler, _keeps_earlier_recording, _submodule, clear, get_state, now_ns, profile, set_state,
-               trace_json)
+from . import (MlprofError, Profiler, _keeps_earlier_recording, _submodule, clear, get_state, now_ns, profile,
+               set_state, trace_json)
 
 __all__ = ["Profiler", "profile", "trace"]
 
@@ -28,11 +32,20 @@ class _Traced:
         functools.update_wrapper(self, function)
         self._function, self._profiling = function, profiling
         self._events, self._meta, self._other, self.calls = [], {}, {}, 0
+        # calls made while a recording was on: (began, ended) in ns, their
+        # events read from that recording by get_profile()
+        self._windows = []
 
     def __call__(self, *args, **kwargs):
-        if not self._profiling or get_state() == "run":
-            # not profiling; or a run is already on: the call is part of it
+        if not self._profiling:
             return self._function(*args, **kwargs)
+        if get_state() == "run":
+            # a recording is on: the call is part of it
+            began = now_ns()
+            try:
+                return self._function(*args, **kwargs)
+            finally:
+                self._windows.append((began, now_ns()))
         if _keeps_earlier_recording(f"{self.__name__}() called with trace(profiling=True)", "the call",
                                     stacklevel=2):
             # recorded with the events kept; the call's own are those since it began
@@ -62,9 +75,38 @@ class _Traced:
                 self._events.append(e)
         self._other = trace.get("otherData", {})
 
+    def _collect_windows(self):
+        """The events of the calls made during a recording that is still
+        there to read: those that began within a call (ts in microseconds,
+        3 decimals: a nanosecond's margin each side)."""
+        windows, self._windows = self._windows, []
+        try:
+            trace = json.loads(trace_json())
+        except MlprofError as e:  # dumped since, or a Perfetto trace without its JSON copy
+            warnings.warn(f"get_profile(): the events of {len(windows)} call(s) made during another recording "
+                          f"cannot be read back: {e}", RuntimeWarning, stacklevel=3)
+            self.calls += len(windows)
+            return
+        # a call made before this recording began was part of one dumped since
+        start = trace.get("otherData", {}).get("start_ns", 0)
+        lost = [w for w in windows if w[0] < start]
+        if lost:
+            warnings.warn(f"get_profile(): the events of {len(lost)} call(s) cannot be read back: the recording "
+                          "they were part of was dumped or cleared since", RuntimeWarning, stacklevel=3)
+        spans = [(b / 1000.0 - 0.001, e / 1000.0 + 0.001) for b, e in windows if b >= start]
+        for e in trace.get("traceEvents", []):
+            if e.get("ph") == "M":
+                self._meta[(e.get("name"), e.get("pid"), e.get("tid"))] = e
+            elif "ts" in e and any(b <= e["ts"] <= end for b, end in spans):
+                self._events.append(e)
+        self._other = trace.get("otherData", {})
+        self.calls += len(windows)
+
     def get_profile(self):
         if not self._profiling:
             raise RuntimeError("get_profile(): this function was traced without profiling=True")
+        if self._windows:
+            self._collect_windows()
         other = dict(self._other, calls=self.calls)
         return {"traceEvents": list(self._meta.values()) + self._events, "displayTimeUnit": "ms",
                 "otherData": other}

@@ -288,6 +288,38 @@ def test_mxnet_names_and_values(tmp_path):
     assert mlprof._lib.lib.mlprof_scope_current() == b""
 
 
+def test_megengine_traced_calls_during_a_recording(tmp_path):
+    # a call made while a recording is on (a script's own, or a whole run's under
+    # mlprof run) is part of it: get_profile() reads the calls' events from it
+    from mlprof.megengine import trace
+    mlprof.clear()
+    mlprof.set_config(filename=str(tmp_path / "run.json"))
+    dom = mlprof.Domain("meg_rec")
+    outside, inside = dom.new_task("outside_call"), dom.new_task("in_call")
+
+    @trace(symbolic=True, profiling=True)
+    def f(x):
+        with inside:
+            pass
+        return x * 2
+
+    mlprof.set_state("run")
+    with outside:
+        pass
+    assert [f(i) for i in range(3)] == [0, 2, 4]
+    with outside:
+        pass
+    prof = f.get_profile()
+    assert len(events(prof, "X", "in_call")) == 3 and not events(prof, "X", "outside_call")
+    assert prof["otherData"]["calls"] == 3
+    # once that recording is dumped before get_profile(), the call's events are said lost
+    f(5)
+    mlprof.dump(True)
+    with pytest.warns(RuntimeWarning, match="cannot be read back"):
+        prof = f.get_profile()
+    assert prof["otherData"]["calls"] == 4 and len(events(prof, "X", "in_call")) == 3
+
+
 def test_megengine_arguments(tmp_path, monkeypatch):
     from mlprof.megengine import Profiler, profile
     monkeypatch.chdir(tmp_path)  # @profile writes into ./profile
