@@ -863,6 +863,18 @@ def test_output_is_input():
             check(f.read() == before, f"{' '.join(args[:1])} -o INPUT wrote over the trace")
     p = mlprof("analyze", src, "-o", os.path.join(OUT, "victim_table.txt"))
     check(p.returncode == 0, "analyze -o another file works")
+    # standard output that cannot be written (a full disk: /dev/full) is said, exit 1,
+    # whether the text is small (it fails at the flush) or large (at the write itself)
+    if os.path.exists("/dev/full"):
+        big = write("many.json", json.dumps([ev(f"op{i}", i * 10, 5) for i in range(3000)]))
+        for args in (["analyze", src], ["analyze", big, "--format", "json", "--top", "0"], ["kernels", src],
+                     ["analyze", "--help"]):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([MLPROF, *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+            check(p.returncode == 1 and "cannot write the output to standard output" in p.stderr,
+                  f"{' '.join(args)} > /dev/full: exit {p.returncode}, {p.stderr!r}")
+    else:
+        print("analyze: /dev/full is missing: a failing standard output is not checked")
 
 
 for test in (test_output_is_input, test_operator_types, test_filters_matching_nothing, test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,

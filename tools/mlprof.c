@@ -189,8 +189,14 @@ static int output_is_input(const char *path)
 static int write_output(const char *path, const mlprof__sb *text)
 {
     if (!path || strcmp(path, "-") == 0) {
-        fwrite(text->data ? text->data : "", 1, text->len, stdout);
-        return fflush(stdout) == 0 ? 0 : 1;
+        /* a large write goes to the file at once and fails there, leaving
+         * nothing for the flush to fail on: both are checked */
+        size_t n = fwrite(text->data ? text->data : "", 1, text->len, stdout);
+        if (n == text->len && fflush(stdout) == 0)
+            return 0;
+        fprintf(stderr, PROG ": cannot write the output to standard output: %s\n", strerror(errno));
+        clearerr(stdout); /* said once: main's check finds nothing more */
+        return 1;
     }
     if (output_is_input(path))
         return 1;
@@ -1749,7 +1755,7 @@ static void unknown_option(const char *cmd, const char *arg)
     exit(2);
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
@@ -1800,4 +1806,24 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": unknown command \"%s\"\n", cmd);
     usage(stderr);
     return 2;
+}
+
+static int g_status; /* what main returns: kept for check_stdout */
+
+/* At exit (from main, or a command's exit() after its --help): what was
+ * printed to standard output and could not be written is said, and the
+ * status says it unless it says a failure already. */
+static void check_stdout(void)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return;
+    fprintf(stderr, PROG ": cannot write the output to standard output: %s\n", strerror(errno ? errno : EIO));
+    _exit(g_status ? g_status : 1);
+}
+
+int main(int argc, char **argv)
+{
+    atexit(check_stdout);
+    g_status = dispatch(argc, argv);
+    return g_status;
 }
