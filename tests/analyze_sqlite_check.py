@@ -197,6 +197,24 @@ check(fl == [("send", "relay"), ("relay", "recv")], f"bind_id flows: {fl}")
 check(count(db, "counters") == 1 and "1 counter values are not numbers" in p.stderr,
       f"a counter value that is not a number: {count(db, 'counters')} samples, stderr {p.stderr!r}")
 
+# a flow that ends at its start's time, its "f" before its "s" in the file (as
+# Kineto writes a stream sync's), kept; so through a Perfetto export of the trace
+same_ts = write("same_ts_flows.json", {"traceEvents": [
+    {"ph": "X", "name": "sync", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+    {"ph": "X", "name": "wait", "pid": 1, "tid": 2, "ts": 5, "dur": 10},
+    {"ph": "f", "bp": "e", "id": 7, "cat": "ac2g", "name": "fl", "pid": 1, "tid": 2, "ts": 5},
+    {"ph": "s", "id": 7, "cat": "ac2g", "name": "fl", "pid": 1, "tid": 1, "ts": 5},
+    {"ph": "s", "id": 8, "cat": "ac2g", "name": "fl", "pid": 1, "tid": 1, "ts": 2},
+    {"ph": "f", "bp": "e", "id": 8, "cat": "ac2g", "name": "fl", "pid": 1, "tid": 2, "ts": 6},
+]})
+pf = os.path.join(OUT, "same_ts_flows.pftrace")
+mlprof("export", "--perfetto", pf, same_ts)
+for src in (same_ts, pf):
+    db, p = export(src, "same_ts_flows.db")
+    fl = rows(db, "SELECT f.flow_id, a.name, b.name FROM flows f JOIN slices a ON a.id = f.from_slice "
+                  "JOIN slices b ON b.id = f.to_slice ORDER BY f.flow_id")
+    check(fl == [(7, "sync", "wait"), (8, "sync", "wait")], f"{os.path.basename(src)}: same-time flows: {fl}")
+
 # ------------------------------------------------------------------ Kineto GPU
 HOST, GPU = 100, 0
 ev = [

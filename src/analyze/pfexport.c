@@ -499,8 +499,16 @@ int an_perfetto_export(const an_trace *t, const char *out, an_pf_stats *st, char
             put_instant(&x, e);
         else if (e->ph == 'C')
             put_counter(&x, e);
-        else if (e->ph == 's' || e->ph == 'f' || e->ph == 't')
+        else if (e->ph == 's' || e->ph == 't')
             put_flow(&x, e);
+        flush_if(&x, FLUSH_AT);
+    }
+    /* the flows' ends after every start: a reader pairs them in time order,
+     * and one that ends at its start's time, before it in the file (Kineto
+     * writes a sync's "f" before its "s"), would end nothing */
+    for (size_t i = 0; rc == 0 && i < t->nev && !x.failed; i++) {
+        if (t->ev[i].ph == 'f')
+            put_flow(&x, &t->ev[i]);
         flush_if(&x, FLUSH_AT);
     }
     if (rc == 0)

@@ -401,6 +401,10 @@ static int flow_cmp(const void *pa, const void *pb)
         return (uintptr_t)a->cat < (uintptr_t)b->cat ? -1 : 1;
     if (a->ts != b->ts)
         return a->ts < b->ts ? -1 : 1;
+    /* at one time, a flow's start before its steps before its end, whatever
+     * their order in the file (Kineto writes a sync's "f" before its "s") */
+    if (a->role != b->role)
+        return a->role < b->role ? -1 : 1;
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
