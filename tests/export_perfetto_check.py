@@ -236,6 +236,23 @@ def main():
             spans = sorted((e["name"], e["ts"], e["end"]) for e in res.events if e.get("type") == "span")
             check(spans == [("a", 0, 20000), ("c", 55000, 57000)], f"times shifted by 50 us: {spans}")
 
+    # 300 durations on one thread, each overlapping the others without nesting: 300
+    # lanes (the thread's, then 299 overlap tracks), none left out, times kept
+    many = os.path.join(OUT, "many_lanes.json")
+    with open(many, "w") as f:
+        json.dump({"traceEvents": [X("lane", i, 1000) for i in range(300)]}, f)
+    mp = os.path.join(OUT, "many_lanes.pftrace")
+    p = mlprof("export", "--perfetto", mp, many)
+    check(p.returncode == 0 and "300 slices" in p.stdout and "on 299 tracks" in p.stdout
+          and "left out" not in p.stderr, f"300 lanes: {p.returncode} {p.stdout!r} {p.stderr!r}")
+    check(table(mp) == table(many), f"300 lanes analyse differently:\n{table(many)}\n{table(mp)}")
+    if protoc:
+        with open(mp, "rb") as f:
+            res = decoded(protoc, f.read(), "many_lanes.pftrace")
+        if res:
+            spans = sorted((e["ts"], e["end"]) for e in res.events if e.get("type") == "span")
+            check(spans == [(i * 1000, i * 1000 + 1000000) for i in range(300)], f"300 lanes' times: {spans[:3]}")
+
     # bad input and output: nothing written, what was there kept
     keep = os.path.join(OUT, "kept.pftrace")
     with open(keep, "w") as f:

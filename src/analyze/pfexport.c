@@ -21,7 +21,7 @@
 #include "mlprof/mlprof.h"
 #include "pfexport.h"
 
-enum { FLUSH_AT = 4 << 20, MAX_LANES = 255 };
+enum { FLUSH_AT = 4 << 20 };
 
 /* pids and tids the trace gives that do not fit a pid_t (names, 64-bit
  * numbers), and the overlap tracks, are numbered from here up */
@@ -170,40 +170,62 @@ static void say_track(ex *x, int kind, pid_t pid, pid_t tid, const char *name)
     x->st->tracks++;
 }
 
+/* Room for placing the durations of one track (put_track_slices), sized
+ * once for the largest: n entries each (lane_start n + 1, stack 2 n). */
+typedef struct lanes {
+    uint32_t *lane;     /* each duration's lane */
+    size_t *below;      /* the duration under it on its lane's stack, or NONE */
+    size_t *top;        /* per lane: its innermost open duration, or NONE; then a cursor */
+    size_t *by_lane;    /* the durations lane by lane, by start within a lane */
+    size_t *lane_start; /* where each lane's run of by_lane begins */
+    int64_t *stack;     /* the ends of the slices open as they are written, then which they are */
+} lanes;
+
+#define NONE ((size_t)-1)
+
+static int64_t end_of(const an_event *e) { return e->ts + (e->dur > 0 ? e->dur : 0); }
+
 /* The durations of one track: each placed on the first lane (the thread
- * itself, then its overlap tracks) whose open slices it nests in, then
- * written lane by lane as begins and ends in time order. order[from..to):
- * the track's durations by start, the enclosing one first. */
-static int put_track_slices(ex *x, const size_t *order, size_t from, size_t to, uint8_t *lane, int64_t *stack)
+ * itself, then its overlap tracks, as many as it takes) whose open slices
+ * it nests in, then written lane by lane as begins and ends in time order.
+ * order[from..to): the track's durations by start, the enclosing one first.
+ * One sweep by start places them all: each lane keeps its stack of open
+ * durations, dropping those that ended before the start it is asked about. */
+static void put_track_slices(ex *x, const size_t *order, size_t from, size_t to, lanes *w)
 {
     const an_trace *t = x->t;
-    size_t n = to - from;
-    /* one pass per lane over the durations not placed yet, stack holding the
-     * ends of the lane's open slices */
-    int nlanes = 0;
-    memset(lane, 0xff, n);
-    size_t left = n;
-    while (left && nlanes < MAX_LANES) {
-        size_t depth = 0;
-        for (size_t k = 0; k < n; k++) {
-            if (lane[k] != 0xff)
-                continue;
-            const an_event *e = &t->ev[order[from + k]];
-            int64_t end = e->ts + (e->dur > 0 ? e->dur : 0);
-            while (depth && stack[depth - 1] <= e->ts)
-                depth--;
-            if (depth && end > stack[depth - 1])
-                continue; /* it overlaps without nesting: a later lane */
-            lane[k] = (uint8_t)nlanes;
-            stack[depth++] = end;
-            left--;
+    size_t n = to - from, nlanes = 0;
+    for (size_t k = 0; k < n; k++) {
+        const an_event *e = &t->ev[order[from + k]];
+        int64_t end = end_of(e);
+        size_t l = 0;
+        for (; l < nlanes; l++) {
+            size_t *top = &w->top[l];
+            while (*top != NONE && end_of(&t->ev[order[from + *top]]) <= e->ts)
+                *top = w->below[*top];
+            if (*top == NONE || end <= end_of(&t->ev[order[from + *top]]))
+                break; /* it nests in this lane's open slices */
         }
-        nlanes++;
+        if (l == nlanes)
+            w->top[nlanes++] = NONE; /* it overlaps one in every lane without nesting: a new lane */
+        w->lane[k] = (uint32_t)l;
+        w->below[k] = w->top[l];
+        w->top[l] = k;
     }
-    x->st->left_out += left; /* past MAX_LANES overlap tracks */
+    /* lane by lane, each in start order (a stable counting sort) */
+    memset(w->lane_start, 0, (nlanes + 1) * sizeof *w->lane_start);
+    for (size_t k = 0; k < n; k++)
+        w->lane_start[w->lane[k] + 1]++;
+    for (size_t l = 0; l < nlanes; l++) {
+        w->lane_start[l + 1] += w->lane_start[l];
+        w->top[l] = w->lane_start[l]; /* the next free place of lane l */
+    }
+    for (size_t k = 0; k < n; k++)
+        w->by_lane[w->top[w->lane[k]]++] = k;
     const an_event *first = &t->ev[order[from]];
     pid_t pid = map_id(x, first->pid), tid0 = map_id(x, first->tid);
-    for (int l = 0; l < nlanes; l++) {
+    int64_t *stack = w->stack;
+    for (size_t l = 0; l < nlanes; l++) {
         pid_t tid = tid0;
         if (l > 0) {
             tid = new_id(x);
@@ -215,17 +237,15 @@ static int put_track_slices(ex *x, const size_t *order, size_t from, size_t to, 
                 mlprof__sb_printf(&x->name, "thread %lld", (long long)first->tid);
             mlprof__sb_puts(&x->name, " (overlapping)");
             if (l > 1)
-                mlprof__sb_printf(&x->name, " %d", l);
+                mlprof__sb_printf(&x->name, " %zu", l);
             mlprof__sb_putc(&x->name, '\0');
             say_track(x, MLPROF__TRACK_THREAD, pid, tid, x->name.failed ? "overlapping" : x->name.data);
         }
         size_t depth = 0;
         mlprof__span_out s;
-        for (size_t k = 0; k <= n; k++) {
-            const an_event *e = k < n ? &t->ev[order[from + k]] : NULL;
-            if (e && lane[k] != l)
-                continue;
-            /* the ends before this begin (all of them at the track's end) */
+        for (size_t j = w->lane_start[l];; j++) {
+            const an_event *e = j < w->lane_start[l + 1] ? &t->ev[order[from + w->by_lane[j]]] : NULL;
+            /* the ends before this begin (all of them at the lane's end) */
             while (depth && (!e || stack[depth - 1] <= e->ts)) {
                 const an_event *o = &t->ev[order[from + (size_t)stack[n + depth - 1]]];
                 memset(&s, 0, sizeof s);
@@ -243,8 +263,8 @@ static int put_track_slices(ex *x, const size_t *order, size_t from, size_t to, 
                 break;
             fill_span(x, e, pid, tid, MLPROF__OUT_TASK, &s);
             x->ops->slice_begin(x->ps, &x->out, &s);
-            stack[depth] = e->ts + (e->dur > 0 ? e->dur : 0);
-            stack[n + depth] = (int64_t)k;
+            stack[depth] = end_of(e);
+            stack[n + depth] = (int64_t)w->by_lane[j];
             depth++;
             x->st->slices++;
             if (l > 0)
@@ -252,7 +272,6 @@ static int put_track_slices(ex *x, const size_t *order, size_t from, size_t to, 
             flush_if(x, FLUSH_AT);
         }
     }
-    return 0;
 }
 
 static int put_slices(ex *x)
@@ -264,9 +283,10 @@ static int put_slices(ex *x)
     if (!n)
         return 0;
     size_t *order = mlprof__malloc(n * sizeof *order);
-    uint8_t *lane = mlprof__malloc(n);
-    int64_t *stack = mlprof__malloc(2 * n * sizeof *stack);
-    int rc = order && lane && stack ? 0 : -1;
+    lanes w = {mlprof__malloc(n * sizeof *w.lane),    mlprof__malloc(n * sizeof *w.below),
+               mlprof__malloc(n * sizeof *w.top),     mlprof__malloc(n * sizeof *w.by_lane),
+               mlprof__malloc((n + 1) * sizeof *w.lane_start), mlprof__malloc(2 * n * sizeof *w.stack)};
+    int rc = order && w.lane && w.below && w.top && w.by_lane && w.lane_start && w.stack ? 0 : -1;
     if (rc == 0) {
         n = 0;
         for (size_t i = 0; i < t->nev; i++)
@@ -278,13 +298,17 @@ static int put_slices(ex *x)
             const an_event *e = &t->ev[order[a]];
             while (b < n && t->ev[order[b]].pid == e->pid && t->ev[order[b]].tid == e->tid)
                 b++;
-            put_track_slices(x, order, a, b, lane, stack);
+            put_track_slices(x, order, a, b, &w);
             a = b;
         }
     }
     mlprof__free(order);
-    mlprof__free(lane);
-    mlprof__free(stack);
+    mlprof__free(w.lane);
+    mlprof__free(w.below);
+    mlprof__free(w.top);
+    mlprof__free(w.by_lane);
+    mlprof__free(w.lane_start);
+    mlprof__free(w.stack);
     return rc;
 }
 
