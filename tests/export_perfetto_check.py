@@ -253,6 +253,33 @@ def main():
             spans = sorted((e["ts"], e["end"]) for e in res.events if e.get("type") == "span")
             check(spans == [(i * 1000, i * 1000 + 1000000) for i in range(300)], f"300 lanes' times: {spans[:3]}")
 
+    # a counter whose samples do not all say the same series ({used, free}, then
+    # {used} alone) keeps each series on one track; one that only says "value" is
+    # a track named after it
+    cnt = os.path.join(OUT, "series.json")
+    with open(cnt, "w") as f:
+        json.dump({"traceEvents": [
+            {"ph": "C", "name": "mem", "pid": 10, "ts": 1, "args": {"used": 100, "free": 5}},
+            {"ph": "C", "name": "mem", "pid": 10, "ts": 2, "args": {"used": 200}},
+            {"ph": "C", "name": "mem", "pid": 10, "ts": 3, "args": {"used": 300, "free": 6}},
+            {"ph": "C", "name": "q", "pid": 10, "ts": 1, "args": {"value": 1}},
+            {"ph": "C", "name": "q", "pid": 10, "ts": 2, "args": {"value": 2}}, X("a", 0, 5)]}, f)
+    cp, cdb = os.path.join(OUT, "series.pftrace"), os.path.join(OUT, "series.db")
+    for path in (cp, cdb):
+        if os.path.exists(path):
+            os.unlink(path)
+    mlprof("export", "--perfetto", cp, cnt)
+    p = mlprof("export", "--sqlite", cdb, cp)
+    if p.returncode == 0:
+        import sqlite3
+        with sqlite3.connect(cdb) as db:
+            got = sorted(db.execute("SELECT t.name, c.ts_ns, c.value FROM counters c JOIN tracks t ON t.id = c.track_id"))
+        check(got == [("mem free", 1000, 5.0), ("mem free", 3000, 6.0), ("mem used", 1000, 100.0),
+                      ("mem used", 2000, 200.0), ("mem used", 3000, 300.0), ("q", 1000, 1.0), ("q", 2000, 2.0)],
+              f"counter series through the export: {got}")
+    else:
+        print(f"export_perfetto: the counter series check skipped: {p.stderr.strip()}")
+
     # bad input and output: nothing written, what was there kept
     keep = os.path.join(OUT, "kept.pftrace")
     with open(keep, "w") as f:

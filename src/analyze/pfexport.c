@@ -47,6 +47,7 @@ typedef struct ex {
     int32_t next_synth;
     int64_t shift; /* added to every time (ns_of) */
     an_pf_stats *st;
+    mlprof__map multi; /* counters: find_multi_series */
 } ex;
 
 static void flush_if(ex *x, size_t above)
@@ -312,8 +313,60 @@ static int put_slices(ex *x)
     return rc;
 }
 
+/* The key of a counter ("C" events of one pid and name): "pid name". */
+static const char *counter_key(ex *x, const an_event *e, size_t *len)
+{
+    mlprof__sb_reset(&x->name);
+    mlprof__sb_printf(&x->name, "%lld ", (long long)e->pid);
+    mlprof__sb_puts(&x->name, e->name);
+    *len = x->name.len;
+    return x->name.failed ? NULL : x->name.data;
+}
+
+/* Which counters have more than one series: a sample with several numeric
+ * arguments, or samples whose one argument is not always the same key
+ * ({used, free}, then {used} alone). Their tracks are each named "NAME KEY"
+ * for every sample, so that one series stays on one track; a counter that
+ * only ever says one key is a track named after the event. In x->multi:
+ * "pid name" -> 1 + (several series), the first key's pointer kept apart. */
+static int find_multi_series(ex *x)
+{
+    const an_trace *t = x->t;
+    for (size_t i = 0; i < t->nev; i++) {
+        const an_event *e = &t->ev[i];
+        if (e->ph != 'C')
+            continue;
+        const char *first = NULL;
+        int numeric = 0, multi = 0;
+        for (uint32_t k = 0; k < e->nargs; k++) {
+            const an_arg *a = &t->args[e->args + k];
+            if (a->type != AN_NUM || !isfinite(a->num))
+                continue;
+            multi |= numeric++ > 0;
+            if (!first)
+                first = a->key;
+        }
+        if (!first)
+            continue;
+        size_t len;
+        const char *key = counter_key(x, e, &len);
+        mlprof__map_entry *m = key ? mlprof__map_slot(&x->multi, key, len) : NULL;
+        if (!m)
+            return -1;
+        if (!m->value) /* the first key seen: its sample's key, or several */
+            m->value = multi ? (void *)"" : (void *)first;
+        else if (*(const char *)m->value && (multi || strcmp((const char *)m->value, first) != 0))
+            m->value = (void *)"";
+    }
+    return 0;
+}
+
 static void put_counter(ex *x, const an_event *e)
 {
+    size_t len;
+    const char *key = counter_key(x, e, &len);
+    const char *one = key ? mlprof__map_get(&x->multi, key, len) : NULL;
+    int multi = !one || !*one;
     for (uint32_t k = 0; k < e->nargs; k++) {
         const an_arg *a = &x->t->args[e->args + k];
         if (a->type != AN_NUM || !isfinite(a->num)) {
@@ -323,7 +376,7 @@ static void put_counter(ex *x, const an_event *e)
         /* a series per argument, as Chrome shows them: one alone is named after the event */
         mlprof__sb_reset(&x->name);
         mlprof__sb_puts(&x->name, e->name);
-        if (e->nargs > 1) {
+        if (multi) {
             mlprof__sb_putc(&x->name, ' ');
             mlprof__sb_puts(&x->name, a->key);
         }
@@ -496,6 +549,7 @@ int an_perfetto_export(const an_trace *t, const char *out, an_pf_stats *st, char
     mlprof__sb_init(&x.sb);
     mlprof__sb_init(&x.args);
     mlprof__sb_init(&x.name);
+    mlprof__map_init(&x.multi);
     x.out.sb = &x.sb;
     x.out.tail = 0;
     if (mlprof__wfile_open(&x.file, out, -1) != MLPROF_OK) {
@@ -517,6 +571,8 @@ int an_perfetto_export(const an_trace *t, const char *out, an_pf_stats *st, char
         }
         rc = put_slices(&x);
     }
+    if (rc == 0)
+        rc = find_multi_series(&x);
     for (size_t i = 0; rc == 0 && i < t->nev && !x.failed; i++) {
         const an_event *e = &t->ev[i];
         if (e->ph == 'i' || e->ph == 'n')
@@ -561,6 +617,7 @@ int an_perfetto_export(const an_trace *t, const char *out, an_pf_stats *st, char
     mlprof__sb_free(&x.sb);
     mlprof__sb_free(&x.args);
     mlprof__sb_free(&x.name);
+    mlprof__map_free(&x.multi); /* its values point into the trace */
     mlprof__free(x.ids);
     return rc;
 }
