@@ -146,6 +146,11 @@ def test_envelope_and_gpu_annotations(path):
         r, p = analyze_json(path, *opts)
         check(rows(r) == {"PyTorch Profiler (0)": (1, 10000 * US, 10000 * US)} and r.get("envelopes_left_out") == 0,
               f"{opts}: {rows(r)}")
+    # a pattern that matches anything names no envelope in particular: left out, said
+    for opts in (("--name", "*"), ("--name", ""), ("--type", "*")):
+        r, p = analyze_json(path, *opts)
+        check("PyTorch Profiler (0)" not in rows(r) and r.get("envelopes_left_out") == 1 and r["durations_kept"] == 16,
+              f"{opts}: {sorted(rows(r))} {r.get('envelopes_left_out')}")
     # grouped by category: no Trace row, the GPU annotations apart
     r, _ = analyze_json(path, "--aggregate-by", "type")
     got = {k: v[0] for k, v in rows(r).items()}

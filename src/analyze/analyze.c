@@ -442,15 +442,24 @@ static int word_matches(const type_word *w, const an_event *e, const char *type)
     return e->cat == w->interned || e->name == w->interned || type == w->interned;
 }
 
-/* Whether --type or --name names e itself (a word matches it, or the name). */
+/* Whether a pattern says something of what it matches: not "", "*", "**"...
+ * which match every name and so name none in particular. */
+static int says_something(const char *pattern)
+{
+    return pattern[strspn(pattern, "*")] != '\0';
+}
+
+/* Whether --type or --name names e itself (a word matches it, or the name).
+ * A pattern that matches anything names no envelope: --name '*' keeps the
+ * operators, not the profile's span around them. */
 static int filter_names(const an_trace *t, const filter *f, const an_event *e)
 {
     const char *type = f->nwords ? type_arg(t, f, e) : NULL;
     for (size_t k = 0; k < f->nwords; k++) {
-        if (word_matches(&f->words[k], e, type))
+        if (says_something(f->words[k].text) && word_matches(&f->words[k], e, type))
             return 1;
     }
-    return f->o->name && name_matches(f->o->name, e->name);
+    return f->o->name && says_something(f->o->name) && name_matches(f->o->name, e->name);
 }
 
 /* Whether every filter keeps e, counting what each keeps on its own. A trace's
