@@ -669,6 +669,29 @@ def test_kernels():
     check("no kernels" in p.stdout, "a CPU-only trace")
 
 
+def test_order_independent():
+    """A row's shapes and a kernel's operators are its earliest call's: the same
+    answers whatever order the file holds the events in (a trace and its Perfetto
+    export, a merge)."""
+    def launch(op, ts, corr):
+        return [{"name": op, "cat": "cpu_op", "ph": "X", "ts": ts, "dur": 20, "pid": 100, "tid": 1, "args": {}},
+                {"name": "cudaLaunchKernel", "cat": "cuda_runtime", "ph": "X", "ts": ts + 1, "dur": 5, "pid": 100,
+                 "tid": 1, "args": {"correlation": corr}},
+                {"name": "k1", "cat": "kernel", "ph": "X", "ts": ts + 10, "dur": 4, "pid": 0, "tid": 7,
+                 "args": {"device": 0, "stream": 7, "correlation": corr}}]
+    evs = [ev("mm", 0, 5, input_shape="[2,2]"), ev("mm", 10, 5, input_shape="[4,4]"),
+           ev("mm", 20, 5, input_shape="[2,2]")] + launch("first_op", 100, 1) + launch("second_op", 200, 2)
+    fwd = write("order_fwd.json", json.dumps({"traceEvents": evs}))
+    rev = write("order_rev.json", json.dumps({"traceEvents": evs[::-1]}))
+    csvs = [mlprof("analyze", path, "--name", "mm", "--format", "csv").stdout for path in (fwd, rev)]
+    row = next(csv.DictReader(io.StringIO(csvs[0])), {})
+    check(csvs[0] == csvs[1] and row.get("input_shapes") == "[2,2]" and row.get("shapes_vary") == "true",
+          f"shapes in file order and reversed:\n{csvs[0]}\n{csvs[1]}")
+    ks = [json.loads(mlprof("kernels", path, "--format", "json").stdout) for path in (fwd, rev)]
+    k1 = [(x["bottom_op"], x["count"]) for k in ks for x in k["kernels"] if x["name"] == "k1"]
+    check(k1 == [("first_op", 2), ("first_op", 2)], f"a kernel's operators in file order and reversed: {k1}")
+
+
 def test_other_writers():
     # RAF: B/E pairs on a string thread, microsecond epochs, shapes in "args_string"
     raf = {"traceEvents": [], "displayTimeUnit": "ms"}
@@ -877,7 +900,7 @@ def test_output_is_input():
         print("analyze: /dev/full is missing: a failing standard output is not checked")
 
 
-for test in (test_output_is_input, test_operator_types, test_filters_matching_nothing, test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
+for test in (test_order_independent, test_output_is_input, test_operator_types, test_filters_matching_nothing, test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
              test_not_a_trace, test_usage, test_own_trace, test_begin_end_span_and_order, test_bad_times,
              test_events_left_out):
     test()

@@ -122,6 +122,7 @@ typedef struct group {
     int rate_time; /* RATE_* */
     const char *in_shape, *out_shape;
     int in_varied, out_varied;
+    int64_t shape_ts; /* the call in_shape and out_shape are of: the earliest */
     double v[C_N]; /* the numeric columns, aggregated */
 } group;
 
@@ -893,9 +894,15 @@ static void group_add(an_trace *t, arg_keys *keys, group *g, const an_event *e, 
     if (g->count == 1) {
         g->in_shape = is;
         g->out_shape = os;
+        g->shape_ts = e->ts;
     } else {
         g->in_varied |= is != g->in_shape; /* interned: one pointer per text */
         g->out_varied |= os != g->out_shape;
+        if (e->ts < g->shape_ts) { /* the earliest call's: the same whatever order the file holds them in */
+            g->in_shape = is;
+            g->out_shape = os;
+            g->shape_ts = e->ts;
+        }
     }
 }
 
@@ -1209,7 +1216,7 @@ static void format_json(mlprof__sb *out, const an_trace *t, const an_options *o,
 static void format_csv(mlprof__sb *out, group **rows, size_t shown, const double *cum)
 {
     mlprof__sb_puts(out, "name,category,count,self_ns,total_ns,cumulative_percent,flops,flops_per_s,bytes,"
-                         "bytes_per_s,input_shapes,output_shapes,gpu_ns,rate_time\n");
+                         "bytes_per_s,input_shapes,output_shapes,gpu_ns,rate_time,shapes_vary\n");
     for (size_t i = 0; i < shown; i++) {
         const group *g = rows[i];
         mlprof__sb_csv(out, g->key);
@@ -1231,7 +1238,8 @@ static void format_csv(mlprof__sb *out, group **rows, size_t shown, const double
         mlprof__sb_putc(out, ',');
         if (!isnan(g->v[C_GPU]))
             mlprof__sb_printf(out, "%.17g", g->v[C_GPU]);
-        mlprof__sb_printf(out, ",%s\n", k_rate_time[g->rate_time] ? k_rate_time[g->rate_time] : "");
+        mlprof__sb_printf(out, ",%s,%s\n", k_rate_time[g->rate_time] ? k_rate_time[g->rate_time] : "",
+                          g->in_varied || g->out_varied ? "true" : "false");
     }
 }
 

@@ -632,7 +632,8 @@ typedef struct gpu_row {
     int kind;
     uint64_t count;
     int64_t time;
-    int32_t bottom, top; /* the operators of its first launch */
+    int32_t bottom, top; /* the operators of its earliest launch (whatever order the file holds them in) */
+    int64_t first_ts;    /* that launch's work's start */
 } gpu_row;
 
 static int gpu_row_cmp(const void *pa, const void *pb)
@@ -672,12 +673,17 @@ static int gpu_rows(const an_trace *t, const an_gpu_links *l, int by_operator, g
                 *rows = p;
                 cap = c;
             }
-            (*rows)[*n] = (gpu_row){name, l->kind[i], 0, 0, l->bottom[i], l->top[i]};
+            (*rows)[*n] = (gpu_row){name, l->kind[i], 0, 0, l->bottom[i], l->top[i], e->ts};
             slot->value = (void *)(uintptr_t)(++*n);
         }
         gpu_row *k = &(*rows)[(uintptr_t)slot->value - 1];
         k->count++;
         k->time += e->dur;
+        if (e->ts < k->first_ts) {
+            k->first_ts = e->ts;
+            k->bottom = l->bottom[i];
+            k->top = l->top[i];
+        }
     }
     mlprof__map_free(&by_name);
     if (rc == 0)
@@ -1667,7 +1673,7 @@ int an_kernels_with(an_trace *t, int format, int top, const an_gpu_options *go, 
         rc = -1;
     size_t shown_ops = top > 0 && (size_t)top < nop ? (size_t)top : nop;
 
-    /* the kernels by name, each with the operators of its first launch */
+    /* the kernels by name, each with the operators of its earliest launch */
     gpu_row *krows = NULL;
     size_t nk = 0;
     if (rc == 0 && gpu_rows(t, &l, 0, &krows, &nk) != 0)
