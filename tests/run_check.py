@@ -473,6 +473,64 @@ def check_status_and_errors():
     check(not [f for f in os.listdir(OUT) if ".tmp-" in f], f"-o X.pftrace: temporary files left: {os.listdir(OUT)}")
 
 
+OWN_DUMPS = {
+    # finished dumps of the run's own name, then more recorded after them
+    "dumps": ("""
+import mlprof
+d = mlprof.Domain("d")
+with d.new_task("first"): pass
+mlprof.dump(True)
+mlprof.set_state("run")
+with d.new_task("second"): pass
+mlprof.dump(True)
+mlprof.set_state("run")
+with d.new_task("third"): pass
+""", ["first", "second", "third"]),
+    # an MXNet script names its own file and dumps it: that file written too
+    "own_file": ("""
+from mlprof.mxnet import profiler
+profiler.set_config(profile_all=True, filename=OWN)
+profiler.set_state("run")
+with profiler.Domain("d").new_task("user_task"): pass
+profiler.dump()
+""", ["user_task"]),
+    # RAF turns dump_at_exit off and reads its events with get(): no file of its own
+    "raf": ("""
+from mlprof.raf import profiler
+import mlprof
+profiler.start()
+with mlprof.Domain("d").new_task("raf_task"): pass
+profiler.stop()
+assert [e for e in profiler.get()["traceEvents"] if e.get("name") == "raf_task"]
+""", ["raf_task"]),
+}
+
+
+def check_own_dumps():
+    """A program that writes its own traces under mlprof run (finished dumps, its own
+    filename, dump_at_exit off): the run's trace still holds all of it, as one process."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    for name, (script, want) in OWN_DUMPS.items():
+        own = os.path.join(OUT, f"{name}_own.json")
+        if os.path.exists(own):
+            os.unlink(own)
+        p, t = run(f"own_{name}", [PYTHON, "-c", f"OWN = {own!r}\n" + script], env=env)
+        if not t:
+            continue
+        got = sorted(e["name"] for e in spans(t) if e["name"] in want)
+        pids = {e["pid"] for e in spans(t) if e["name"] in want}
+        names = [e for e in t["traceEvents"] if e.get("ph") == "M" and e.get("name") == "process_name"
+                 and e["pid"] in pids]
+        check(got == sorted(want) and len(pids) == 1
+              and len(names) == 1, f"own dumps {name}: spans {got}, pids {pids}, process names {names}")
+        check("1 process profiled" in p.stdout and "error" not in p.stderr,
+              f"own dumps {name}: {p.stdout[-300:]!r} {p.stderr!r}")
+        if name == "own_file":
+            with open(own) as f:
+                mine = [e["name"] for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+            check(mine == ["user_task"], f"own dumps: the program's own file {mine}")
+
+
 def check_not_started():
     """A command that cannot start: the status a shell gives (127 not found,
     126 not executable), a message that says so, and no trace path printed
@@ -518,6 +576,7 @@ def main():
     check_cuda()
     check_crash()
     check_status_and_errors()
+    check_own_dumps()
     check_not_started()
     if failures:
         print(f"run: {len(failures)} checks failed", file=sys.stderr)

@@ -1332,6 +1332,25 @@ static unsigned long long other_number(const an_trace *t, const char *key)
     return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
 }
 
+/* Which process wrote a part: its host and pid, as its otherData says. */
+typedef struct proc_id {
+    int known;
+    char host[256];
+    unsigned long long pid;
+} proc_id;
+
+static void proc_of(const an_trace *t, proc_id *p)
+{
+    memset(p, 0, sizeof *p);
+    p->pid = other_number(t, "pid");
+    p->known = p->pid && an_other_data_str(t, "host", p->host, sizeof p->host) != NULL;
+}
+
+static int same_proc(const proc_id *a, const proc_id *b)
+{
+    return a->known && b->known && a->pid == b->pid && strcmp(a->host, b->host) == 0;
+}
+
 /* The largest merged trace whose table the summary reads back: reading takes
  * about three times its size. */
 #define MAX_TABLE_BYTES ((off_t)512 << 20)
@@ -1493,6 +1512,8 @@ int mlprof_cmd_run(int argc, char **argv)
     snprintf(ld, len, "%s%s%s", abs_preload, old && *old ? ":" : "", old ? old : "");
     setenv("LD_PRELOAD", ld, 1);
     setenv("MLPROF_FILENAME", filename, 1);
+    /* the part's name stays known to a program that names its own file (src/record/control.c) */
+    setenv("MLPROF_RUN_PART", filename, 1);
     if (o.on_demand) /* the library starts stopped and listens (src/record/capture.c) */
         setenv("MLPROF_ON_DEMAND", "1", 1);
     else
@@ -1614,7 +1635,11 @@ int mlprof_cmd_run(int argc, char **argv)
      * memory holds one of them at a time */
     char **paths = calloc(MAX_PARTS, sizeof *paths);
     an_merge_input *sum = calloc(MAX_PARTS, sizeof *sum);
-    if (!paths || !sum)
+    /* a process's parts (its finished dumps: trace.PID.dN.json beside
+     * trace.PID.json) are one process of the merged trace */
+    size_t *same_as = calloc(MAX_PARTS, sizeof *same_as);
+    proc_id *procs = calloc(MAX_PARTS, sizeof *procs);
+    if (!paths || !sum || !same_as || !procs)
         return finish(rc ? rc : 1);
     parts_said said = {0, {0}};
     mlprof__sb_init(&said.peaks);
@@ -1623,7 +1648,7 @@ int mlprof_cmd_run(int argc, char **argv)
     int job_ranks = j.ranked && j.world > 0;
     if (job_ranks) /* another job that has ended since this one started */
         clean_parts(parts_dir, &j, 0);
-    size_t n = list_parts(parts_dir, &j, paths), used = 0, others = 0;
+    size_t n = list_parts(parts_dir, &j, paths), used = 0, others = 0, nproc = 0;
     int failed = 0, written = 0;
     part_job other[4]; /* the other jobs met, the first four */
     int nother = 0;
@@ -1655,10 +1680,18 @@ int mlprof_cmd_run(int argc, char **argv)
             failed = 1;
         } else {
             note_part(&said, &t);
+            proc_of(&t, &procs[used]);
+            for (size_t k = 0; k < used && procs[used].known; k++)
+                if (!same_as[k] && same_proc(&procs[k], &procs[used])) {
+                    same_as[used] = k + 1;
+                    break;
+                }
+            nproc += !same_as[used];
             used++;
         }
         an_trace_free(&t);
     }
+    mo.same_as = same_as;
     /* one host's processes share its clock; ranks may be on several hosts,
      * and have their clock sync measured: the merge chooses. So it does when
      * this run wraps the launcher (mlprof run -- torchrun, -- mpirun): its
@@ -1726,7 +1759,7 @@ int mlprof_cmd_run(int argc, char **argv)
         }
     }
     if (!o.quiet)
-        summary(&o, status, wall, &said, used, have_merged ? &merged : NULL, written ? output : NULL, parts_dir);
+        summary(&o, status, wall, &said, nproc, have_merged ? &merged : NULL, written ? output : NULL, parts_dir);
     if (have_merged)
         an_trace_free(&merged);
     mlprof__sb_free(&said.peaks);
@@ -1736,5 +1769,7 @@ int mlprof_cmd_run(int argc, char **argv)
         free(paths[i]);
     free(paths);
     free(sum);
+    free(same_as);
+    free(procs);
     return finish(rc ? rc : failed);
 }

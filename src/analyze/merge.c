@@ -664,6 +664,7 @@ static void put_str(mlprof__sb *out, const str_lens *l, const char *s)
 typedef struct pid_map {
     int64_t from, to;
     size_t input;
+    int folded; /* the process of an earlier input (an_merge_options.same_as): named there */
 } pid_map;
 
 /* The output pid of pid in maps[0..n) (one input's, which are contiguous);
@@ -826,6 +827,8 @@ static void put_names(mlprof__sb *out, input_out *io, const char *label_i, int r
     const an_trace *t = io->t;
     for (size_t m = 0; m < io->nm; m++) {
         int64_t from = io->maps[m].from, to = io->maps[m].to;
+        if (io->maps[m].folded)
+            continue; /* named by the input its process was first in */
         const char *pname = an_process_name(t, from);
         mlprof__sb label;
         mlprof__sb_init(&label);
@@ -973,10 +976,12 @@ static int64_t fresh(int64_t *next, const mlprof__map *a, const mlprof__map *b)
  * it; then, as a pid given as a string (which has no number that a double
  * holds), it takes a fresh one that no input has: pids from 1000000 up,
  * devices from 0 up (a device's number names its GPU, as "GPU 8", and finds
- * its deviceProperties). maps: every (input, pid) pair, one input's
- * together (map_at[i] on); nb: the devices'. */
-static int number_inputs(const an_merge_input *in, size_t n, numbering *nb, pid_map **maps, size_t *map_at,
-                         size_t *dev_at)
+ * its deviceProperties). An input that is a later part of an earlier one's
+ * process (same_as, or NULL) takes that input's numbers for the pids and
+ * devices both have. maps: every (input, pid) pair, one input's together
+ * (map_at[i] on); nb: the devices'. */
+static int number_inputs(const an_merge_input *in, size_t n, const size_t *same_as, numbering *nb, pid_map **maps,
+                         size_t *map_at, size_t *dev_at)
 {
     mlprof__map raw_pids, out_pids, raw_devs;
     mlprof__map_init(&raw_pids);
@@ -1007,17 +1012,32 @@ static int number_inputs(const an_merge_input *in, size_t n, numbering *nb, pid_
     int64_t next_pid = 1000000, next_dev = 0;
     size_t nmap = 0, nd = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t j = same_as && same_as[i] && same_as[i] - 1 < i ? same_as[i] - 1 : i; /* the process's first */
         map_at[i] = nmap;
         for (size_t k = 0; rc == 0 && k < in[i].npids; k++) {
             int64_t pid = in[i].pids[k], to = pid;
+            size_t m = map_at[j];
+            while (j != i && m < map_at[j + 1] && (*maps)[m].from != pid)
+                m++;
+            if (j != i && m < map_at[j + 1]) { /* the same process as in input j */
+                (*maps)[nmap++] = (pid_map){pid, (*maps)[m].to, i, 1};
+                continue;
+            }
             if (an_is_named_id(pid) || num_has(&out_pids, pid))
                 to = fresh(&next_pid, &raw_pids, &out_pids);
             rc = num_add(&out_pids, to);
-            (*maps)[nmap++] = (pid_map){pid, to, i};
+            (*maps)[nmap++] = (pid_map){pid, to, i, 0};
         }
         dev_at[i] = nd;
         for (size_t k = 0; rc == 0 && k < in[i].ndevices; k++) {
             int64_t d = in[i].devices[k], to = d;
+            size_t m = dev_at[j];
+            while (j != i && m < dev_at[j + 1] && in[j].devices[m - dev_at[j]] != d)
+                m++;
+            if (j != i && m < dev_at[j + 1]) { /* the same process's GPU */
+                nb->dev_to[nd++] = nb->dev_to[m];
+                continue;
+            }
             if (num_has(&nb->used, d))
                 to = fresh(&next_dev, &raw_devs, &nb->used);
             rc = num_add(&nb->used, to);
@@ -1402,7 +1422,7 @@ static int merge(const an_merge_input *in, size_t n, an_trace *const *loaded, co
     if (rc == 0)
         rank_order(in, n, order);
     /* every (input, pid) pair, given an output pid: one input's together */
-    if (rc == 0 && number_inputs(in, n, &nb, &maps, map_at, dev_at) != 0) {
+    if (rc == 0 && number_inputs(in, n, o->same_as, &nb, &maps, map_at, dev_at) != 0) {
         snprintf(err, errlen, "out of memory");
         rc = -1;
     }

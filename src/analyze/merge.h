@@ -32,6 +32,9 @@ typedef struct an_merge_options {
     const int64_t *offsets;     /* ns added to each input's times, or NULL */
     const char *sync_marker;    /* align the first event of this name in every input, or NULL */
     int same_clock;             /* the inputs share a clock: no shift */
+    const size_t *same_as;      /* per input: 1 + the index of an earlier input that is the same process
+                                   (its trace cut in parts by finished dumps: one process of the output),
+                                   or 0; NULL: none is */
 } an_merge_options;
 
 /* What the merge needs of one input without its events, gathered by a

@@ -2565,6 +2565,14 @@ static int dump_files(const char *path, int finished, const mlprof__trace_meta *
 
 /* The path a finished trace was last written to; "" after a clear. */
 static char last_finished[4200];
+static unsigned long finished_written; /* finished traces written (mlprof__collect_finished) */
+
+unsigned long mlprof__collect_finished(char *path, size_t len)
+{
+    if (path)
+        snprintf(path, len, "%s", last_finished);
+    return finished_written;
+}
 
 /* Whether outputs of the finished trace at last_finished wait (sink.pending). */
 static int outputs_pending(void)
@@ -2686,6 +2694,7 @@ int mlprof__collect_dump(const char *to, int finished)
      * hold outlives the trace (MLPROF__SINK_RETRY) */
     if (finished && written) {
         snprintf(last_finished, sizeof last_finished, "%s", path);
+        finished_written++;
         reset_trace();
         __atomic_store_n(&mlprof__g.recorded, 0, __ATOMIC_RELEASE);
         mlprof__children_settled(); /* a forked child's parent has nothing to report of it */

@@ -49,5 +49,8 @@ void mlprof__collect_init(void);
 void mlprof__collect_after_fork(void);
 /* The path the trace is written to (with %p and the fork suffix applied). */
 void mlprof__collect_trace_path(char *buf, size_t len);
+/* How many finished traces this process wrote so far, and (path, when not
+ * NULL) where the last of them went. */
+unsigned long mlprof__collect_finished(char *path, size_t len);
 
 #endif /* MLPROF_COLLECT_H */

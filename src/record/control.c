@@ -8,6 +8,7 @@
 #endif
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -800,8 +801,9 @@ static void read_environment(void)
         if (strcmp(key, "config") == 0)
             continue;
         /* MLPROF_TRACE_OWNER: the run's first trace path, set by the library
-         * (children.c), not a key */
-        if (strcmp(key, "trace_owner") == 0)
+         * (children.c); MLPROF_RUN_PART: mlprof run's name for each process's
+         * trace (run_part_init); not keys */
+        if (strcmp(key, "trace_owner") == 0 || strcmp(key, "run_part") == 0)
             continue;
         /* MLPROF_TORCH_*: the Python bindings' (mlprof.torch's native path and
          * its extension's path, torch.distributed tracing), not keys */
@@ -880,18 +882,123 @@ static void modules_stop(void)
     EACH_MODULE(pause, ());
 }
 
+/* ---- mlprof run's parts
+ *
+ * Under `mlprof run` each process's trace is a part in the run's folder,
+ * named by MLPROF_RUN_PART (trace[.rankR].PID.json: the name the run also
+ * gives as MLPROF_FILENAME), and the run merges the parts when the program
+ * ends. A program may write its own traces where it says (MXNet's
+ * set_config(filename=...) and dump(), RAF's dump(filename)), and may turn
+ * dump_at_exit off (RAF's start()). So that the run's trace still holds
+ * everything, every finished trace the process writes is also a part:
+ *  - one written to its part's name before the end (a finished dump of the
+ *    run's own name: the next would replace it) is renamed to a part of its
+ *    own, trace[.rankR].PID.dN.json;
+ *  - one written elsewhere is linked there under such a name (copied when
+ *    it is on another file system);
+ *  - at exit, what was recorded since is written to the part's name even
+ *    when dump_at_exit is off (the program's own file is then not written).
+ * The run merges a process's parts into one process (merge.c's same_as). */
+
+static char g_run_part[MLPROF__PATH_MAX]; /* MLPROF_RUN_PART, or "" outside mlprof run */
+static unsigned g_run_parts;              /* parts named .dN by this process */
+static dev_t g_kept_dev;                  /* the file last kept as a part (not again) */
+static ino_t g_kept_ino;
+
+static void run_part_init(void)
+{
+    const char *v = getenv("MLPROF_RUN_PART");
+    if (v && *v && strlen(v) < sizeof g_run_part)
+        snprintf(g_run_part, sizeof g_run_part, "%s", v);
+}
+
+/* Copies the file at from to a new file at to; 0 or -1 (errno). */
+static int copy_to(const char *from, const char *to)
+{
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (out < 0) {
+        close(in);
+        return -1;
+    }
+    char buf[1 << 16];
+    ssize_t k;
+    int rc = 0;
+    while ((k = read(in, buf, sizeof buf)) != 0) {
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 || mlprof__write_all(out, buf, (size_t)k) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    int e = errno;
+    close(in);
+    if (close(out) != 0 && rc == 0)
+        rc = -1, e = errno;
+    if (rc != 0)
+        unlink(to);
+    errno = e;
+    return rc;
+}
+
+/* A finished trace was written to path (at_exit: by the exit handler or a
+ * signal's): under mlprof run, made one of the run's parts if it is not
+ * the part itself (see above). Takes no lock; from a signal handler too. */
+static void run_part_keep(const char *path, int at_exit)
+{
+    if (!g_run_part[0])
+        return;
+    char own[MLPROF__PATH_MAX + 64], part[MLPROF__PATH_MAX + 96];
+    mlprof__expand_path(g_run_part, 1, own, sizeof own);
+    struct stat w, o;
+    if (stat(path, &w) != 0 || !S_ISREG(w.st_mode) || (w.st_dev == g_kept_dev && w.st_ino == g_kept_ino))
+        return; /* nothing there, not a file, or kept already (a dump with nothing new leaves it) */
+    int same = stat(own, &o) == 0 && o.st_dev == w.st_dev && o.st_ino == w.st_ino;
+    if (same && at_exit)
+        return; /* the part itself, as the run expects it */
+    size_t stem = strlen(own);
+    if (stem > 5 && strcmp(own + stem - 5, ".json") == 0)
+        stem -= 5;
+    for (int tries = 0; tries < 1000; tries++) {
+        snprintf(part, sizeof part, "%.*s.d%u.json", (int)stem, own, ++g_run_parts);
+        int rc = same ? (access(part, F_OK) == 0 ? (errno = EEXIST, -1) : rename(own, part))
+                      : link(path, part);
+        if (rc != 0 && !same && errno != EEXIST)
+            rc = copy_to(path, part); /* another file system, or no hard links there */
+        if (rc == 0) {
+            g_kept_dev = w.st_dev;
+            g_kept_ino = w.st_ino;
+            return;
+        }
+        if (errno != EEXIST)
+            break;
+    }
+    mlprof__log(MLPROF_LOG_ERROR, "the trace %s is not in the run's trace: it could not be %s %s: %s", path,
+                same ? "renamed to" : "linked or copied to", part, strerror(errno));
+}
+
 /* What the exit handler writes: the trace, when dump_at_exit is on and
  * anything was recorded since the last finished dump; or the outputs that
- * dump could not write (the trace then stays as it was written). */
+ * dump could not write (the trace then stays as it was written). Under
+ * mlprof run, what was recorded goes to the run's part whatever
+ * dump_at_exit says (above). */
 static int exit_dump(void)
 {
     modules_quiesce(); /* the sampler's last samples are in the final dump */
     mlprof__ctl_lock();
-    int want = mlprof__g.cfg.dump_at_exit && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
+    int at_exit = mlprof__g.cfg.dump_at_exit, to_part = !at_exit && g_run_part[0];
+    int want = (at_exit || to_part) && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
     if (want) /* the kernels of the range profiler's last batches */
         EACH_MODULE(finish, ());
-    int rc = want ? mlprof__collect_dump(NULL, 1)
-             : mlprof__g.cfg.dump_at_exit ? mlprof__collect_retry_outputs() : MLPROF_OK;
+    unsigned long before = mlprof__collect_finished(NULL, 0);
+    int rc = want ? mlprof__collect_dump(to_part ? g_run_part : NULL, 1)
+             : at_exit ? mlprof__collect_retry_outputs() : MLPROF_OK;
+    char path[4200];
+    if (want && mlprof__collect_finished(path, sizeof path) != before)
+        run_part_keep(path, 1);
     if (rc != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "dump at exit failed: %s", mlprof_last_error());
     mlprof__collect_stop_continuous();
@@ -994,6 +1101,7 @@ static void do_init(void)
     mlprof__collect_init();
     mlprof__set_crash_dumper(mlprof__dump_on_signal);
     read_environment();
+    run_part_init();
     mlprof__clock_init(mlprof__g.cfg.clock);
     mlprof__clock_shift_set(mlprof__g.cfg.clock_shift);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -1109,7 +1217,11 @@ static int dump(const char *path, int finished)
         modules_stop();
         mlprof__collect_stop_continuous();
     }
+    unsigned long before = mlprof__collect_finished(NULL, 0);
     int rc = mlprof__collect_dump(path, finished);
+    char written[4200];
+    if (finished && mlprof__collect_finished(written, sizeof written) != before)
+        run_part_keep(written, 0); /* under mlprof run, a part of the run's trace too */
     mlprof__ctl_unlock();
     modules_join();
     mlprof__collect_join_continuous();
@@ -1180,7 +1292,11 @@ static int signal_dump(int sig, int quiet)
      * inside libdw on its reader): the dump's parts wait for them with a
      * bound (mlprof__lock_for_dump) */
     __atomic_store_n(&mlprof__crashing, 1, __ATOMIC_RELEASE);
+    unsigned long before = mlprof__collect_finished(NULL, 0);
     int rc = want ? mlprof__collect_dump(NULL, 1) : MLPROF_OK;
+    char written[4200];
+    if (want && mlprof__collect_finished(written, sizeof written) != before)
+        run_part_keep(written, 1);
     __atomic_store_n(&mlprof__crashing, 0, __ATOMIC_RELEASE);
     if (want && (rc != MLPROF_OK || !quiet))
         mlprof__log(rc == MLPROF_OK ? MLPROF_LOG_WARN : MLPROF_LOG_ERROR, "killed by signal %d (%s): %s", sig,
