@@ -179,6 +179,23 @@ def test_hup():
     check(ids[0] in merged_pids(out, "hup"), "hup: the program's trace (written as it died of SIGHUP) is merged")
 
 
+def test_busy():
+    """SIGHUP straight to a program whose eight threads allocate without end (their
+    records fill the buffers while the continuous dump drains, and they go on
+    running while the trace is written): the trace is written, the program dies of
+    SIGHUP, and mlprof run says so with its status (129)."""
+    p, out, ids = start("busy", "busy")
+    if not ids:
+        return
+    time.sleep(1)
+    os.kill(ids[0], signal.SIGHUP)
+    rc, so, se = finish(p, "busy", ids)
+    check(rc == 128 + signal.SIGHUP, f"busy: mlprof run ended with {rc}, not the program's 129")
+    check("killed by signal 1 (Hangup): the trace up to it is written" in se and "not written" not in se
+          and "in time" not in se, f"busy: the program's trace written as it died: {se!r}")
+    check(ids[0] in merged_pids(out, "busy"), "busy: the program's trace is merged")
+
+
 def test_int():
     """SIGINT sent to mlprof run alone is passed on; the program's status is mlprof run's, as for ^C."""
     p, out, ids = start("int", "wait")
@@ -339,6 +356,7 @@ test_group()
 test_children()
 test_ignored()
 test_hup()
+test_busy()
 test_int()
 test_repeated()
 test_killed()

@@ -13,7 +13,11 @@
  *           a line from standard input and says "count N" (a signal sent to
  *           it meanwhile has been handled by then: read returns only after)
  *   exit1   exits with status 1 at once
+ *   busy    eight threads allocate and free without end (their records
+ *           fill the buffers faster than they are drained), then it waits
+ *           as `wait` does
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +48,16 @@ static void work(void)
         memset(p, i, 4096);
         free(p);
     }
+}
+
+static void *allocate_forever(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        char *volatile p = malloc(64);
+        free(p);
+    }
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -105,6 +119,13 @@ int main(int argc, char **argv)
         while (waitpid(child, &st, 0) < 0) {
         }
         exit(128 + SIGTERM);
+    }
+    if (strcmp(mode, "busy") == 0) {
+        for (int i = 0; i < 8; i++) {
+            pthread_t t;
+            if (pthread_create(&t, NULL, allocate_forever, NULL) != 0)
+                return 1;
+        }
     }
     printf("ready %d %d\n", (int)getpid(), (int)getpgrp());
     fflush(stdout);

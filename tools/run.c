@@ -1718,9 +1718,13 @@ int mlprof_cmd_run(int argc, char **argv)
     } else if (!used && g_kill_stage) {
         fprintf(stderr, PROG ": no process of the run wrote a trace: it was killed (SIGKILL) before it did\n");
         failed = 1;
+    } else if (!used && reaped && WIFSIGNALED(st)) {
+        /* its handler said why, where it could (a signal it handles itself, or SIGKILL, gives none) */
+        fprintf(stderr, PROG ": no process of the run wrote a trace: %s %s before any did\n", o.cmd[0], status);
+        failed = 1;
     } else if (!used) {
-        fprintf(stderr, PROG ": no process of the run wrote a trace (was it a static program, or did it "
-                        "clear LD_PRELOAD?)\n");
+        fprintf(stderr, PROG ": no process of the run wrote a trace (was it a static program, did it clear "
+                        "LD_PRELOAD, or did it end by _exit() without running its exit handlers?)\n");
         failed = 1;
     } else {
         char err[600] = "";

@@ -1522,8 +1522,9 @@ static void drain_records(mlprof__thread *t, track *tr, int discard, size_t *lp)
         chunks++;
     for (;;) {
         mlprof__chunk *c = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
-        if (!c)
-            return;
+        if (!c || (mlprof__dump_wanted() && !__atomic_load_n(&mlprof__crashing, __ATOMIC_ACQUIRE)))
+            return; /* a signal's dump waits for the lock (this is not it): it drains the rest */
+        __atomic_add_fetch(&mlprof__progress, 1, __ATOMIC_RELAXED);
         mlprof__chunk *next = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE);
         char *limit;
         if (next) {

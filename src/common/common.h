@@ -252,6 +252,10 @@ int mlprof__same_file(const char *a, const char *b);
 /* Writes all n bytes to fd (retrying short writes and EINTR); 0 or -1 with
  * errno saying why (a full disk: ENOSPC, never a short count). */
 int mlprof__write_all(int fd, const void *data, size_t n);
+/* Work done (bytes written, records drained), counted so that a signal's
+ * dump that is slow but moving is not taken for one that hangs
+ * (mlprof__dump_deadline). */
+extern unsigned long mlprof__progress;
 /* The same at offset, with pwrite. */
 int mlprof__pwrite_all(int fd, const void *data, size_t n, uint64_t offset);
 /* "<path>.tmp-<pid>-XXXXXX" for mkstemp, its last component shortened to

@@ -30,6 +30,8 @@
  * the signal is blocked (this thread only), so that the write fails with
  * EPIPE and the dump says so; one the write raised is taken back, unless
  * one was pending already. */
+unsigned long mlprof__progress;
+
 int mlprof__write_all(int fd, const void *data, size_t n)
 {
     sigset_t pipe_set, old, pending;
@@ -43,6 +45,8 @@ int mlprof__write_all(int fd, const void *data, size_t n)
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
+        if (w > 0)
+            __atomic_add_fetch(&mlprof__progress, 1, __ATOMIC_RELAXED);
         if (w == 0)
             errno = EIO; /* no progress and no reason given */
         if (w <= 0) {
@@ -72,6 +76,8 @@ int mlprof__pwrite_all(int fd, const void *data, size_t n, uint64_t offset)
         ssize_t w = pwrite(fd, p, n, (off_t)offset);
         if (w < 0 && errno == EINTR)
             continue;
+        if (w > 0)
+            __atomic_add_fetch(&mlprof__progress, 1, __ATOMIC_RELAXED);
         if (w == 0)
             errno = EIO;
         if (w <= 0)

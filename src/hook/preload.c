@@ -19,7 +19,7 @@ static void on_signal(int sig)
 {
     static int dying;
     if (!__atomic_exchange_n(&dying, 1, __ATOMIC_ACQ_REL)) {
-        alarm(10); /* a dump that hangs (a crash inside malloc) must not keep the process alive */
+        mlprof__dump_deadline(sig);
         mlprof__busy++;
         mlprof__crash_dump(sig);
     }

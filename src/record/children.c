@@ -35,6 +35,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <pthread.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -260,6 +261,55 @@ static void die_of(int sig)
     raise(sig);
 }
 
+/* The signal whose handler is writing the trace, for on_deadline; the
+ * progress seen at the last alarm, and the alarms so far. */
+static volatile sig_atomic_t g_deadline_sig;
+static unsigned long g_deadline_progress;
+static int g_deadline_alarms;
+
+enum { DEADLINE_S = 10, DEADLINE_MAX_ALARMS = 6 };
+
+/* Every 10 s of a signal's dump: one that moved on (it drained or wrote)
+ * gets 10 s more, up to a minute in all; one that did not hangs (a crash
+ * inside malloc) and the process dies of the signal that ended it (its
+ * status says that one, not SIGALRM), after a word. That signal is blocked
+ * in its own handler, which this interrupts: let it in. */
+static void on_deadline(int unused)
+{
+    (void)unused;
+    unsigned long now = __atomic_load_n(&mlprof__progress, __ATOMIC_RELAXED);
+    if (now != g_deadline_progress && ++g_deadline_alarms < DEADLINE_MAX_ALARMS) {
+        g_deadline_progress = now;
+        alarm(DEADLINE_S);
+        return;
+    }
+    int sig = g_deadline_sig;
+    static const char msg[] = "mlprof: error: the trace could not be written in time after the signal that "
+                              "ends the process (it stopped moving, or took a minute): it ends without it\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    _exit(128 + sig); /* a signal whose default is not to end the process */
+}
+
+void mlprof__dump_deadline(int sig)
+{
+    g_deadline_sig = sig;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_deadline;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    g_deadline_progress = __atomic_load_n(&mlprof__progress, __ATOMIC_RELAXED);
+    g_deadline_alarms = 0;
+    alarm(DEADLINE_S); /* a dump that hangs (a crash inside malloc) must not keep the process alive */
+}
+
 /* The signal interrupted a thread inside mlprof's lock (a dump of its own:
  * multiprocessing's worker writing its trace as terminate() stops it): the
  * trace is written when that thread lets the lock go, and the process ends
@@ -269,7 +319,7 @@ static void on_term(int sig)
 {
     if (__atomic_exchange_n(&g_dying, 1, __ATOMIC_ACQ_REL))
         die_of(sig);
-    alarm(10); /* a dump that hangs must not keep the process alive */
+    mlprof__dump_deadline(sig);
     mlprof__busy++;
     if (mlprof__dump_on_term(sig) == MLPROF__LATER) {
         mlprof__busy--;

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../collect/collect.h"
@@ -1257,16 +1259,81 @@ int mlprof_dump_string(char **out)
 /* quiet: a SIGTERM that stops a child of the run, which may wait for the
  * interrupted thread to leave mlprof's lock (MLPROF__LATER) and says nothing
  * when the trace is written */
+int mlprof__dump_waiting;
+
+/* Whether thread tid is one of mlprof's own ("mlprof dump", "mlprof
+ * sampler"...: named so by mlprof__thread_start's callers). */
+static int own_thread(pid_t tid)
+{
+    char path[64] = "/proc/self/task/", digits[16];
+    size_t n = 0, at = strlen(path);
+    do
+        digits[n++] = (char)('0' + tid % 10);
+    while ((tid /= 10) && n < sizeof digits);
+    while (n)
+        path[at++] = digits[--n];
+    memcpy(path + at, "/comm", 6);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char comm[8];
+    ssize_t k = read(fd, comm, sizeof comm);
+    close(fd);
+    return k >= 7 && memcmp(comm, "mlprof ", 7) == 0;
+}
+
+/* The process is about to die of a signal and its trace is written first:
+ * the program's other threads (a busy program's go on running) yield the
+ * CPU to the thread that writes it, by the lowest priority there is. On two
+ * cores, eight busy threads left as they were stretched a 1 s dump to 8 s.
+ * mlprof's own threads keep theirs: the continuous dump may hold the lock
+ * the dump waits for. Raw system calls only (/proc/self/task read with
+ * getdents64): this runs in a signal handler. */
+static void yield_to_dump(void)
+{
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char buf[4096];
+    long n;
+    while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+            /* struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name */
+            unsigned short reclen;
+            memcpy(&reclen, buf + off + 16, sizeof reclen);
+            const char *name = buf + off + 19;
+            pid_t tid = 0;
+            for (const char *c = name; *c >= '0' && *c <= '9'; c++)
+                tid = tid * 10 + (*c - '0');
+            if (tid > 0 && tid != self && !own_thread(tid))
+                setpriority(PRIO_PROCESS, (id_t)tid, 19);
+            off += reclen;
+        }
+    }
+    close(fd);
+}
+
 static int signal_dump(int sig, int quiet)
 {
+    /* Recording stops at once: threads that go on writing (a busy program's
+     * eight allocating threads) must not grow what the dump will drain
+     * while it waits for the lock. */
+    __atomic_store_n(&mlprof__mem_on, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&mlprof_active_flag, 0, __ATOMIC_RELEASE);
+    yield_to_dump();
     /* Another thread holding the lock for its own work (the continuous dump
-     * drains or writes every few milliseconds) lets it go soon: wait for it.
-     * The crash itself holding it never does: the wait is bounded. The
-     * interrupted thread holding it is known at once (EDEADLK). */
+     * drains or writes every few milliseconds) lets it go soon: wait for it,
+     * and say so, so that a long drain stops at its next chunk
+     * (mlprof__dump_waiting) rather than at its end. The crash itself
+     * holding it never does: the wait is bounded. The interrupted thread
+     * holding it is known at once (EDEADLK). */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 5;
+    __atomic_add_fetch(&mlprof__dump_waiting, 1, __ATOMIC_ACQ_REL);
     int locked = pthread_mutex_timedlock(&mlprof__g.ctl_lock, &deadline);
+    __atomic_sub_fetch(&mlprof__dump_waiting, 1, __ATOMIC_ACQ_REL);
     if (locked == EDEADLK && quiet)
         return MLPROF__LATER;
     mlprof__capture_on_crash();
@@ -1282,12 +1349,11 @@ static int signal_dump(int sig, int quiet)
     }
     mlprof__busy++;
     int want = __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
+    /* recording went off above without mlprof__update_flags: it takes
+     * reg_lock, which the interrupted thread (or another, for good) may
+     * hold; the handles' own flags do not matter once the active flag is
+     * clear */
     store_state(MLPROF_STATE_STOP);
-    /* recording off without mlprof__update_flags: it takes reg_lock, which the
-     * interrupted thread (or another, for good) may hold; the handles' own
-     * flags do not matter once the active flag is clear */
-    __atomic_store_n(&mlprof__mem_on, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&mlprof_active_flag, 0, __ATOMIC_RELEASE);
     /* the crashed thread may hold a lock of the sampler's for good (a crash
      * inside libdw on its reader): the dump's parts wait for them with a
      * bound (mlprof__lock_for_dump) */

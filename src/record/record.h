@@ -306,9 +306,18 @@ int mlprof__dump_on_term(int sig);
 /* mlprof__dump_on_term's answer when the interrupted thread holds ctl_lock:
  * the dump waits until it lets it go (mlprof__term_if_pending). */
 #define MLPROF__LATER 1
+/* Signal handlers waiting for ctl_lock to write the trace (control.c): a
+ * drain that holds the lock stops at its next chunk and lets them have it
+ * (what it leaves, their dump drains). */
+extern int mlprof__dump_waiting;
+static inline int mlprof__dump_wanted(void) { return __atomic_load_n(&mlprof__dump_waiting, __ATOMIC_RELAXED) != 0; }
 /* A SIGTERM deferred so (children.c): its signal number, else 0. */
 extern int mlprof__term_pending;
 void mlprof__term_now(void);
+/* From a handler about to write the trace for signal sig: if that stops
+ * moving for 10 s (or takes a minute), the process dies of sig anyway,
+ * said on stderr. */
+void mlprof__dump_deadline(int sig);
 /* After ctl_lock is let go: a SIGTERM that waited for it writes the trace and
  * ends the process now. One load otherwise. */
 static inline void mlprof__term_if_pending(void)
