@@ -9,6 +9,7 @@ import glob
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -444,6 +445,25 @@ def check_status_and_errors():
                        ([], "which command?")):
         q = subprocess.run([MLPROF, "run", *args, "--"], capture_output=True, text=True)
         check(q.returncode == 2 and says in q.stderr, f"bad usage {args}: {q.returncode} {q.stderr!r}")
+    # an output that cannot be the merged trace: refused before the command starts (it would make marker)
+    marker = os.path.join(OUT, "bad_output.marker")
+    folder = os.path.join(OUT, "an_output_folder")
+    os.makedirs(folder, exist_ok=True)
+    for out, says in (("", "-o: an empty file name"), (folder, "it is a directory"),
+                      (os.path.join(OUT, "no_such_dir", "x.json"), "cannot write in")):
+        q = subprocess.run([MLPROF, "run", "-q", "-o", out, "--", PYTHON, "-c", f"open({marker!r}, 'w')"],
+                           capture_output=True, text=True, timeout=120)
+        check(q.returncode == 2 and says in q.stderr and not os.path.exists(marker),
+              f"-o {out!r}: {q.returncode} {q.stderr!r}")
+    # a device as the output (/dev/null): its parts in a folder of TMPDIR, removed once merged
+    tmp = os.path.join(OUT, "tmpdir")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    q = subprocess.run([MLPROF, "run", "-o", "/dev/null", "--", PYTHON, "-c", "pass"], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ, TMPDIR=tmp))
+    check(q.returncode == 0 and "1 process profiled" in q.stdout and not os.path.exists("/dev/null.parts")
+          and os.listdir(tmp) == [] and "each process's trace" not in q.stdout,
+          f"-o /dev/null: {q.returncode} {os.listdir(tmp)} {q.stdout!r} {q.stderr!r}")
     # a bad value in the environment: refused once, the command not started (it would make marker)
     marker = os.path.join(OUT, "env_refused.marker")
     for var, value, says in (("MLPROF_BUFFER_SIZE", "12zz", 'ignoring MLPROF_BUFFER_SIZE: bad value "12zz"'),

@@ -1090,6 +1090,12 @@ static int prepare_parts(const char *dir, const job *j)
         fprintf(stderr, PROG ": cannot make %s: %s\n", dir, strerror(errno));
         return -1;
     }
+    /* the processes write their traces there: a folder they cannot write in
+     * would leave an earlier run's parts to be merged as this one's */
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, PROG ": cannot write in %s, where each process's trace goes: %s\n", dir, strerror(errno));
+        return -1;
+    }
     if (j->ranked && j->world > 0) {
         /* without it (no flock here), another job cannot take it either,
          * and keeps this one's files */
@@ -1109,11 +1115,31 @@ static int prepare_parts(const char *dir, const job *j)
             continue;
         if (j->ranked && part_rank(e->d_name) != j->rank)
             continue;
-        if (join_path(path, sizeof path, dir, e->d_name) == 0)
-            unlink(path);
+        if (join_path(path, sizeof path, dir, e->d_name) == 0 && unlink(path) != 0 && errno != ENOENT) {
+            fprintf(stderr, PROG ": cannot remove %s, an earlier run's trace, which would be merged as this "
+                            "one's: %s\n", path, strerror(errno));
+            closedir(d);
+            return -1;
+        }
     }
     closedir(d);
     return 0;
+}
+
+/* Removes a folder of parts made for this run alone (its files, then it). */
+static void remove_parts(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[PATH_MAX];
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+            join_path(path, sizeof path, dir, e->d_name) == 0)
+            unlink(path);
+    closedir(d);
+    rmdir(dir);
 }
 
 /* Parts in rank order, then by name (rank 10 after rank 9). */
@@ -1403,7 +1429,7 @@ static void summary(const run_options *o, const char *status, double wall, const
     printf("dropped events: %llu%s\n", ps->dropped, ps->dropped ? " (raise --buffer_size)" : "");
     if (written) /* never a path that was not written */
         printf("trace: %s\n", written);
-    if (n)
+    if (n && parts_dir)
         printf("each process's trace: %s/\n", parts_dir);
 }
 
@@ -1475,6 +1501,30 @@ int mlprof_cmd_run(int argc, char **argv)
     j.world = d->world_size;
     snprintf(j.id, sizeof j.id, "%s", d->job);
 
+    /* the output, checked before the command runs rather than after */
+    struct stat out_st;
+    int out_exists = stat(o.output, &out_st) == 0;
+    if (!o.output[0])
+        run_bad_usage("%s", "-o: an empty file name");
+    if (out_exists && S_ISDIR(out_st.st_mode))
+        run_bad_usage("-o %s: it is a directory (give the merged trace's file name)", o.output);
+    /* a device, FIFO or terminal (/dev/null, /dev/stdout): its parts go to a
+     * folder of their own in TMPDIR, removed once merged, not beside it */
+    int special = out_exists && !S_ISREG(out_st.st_mode);
+    if (!special) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", o.output);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            slash[slash == dir ? 1 : 0] = '\0';
+        else
+            snprintf(dir, sizeof dir, ".");
+        if (access(dir, W_OK | X_OK) != 0) {
+            char bad[PATH_MAX + 600];
+            snprintf(bad, sizeof bad, "-o %s: cannot write in %s: %s", o.output, dir, strerror(errno));
+            run_bad_usage("%s", bad);
+        }
+    }
     char parts_dir[PATH_MAX + 64], filename[PATH_MAX + 96], output[PATH_MAX + 32];
     snprintf(output, sizeof output, "%s", o.output);
     if (j.ranked && output_names_rank(o.output, j.rank)) {
@@ -1496,6 +1546,18 @@ int mlprof_cmd_run(int argc, char **argv)
         snprintf(output, sizeof output, "%.*s.rank%d%s", (int)stem, o.output, j.rank, o.output + stem);
     }
     snprintf(parts_dir, sizeof parts_dir, "%s.parts", j.ranked && j.world < 0 ? output : o.output);
+    if (special && j.ranked)
+        run_bad_usage("-o %s: a rank's output must be a file: the job's ranks share the folder of parts "
+                      "beside it", o.output);
+    if (special) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(parts_dir, sizeof parts_dir, "%s/mlprof-run-parts-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(parts_dir)) {
+            fprintf(stderr, PROG ": cannot make a folder for the processes' traces in %s: %s\n",
+                    tmp && *tmp ? tmp : "/tmp", strerror(errno));
+            return 1;
+        }
+    }
     job_tag(j.id, j.world, j.tag, sizeof j.tag);
     if (prepare_parts(parts_dir, &j) != 0)
         return 1;
@@ -1763,7 +1825,10 @@ int mlprof_cmd_run(int argc, char **argv)
         }
     }
     if (!o.quiet)
-        summary(&o, status, wall, &said, nproc, have_merged ? &merged : NULL, written ? output : NULL, parts_dir);
+        summary(&o, status, wall, &said, nproc, have_merged ? &merged : NULL, written ? output : NULL,
+                special && written ? NULL : parts_dir);
+    if (special && written) /* TMPDIR's folder made for this run: merged, not kept */
+        remove_parts(parts_dir);
     if (have_merged)
         an_trace_free(&merged);
     mlprof__sb_free(&said.peaks);
