@@ -531,10 +531,17 @@ static void mode_stale(void)
     waitpid(child, NULL, 0);
     snprintf(name, sizeof name, "%s.tmp-%d-Ab12Cd", path, (int)child);
     touch(name);
-    /* and the link mlprof__out_adopt makes, "<tmp>l", of the same dead process */
+    /* and the link mlprof__out_adopt makes, "<tmp>l", of the same dead process,
+     * and the files SQLite keeps beside a database written there */
     snprintf(name, sizeof name, "%s.tmp-%d-Ab12Cdl", path, (int)child);
     touch(name);
-    char live[1200], notes[1200], other[1200];
+    snprintf(name, sizeof name, "%s.tmp-%d-Ab12Cd-journal", path, (int)child);
+    touch(name);
+    snprintf(name, sizeof name, "%s.tmp-%d-Ab12Cd-wal", path, (int)child);
+    touch(name);
+    char live[1200], notes[1200], other[1200], odd[1200];
+    snprintf(odd, sizeof odd, "%s.tmp-%d-Ab12Cd-notes", path, (int)child); /* not SQLite's: kept */
+    touch(odd);
     snprintf(live, sizeof live, "%s.tmp-%d-Ef34Gh", path, (int)getppid());
     snprintf(notes, sizeof notes, "%s.tmp-notes", path);
     snprintf(other, sizeof other, "%s.tmp-%d-Ij56Kl", tu_path("other.json"), (int)child);
@@ -545,13 +552,15 @@ static void mode_stale(void)
     CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
     record("s", 10, 0);
     CHECK_OK(mlprof_dump(1));
-    CHECK(count_matches(pattern) == 2, "only the live process's file and the look-alike are left: %d",
+    CHECK(count_matches(pattern) == 3, "only the live process's file and the look-alikes are left: %d",
           count_matches(pattern));
-    CHECK(access(live, F_OK) == 0 && access(notes, F_OK) == 0 && access(other, F_OK) == 0,
+    CHECK(access(live, F_OK) == 0 && access(notes, F_OK) == 0 && access(other, F_OK) == 0 &&
+              access(odd, F_OK) == 0,
           "the others are kept");
     unlink(live);
     unlink(notes);
     unlink(other);
+    unlink(odd);
 }
 
 /* Defects: a trace written into a pipe whose reader was gone killed the

@@ -137,8 +137,9 @@ static char *future_target(const char *path)
 /* ------------------------------------ temporary files of dead processes */
 
 /* The pid in a temporary file's name after "<path>.tmp-": "<pid>-XXXXXX",
- * or "<pid>-XXXXXXl" (mlprof__out_adopt's link), or 0 when the name is not
- * of that form. */
+ * "<pid>-XXXXXXl" (mlprof__out_adopt's link), or SQLite's files beside a
+ * database being written there ("<pid>-XXXXXX-journal", "-wal", "-shm"),
+ * or 0 when the name is not of that form. */
 static pid_t temp_owner(const char *rest)
 {
     char *end;
@@ -146,9 +147,11 @@ static pid_t temp_owner(const char *rest)
     long pid = strtol(rest, &end, 10);
     if (end == rest || *rest == '-' || *rest == '+' || errno || pid <= 0 || pid > INT_MAX || *end != '-')
         return 0;
-    size_t n = strlen(end + 1);
-    if ((n != 6 && !(n == 7 && end[7] == 'l')) ||
-        strspn(end + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") < 6)
+    const char *x = end + 1, *tail = x + 6;
+    if (strlen(x) < 6 || strspn(x, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") < 6)
+        return 0;
+    if (*tail && strcmp(tail, "l") != 0 && strcmp(tail, "-journal") != 0 && strcmp(tail, "-wal") != 0 &&
+        strcmp(tail, "-shm") != 0)
         return 0;
     return (pid_t)pid;
 }
