@@ -236,6 +236,8 @@ def check_fork_exec():
     check("wrote no trace" not in p.stderr and "ran another program (exec)" in p.stderr,
           "forker: the child that allocated, then exec'd, is said to have run another program, not to have lost "
           "its trace")
+    check("not allocated" not in p.stderr,
+          f"forker: the child's frees of blocks its parent allocated before the fork are known: {p.stderr!r}")
 
 
 # ------------------------------------------------------- known allocations

@@ -2,7 +2,9 @@
  * run_forker.c - a program that knows nothing of mlprof, for `mlprof run`:
  * it allocates, forks a child that allocates and exits, and forks another
  * that allocates and execs this program again (with "exec"), which
- * allocates too. The
+ * allocates too. The first child also frees ten blocks its parent
+ * allocated just before the fork (a forked child's frees of its parent's
+ * blocks are frees of known blocks, not of addresses never allocated). The
  * test finds all three processes in the run's one trace.
  */
 #include <stdio.h>
@@ -30,9 +32,15 @@ int main(int argc, char **argv)
         return 0;
     }
     work(1000, 10);
+    char *inherited[10];
+    for (int i = 0; i < 10; i++)
+        if (!(inherited[i] = malloc(1000)))
+            return 1;
     fflush(stdout);
     pid_t a = fork();
     if (a == 0) {
+        for (int i = 0; i < 10; i++)
+            free(inherited[i]);
         work(2000, 20);
         printf("fork child %d\n", (int)getpid());
         exit(0);
@@ -43,6 +51,8 @@ int main(int argc, char **argv)
         execl("/proc/self/exe", argv[0], "exec", (char *)NULL);
         _exit(127);
     }
+    for (int i = 0; i < 10; i++)
+        free(inherited[i]);
     int sa = 0, sb = 0;
     waitpid(a, &sa, 0);
     waitpid(b, &sb, 0);

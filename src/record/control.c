@@ -1050,6 +1050,12 @@ static void fork_prepare(void)
     sigaddset(&held, SIGQUIT);
     t_fork_masked = pthread_sigmask(SIG_BLOCK, &held, &t_fork_mask) == 0;
     pthread_mutex_lock(&mlprof__g.ctl_lock);
+    /* the child's memory accounting starts from the parent's as it is now:
+     * allocations not drained yet would be dropped with the parent's
+     * records (mlprof__pool_reset_after_fork), and the child's frees of
+     * them counted as frees of addresses never allocated */
+    if (__atomic_load_n(&mlprof__mem_on, __ATOMIC_RELAXED))
+        mlprof__drain_now();
     EACH_MODULE(fork_prepare, ()); /* their threads between two rounds */
     pthread_mutex_lock(&mlprof__g.reg_lock);
 }
