@@ -238,6 +238,19 @@ def check_fork_exec():
           "its trace")
     check("not allocated" not in p.stderr,
           f"forker: the child's frees of blocks its parent allocated before the fork are known: {p.stderr!r}")
+    # a program that execs another in its place: both programs' traces are parts of the run, one process
+    p, t = run("chain", [FORKER, "chain"])
+    if not t:
+        return
+    pid = next((int(line.split()[-1]) for line in p.stdout.splitlines() if line.startswith("chain ")), None)
+    parts = sorted(os.path.basename(f) for f in glob.glob(os.path.join(OUT, "chain.json.parts", "trace.*.json")))
+    check(parts == [f"trace.{pid}.d1.json", f"trace.{pid}.json"], f"chain: the two programs' parts: {parts}")
+    for part in parts:
+        with open(os.path.join(OUT, "chain.json.parts", part)) as f:
+            events = [e for e in json.load(f)["traceEvents"] if e.get("ph") != "M"]
+        check(events, f"chain: {part} holds its program's events")
+    names = [e for e in t["traceEvents"] if e.get("ph") == "M" and e.get("name") == "process_name" and e["pid"] == pid]
+    check(len(names) == 1 and "1 process profiled" in p.stdout, f"chain: one process: {names} {p.stdout[-200:]!r}")
 
 
 # ------------------------------------------------------- known allocations

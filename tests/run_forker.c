@@ -5,7 +5,9 @@
  * allocates too. The first child also frees ten blocks its parent
  * allocated just before the fork (a forked child's frees of its parent's
  * blocks are frees of known blocks, not of addresses never allocated). The
- * test finds all three processes in the run's one trace.
+ * test finds all three processes in the run's one trace. With "chain" it
+ * allocates and execs itself ("exec") in its place: both programs' traces
+ * are the run's, one process.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,13 @@ static void work(size_t bytes, int blocks)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "chain") == 0) { /* allocates, then becomes "exec" in its place */
+        work(700, 7);
+        printf("chain %d\n", (int)getpid());
+        fflush(stdout);
+        execl("/proc/self/exe", argv[0], "exec", (char *)NULL);
+        return 127;
+    }
     if (argc > 1 && strcmp(argv[1], "exec") == 0) {
         work(3000, 30);
         printf("exec child %d\n", (int)getpid());

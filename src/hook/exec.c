@@ -4,8 +4,13 @@
  * has not lost a trace it should have written; its new program, preloaded
  * too, writes its own. The child's slot (children.c) is marked before the
  * exec and unmarked when the exec fails, so that its parent says what
- * happened instead of warning of a trace never written. posix_spawn and
- * vfork run no fork handler and take no slot.
+ * happened instead of warning of a trace never written. A process that is
+ * not a forked child (one that execs another program in its place: a
+ * launcher script's `exec python`, a chain of programs) writes what it
+ * recorded first, as at exit: its next program's trace, at the same
+ * pid-named path, would otherwise replace it (under mlprof run its part is
+ * set aside as a part of its own). posix_spawn and vfork run no fork
+ * handler and take no slot.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -36,11 +41,22 @@ void mlprof__hook_exec_init(void)
     mlprof__hook_real_cached(&g_fexecve, "fexecve", 0);
 }
 
-/* The exec's result, with the mark taken back when it failed. */
-static int after(int rc)
+/* Before the exec: a forked child's slot is marked; a process that is not
+ * a forked child writes what it recorded (mlprof__before_exec). Whether it
+ * was recording. */
+static int before(void)
+{
+    mlprof__children_exec(1);
+    return mlprof__before_exec();
+}
+
+/* The exec's result: it failed, since it returned: the mark taken back, and
+ * recording on again if it was. */
+static int after(int rc, int was_recording)
 {
     int err = errno;
     mlprof__children_exec(0);
+    mlprof__exec_failed(was_recording);
     errno = err;
     return rc;
 }
@@ -48,8 +64,8 @@ static int after(int rc)
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     execve_fn *real = (execve_fn *)mlprof__hook_real_cached(&g_execve, "execve", 1);
-    mlprof__children_exec(1);
-    return after(real(path, argv, envp));
+    int was = before();
+    return after(real(path, argv, envp), was);
 }
 
 EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
@@ -57,22 +73,22 @@ EXPORT int execv(const char *path, char *const argv[]) { return execve(path, arg
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
     execvpe_fn *real = (execvpe_fn *)mlprof__hook_real_cached(&g_execvpe, "execvpe", 1);
-    mlprof__children_exec(1);
-    return after(real(file, argv, envp));
+    int was = before();
+    return after(real(file, argv, envp), was);
 }
 
 EXPORT int execvp(const char *file, char *const argv[])
 {
     execvp_fn *real = (execvp_fn *)mlprof__hook_real_cached(&g_execvp, "execvp", 1);
-    mlprof__children_exec(1);
-    return after(real(file, argv));
+    int was = before();
+    return after(real(file, argv), was);
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
     fexecve_fn *real = (fexecve_fn *)mlprof__hook_real_cached(&g_fexecve, "fexecve", 1);
-    mlprof__children_exec(1);
-    return after(real(fd, argv, envp));
+    int was = before();
+    return after(real(fd, argv, envp), was);
 }
 
 /* execl, execlp and execle: their arguments gathered into an argv */

@@ -987,7 +987,7 @@ static void run_part_keep(const char *path, int at_exit)
  * dump could not write (the trace then stays as it was written). Under
  * mlprof run, what was recorded goes to the run's part whatever
  * dump_at_exit says (above). */
-static int exit_dump(void)
+static int exit_dump(int before_exec)
 {
     modules_quiesce(); /* the sampler's last samples are in the final dump */
     mlprof__ctl_lock();
@@ -1000,9 +1000,10 @@ static int exit_dump(void)
              : at_exit ? mlprof__collect_retry_outputs() : MLPROF_OK;
     char path[4200];
     if (want && mlprof__collect_finished(path, sizeof path) != before)
-        run_part_keep(path, 1);
+        run_part_keep(path, !before_exec); /* the next program writes the part's name again */
     if (rc != MLPROF_OK)
-        mlprof__log(MLPROF_LOG_ERROR, "dump at exit failed: %s", mlprof_last_error());
+        mlprof__log(MLPROF_LOG_ERROR, "dump %s failed: %s", before_exec ? "before exec" : "at exit",
+                    mlprof_last_error());
     mlprof__collect_stop_continuous();
     mlprof__ctl_unlock();
     mlprof__collect_join_continuous();
@@ -1012,7 +1013,7 @@ static int exit_dump(void)
 
 static void at_exit(void)
 {
-    exit_dump();
+    exit_dump(0);
     mlprof__children_report();
 }
 
@@ -1026,9 +1027,40 @@ int mlprof_exit_dump(void)
     mlprof__ctl_unlock();
     if (recording)
         mlprof_set_state(MLPROF_STATE_STOP);
-    int rc = exit_dump();
+    int rc = exit_dump(0);
     mlprof__children_report();
     return rc;
+}
+
+/* The preload's exec family (src/hook/exec.c): this process is about to
+ * become another program, which (preloaded too) starts a trace of its own,
+ * at the same path when it holds only the pid (mlprof run's part): what this
+ * one recorded is written now, as at exit (under mlprof run, as a part of
+ * its own). Not in a forked child: between a fork and an exec only what is
+ * safe after a fork may run (its parent says what it loses). Returns
+ * whether it was recording, for mlprof__exec_failed. */
+int mlprof__before_exec(void)
+{
+    if (mlprof__g.forked_child)
+        return 0;
+    mlprof__ctl_lock();
+    int recording = mlprof__g.state == MLPROF_STATE_RUN;
+    int want = __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE) &&
+               (mlprof__g.cfg.dump_at_exit || g_run_part[0]);
+    mlprof__ctl_unlock();
+    if (!want)
+        return 0;
+    if (recording)
+        mlprof_set_state(MLPROF_STATE_STOP);
+    exit_dump(1);
+    return recording;
+}
+
+/* The exec failed: this program goes on, recording again if it was. */
+void mlprof__exec_failed(int was_recording)
+{
+    if (was_recording)
+        mlprof_set_state(MLPROF_STATE_RUN);
 }
 
 /* The signals whose handlers write the trace (the SIGTERM of a child of the

@@ -238,6 +238,12 @@ void mlprof__children_settled(void);
 /* A forked child is about to run another program (1), or its exec failed
  * (0): the preload's exec family (src/hook/exec.c). */
 void mlprof__children_exec(int going);
+/* control.c, for the same: before an exec, a process that is not a forked
+ * child writes what it recorded (as at exit; under mlprof run as a part of
+ * its own); returns whether it was recording. After an exec that failed,
+ * it records again if it was. */
+int mlprof__before_exec(void);
+void mlprof__exec_failed(int was_recording);
 /* Says which forked children of this process ended having recorded events
  * and written no trace; each once. */
 void mlprof__children_report(void);
