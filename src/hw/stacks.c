@@ -119,7 +119,7 @@ static struct {
     int source;           /* the sampling_source key: SRC_* */
     int signal;           /* the timer-signal sampler runs (sigsample.c) */
     int used_signal;      /* it ran in this run (otherData) */
-    char perf_refused[256]; /* why perf_event was refused before the signal sampler took over, or "" */
+    char perf_refused[512]; /* why perf_event was refused before the signal sampler took over, or "" */
     /* Python frames (pyframes.c), through the signal sampler's hooks */
     int python;             /* a Python process: 1 while init has no answer yet, 2 frames on, -1 refused */
     char python_why[512];   /* init's answer */
@@ -638,7 +638,7 @@ static void open_all(int fallback)
         mlprof__hw_unavailable("sampling (call stacks)", K.refused);
     } else {
         if (K.cpus_without_ring) {
-            char why[500];
+            char why[sizeof lost + 128];
             snprintf(why, sizeof why, "%s: the samples of threads while they run there are lost "
                                       "(sampling_source=auto would use the timer signal instead)", lost);
             mlprof__hw_unavailable("sampling on some CPUs", why);
