@@ -780,6 +780,11 @@ int mlprof__env_rejected(void)
     return g_env_rejected;
 }
 
+/* Whether this is a process of mlprof run (MLPROF_RUN_PART set), which
+ * said every unknown MLPROF_ variable of the environment before it started
+ * the command (and refused the near misses of keys). */
+static int run_said_env(void) { return getenv("MLPROF_RUN_PART") != NULL; }
+
 static void read_environment(void)
 {
     const char *file = getenv("MLPROF_CONFIG");
@@ -816,6 +821,8 @@ static void read_environment(void)
         if (strcmp(key, "cuda_library") == 0 || strcmp(key, "pyframes_break_layout") == 0)
             continue;
         const key_def *k = find_key(key);
+        if (!k && run_said_env()) /* mlprof run said it once, for every process of the run */
+            continue;
         if (!k) {
             char hint[96];
             mlprof__log(MLPROF_LOG_WARN, "ignoring %.*s: unknown configuration key \"%s\"%s",
