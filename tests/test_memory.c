@@ -194,6 +194,37 @@ static void hostile_names(void)
     CHECK_OK(mlprof_dump(1));
 }
 
+/* Defect: a block freed, its address taken again while recording was off
+ * (unseen) and freed after it resumed, was called a double free: the
+ * tombstone of the first free outlived the gap. A free after a gap is an
+ * unknown one; a free twice with recording on is still a double free. */
+static void free_after_a_gap(void)
+{
+    CHECK_OK(mlprof_clear());
+    CHECK_OK(mlprof_set_config("filename", tu_path("memory_gap.json")));
+    CHECK_OK(mlprof_set_config("memory_csv", "")); /* the files of hostile_names stay as they are */
+    CHECK_OK(mlprof_set_config("memory_svg", ""));
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    tu_set_now(400000);
+    CHECK_OK(mlprof_mem_alloc(CPU, at(0x880000), 64, "a"));
+    tu_set_now(401000);
+    CHECK_OK(mlprof_mem_free(CPU, at(0x880000)));
+    CHECK_OK(mlprof_dump(1)); /* stops: the program goes on unseen (0x880000 taken again) */
+    CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
+    tu_set_now(500000);
+    CHECK_OK(mlprof_mem_free(CPU, at(0x880000)));
+    tu_set_now(501000);
+    CHECK_OK(mlprof_mem_alloc(CPU, at(0x990000), 64, "b"));
+    tu_set_now(502000);
+    CHECK_OK(mlprof_mem_free(CPU, at(0x990000)));
+    tu_set_now(503000);
+    CHECK_OK(mlprof_mem_free(CPU, at(0x990000))); /* twice while recording: a double free */
+    mlprof_mem_info c = info(CPU);
+    CHECK(c.unknown_frees == 1 && c.double_frees == 1, "after a gap: unknown %llu double %llu",
+          (unsigned long long)c.unknown_frees, (unsigned long long)c.double_frees);
+    CHECK_OK(mlprof_dump(1));
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv);
@@ -216,5 +247,6 @@ int main(int argc, char **argv)
     patterns();
     sample_rate();
     hostile_names();
+    free_after_a_gap();
     return tu_finish("test_memory");
 }

@@ -238,12 +238,12 @@ static live_slot *slot_find(int device, int lower, uint64_t addr)
 
 /* Rebuilds the table from the live blocks, with room to grow; tombstones are
  * kept unless they outnumber the live blocks by far (then old double frees
- * are reported as unknown frees); taken-over slots always. */
-static int slots_rebuild(size_t want_live)
+ * are reported as unknown frees) or forget_freed; taken-over slots always. */
+static int slots_rebuild(size_t want_live, int forget_freed)
 {
     live_slot *old = L.slots;
     size_t old_cap = L.cap;
-    size_t keep_freed = L.freed <= want_live + 65536 ? L.freed : 0;
+    size_t keep_freed = !forget_freed && L.freed <= want_live + 65536 ? L.freed : 0;
     size_t cap = 1024;
     while (cap * 5 < (want_live + keep_freed + L.taken + 1) * 10)
         cap *= 2;
@@ -460,7 +460,7 @@ static void take_over(mem_device *d, const mem_op *o, uint64_t seq)
 static void apply_alloc(mem_device *d, const mem_op *o, uint64_t seq)
 {
     mem_state *M = &mlprof__mem;
-    if ((L.used + 1) * 10 > L.cap * 7 && slots_rebuild(M->nblocks - M->nfreed + 1) != 0) {
+    if ((L.used + 1) * 10 > L.cap * 7 && slots_rebuild(M->nblocks - M->nfreed + 1, 0) != 0) {
         mlprof__log(MLPROF_LOG_ERROR, "memory profiler: out of memory; an allocation is lost");
         return;
     }
@@ -971,10 +971,27 @@ static void account(const mlprof__drain_info *d)
     mlprof__mem_apply(d->upto_ns, d->discard ? NULL : d->events);
 }
 
+/* Recording starts again (ctl_lock held): what the program allocated and
+ * freed while it was off was not seen, so an address freed before may have
+ * been allocated again since, and its tombstone would call the next free
+ * of it a double free. The operations recorded before the gap are
+ * accounted first (a drain), then the tombstones go: such a free is an
+ * unknown one, which says why it may be. */
+static void resume(void)
+{
+    if (!L.freed)
+        return;
+    mlprof__drain_now();
+    mem_state *M = &mlprof__mem;
+    if (L.freed)
+        slots_rebuild(M->nblocks - M->nfreed + 1, 1); /* out of memory: the tombstones stay */
+}
+
 const mlprof__module mlprof__mem_module = {
     .name = "memory",
     .memory_op = memory_op,
     .account = account,
+    .resume = resume,
     .tail = mlprof__mem_trace_tail,
     .other_data = mlprof__mem_other_data,
     .report = mlprof__mem_warn,
