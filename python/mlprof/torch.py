@@ -42,6 +42,7 @@ import ctypes
 import functools
 import json
 import threading
+import types
 import weakref
 
 import torch
@@ -452,17 +453,20 @@ class _Steps:
         # _with_counter of a scheduler's wrapper, whose absence makes the
         # scheduler warn that optimizer.step() was overridden
         @functools.wraps(original)
-        def wrapped(*args, **kwargs):
+        def wrapped(_opt, *args, **kwargs):
             result = original(*args, **kwargs)
             if on[0]:
                 _step()
             return result
 
-        opt.step = wrapped
+        # a method of the instance, as the one it stands for: a scheduler made
+        # inside the trace wraps it in turn through its __self__ and __func__
+        bound = types.MethodType(wrapped, opt)
+        opt.step = bound
 
         def undo():
             on[0] = False  # wrapped in turn since (a scheduler made inside): it stays, and only calls through
-            if vars(opt).get("step") is wrapped:
+            if vars(opt).get("step") is bound:
                 if had:
                     opt.step = before
                 else:

@@ -563,6 +563,28 @@ def test_step_on_leaves_the_optimizer_as_it_was(tmp_path, path):
     assert opt.param_groups[0]["lr"] == pytest.approx(0.1 * 0.1 ** 2)
 
 
+def test_step_on_with_a_scheduler_made_inside(tmp_path, path):
+    # a scheduler made while the trace wraps optimizer.step wraps it in turn
+    # (torch 1.x, through its __self__ and __func__): it works, and counts steps
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mlprof.set_config(filename=str(tmp_path / "sched_in.json"), memory_svg="", memory_csv="")
+    mlprof.set_state("run")
+    first = mlprof.step_number()
+    with mlprof.torch.trace(model, step_on=opt, native=path):
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).sum().backward()
+            opt.step()
+            sched.step()
+    assert mlprof.step_number() == first + 2
+    opt.step()  # after the trace: still the scheduler's wrapper over the optimizer's own step
+    mlprof.set_state("stop")
+    mlprof.clear()
+    assert mlprof.step_number() == first + 2 and opt.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** 2)
+
+
 def test_fallback_says_why_once(tmp_path):
     # MLPROF_TORCH_NATIVE=0: the dispatch mode records, and stderr says so once
     code = f"""
