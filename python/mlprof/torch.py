@@ -486,6 +486,10 @@ def _step():
 
 _said = []
 
+# this thread's dispatch-mode trace, on (depth 1) or not: a trace inside it
+# records no operator more (the native path's sessions count themselves)
+_dispatch = threading.local()
+
 
 def _native(memory, record_shapes, all_threads, native):
     """A session of the native path (torch_native: torch's RecordFunction
@@ -544,6 +548,12 @@ def trace(model=None, name="model", memory=None, step_on=None, distributed=None,
     try:  # what is set up is undone, even when the native path then refuses to start
         modules = _Modules(model, name) if model is not None else None
         steps = _Steps(step_on) if step_on else None
+        from . import torch_native
+        if getattr(_dispatch, "depth", 0) or torch_native.Session.running:
+            # inside another trace, which records the operators already: once
+            # more would record each twice, and its memory too
+            yield
+            return
         native = _native(memory, record_shapes, all_threads, native)
         if native:
             try:
@@ -551,8 +561,12 @@ def trace(model=None, name="model", memory=None, step_on=None, distributed=None,
             finally:
                 native.stop()
         else:
-            with _Ops(_Memory() if memory else None):
-                yield
+            _dispatch.depth = 1
+            try:
+                with _Ops(_Memory() if memory else None):
+                    yield
+            finally:
+                _dispatch.depth = 0
     finally:
         if modules:
             modules.remove()

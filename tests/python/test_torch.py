@@ -312,6 +312,29 @@ def test_native_all_threads_and_nesting(tmp_path):
     assert all(e["args"]["flops"] == 2 * 8 * 8 * 8 for e in mms)
 
 
+def test_nested_traces_record_each_operator_once(tmp_path, path):
+    # a trace inside a trace (either path inside either) records each operator
+    # once, its memory once (no double frees), its FLOPs once
+    inner = [False, None] if path else [False]
+    for inner_path in inner:
+        mlprof.set_state("stop")
+        mlprof.clear()
+        mlprof.set_config(filename=str(tmp_path / "nested.json"), memory_svg="", memory_csv="", profile_memory=True)
+        mlprof.set_state("run")
+        model = torch.nn.Linear(16, 8)
+        x = torch.randn(4, 16)
+        with mlprof.torch.trace(model, native=path, memory=True):
+            with mlprof.torch.trace(native=inner_path, memory=True):
+                model(x).sum()
+        with open(mlprof.dump()) as f:
+            t = json.load(f)
+        addmm = [e for e in t["traceEvents"] if e.get("name") == "aten::addmm" and e["ph"] == "X"]
+        assert len(addmm) == 1 and addmm[0]["args"]["flops"] == 2 * 4 * 16 * 8, (path, inner_path, addmm)
+        devices = t["otherData"].get("memory", {}).get("devices", {})
+        assert devices and all(d["double_frees"] == 0 and d["implicit_frees"] == 0 for d in devices.values()), \
+            (path, inner_path, devices)
+
+
 class Flaky(torch.nn.Module):
     """A linear layer whose forward raises after running its operators while
     fail_forward is set, and whose backward raises while fail_backward is."""
