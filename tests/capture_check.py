@@ -486,6 +486,15 @@ else:
     out, err = out.decode(), err.decode()
     print(out + err, end="")
     check(run.returncode == 0 and os.path.exists(od), f"run --on-demand: status {run.returncode}, merged trace")
+    # each capture is a part once (not linked again as a finished dump's), merged once
+    parts = sorted(os.listdir(od + ".parts")) if os.path.isdir(od + ".parts") else []
+    check(parts and all(".capture" in p for p in parts if p.startswith("trace.")),
+          f"run --on-demand: the captures alone are the parts: {parts}")
+    if os.path.exists(od):
+        with open(od) as f:
+            inputs = json.load(f).get("otherData", {}).get("merge", {}).get("inputs", [])
+        check(len(inputs) == len([p for p in parts if p.startswith("trace.")]),
+              f"run --on-demand: each capture merged once: {inputs}")
 
 signal.alarm(0)
 shutil.rmtree(rt, ignore_errors=True)

@@ -953,6 +953,17 @@ static int copy_to(const char *from, const char *to)
     return rc;
 }
 
+/* Whether files a and b are in the same folder. */
+static int same_folder(const char *a, const char *b)
+{
+    char da[MLPROF__PATH_MAX + 64], db[MLPROF__PATH_MAX + 64];
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    snprintf(da, sizeof da, "%.*s", sa ? (int)(sa - a) + 1 : 1, sa ? a : ".");
+    snprintf(db, sizeof db, "%.*s", sb ? (int)(sb - b) + 1 : 1, sb ? b : ".");
+    struct stat x, y;
+    return stat(da, &x) == 0 && stat(db, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 /* A finished trace was written to path (at_exit: by the exit handler or a
  * signal's): under mlprof run, made one of the run's parts if it is not
  * the part itself (see above). Takes no lock; from a signal handler too. */
@@ -968,6 +979,8 @@ static void run_part_keep(const char *path, int at_exit)
     int same = stat(own, &o) == 0 && o.st_dev == w.st_dev && o.st_ino == w.st_ino;
     if (same && at_exit)
         return; /* the part itself, as the run expects it */
+    if (!same && same_folder(path, own))
+        return; /* a part of the run already (a capture's trace.PID.captureN.json) */
     size_t stem = strlen(own);
     if (stem > 5 && strcmp(own + stem - 5, ".json") == 0)
         stem -= 5;
