@@ -35,7 +35,7 @@ int main(int argc, char **argv)
     CHECK(strcmp(buf, "task-clock,page-faults,context-switches,instructions,cycles") == 0, "get %s", buf);
     mlprof_domain *d = mlprof_domain_create("hw");
     mlprof_span *touch = mlprof_task_create(d, "touch"), *spin = mlprof_task_create(d, "spin");
-    mlprof_span *loop = mlprof_task_create(d, "loop");
+    mlprof_span *loop = mlprof_task_create(d, "loop"), *nap = mlprof_task_create(d, "nap");
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     char *mem = mmap(NULL, PAGES * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(mem != MAP_FAILED, "mmap");
@@ -78,6 +78,12 @@ int main(int argc, char **argv)
 #endif
     mlprof_end(loop);
     CHECK(acc == 50000005000000u, "the loop ran: %llu", (unsigned long long)acc);
+
+    /* a sleep gives the CPU away: one context switch at least (counted in the
+     * kernel's scheduler, where the counter must look) */
+    mlprof_begin(nap);
+    usleep(2000);
+    mlprof_end(nap);
 
     CHECK_OK(mlprof_dump(1));
     printf("pages=%d kernel_faults=%ld spin_thread_cpu_ns=%llu loop_iterations=10000000 per_iteration=%d\n",

@@ -30,9 +30,11 @@ typedef struct counter_def {
     size_t len; /* strlen(name) */
     uint32_t type;
     uint64_t config;
+    int in_kernel; /* counted only in the kernel (the scheduler's events): opened without exclude_kernel */
 } counter_def;
 
-#define COUNTER(name, type, config) {name, sizeof(name) - 1, type, config}
+#define COUNTER(name, type, config) {name, sizeof(name) - 1, type, config, 0}
+#define KERNEL_COUNTER(name, type, config) {name, sizeof(name) - 1, type, config, 1}
 static const counter_def k_counters[] = {
     COUNTER("cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES),
     COUNTER("instructions", PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS),
@@ -45,10 +47,14 @@ static const counter_def k_counters[] = {
     COUNTER("page-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS),
     COUNTER("minor-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN),
     COUNTER("major-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MAJ),
-    COUNTER("context-switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES),
-    COUNTER("cpu-migrations", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS),
+    /* a switch or a migration happens in the scheduler: with the kernel
+     * excluded they count 0 for ever; where perf_event_paranoid forbids the
+     * kernel, they cannot be opened, and say so */
+    KERNEL_COUNTER("context-switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES),
+    KERNEL_COUNTER("cpu-migrations", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS),
 };
 #undef COUNTER
+#undef KERNEL_COUNTER
 #define NDEFS (sizeof k_counters / sizeof k_counters[0])
 _Static_assert(NDEFS == MLPROF__HW_PERF, "hw.h counts the counters");
 
@@ -137,7 +143,7 @@ static int open_counter(const counter_def *d, int group)
     a.size = sizeof a;
     a.type = d->type;
     a.config = d->config;
-    a.exclude_kernel = 1; /* works at perf_event_paranoid 2; what user code costs */
+    a.exclude_kernel = !d->in_kernel; /* works at perf_event_paranoid 2; what user code costs */
     a.exclude_hv = 1;
     a.read_format = group == -2 ? 0 : PERF_FORMAT_GROUP;
     return (int)syscall(SYS_perf_event_open, &a, 0 /* this thread */, -1, group == -2 ? -1 : group,
@@ -304,7 +310,7 @@ mlprof__perf_proc *mlprof__perf_proc_open(int counter)
         a.size = sizeof a;
         a.type = k_counters[counter].type;
         a.config = k_counters[counter].config;
-        a.exclude_kernel = 1;
+        a.exclude_kernel = !k_counters[counter].in_kernel;
         a.exclude_hv = 1;
         a.inherit = 1; /* and the threads it starts */
         int fd = (int)syscall(SYS_perf_event_open, &a, atoi(e->d_name), -1, -1, PERF_FLAG_FD_CLOEXEC);
