@@ -280,6 +280,36 @@ def main():
     else:
         print(f"export_perfetto: the counter series check skipped: {p.stderr.strip()}")
 
+    # sampled call stacks (stackFrames and samples): exported as PerfSample packets, the
+    # same stacks for mlprof flame; so through merge -o X.pftrace, whose processes differ
+    def stacked(pid, hot):
+        return {"traceEvents": [X("work", 0, 1000, pid=pid, tid=pid)],
+                "stackFrames": {"1": {"name": "main"}, "2": {"name": "compute", "parent": "1"},
+                                "3": {"name": hot, "parent": "2"}, "4": {"name": "io", "parent": "1"}},
+                "samples": [{"ts": 10 + i, "pid": pid, "tid": pid, "sf": "3" if i % 4 else "4", "weight": 1}
+                            for i in range(40)]}
+    folded = {}
+    for name, pid, hot in (("stacks_a", 10, "gemm"), ("stacks_b", 20, "conv")):
+        with open(os.path.join(OUT, name + ".json"), "w") as f:
+            json.dump(stacked(pid, hot), f)
+    for names, out in ((["stacks_a.json"], "stacks_a.pftrace"), (["stacks_a.json", "stacks_b.json"], "stacks_ab.pftrace")):
+        srcs = [os.path.join(OUT, x) for x in names]
+        path = os.path.join(OUT, out)
+        if len(srcs) == 1:
+            p = mlprof("export", "--perfetto", path, srcs[0])
+            check(p.returncode == 0 and "40 sampled call stacks" in p.stdout, f"{out}: {p.stdout!r} {p.stderr!r}")
+            want_from = srcs[0]
+        else:
+            want_from = os.path.join(OUT, "stacks_ab.json")
+            for o in (want_from, path):
+                p = mlprof("merge", *srcs, "-o", o)
+                check(p.returncode == 0, f"merge -o {o}: {p.stderr!r}")
+        for q in (want_from, path):
+            r = mlprof("flame", q, "--folded")
+            folded[q] = sorted(r.stdout.splitlines()) if r.returncode == 0 else r.stderr
+        check(folded[path] == folded[want_from] and len(folded[path]) == len(srcs) + 1,
+              f"{out}: the stacks as the JSON's: {folded[path]} against {folded[want_from]}")
+
     # bad input and output: nothing written, what was there kept
     keep = os.path.join(OUT, "kept.pftrace")
     with open(keep, "w") as f:

@@ -1239,8 +1239,12 @@ static int export_perfetto(const char *path, const char *output, an_trace *t)
     /* the trace itself on standard output (-): the summary goes with the notes */
     FILE *say = strcmp(output, "-") == 0 ? stderr : stdout;
     fprintf(say, "%s: %zu slices, %zu async slices, %zu instants, %zu counter samples, %zu flow events on %zu "
-                 "tracks; %lld bytes (from %s)\n",
-            output, st.slices, st.async_slices, st.instants, st.counters, st.flows, st.tracks, st.bytes, path);
+                 "tracks, %zu sampled call stacks; %lld bytes (from %s)\n",
+            output, st.slices, st.async_slices, st.instants, st.counters, st.flows, st.tracks, st.stack_samples,
+            st.bytes, path);
+    if (st.stacks_unread)
+        fprintf(stderr, PROG " export: the trace's sampled call stacks are left out: they are read from the file "
+                        "again, which standard input cannot be (give the trace's path)\n");
     if (st.shift_ns)
         fprintf(stderr, PROG " export: the trace starts %lld ns before 0 (a merge lines traces up so): every time is "
                         "shifted by that much, since Perfetto's are unsigned (otherData.exported_time_shift_ns)\n",

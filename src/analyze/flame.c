@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "flame.h"
+#include "../export/sink.h"
 #include "json.h"
 #include "pftrace.h"
 #include "trace.h"
@@ -493,6 +494,39 @@ an_flame *an_flame_read(const char *path, const char *span_name, int lines, char
         return NULL;
     }
     return f;
+}
+
+int an_flame_stacks(const an_flame *f, an_flame_map_fn map, void *ctx, mlprof__stack_frame_out **frames,
+                    size_t *nframes, mlprof__stack_sample_out **samples, size_t *nsamples, size_t *skipped)
+{
+    *frames = mlprof__calloc(f->nfr + 1, sizeof **frames);
+    *samples = mlprof__calloc(f->nsm ? f->nsm : 1, sizeof **samples);
+    *nframes = *nsamples = *skipped = 0;
+    if (!*frames || !*samples) {
+        mlprof__free(*frames);
+        mlprof__free(*samples);
+        *frames = NULL;
+        *samples = NULL;
+        return -1;
+    }
+    for (size_t k = 0; k < f->nfr; k++) { /* frame k is [k + 1] */
+        const sframe *fr = &f->fr[k];
+        (*frames)[k + 1] = (mlprof__stack_frame_out){.name = fr->name, .object = "", .file = fr->file,
+                                                     .line = (int)fr->line,
+                                                     .parent = fr->pidx >= 0 ? (uint32_t)fr->pidx + 1 : 0};
+    }
+    *nframes = f->nfr + 1;
+    for (size_t i = 0; i < f->nsm; i++) {
+        const sample *s = &f->sm[i];
+        long k = find_frame(f, s->sf);
+        if (k < 0) {
+            ++*skipped;
+            continue;
+        }
+        (*samples)[(*nsamples)++] = (mlprof__stack_sample_out){(uint64_t)map(ctx, 1, s->ts), (pid_t)map(ctx, 2, s->tid),
+                                                               (uint32_t)k + 1, (pid_t)map(ctx, 0, s->pid)};
+    }
+    return 0;
 }
 
 void an_flame_free(an_flame *f)

@@ -36,4 +36,16 @@ typedef int64_t (*an_flame_map_fn)(void *ctx, int what, int64_t value);
 long an_flame_copy(const char *path, int which, const char *prefix, an_flame_map_fn map, void *ctx, mlprof__sb *out,
                    int *first, char *err, size_t errlen);
 
+/* For the Perfetto export: f's frames and samples as a sink takes them
+ * (src/export/sink.h; frames[0] unused, a frame's parent an index there,
+ * no mapping), each sample's pid, tid and time through map as above (what 0:
+ * a pid, 1: a time in ns, 2: a tid). The arrays are the caller's to free
+ * (mlprof__free), and the names f's: keep f until they are written.
+ * Returns 0, or -1 when out of memory. Samples whose frame the trace does
+ * not define are left out (*skipped counts them). */
+struct mlprof__stack_frame_out;
+struct mlprof__stack_sample_out;
+int an_flame_stacks(const an_flame *f, an_flame_map_fn map, void *ctx, struct mlprof__stack_frame_out **frames,
+                    size_t *nframes, struct mlprof__stack_sample_out **samples, size_t *nsamples, size_t *skipped);
+
 #endif /* MLPROF_ANALYZE_FLAME_H */

@@ -18,6 +18,7 @@
 
 #include "../common/gz.h"
 #include "../export/sink.h"
+#include "flame.h"
 #include "mlprof/mlprof.h"
 #include "pfexport.h"
 
@@ -487,6 +488,13 @@ static int put_async(ex *x)
     return rc;
 }
 
+/* an_flame_stacks' map: a sample's pid (0), time (1) and tid (2) as the export gives them */
+static int64_t stack_map(void *ctx, int what, int64_t v)
+{
+    ex *x = ctx;
+    return what == 1 ? (int64_t)ns_of(x, v) : map_id(x, v);
+}
+
 static void put_tail(ex *x)
 {
     const an_trace *t = x->t;
@@ -530,7 +538,34 @@ static void put_tail(ex *x)
     }
     m.other_data = x->args.data;
     m.other_data_len = x->args.len;
+    /* the sampled call stacks (a JSON trace's stackFrames and samples, a
+     * Perfetto trace's PerfSample packets), read again from the file by
+     * flame.c: PerfSample packets of their processes, on the export's times */
+    an_flame *fl = NULL;
+    mlprof__stack_frame_out *frames = NULL;
+    mlprof__stack_sample_out *samples = NULL;
+    mlprof__stacks_out stacks;
+    if (t->json_stacks == 3 || t->nssamples) {
+        char err[700];
+        size_t nf = 0, ns = 0, skipped = 0;
+        if (!t->path || strcmp(t->path, "-") == 0) {
+            x->st->stacks_unread = 1; /* standard input: read once */
+        } else if (!(fl = an_flame_read(t->path, NULL, 0, err, sizeof err))) {
+            x->st->stacks_unread = 1;
+        } else if (an_flame_stacks(fl, stack_map, x, &frames, &nf, &samples, &ns, &skipped) != 0) {
+            x->st->stacks_unread = 1;
+        } else {
+            stacks = (mlprof__stacks_out){m.pid, frames, nf, samples, ns};
+            m.stacks = &stacks;
+            x->st->stack_samples = ns;
+            x->st->left_out += skipped;
+        }
+    }
     x->ops->tail_end(x->ps, &x->out, &m);
+    mlprof__free(frames);
+    mlprof__free(samples);
+    if (fl)
+        an_flame_free(fl);
 }
 
 int an_perfetto_export(const an_trace *t, const char *out, an_pf_stats *st, char *err, size_t errlen)

@@ -23,6 +23,8 @@ typedef struct an_pf_stats {
                              * and counter values that are not numbers */
     size_t unended;         /* begins ("B") never ended: left out, as analyze leaves them out */
     int64_t shift_ns;       /* added to every time: the trace starts before 0, and Perfetto's times are unsigned */
+    size_t stack_samples;   /* sampled call stacks written (PerfSample packets) */
+    int stacks_unread;      /* the trace has sampled stacks that could not be read again (standard input) */
     long long bytes;        /* the file's size */
 } an_pf_stats;
 

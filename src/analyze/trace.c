@@ -690,6 +690,9 @@ static int read_object(reader *r)
         int rc;
         if (strcmp(k, "traceEvents") == 0) {
             rc = read_events(r, 0);
+        } else if (strcmp(k, "stackFrames") == 0 || strcmp(k, "samples") == 0) {
+            t->json_stacks |= k[1] == 't' ? 1 : 2; /* read by flame.c where wanted, not here */
+            rc = an_json_skip(in, NULL);
         } else if (strcmp(k, "otherData") == 0 || strcmp(k, "deviceProperties") == 0 ||
                    strcmp(k, "distributedInfo") == 0) {
             int other = k[0] == 'o';

@@ -136,6 +136,7 @@ typedef struct an_trace {
     an_stack_sample *ssamples;
     size_t nssamples, ssamplecap;
     mlprof__map snode_index; /* (parent, name) -> node: the reader's */
+    int json_stacks;         /* a JSON trace's stackFrames (1) and samples (2) are there (flame.c reads them) */
 } an_trace;
 
 /* Reads a Chrome trace event file (a JSON object with traceEvents, or a bare

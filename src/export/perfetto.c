@@ -1986,7 +1986,7 @@ static void put_stacks(pf_state *st, mlprof__sb *sb, const pf_seq *q, const mlpr
         if (in.len)
             put_bytes_field(sb, 12, in.data, in.len);
         size_t ps = open_len(sb, 66);
-        put_varint_field(sb, 2, (uint64_t)(uint32_t)v->pid);
+        put_varint_field(sb, 2, (uint64_t)(uint32_t)(sm->pid ? sm->pid : v->pid));
         put_varint_field(sb, 3, (uint64_t)(uint32_t)sm->tid);
         put_varint_field(sb, 4, sm->frame);
         put_varint_field(sb, 5, 2);

@@ -153,6 +153,7 @@ typedef struct mlprof__stack_sample_out {
     uint64_t ts_ns;       /* CLOCK_MONOTONIC, the trace's clock */
     pid_t tid;
     uint32_t frame;       /* its leaf */
+    pid_t pid;            /* its process; 0: the stacks' own (a merged trace's samples are of several) */
 } mlprof__stack_sample_out;
 
 typedef struct mlprof__stacks_out {

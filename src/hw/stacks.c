@@ -1275,7 +1275,7 @@ static int view_build(void)
          * call: the call itself is looked up (the leaf's is exact) */
         for (uint64_t i = n; i-- > 0 && rc == 0;)
             rc = (id = frame_id(&t, id, K.words[w + 3 + i] - (i > 0))) ? 0 : -1;
-        V.samples[ns] = (mlprof__stack_sample_out){K.words[w], (pid_t)K.words[w + 1], id};
+        V.samples[ns] = (mlprof__stack_sample_out){K.words[w], (pid_t)K.words[w + 1], id, 0};
         w += 3 + n;
     }
     /* each address's frames: the function that holds it, then the calls
