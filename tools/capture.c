@@ -77,9 +77,10 @@ static void capture_usage(FILE *out)
             "the process ended first, 2 a mistake on the command line (or a --config key\n"
             "the process refused), 3 no such process, 4 the process does not wait for\n"
             "captures (no mlprof, on_demand off, or a stale socket; --flush: no ring mode\n"
-            "recording in it), 5 a capture of it is\n"
-            "already running, 6 another user's process, 7 (--flush) the process is not\n"
-            "in ring mode (it has no ring to write).\n"
+            "recording in it), 5 it records already (a capture of it is running, or\n"
+            "it records all along: a flight recorder, whose ring --flush writes, or a\n"
+            "schedule), 6 another user's process, 7 (--flush) the process is not in\n"
+            "ring mode (it has no ring to write).\n"
             "A process that takes the request but does not answer within --answer-timeout\n"
             "(stopped, hung, or busy writing a large trace) is left with status 1 and a\n"
             "message.\n");
