@@ -259,6 +259,16 @@ static int take_sample(void)
                                     got.rtt_ns, got.exchanges);
 }
 
+/* Given by R's rank identity (src/record/dist.c): a rank the program's own
+ * clock samples say, where no launcher did. The weak one stands in while
+ * dist.c is not linked. */
+void mlprof__dist_set_sampled(int rank, int size);
+__attribute__((weak)) void mlprof__dist_set_sampled(int rank, int size)
+{
+    (void)rank;
+    (void)size;
+}
+
 int mlprof_dist_clock_sample(const char *method, int rank, int world_size, uint64_t at_ns, int64_t offset_ns,
                              uint64_t bound_ns, uint64_t rtt_ns, int exchanges)
 {
@@ -282,6 +292,7 @@ int mlprof_dist_clock_sample(const char *method, int rank, int world_size, uint6
         C.n--;
     C.s[C.n++] = (sample){at_ns, offset_ns, rtt_ns, bound_ns, exchanges};
     pthread_mutex_unlock(&C.lock);
+    mlprof__dist_set_sampled(rank, world_size); /* where no launcher said who this is */
     return MLPROF_OK;
 }
 

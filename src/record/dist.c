@@ -164,10 +164,12 @@ static struct {
     pthread_once_t once;
     mlprof__dist env;   /* the launcher's word */
     int mpi_rank, mpi_size; /* the MPI hook's, or -1 */
+    int sampled_rank, sampled_size; /* mlprof__dist_set_sampled's, or -1 */
     char key[sizeof mlprof__g.cfg.rank]; /* the rank key that view was made with */
     int made;
     mlprof__dist view;  /* what mlprof__dist_get returns */
-} D = {.lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT, .mpi_rank = -1, .mpi_size = -1};
+} D = {.lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT, .mpi_rank = -1, .mpi_size = -1,
+       .sampled_rank = -1, .sampled_size = -1};
 
 /* D.lock is a leaf held for a few instructions: a forked child whose parent
  * had another thread inside it starts with it free. */
@@ -190,6 +192,10 @@ static void make_view(const char *key)
             v.source = "mpi";
         }
         v.world_size = D.mpi_size;
+    } else if (v.rank < 0 && D.sampled_rank >= 0) {
+        v.rank = D.sampled_rank;
+        v.world_size = D.sampled_size;
+        v.source = "program";
     }
     if (key[0]) { /* checked when it was set: an integer from 0 */
         v.rank = atoi(key);
@@ -235,6 +241,22 @@ void mlprof__dist_set_mpi(int rank, int size)
     char key[sizeof D.key];
     snprintf(key, sizeof key, "%s", D.key);
     make_view(key);
+    pthread_mutex_unlock(&D.lock);
+}
+
+void mlprof__dist_set_sampled(int rank, int size)
+{
+    if (rank < 0 || size < 1 || rank >= size)
+        return;
+    pthread_once(&D.once, read_env);
+    pthread_mutex_lock(&D.lock);
+    if (D.sampled_rank != rank || D.sampled_size != size) {
+        D.sampled_rank = rank;
+        D.sampled_size = size;
+        char key[sizeof D.key];
+        snprintf(key, sizeof key, "%s", D.key);
+        make_view(key);
+    }
     pthread_mutex_unlock(&D.lock);
 }
 

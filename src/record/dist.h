@@ -25,6 +25,13 @@ const mlprof__dist *mlprof__dist_get(void);
  * out (MPI knows better) with a warning. */
 void mlprof__dist_set_mpi(int rank, int size);
 
+/* The rank and size the program measured its clock as
+ * (mlprof_dist_clock_sample: mlprof.dist over torch.distributed, whose group
+ * torch.multiprocessing.spawn or the script itself may have made with no
+ * launcher variable to say it): the view's where neither the launcher nor
+ * MPI said one (source "program"), so that %r names the rank's trace. */
+void mlprof__dist_set_sampled(int rank, int size);
+
 /* Parses the environment env (NULL-terminated "NAME=value" strings) into d,
  * without the rank key; warnings for malformed values go through
  * mlprof__log, naming the variable. For tests and mlprof__dist_get. */

@@ -194,3 +194,39 @@ def test_torch_trace_distributed_before_init(tmp_path):
         assert [(e["name"], e["args"]["seq"], e["args"]["bytes"]) for e in spans(t)] == [("all_reduce", 0, 64)]
         assert any(e.get("cat") == "aten" and e["name"] == "aten::mul" for e in t["traceEvents"])
         assert len(t["otherData"]["clock_sync"]["samples"]) == 2  # the first collective's, trace()'s end
+
+
+def test_rank_from_the_program_without_a_launcher(tmp_path):
+    """torch.multiprocessing.spawn's way: no launcher variable says the rank (the
+    script gives init_process_group its rank): the clock samples mlprof.dist takes
+    say it, so %r names each rank's trace and distributedInfo gives rank and size,
+    rather than both ranks writing one "norank" file over each other."""
+    script = tmp_path / "spawned.py"
+    script.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {os.path.join(HERE, '..', '..', 'python')!r})\n"
+        "import torch, torch.distributed as dist, mlprof, mlprof.torch\n"
+        "rank = int(sys.argv[2])\n"
+        "mlprof.set_config(filename=os.path.join(os.path.dirname(sys.argv[1]), 'spawned_rank%r.json'))\n"
+        "dist.init_process_group('gloo', init_method='file://' + sys.argv[1], rank=rank, world_size=2)\n"
+        "mlprof.set_state('run')\n"
+        "with mlprof.torch.trace(distributed=True):\n"
+        "    t = torch.ones(16)\n"
+        "    dist.all_reduce(t)\n"
+        "mlprof.dump()\n"
+        "dist.destroy_process_group()\n")
+    store = str(tmp_path / "store")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MLPROF_RANK") and not k.startswith(("OMPI_", "PMI", "SLURM_"))}
+    procs = [subprocess.Popen([sys.executable, str(script), store, str(r)], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=dict(env, OMP_NUM_THREADS="1"))
+             for r in range(2)]
+    for p in procs:
+        out = p.communicate(timeout=240)[0]
+        assert p.returncode == 0, out
+    assert not (tmp_path / "spawned_ranknorank.json").exists()
+    for r in range(2):
+        t = json.load(open(tmp_path / f"spawned_rank{r}.json"))
+        info = t.get("distributedInfo", {})
+        assert (info.get("rank"), info.get("world_size"), info.get("source")) == (r, 2, "program"), info
+        assert [e["name"] for e in spans(t)] == ["all_reduce"]
