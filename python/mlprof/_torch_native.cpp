@@ -253,7 +253,8 @@ struct Out {
 };
 
 /* One argument's text in PyTorch's "Concrete Inputs" form: an integer, a
- * list of them, a bool, a float; empty for tensors and anything else. */
+ * list of them, a bool, a list of them, a float; empty for tensors and
+ * anything else. */
 void scalar_text(Out &o, const c10::IValue &v)
 {
     if (v.isInt()) {
@@ -267,6 +268,15 @@ void scalar_text(Out &o, const c10::IValue &v)
             if (i)
                 o.put(", ");
             o.num(l.get(i));
+        }
+        o.put("]");
+    } else if (v.isBoolList()) { /* convolution_backward's output_mask: which gradients it computes */
+        auto l = v.toBoolList();
+        o.put("[");
+        for (size_t i = 0; i < l.size(); i++) {
+            if (i)
+                o.put(", ");
+            o.put(l.get(i) ? "True" : "False");
         }
         o.put("]");
     } else if (v.isDouble()) {
@@ -324,6 +334,11 @@ uint64_t hash_args(const Entry *op, c10::ArrayRef<const c10::IValue> in)
             h = mix(mix(h, 7), l.size());
             for (size_t i = 0; i < l.size(); i++)
                 h = mix(h, (uint64_t)l.get(i));
+        } else if (v.isBoolList()) {
+            auto l = v.toBoolList();
+            h = mix(mix(h, 9), l.size());
+            for (size_t i = 0; i < l.size(); i++)
+                h = mix(h, l.get(i) ? 10 : 11);
         } else if (v.isNone()) {
             h = mix(h, 8);
         } else {

@@ -312,6 +312,25 @@ def test_native_all_threads_and_nesting(tmp_path):
     assert all(e["args"]["flops"] == 2 * 8 * 8 * 8 for e in mms)
 
 
+def test_conv_backward_counts_the_gradients_asked_for(tmp_path, path):
+    # an input that needs no gradient: convolution_backward computes the filter's
+    # (and the bias's) only, one pass of the forward's FLOPs, not two
+    mlprof.set_state("stop")
+    mlprof.clear()
+    mlprof.set_config(filename=str(tmp_path / "convbwd.json"), memory_svg="", memory_csv="", profile_memory=False)
+    mlprof.set_state("run")
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+    x = torch.randn(2, 3, 8, 8)
+    with mlprof.torch.trace(native=path):
+        conv(x).sum().backward()
+    with open(mlprof.dump()) as f:
+        t = json.load(f)
+    flops = {e["name"]: e["args"].get("flops") for e in t["traceEvents"] if e.get("ph") == "X"
+             and e["name"] in ("aten::convolution", "aten::convolution_backward")}
+    forward = 2 * 2 * 8 * 8 * 8 * 3 * 3 * 3
+    assert flops == {"aten::convolution": forward, "aten::convolution_backward": forward}, (path, flops)
+
+
 def test_nested_traces_record_each_operator_once(tmp_path, path):
     # a trace inside a trace (either path inside either) records each operator
     # once, its memory once (no double frees), its FLOPs once
