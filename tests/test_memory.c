@@ -204,6 +204,7 @@ static void free_after_a_gap(void)
     CHECK_OK(mlprof_set_config("filename", tu_path("memory_gap.json")));
     CHECK_OK(mlprof_set_config("memory_csv", "")); /* the files of hostile_names stay as they are */
     CHECK_OK(mlprof_set_config("memory_svg", ""));
+    CHECK_OK(mlprof_set_config("stats_file", "auto")); /* memory_gap.stats.txt, not a file named "auto" */
     CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
     tu_set_now(400000);
     CHECK_OK(mlprof_mem_alloc(CPU, at(0x880000), 64, "a"));
@@ -223,6 +224,9 @@ static void free_after_a_gap(void)
     CHECK(c.unknown_frees == 1 && c.double_frees == 1, "after a gap: unknown %llu double %llu",
           (unsigned long long)c.unknown_frees, (unsigned long long)c.double_frees);
     CHECK_OK(mlprof_dump(1));
+    char stats[1200];
+    snprintf(stats, sizeof stats, "%s", tu_path("memory_gap.stats.txt"));
+    CHECK(access(stats, F_OK) == 0 && access("auto", F_OK) != 0, "stats_file=auto wrote %s, not ./auto", stats);
 }
 
 int main(int argc, char **argv)
@@ -236,6 +240,14 @@ int main(int argc, char **argv)
     CHECK(strcmp(path, tu_path("memory.memory.csv")) == 0, "auto csv path %s", path);
     CHECK_OK(mlprof_output_path("memory_svg", path, sizeof path));
     CHECK(strcmp(path, tu_path("memory.memory_flow.svg")) == 0, "auto svg path %s", path);
+    /* stats_file=auto: beside the trace as the memory outputs (it wrote a file named "auto") */
+    CHECK_OK(mlprof_set_config("stats_file", "auto"));
+    CHECK_OK(mlprof_output_path("stats", path, sizeof path));
+    CHECK(strcmp(path, tu_path("memory.stats.txt")) == 0, "auto stats path %s", path);
+    CHECK_OK(mlprof_set_config("filename", "/dev/null"));
+    CHECK_OK(mlprof_output_path("stats", path, sizeof path));
+    CHECK(path[0] == '\0', "no auto stats beside a trace written in place: %s", path);
+    CHECK_OK(mlprof_set_config("filename", tu_path("memory.json")));
     /* off without profile_memory: nothing is counted */
     CHECK_OK(mlprof_set_config("profile_memory", "0"));
     CHECK_OK(mlprof_set_state(MLPROF_STATE_RUN));
@@ -248,5 +260,6 @@ int main(int argc, char **argv)
     sample_rate();
     hostile_names();
     free_after_a_gap();
+
     return tu_finish("test_memory");
 }

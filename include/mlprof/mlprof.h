@@ -121,7 +121,8 @@ MLPROF_API const char *mlprof_last_error(void);
  *   level            record domains whose level is <= this (0..9)    1
  *   buffer_size      bytes of event buffers, e.g. 64M (64K..64G)     64M
  *   stats_file       also write the statistics table here at dump    "" (none)
- *                    (this key, memory_csv, memory_svg and sqlite_file
+ *                    (auto: the trace's name, .stats.txt for its
+ *                    extension; this key, memory_csv, memory_svg and sqlite_file
  *                    may not name the trace's file nor each other's:
  *                    MLPROF_EVALUE; /dev/null and the like excepted)
  *   schedule         steps recorded (mlprof_step):                   "" (none)
@@ -629,8 +630,8 @@ MLPROF_API int mlprof_mem_reset(void);
 MLPROF_API int mlprof_mem_trace(int device, char **out);
 
 /* Copies the path an output is written to: what is "trace", "stats",
- * "memory_csv" or "memory_svg". "" when that output is off (a memory output
- * at "auto" beside a trace written in place included). Errors:
+ * "memory_csv" or "memory_svg". "" when that output is off (an output at
+ * "auto" beside a trace written in place included). Errors:
  * MLPROF_EINVAL (unknown what), MLPROF_ELIMIT (buf too small; truncated). */
 MLPROF_API int mlprof_output_path(const char *what, char *buf, size_t len);
 

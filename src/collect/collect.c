@@ -2141,7 +2141,11 @@ static int output_path(const char *what, char *buf, size_t len)
     const mlprof__config *c = &mlprof__g.cfg;
     if (strcmp(what, "trace") == 0)
         mlprof__collect_trace_path(buf, len);
-    else if (strcmp(what, "stats") == 0)
+    else if (strcmp(what, "stats") == 0 && strcmp(c->stats_file, "auto") == 0) {
+        char trace[4200];
+        mlprof__collect_trace_path(trace, sizeof trace);
+        mlprof__sink_auto_path(trace, ".stats.txt", buf, len);
+    } else if (strcmp(what, "stats") == 0)
         c->stats_file[0] ? mlprof__expand_path(c->stats_file, 1, buf, len) : (void)(buf[0] = '\0');
     else if (strcmp(what, "memory_csv") == 0)
         mlprof__memory_output_path(c->memory_csv, ".memory.csv", NULL, buf, len);

@@ -39,23 +39,10 @@ int mlprof__memory_output_path(const char *value, const char *suffix, const char
             snprintf(trace, sizeof trace, "%s", trace_path);
         else
             mlprof__expand_path(mlprof__g.cfg.filename, 1, trace, sizeof trace);
-        if (mlprof__sink_auto_skipped(trace)) { /* /dev/null.memory.csv is no file to make */
-            buf[0] = '\0';
+        /* run.json, run.pftrace and run.json.gz all give run.memory.csv;
+         * /dev/null.memory.csv is no file to make */
+        if (mlprof__sink_auto_path(trace, suffix, buf, len))
             return 1;
-        }
-        const char *base = strrchr(trace, '/');
-        base = base ? base + 1 : trace;
-        /* run.json, run.pftrace and run.json.gz all give run.memory.csv */
-        for (int cut = 0; cut < 2; cut++) {
-            char *dot = strrchr(base, '.');
-            if (!dot || dot == base)
-                break;
-            int gz = strcmp(dot, ".gz") == 0;
-            *dot = '\0';
-            if (!gz)
-                break;
-        }
-        snprintf(buf, len, "%s%s", trace, suffix);
     }
     return 0;
 }

@@ -115,6 +115,26 @@ int mlprof__sink_path_check(const mlprof__sink_dump *d, const char *key, const c
 
 int mlprof__sink_auto_skipped(const char *trace_path) { return mlprof__out_in_place(trace_path); }
 
+int mlprof__sink_auto_path(const char *trace_path, const char *suffix, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (mlprof__sink_auto_skipped(trace_path))
+        return 1;
+    const char *slash = strrchr(trace_path, '/'), *base = slash ? slash + 1 : trace_path;
+    size_t stem = strlen(trace_path), n = strlen(base);
+    if (n > 3 && strcmp(base + n - 3, ".gz") == 0) { /* run.json.gz and run.json give run.SUFFIX */
+        stem -= 3;
+        n -= 3;
+    }
+    for (size_t i = n; i-- > 1;) /* the extension, not a leading dot */
+        if (base[i] == '.') {
+            stem = (size_t)(base - trace_path) + i;
+            break;
+        }
+    snprintf(buf, len, "%.*s%s", (int)stem, trace_path, suffix);
+    return 0;
+}
+
 void mlprof__sink_note_skipped(const char *key, const char *trace_path)
 {
     if (first_time(key, trace_path))

@@ -296,6 +296,10 @@ int mlprof__sink_path_check(const mlprof__sink_dump *d, const char *key, const c
  * mlprof__sink_note_skipped says it on stderr, once per key and path. */
 int mlprof__sink_auto_skipped(const char *trace_path);
 void mlprof__sink_note_skipped(const char *key, const char *trace_path);
+/* The name of an output at "auto": trace_path with its extension (and a
+ * ".gz" after it) replaced by suffix (run.json.gz, ".db": run.db), in buf;
+ * 1 (and "") when the trace is written in place (above), else 0. */
+int mlprof__sink_auto_path(const char *trace_path, const char *suffix, char *buf, size_t len);
 
 /* A file sink's output (key: its configuration key) could not be written:
  * the error (code rc, message mlprof_last_error()) joins the dump's

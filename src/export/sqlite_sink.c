@@ -155,24 +155,7 @@ static int target_path(const char *trace_path, char *buf, size_t len)
         snprintf(trace, sizeof trace, "%s", trace_path);
     else
         mlprof__expand_path(mlprof__g.cfg.filename, 1, trace, sizeof trace);
-    if (mlprof__sink_auto_skipped(trace)) {
-        buf[0] = '\0';
-        return 1;
-    }
-    char *base = strrchr(trace, '/');
-    base = base ? base + 1 : trace;
-    size_t n = strlen(base);
-    if (n > 3 && strcmp(base + n - 3, ".gz") == 0)
-        base[n - 3] = '\0';
-    char *dot = strrchr(base, '.');
-    if (dot && dot != base)
-        *dot = '\0';
-    n = strlen(trace);
-    if (n + 4 > len)
-        n = len > 4 ? len - 4 : 0;
-    memcpy(buf, trace, n);
-    memcpy(buf + n, ".db", 4);
-    return 0;
+    return mlprof__sink_auto_path(trace, ".db", buf, len);
 }
 
 /* --------------------------------------------------------------- writing */

@@ -993,14 +993,20 @@ static void stats_counter(void *st, const mlprof__sink_out *out, const mlprof__c
         mlprof__stats_counter(st, c->id, c->domain, c->name, c->value, c->ts_ns);
 }
 
-/* stats_file: a table, or JSON when its name ends in .json. */
+/* stats_file: a table, or JSON when its name ends in .json; at "auto" the
+ * trace's name with .stats.txt for its extension (a table). */
 static int stats_dump(void *st, const mlprof__sink_dump *d)
 {
     const char *file = mlprof__g.cfg.stats_file;
     if (!file[0])
         return MLPROF_OK;
     char path[4200];
-    mlprof__expand_path(file, 1, path, sizeof path);
+    if (strcmp(file, "auto") != 0) {
+        mlprof__expand_path(file, 1, path, sizeof path);
+    } else if (mlprof__sink_auto_path(d->trace_path, ".stats.txt", path, sizeof path)) {
+        mlprof__sink_note_skipped("stats_file", d->trace_path);
+        return MLPROF_OK;
+    }
     int rc = mlprof__sink_path_check(d, "stats_file", file, path);
     if (rc != MLPROF_OK) /* said by the check; kept for the next dump and mlprof_dumps */
         return mlprof__sink_failed(d, "stats_file", rc, 1);

@@ -91,7 +91,7 @@ static const key_def g_keys[] = {
      "a size in bytes such as 4M, at most half of buffer_size, or 0 for half of buffer_size"},
     {"ring_seconds", T_DOUBLE, F(ring_seconds), 0, 86400, "seconds from 0 (no limit by age) to 86400"},
     {"ring_full_decode", T_BOOL, F(ring_full_decode), 0, 0, "a boolean"},
-    {"stats_file", T_STR, F(stats_file), 0, 0, "a file path, or empty for none"},
+    {"stats_file", T_STR, F(stats_file), 0, 0, "a file path, auto (beside the trace), or empty for none"},
     {"stats_steps", T_INT, F(stats_steps), 0, 1000000,
      "an integer from 0 (no per-step rows) to 1000000: the last steps whose rows the statistics keep"},
     {"schedule", T_MODULE, F(schedule), 0, 0,
