@@ -224,6 +224,15 @@ const mlprof__dist *mlprof__dist_get(void)
     return &D.view;
 }
 
+/* The view again with the rank key it was made with, after a word of MPI's
+ * or the program's. D.lock held. */
+static void remake_view(void)
+{
+    char key[sizeof D.key];
+    snprintf(key, sizeof key, "%s", D.key);
+    make_view(key);
+}
+
 void mlprof__dist_set_mpi(int rank, int size)
 {
     if (rank < 0 || size < 1 || rank >= size)
@@ -238,9 +247,7 @@ void mlprof__dist_set_mpi(int rank, int size)
                     D.env.source, D.env.world_size, size);
     D.mpi_rank = rank;
     D.mpi_size = size;
-    char key[sizeof D.key];
-    snprintf(key, sizeof key, "%s", D.key);
-    make_view(key);
+    remake_view();
     pthread_mutex_unlock(&D.lock);
 }
 
@@ -253,9 +260,7 @@ void mlprof__dist_set_sampled(int rank, int size)
     if (D.sampled_rank != rank || D.sampled_size != size) {
         D.sampled_rank = rank;
         D.sampled_size = size;
-        char key[sizeof D.key];
-        snprintf(key, sizeof key, "%s", D.key);
-        make_view(key);
+        remake_view();
     }
     pthread_mutex_unlock(&D.lock);
 }
