@@ -669,6 +669,27 @@ def test_kernels():
     check("no kernels" in p.stdout, "a CPU-only trace")
 
 
+def test_flame_span_frames():
+    """flame --span NAME keeps the samples taken while a span NAME was open on
+    their thread: a task ("X") or a frame ("b"/"e" of one id, as mlprof writes
+    frames), in the JSON trace and in its Perfetto export."""
+    evs = [{"name": "iter", "cat": "frame", "ph": "b", "id": 1, "ts": 100, "pid": 1, "tid": 1},
+           {"name": "iter", "cat": "frame", "ph": "e", "id": 1, "ts": 200, "pid": 1, "tid": 1},
+           {"name": "iter", "cat": "frame", "ph": "b", "id": 2, "ts": 300, "pid": 1, "tid": 1},
+           {"name": "iter", "cat": "frame", "ph": "e", "id": 2, "ts": 400, "pid": 1, "tid": 1},
+           ev("step", 500, 100)]
+    trace = {"traceEvents": evs,
+             "stackFrames": {"1": {"name": "main"}, "2": {"name": "inner", "parent": "1"}},
+             "samples": [{"ts": ts, "pid": 1, "tid": 1, "sf": "2", "weight": 1} for ts in range(50, 700, 10)]}
+    path = write("flame_frames.json", json.dumps(trace))
+    pf = os.path.join(OUT, "flame_frames.pftrace")
+    mlprof("export", "--perfetto", pf, path)
+    for src in (path, pf):
+        for span, want in (("iter", 22), ("step", 11)):  # 100..200 and 300..400 every 10 us; 500..600
+            p = mlprof("flame", src, "--folded", "--span", span)
+            check(p.stdout.strip() == f"main;inner {want}", f"{os.path.basename(src)} --span {span}: {p.stdout!r}")
+
+
 def test_order_independent():
     """A row's shapes and a kernel's operators are its earliest call's: the same
     answers whatever order the file holds the events in (a trace and its Perfetto
@@ -900,7 +921,7 @@ def test_output_is_input():
         print("analyze: /dev/full is missing: a failing standard output is not checked")
 
 
-for test in (test_order_independent, test_output_is_input, test_operator_types, test_filters_matching_nothing, test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
+for test in (test_flame_span_frames, test_order_independent, test_output_is_input, test_operator_types, test_filters_matching_nothing, test_other_writers, test_kernels, test_merge, test_pytorch, test_diff, test_nesting, test_begin_end, test_streamed_array, test_gzip_and_string_tids, test_damaged,
              test_not_a_trace, test_usage, test_own_trace, test_begin_end_span_and_order, test_bad_times,
              test_events_left_out):
     test()

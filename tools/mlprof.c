@@ -1667,7 +1667,8 @@ static void flame_usage(FILE *out)
             "                frame's samples, share and source lines (where the trace has\n"
             "                them), click to zoom, \"Reset zoom\" to go back\n"
             "  --span NAME   only the samples taken on a thread while a span NAME was open\n"
-            "                on it (the function view of one operator)\n"
+            "                on it: a task, or a frame (from its thread's begin to its\n"
+            "                end); the function view of one operator or iteration\n"
             "  --lines       a function's frames split by source line: \"f (file.c:12)\"\n"
             "                (frames the trace gives a file and line)\n"
             "Exit status: 0 done, 1 no samples (said) or the trace is damaged, 2 usage.\n");

@@ -189,12 +189,23 @@ static int read_samples(an_input *in, an_flame *f, mlprof__sb *key, mlprof__sb *
 }
 
 /* The complete spans named span ('X' events), for the filter. */
+/* A frame (an async slice, "b" then "e" of one id, as mlprof writes its
+ * frames) of the name --span gives: open since its "b", by (pid, id). */
+typedef struct open_frame {
+    int64_t pid, tid, ts;
+    char id[64];
+} open_frame;
+
 static int read_events(an_input *in, an_flame *f, const char *want, mlprof__sb *key, mlprof__sb *val)
 {
+    open_frame *open = NULL;
+    size_t nopen = 0, copen = 0;
+    int rc_all = 0;
     int more = an_json_open(in, '[', "'[' to start traceEvents");
     while (more == 1) {
         span s = {0, 0, 0, -1};
         int named = 0, complete = 0;
+        char ph = 0, id[64] = "";
         int m = an_json_open(in, '{', "'{' to start an event");
         while (m == 1) {
             double v;
@@ -207,7 +218,12 @@ static int read_events(an_input *in, an_flame *f, const char *want, mlprof__sb *
                 named = rc == 0 && val->len == strlen(want) && memcmp(val->data, want, val->len) == 0;
             } else if (key->len == 2 && memcmp(key->data, "ph", 2) == 0 && an_json_peek(in) == '"') {
                 rc = an_json_string(in, val);
-                complete = rc == 0 && val->len == 1 && val->data[0] == 'X';
+                ph = rc == 0 && val->len == 1 ? val->data[0] : 0;
+                complete = ph == 'X';
+            } else if (key->len == 2 && memcmp(key->data, "id", 2) == 0) {
+                mlprof__sb_reset(val);
+                rc = an_json_skip(in, val); /* a number or a string: its text names it */
+                snprintf(id, sizeof id, "%.*s", (int)(val->len < 63 ? val->len : 63), val->data ? val->data : "");
             } else if (key->len == 2 && memcmp(key->data, "ts", 2) == 0) {
                 rc = an_json_time_ns(in, &s.ts);
             } else if (key->len == 3 && memcmp(key->data, "dur", 3) == 0) {
@@ -223,19 +239,44 @@ static int read_events(an_input *in, an_flame *f, const char *want, mlprof__sb *
                 break;
             m = an_json_next(in, '}');
         }
-        if (m < 0 || in->failed)
-            return -1;
+        if (m < 0 || in->failed) {
+            rc_all = -1;
+            break;
+        }
+        if (named && ph == 'b') { /* a frame begins: its span when its "e" comes */
+            open_frame *g = mlprof__grow(open, &copen, nopen, sizeof *g, 16);
+            if (!g) {
+                rc_all = -1;
+                break;
+            }
+            open = g;
+            open[nopen] = (open_frame){s.pid, s.tid, s.ts, ""};
+            snprintf(open[nopen++].id, sizeof open->id, "%s", id);
+            complete = 0;
+        } else if (named && ph == 'e') {
+            size_t k = nopen;
+            while (k-- > 0 && !(open[k].pid == s.pid && strcmp(open[k].id, id) == 0)) {
+            }
+            if (k < nopen) { /* the innermost open one of that id: on the thread that began it */
+                s = (span){open[k].pid, open[k].tid, open[k].ts, s.ts - open[k].ts};
+                open[k] = open[--nopen];
+                complete = 1;
+            }
+        }
         if (named && complete && s.end >= 0) {
             span *g = mlprof__grow(f->sp, &f->csp, f->nsp, sizeof *g, 256);
-            if (!g)
-                return -1;
+            if (!g) {
+                rc_all = -1;
+                break;
+            }
             f->sp = g;
             s.end += s.ts;
             g[f->nsp++] = s;
         }
         more = an_json_next(in, ']');
     }
-    return more < 0 ? -1 : 0;
+    mlprof__free(open);
+    return rc_all < 0 || more < 0 ? -1 : 0;
 }
 
 static int by_thread_time(const void *a, const void *b)
@@ -390,15 +431,25 @@ static int read_pftrace(an_flame *f, const char *path, const char *span_name, ch
     }
     for (size_t i = 0; rc == 0 && span_name && i < t.nev; i++) {
         const an_event *e = &t.ev[i];
-        if (e->ph != 'X' || strcmp(e->name, span_name) != 0)
+        if ((e->ph != 'X' && e->ph != 'b') || strcmp(e->name, span_name) != 0)
             continue;
+        span sp = {e->pid, e->tid, e->ts, e->ts + e->dur};
+        if (e->ph == 'b') { /* a frame: to its "e" of the same process and id */
+            size_t k = i + 1;
+            while (k < t.nev && !(t.ev[k].ph == 'e' && t.ev[k].pid == e->pid && t.ev[k].id == e->id &&
+                                  strcmp(t.ev[k].name, span_name) == 0))
+                k++;
+            if (k == t.nev)
+                continue;
+            sp.end = t.ev[k].ts;
+        }
         span *g = mlprof__grow(f->sp, &f->csp, f->nsp, sizeof *g, 256);
         if (!g) {
             rc = -1;
             break;
         }
         f->sp = g;
-        g[f->nsp++] = (span){e->pid, e->tid, e->ts, e->ts + e->dur};
+        g[f->nsp++] = sp;
     }
     if (rc < 0)
         snprintf(err, errlen, "out of memory");
