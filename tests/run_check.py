@@ -470,6 +470,17 @@ def check_status_and_errors():
                            capture_output=True, text=True, timeout=120)
         check(q.returncode == 2 and says in q.stderr and not os.path.exists(marker),
               f"-o {out!r}: {q.returncode} {q.stderr!r}")
+    # a capture_range that never begins: said, by the run for the whole run, by a process of its own alone
+    q = subprocess.run([MLPROF, "run", "-q", "-o", os.path.join(OUT, "never.json"), "--capture_range", "span:never",
+                        "--", PYTHON, "-c", "pass"], capture_output=True, text=True, timeout=120)
+    check(q.returncode == 0 and "captured capture_range=span:never (it never began)" in q.stderr
+          and "no span of that name began" not in q.stderr, f"capture_range never began: {q.returncode} {q.stderr!r}")
+    q = subprocess.run([PYTHON, "-c", "import mlprof; mlprof.set_state('stop')"], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, MLPROF_CAPTURE_RANGE="span:never",
+                                             PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                     "..", "python")))
+    check(q.returncode == 0 and "capture_range=span:never: no span of that name began" in q.stderr,
+          f"capture_range never began, alone: {q.returncode} {q.stderr!r}")
     # a device as the output (/dev/null): its parts in a folder of TMPDIR, removed once merged
     tmp = os.path.join(OUT, "tmpdir")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -1775,8 +1775,12 @@ int mlprof_cmd_run(int argc, char **argv)
     }
     an_trace merged;
     int have_merged = 0;
+    const char *range = getenv("MLPROF_CAPTURE_RANGE");
     if (!used && o.on_demand) {
         fprintf(stderr, PROG ": no capture was taken: no trace\n");
+    } else if (!used && range && *range) {
+        fprintf(stderr, PROG ": no process of the run captured capture_range=%s (it never began): no trace\n",
+                range);
     } else if (!used && g_kill_stage) {
         fprintf(stderr, PROG ": no process of the run wrote a trace: it was killed (SIGKILL) before it did\n");
         failed = 1;

@@ -61,6 +61,7 @@ enum { CLAIM_IDLE = 0, CLAIM_DEMAND, CLAIM_FRAMES_ARMED, CLAIM_FRAMES, CLAIM_RAN
        CLAIM_STEPS };
 static int g_claim; /* atomic */
 static int g_number; /* atomic: captures taken in this process */
+static int g_range_began; /* atomic: capture_range's range began at least once */
 
 /* The client's exit statuses, sent back with an error (tools/capture.c). */
 enum { CODE_FAILED = 1, CODE_USAGE = 2, CODE_BUSY = 5, CODE_DENIED = 6, CODE_NO_RING = 7 };
@@ -320,6 +321,8 @@ static void *this_thread(void)
 static void range_start(int kind, int count)
 {
     char err[512] = "";
+    if (kind == CLAIM_RANGE)
+        __atomic_store_n(&g_range_began, 1, __ATOMIC_RELAXED);
     if (kind == CLAIM_RANGE && prepare(NULL, NULL, err, sizeof err) != 0) {
         mlprof__log(MLPROF_LOG_ERROR, "capture_range: %s", err);
         release();
@@ -490,6 +493,20 @@ static void remove_socket(void)
 }
 
 void mlprof__capture_on_crash(void) { remove_socket(); }
+
+void mlprof__capture_exit_report(void)
+{
+    int kind = __atomic_load_n(&mlprof__range_kind, __ATOMIC_RELAXED);
+    if (kind == MLPROF__RANGE_NONE || __atomic_load_n(&g_range_began, __ATOMIC_RELAXED) ||
+        getenv("MLPROF_RUN_PART"))
+        return;
+    char range[300];
+    mlprof_get_config("capture_range", range, sizeof range);
+    mlprof__log(MLPROF_LOG_WARN, "capture_range=%s: %s, so nothing was captured", range,
+                kind == MLPROF__RANGE_CUDA ? "the program never called cudaProfilerStart"
+                : kind == MLPROF__RANGE_NVTX ? "no NVTX range of that name was pushed"
+                                             : "no span of that name began");
+}
 
 /* $XDG_RUNTIME_DIR/mlprof, else /tmp/mlprof-UID: made 0700, and refused unless
  * it is a folder of ours that nobody else may enter. tools/capture.c looks in

@@ -59,5 +59,9 @@ enum { MLPROF__RANGE_NONE = 0, MLPROF__RANGE_CUDA = 1, MLPROF__RANGE_NVTX = 2, M
 extern int mlprof__range_kind; /* atomic: capture_range's kind */
 void mlprof__capture_cuda_profiler(int start);
 void mlprof__capture_nvtx(const char *pushed);
+/* At exit: a process whose capture_range never began says so (nothing was
+ * captured, and no file tells why); not a process of mlprof run, whose
+ * summary says it for the whole run. */
+void mlprof__capture_exit_report(void);
 
 #endif /* MLPROF_CAPTURE_H */

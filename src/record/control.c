@@ -1035,6 +1035,7 @@ static void at_exit(void)
 {
     exit_dump(0);
     mlprof__children_report();
+    mlprof__capture_exit_report();
 }
 
 int mlprof_exit_dump(void)
