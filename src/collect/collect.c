@@ -459,34 +459,6 @@ static int spool_create(const char *dir, int *linkable)
     return fd;
 }
 
-/* Copies the first n bytes of the file from into to, at to's offset. */
-static int copy_file(int from, int to, uint64_t n)
-{
-    off_t in = 0, left = (off_t)n;
-    while (left > 0) {
-        ssize_t k = copy_file_range(from, &in, to, NULL, (size_t)left, 0);
-        if (k > 0) {
-            left -= k;
-            continue;
-        }
-        if (k < 0 && errno == EINTR)
-            continue;
-        break; /* not supported here: copy by hand */
-    }
-    char buf[1 << 16];
-    while (left > 0) {
-        /* no further than n: a spool a dump published holds that dump's tail after it */
-        ssize_t k = pread(from, buf, (size_t)left < sizeof buf ? (size_t)left : sizeof buf, in);
-        if (k == 0)
-            errno = EIO; /* the file is shorter than what was written to it */
-        if (k <= 0 || mlprof__write_all(to, buf, (size_t)k) != 0)
-            return -1;
-        in += k;
-        left -= k;
-    }
-    return 0;
-}
-
 /* A new spool file: beside the output if possible (same file system: a
  * cheap copy), else TMPDIR or /tmp; never beside a device or FIFO
  * (/dev/null). Its descriptor, or -1 with errno. */
@@ -537,7 +509,7 @@ static int spool_unpublish(void)
     int old = C.spool_fd, linkable = C.spool_linkable;
     uint64_t size = C.spool_size;
     C.spool_fd = -1;
-    if (spool_open() != 0 || copy_file(old, C.spool_fd, size) != 0) {
+    if (spool_open() != 0 || mlprof__copy_fd(old, C.spool_fd, size) != 0) {
         int err = errno;
         if (C.spool_fd >= 0)
             close(C.spool_fd);
@@ -2508,7 +2480,7 @@ static int write_trace(const char *path, const mlprof__trace_meta *m)
                           rc == MLPROF_ENOMEM ? "out of memory" : mlprof_last_error());
     } else if (publish_spool(&o, pending, &tail) == 0) {
         /* written */
-    } else if ((C.spool_size && copy_file(C.spool_fd, o.fd, C.spool_size) != 0) ||
+    } else if ((C.spool_size && mlprof__copy_fd(C.spool_fd, o.fd, C.spool_size) != 0) ||
                (pending->len && mlprof__write_all(o.fd, pending->data, pending->len) != 0) ||
                mlprof__write_all(o.fd, tail.data, tail.len) != 0) {
         rc = mlprof__fail(MLPROF_EIO, "cannot write the trace %s: %s", o.path, strerror(errno));

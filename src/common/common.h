@@ -252,6 +252,10 @@ int mlprof__same_file(const char *a, const char *b);
 /* Writes all n bytes to fd (retrying short writes and EINTR); 0 or -1 with
  * errno saying why (a full disk: ENOSPC, never a short count). */
 int mlprof__write_all(int fd, const void *data, size_t n);
+/* Copies the first n bytes of the file open as from (from its start) into
+ * to, at to's offset: copy_file_range where the kernel can, else by hand.
+ * 0, or -1 with errno (EIO: the file is shorter than n). */
+int mlprof__copy_fd(int from, int to, uint64_t n);
 /* Work done (bytes written, records drained), counted so that a signal's
  * dump that is slow but moving is not taken for one that hangs
  * (mlprof__dump_deadline). */

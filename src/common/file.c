@@ -134,6 +134,33 @@ static char *future_target(const char *path)
     return cur; /* a loop of links: creating the file says so */
 }
 
+int mlprof__copy_fd(int from, int to, uint64_t n)
+{
+    off_t in = 0, left = (off_t)n;
+    while (left > 0) {
+        ssize_t k = copy_file_range(from, &in, to, NULL, (size_t)left, 0);
+        if (k > 0) {
+            left -= k;
+            continue;
+        }
+        if (k < 0 && errno == EINTR)
+            continue;
+        break; /* not supported here: copy by hand */
+    }
+    char buf[1 << 16];
+    while (left > 0) {
+        /* no further than n: a spool a dump published holds that dump's tail after it */
+        ssize_t k = pread(from, buf, (size_t)left < sizeof buf ? (size_t)left : sizeof buf, in);
+        if (k == 0)
+            errno = EIO; /* the file is shorter than what was written to it */
+        if (k <= 0 || mlprof__write_all(to, buf, (size_t)k) != 0)
+            return -1;
+        in += k;
+        left -= k;
+    }
+    return 0;
+}
+
 /* ------------------------------------ temporary files of dead processes */
 
 /* The pid in a temporary file's name after "<path>.tmp-": "<pid>-XXXXXX",

@@ -498,7 +498,7 @@ void mlprof__capture_exit_report(void)
 {
     int kind = __atomic_load_n(&mlprof__range_kind, __ATOMIC_RELAXED);
     if (kind == MLPROF__RANGE_NONE || __atomic_load_n(&g_range_began, __ATOMIC_RELAXED) ||
-        getenv("MLPROF_RUN_PART"))
+        mlprof__in_run())
         return;
     char range[300];
     mlprof_get_config("capture_range", range, sizeof range);

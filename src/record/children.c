@@ -35,8 +35,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <pthread.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,12 +288,11 @@ static void on_deadline(int unused)
                               "ends the process (it stopped moving, or took a minute): it ends without it\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
-    signal(sig, SIG_DFL);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, sig);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-    raise(sig);
+    die_of(sig);
     _exit(128 + sig); /* a signal whose default is not to end the process */
 }
 

@@ -780,11 +780,6 @@ int mlprof__env_rejected(void)
     return g_env_rejected;
 }
 
-/* Whether this is a process of mlprof run (MLPROF_RUN_PART set), which
- * said every unknown MLPROF_ variable of the environment before it started
- * the command (and refused the near misses of keys). */
-static int run_said_env(void) { return getenv("MLPROF_RUN_PART") != NULL; }
-
 static void read_environment(void)
 {
     const char *file = getenv("MLPROF_CONFIG");
@@ -821,7 +816,7 @@ static void read_environment(void)
         if (strcmp(key, "cuda_library") == 0 || strcmp(key, "pyframes_break_layout") == 0)
             continue;
         const key_def *k = find_key(key);
-        if (!k && run_said_env()) /* mlprof run said it once, for every process of the run */
+        if (!k && mlprof__in_run()) /* mlprof run said it once, for every process of the run */
             continue;
         if (!k) {
             char hint[96];
@@ -921,33 +916,25 @@ static void run_part_init(void)
         snprintf(g_run_part, sizeof g_run_part, "%s", v);
 }
 
+/* Read each time: mlprof run's own process sets it for the command it
+ * starts, after its library has started (and at its exit says the run's
+ * summary for it). */
+int mlprof__in_run(void) { return getenv("MLPROF_RUN_PART") != NULL; }
+
 /* Copies the file at from to a new file at to; 0 or -1 (errno). */
 static int copy_to(const char *from, const char *to)
 {
     int in = open(from, O_RDONLY | O_CLOEXEC);
     if (in < 0)
         return -1;
-    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (out < 0) {
-        close(in);
-        return -1;
-    }
-    char buf[1 << 16];
-    ssize_t k;
-    int rc = 0;
-    while ((k = read(in, buf, sizeof buf)) != 0) {
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0 || mlprof__write_all(out, buf, (size_t)k) != 0) {
-            rc = -1;
-            break;
-        }
-    }
+    struct stat st;
+    int out = fstat(in, &st) == 0 ? open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : -1;
+    int rc = out >= 0 ? mlprof__copy_fd(in, out, (uint64_t)st.st_size) : -1;
     int e = errno;
     close(in);
-    if (close(out) != 0 && rc == 0)
+    if (out >= 0 && close(out) != 0 && rc == 0)
         rc = -1, e = errno;
-    if (rc != 0)
+    if (out >= 0 && rc != 0)
         unlink(to);
     errno = e;
     return rc;
@@ -1002,6 +989,18 @@ static void run_part_keep(const char *path, int at_exit)
                 same ? "renamed to" : "linked or copied to", part, strerror(errno));
 }
 
+/* mlprof__collect_dump(to, finished), and a finished trace it wrote made a
+ * part of mlprof run's trace too (run_part_keep; at_exit as there). */
+static int dump_and_keep(const char *to, int finished, int at_exit)
+{
+    unsigned long before = mlprof__collect_finished(NULL, 0);
+    int rc = mlprof__collect_dump(to, finished);
+    char written[4200];
+    if (finished && mlprof__collect_finished(written, sizeof written) != before)
+        run_part_keep(written, at_exit);
+    return rc;
+}
+
 /* What the exit handler writes: the trace, when dump_at_exit is on and
  * anything was recorded since the last finished dump; or the outputs that
  * dump could not write (the trace then stays as it was written). Under
@@ -1015,12 +1014,9 @@ static int exit_dump(int before_exec)
     int want = (at_exit || to_part) && __atomic_load_n(&mlprof__g.recorded, __ATOMIC_ACQUIRE);
     if (want) /* the kernels of the range profiler's last batches */
         EACH_MODULE(finish, ());
-    unsigned long before = mlprof__collect_finished(NULL, 0);
-    int rc = want ? mlprof__collect_dump(to_part ? g_run_part : NULL, 1)
+    /* before an exec, the next program writes the part's name again */
+    int rc = want ? dump_and_keep(to_part ? g_run_part : NULL, 1, !before_exec)
              : at_exit ? mlprof__collect_retry_outputs() : MLPROF_OK;
-    char path[4200];
-    if (want && mlprof__collect_finished(path, sizeof path) != before)
-        run_part_keep(path, !before_exec); /* the next program writes the part's name again */
     if (rc != MLPROF_OK)
         mlprof__log(MLPROF_LOG_ERROR, "dump %s failed: %s", before_exec ? "before exec" : "at exit",
                     mlprof_last_error());
@@ -1278,11 +1274,7 @@ static int dump(const char *path, int finished)
         modules_stop();
         mlprof__collect_stop_continuous();
     }
-    unsigned long before = mlprof__collect_finished(NULL, 0);
-    int rc = mlprof__collect_dump(path, finished);
-    char written[4200];
-    if (finished && mlprof__collect_finished(written, sizeof written) != before)
-        run_part_keep(written, 0); /* under mlprof run, a part of the run's trace too */
+    int rc = dump_and_keep(path, finished, 0);
     mlprof__ctl_unlock();
     modules_join();
     mlprof__collect_join_continuous();
@@ -1315,9 +1307,6 @@ int mlprof_dump_string(char **out)
     return rc;
 }
 
-/* quiet: a SIGTERM that stops a child of the run, which may wait for the
- * interrupted thread to leave mlprof's lock (MLPROF__LATER) and says nothing
- * when the trace is written */
 int mlprof__dump_waiting;
 
 /* Whether thread tid is one of mlprof's own ("mlprof dump", "mlprof
@@ -1373,6 +1362,9 @@ static void yield_to_dump(void)
     close(fd);
 }
 
+/* quiet: a SIGTERM that stops a child of the run, which may wait for the
+ * interrupted thread to leave mlprof's lock (MLPROF__LATER) and says nothing
+ * when the trace is written */
 static int signal_dump(int sig, int quiet)
 {
     /* Recording stops at once: threads that go on writing (a busy program's
@@ -1417,11 +1409,7 @@ static int signal_dump(int sig, int quiet)
      * inside libdw on its reader): the dump's parts wait for them with a
      * bound (mlprof__lock_for_dump) */
     __atomic_store_n(&mlprof__crashing, 1, __ATOMIC_RELEASE);
-    unsigned long before = mlprof__collect_finished(NULL, 0);
-    int rc = want ? mlprof__collect_dump(NULL, 1) : MLPROF_OK;
-    char written[4200];
-    if (want && mlprof__collect_finished(written, sizeof written) != before)
-        run_part_keep(written, 1);
+    int rc = want ? dump_and_keep(NULL, 1, 1) : MLPROF_OK;
     __atomic_store_n(&mlprof__crashing, 0, __ATOMIC_RELEASE);
     if (want && (rc != MLPROF_OK || !quiet))
         mlprof__log(rc == MLPROF_OK ? MLPROF_LOG_WARN : MLPROF_LOG_ERROR, "killed by signal %d (%s): %s", sig,

@@ -310,6 +310,9 @@ int mlprof__dump_on_term(int sig);
  * drain that holds the lock stops at its next chunk and lets them have it
  * (what it leaves, their dump drains). */
 extern int mlprof__dump_waiting;
+/* Whether this is a process of mlprof run (its MLPROF_RUN_PART: control.c),
+ * whose summary says for the whole run what each process would say alone. */
+int mlprof__in_run(void);
 static inline int mlprof__dump_wanted(void) { return __atomic_load_n(&mlprof__dump_waiting, __ATOMIC_RELAXED) != 0; }
 /* A SIGTERM deferred so (children.c): its signal number, else 0. */
 extern int mlprof__term_pending;
